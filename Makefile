@@ -1,0 +1,87 @@
+# ftl build. `make` builds build/ftl and build/libftl.{a,so}; `make demo` runs the main job;
+# `make test` installs what the tests need and runs every test (plain and under ASan+UBSan).
+
+SHARED   ?= $(abspath ../shared)
+BUILD    ?= build
+CC       ?= cc
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+INTEROP_NODE_DIR ?= $(abspath $(BUILD)/interop-node)
+
+WARN     := -Wall -Wextra -Werror
+CPPFLAGS := -Iinclude -Isrc -I$(BUILD)/gen -D_GNU_SOURCE -MMD -MP
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c17 $(WARN) -pthread -fPIC
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDLIBS   := -lturbojpeg -lpng -lprotobuf-c -ldnnl -lzstd -lsnappy -lz -lm -lpthread
+
+GEN_C    := $(BUILD)/gen/onnx.pb-c.c
+GEN_H    := $(BUILD)/gen/onnx.pb-c.h
+LIB_SRCS := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+CLI_SRCS := $(sort $(wildcard src/cli/*.c))
+UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
+SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/onnx.pb-c.o
+SAN_UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/san/%.o)
+
+.PHONY: all deps test-deps test demo bench clean
+all: $(BUILD)/ftl $(BUILD)/libftl.a $(BUILD)/libftl.so
+
+deps:
+	@scripts/install_deps.sh build
+
+test-deps:
+	@scripts/install_deps.sh test
+	@bash $(SHARED)/tools/interop/install.sh $(INTEROP_NODE_DIR) >$(BUILD)/interop-install.log 2>&1 || \
+	  { cat $(BUILD)/interop-install.log; exit 1; }
+
+# ONNX protobuf bindings are generated at build time from the system's onnx.proto (libonnx-dev).
+$(GEN_C) $(GEN_H): $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+$(BUILD)/obj/gen/onnx.pb-c.o: $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/san/%.o: %.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(BUILD)/libftl.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/libftl.so: $(LIB_OBJS)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+$(BUILD)/ftl: $(CLI_OBJS) $(BUILD)/libftl.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libftl.a $(LDLIBS)
+$(BUILD)/ftl_unit: $(UNIT_OBJS) $(BUILD)/libftl.a
+	$(CC) $(CFLAGS) -o $@ $(UNIT_OBJS) $(BUILD)/libftl.a $(LDLIBS)
+$(BUILD)/ftl_unit_san: $(SAN_UNIT_OBJS) $(SAN_LIB_OBJS)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+# The CLI under sanitizers, for the bad-input end-to-end tests.
+$(BUILD)/ftl_san: $(CLI_SRCS:%.c=$(BUILD)/san/%.o) $(SAN_LIB_OBJS)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+
+test:
+	@mkdir -p $(BUILD)
+	@$(MAKE) --no-print-directory test-deps
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san
+	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
+
+demo: deps
+	$(MAKE) all
+	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) scripts/demo.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj $(BUILD)/san -name '*.d' 2>/dev/null)

@@ -1,0 +1,54 @@
+/* ftl public API: version, status codes, error messages, logging. */
+#ifndef FTL_BASE_H
+#define FTL_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FTL_VERSION "0.1.0"
+
+typedef enum ftl_status {
+    FTL_OK = 0,
+    FTL_E_INVALID_ARG,  /* a bad option or argument from the caller */
+    FTL_E_NOT_FOUND,    /* a missing file, column, tensor or class */
+    FTL_E_EXISTS,       /* an output exists and overwriting was not asked for */
+    FTL_E_IO,           /* a read or write failed (disk full, permissions) */
+    FTL_E_FORMAT,       /* malformed input: corrupt or truncated file */
+    FTL_E_UNSUPPORTED,  /* well-formed input that ftl does not handle */
+    FTL_E_NOMEM,
+    FTL_E_INTERRUPTED,  /* stopped by a signal */
+    FTL_E_INTERNAL,
+} ftl_status;
+
+/* The message of the last failure on this thread ("" when none). */
+const char *ftl_last_error(void);
+const char *ftl_status_name(ftl_status status);
+/* Process exit code for a status: 0 ok, 2 bad arguments or missing/existing inputs, 1 otherwise. */
+int ftl_status_exit_code(ftl_status status);
+
+typedef enum ftl_log_level {
+    FTL_LOG_ERROR = 0,
+    FTL_LOG_WARN,
+    FTL_LOG_INFO,
+    FTL_LOG_DEBUG,
+} ftl_log_level;
+
+void ftl_log_set_level(ftl_log_level level);
+/* Under data parallelism only rank 0 prints info lines; warnings and errors carry the rank. */
+void ftl_log_set_rank(int rank, int world_size);
+
+/* On SIGINT/SIGTERM, delete the temporary files ftl is writing, then exit with 128+signal,
+ * so an interrupted command never leaves a half-written output behind. */
+void ftl_install_interrupt_cleanup(void);
+
+/* Number of CPU cores this process may use (sched affinity), at least 1. */
+int ftl_cpu_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what ftl needs on Debian 12, idempotently: every package is named here.
+#   scripts/install_deps.sh build   libraries and tools to build ftl
+#   scripts/install_deps.sh test    + reference implementations used by the tests
+# Already-installed packages are detected with dpkg-query, so a second run does nothing.
+set -euo pipefail
+what=${1:-build}
+
+build_packages=(
+  gcc make pkg-config
+  libdnnl-dev            # oneDNN: CPU convolutions (fp32, bf16)
+  libturbojpeg0-dev      # libjpeg-turbo TurboJPEG API: JPEG decode with DCT-domain scaling
+  libpng-dev             # PNG decode
+  libprotobuf-c-dev protobuf-c-compiler   # ONNX parsing (code generated from onnx.proto)
+  libonnx-dev            # provides onnx.proto, the real schema
+  libzstd-dev libsnappy-dev zlib1g-dev    # Parquet codecs
+  libopenmpi-dev openmpi-bin              # data-parallel training
+)
+test_packages=(
+  python3 python3-numpy python3-pil python3-onnx python3-torch python3-torchvision
+  nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
+  curl ca-certificates   # demo data download when the bundled copy is absent
+)
+
+packages=("${build_packages[@]}")
+[ "$what" = test ] && packages+=("${test_packages[@]}")
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# npm ships inside nodesource's nodejs; Debian's nodejs needs the separate npm package.
+if [ "$what" = test ] && ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}" >&2
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

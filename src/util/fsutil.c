@@ -1,0 +1,295 @@
+/* File helpers and the interrupt-cleanup registry. */
+#include "util/fsutil.h"
+#include "util/error.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void *ftl_xmalloc(size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory allocating %zu bytes\n", size);
+        abort();
+    }
+    return p;
+}
+
+void *ftl_xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory allocating %zu x %zu bytes\n", count, size);
+        abort();
+    }
+    return p;
+}
+
+void *ftl_xrealloc(void *old, size_t size) {
+    void *p = realloc(old, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory reallocating %zu bytes\n", size);
+        abort();
+    }
+    return p;
+}
+
+char *ftl_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = ftl_xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+char *ftl_format(const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = ftl_xmalloc((size_t)(n > 0 ? n : 0) + 1);
+    vsnprintf(s, (size_t)(n > 0 ? n : 0) + 1, fmt, ap2);
+    va_end(ap2);
+    return s;
+}
+
+/* ---- interrupt cleanup: a fixed table so the signal handler needs no locks or malloc ---- */
+
+enum { CLEANUP_SLOTS = 64, CLEANUP_PATH_MAX = 4096 };
+static char cleanup_paths[CLEANUP_SLOTS][CLEANUP_PATH_MAX];
+static atomic_int cleanup_used[CLEANUP_SLOTS];
+static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ftl_cleanup_register(const char *path) {
+    if (strlen(path) >= CLEANUP_PATH_MAX) return;
+    pthread_mutex_lock(&cleanup_lock);
+    for (int i = 0; i < CLEANUP_SLOTS; i++) {
+        if (!atomic_load(&cleanup_used[i])) {
+            strcpy(cleanup_paths[i], path);
+            atomic_store(&cleanup_used[i], 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cleanup_lock);
+}
+
+void ftl_cleanup_unregister(const char *path) {
+    pthread_mutex_lock(&cleanup_lock);
+    for (int i = 0; i < CLEANUP_SLOTS; i++) {
+        if (atomic_load(&cleanup_used[i]) && strcmp(cleanup_paths[i], path) == 0) {
+            atomic_store(&cleanup_used[i], 0);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cleanup_lock);
+}
+
+/* Runs in the signal handler: only async-signal-safe calls. Files go first, then the folders
+ * ftl created for them (rmdir succeeds once they are empty). */
+static void remove_registered_paths(void) {
+    for (int i = 0; i < CLEANUP_SLOTS; i++)
+        if (atomic_load(&cleanup_used[i])) unlink(cleanup_paths[i]);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = CLEANUP_SLOTS - 1; i >= 0; i--)
+            if (atomic_load(&cleanup_used[i])) rmdir(cleanup_paths[i]);
+}
+
+static void handle_interrupt(int sig) {
+    remove_registered_paths();
+    static const char msg[] = "\nftl: interrupted; temporary outputs removed\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(128 + sig);
+}
+
+void ftl_install_interrupt_cleanup(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handle_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int ftl_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ---- files ---- */
+
+char *ftl_temp_name_for(const char *path) {
+    static atomic_uint counter;
+    return ftl_format("%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
+}
+
+ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path) {
+    memset(f, 0, sizeof *f);
+    f->final_path = ftl_strdup(final_path);
+    f->temp_path = ftl_temp_name_for(final_path);
+    ftl_cleanup_register(f->temp_path);
+    f->fp = fopen(f->temp_path, "wb");
+    if (!f->fp) {
+        ftl_status st = ftl_fail(FTL_E_IO, "cannot create %s: %s", f->temp_path, strerror(errno));
+        ftl_atomic_abort(f);
+        return st;
+    }
+    return FTL_OK;
+}
+
+ftl_status ftl_atomic_commit(ftl_atomic_file *f) {
+    if (!f->fp) return ftl_fail(FTL_E_INTERNAL, "atomic commit of %s without an open file",
+                                f->final_path ? f->final_path : "?");
+    ftl_status st = FTL_OK;
+    if (fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0)
+        st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->temp_path, strerror(errno));
+    if (fclose(f->fp) != 0 && st == FTL_OK)
+        st = ftl_fail(FTL_E_IO, "cannot close %s: %s", f->temp_path, strerror(errno));
+    f->fp = NULL;
+    if (st == FTL_OK && rename(f->temp_path, f->final_path) != 0)
+        st = ftl_fail(FTL_E_IO, "cannot rename %s to %s: %s", f->temp_path, f->final_path, strerror(errno));
+    if (st != FTL_OK) {
+        ftl_atomic_abort(f);
+        return st;
+    }
+    ftl_sync_directory_of(f->final_path);
+    ftl_cleanup_unregister(f->temp_path);
+    free(f->temp_path);
+    free(f->final_path);
+    memset(f, 0, sizeof *f);
+    return FTL_OK;
+}
+
+void ftl_atomic_abort(ftl_atomic_file *f) {
+    if (f->fp) fclose(f->fp);
+    if (f->temp_path) {
+        unlink(f->temp_path);
+        ftl_cleanup_unregister(f->temp_path);
+    }
+    free(f->temp_path);
+    free(f->final_path);
+    memset(f, 0, sizeof *f);
+}
+
+void ftl_sync_directory_of(const char *path) {
+    char *dir = ftl_strdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    else strcpy(dir, ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+ftl_status ftl_write_all(FILE *fp, const void *data, size_t size, const char *path_for_errors) {
+    if (size && fwrite(data, 1, size, fp) != size)
+        return ftl_fail(FTL_E_IO, "cannot write %s: %s", path_for_errors, strerror(errno));
+    return FTL_OK;
+}
+
+ftl_status ftl_file_size(const char *path, uint64_t *size) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return ftl_fail(errno == ENOENT ? FTL_E_NOT_FOUND : FTL_E_IO, "cannot open %s: %s", path, strerror(errno));
+    *size = (uint64_t)st.st_size;
+    return FTL_OK;
+}
+
+ftl_status ftl_read_file(const char *path, uint8_t **data, size_t *size) {
+    *data = NULL;
+    *size = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return ftl_fail(errno == ENOENT ? FTL_E_NOT_FOUND : FTL_E_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return ftl_fail(FTL_E_IO, "cannot read %s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        fclose(fp);
+        return ftl_fail(FTL_E_NOMEM, "cannot read %s: out of memory for %zu bytes", path, n);
+    }
+    size_t got = fread(buf, 1, n, fp);
+    int read_error = ferror(fp);
+    fclose(fp);
+    if (got != n || read_error) {
+        free(buf);
+        return ftl_fail(FTL_E_IO, "cannot read %s: short read (%zu of %zu bytes)", path, got, n);
+    }
+    *data = buf;
+    *size = n;
+    return FTL_OK;
+}
+
+bool ftl_path_exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+bool ftl_is_directory(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+ftl_status ftl_make_dirs(const char *path) {
+    char *p = ftl_strdup(path);
+    size_t n = strlen(p);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char saved = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            ftl_status st = ftl_fail(FTL_E_IO, "cannot create folder %s: %s", p, strerror(errno));
+            free(p);
+            return st;
+        }
+        p[i] = saved;
+    }
+    free(p);
+    if (!ftl_is_directory(path)) return ftl_fail(FTL_E_IO, "cannot create folder %s: a file is in the way", path);
+    return FTL_OK;
+}
+
+ftl_status ftl_remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? FTL_OK : ftl_fail(FTL_E_IO, "cannot remove %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        DIR *dir = opendir(path);
+        if (!dir) return ftl_fail(FTL_E_IO, "cannot open folder %s: %s", path, strerror(errno));
+        struct dirent *e;
+        ftl_status result = FTL_OK;
+        while ((e = readdir(dir)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char *child = ftl_format("%s/%s", path, e->d_name);
+            ftl_status st2 = ftl_remove_tree(child);
+            free(child);
+            if (st2 != FTL_OK) result = st2;
+        }
+        closedir(dir);
+        if (result != FTL_OK) return result;
+        if (rmdir(path) != 0) return ftl_fail(FTL_E_IO, "cannot remove folder %s: %s", path, strerror(errno));
+        return FTL_OK;
+    }
+    if (unlink(path) != 0) return ftl_fail(FTL_E_IO, "cannot remove %s: %s", path, strerror(errno));
+    return FTL_OK;
+}

@@ -1,0 +1,52 @@
+/* File helpers: whole-file reads, checked writes, and atomic outputs (temporary name, fsync,
+ * rename) whose temporaries are deleted if the process is interrupted. */
+#ifndef FTL_UTIL_FSUTIL_H
+#define FTL_UTIL_FSUTIL_H
+
+#include "ftl/base.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* An output file that appears under its final name only when complete. */
+typedef struct ftl_atomic_file {
+    FILE *fp;
+    char *final_path;
+    char *temp_path;
+} ftl_atomic_file;
+
+ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path);
+/* Flushes, fsyncs, closes and renames to the final name (replacing it). */
+ftl_status ftl_atomic_commit(ftl_atomic_file *f);
+/* Closes and deletes the temporary; safe to call after a failed commit or twice. */
+void ftl_atomic_abort(ftl_atomic_file *f);
+
+/* fwrite that reports a short write (disk full) with the path. */
+ftl_status ftl_write_all(FILE *fp, const void *data, size_t size, const char *path_for_errors);
+ftl_status ftl_read_file(const char *path, uint8_t **data, size_t *size);
+ftl_status ftl_file_size(const char *path, uint64_t *size);
+bool ftl_path_exists(const char *path);
+bool ftl_is_directory(const char *path);
+/* mkdir -p. */
+ftl_status ftl_make_dirs(const char *path);
+/* rm -rf (files and folders this process made). */
+ftl_status ftl_remove_tree(const char *path);
+/* fsync a folder so a rename inside it is durable. */
+void ftl_sync_directory_of(const char *path);
+/* "<path>.tmp-<pid>-<n>": unique per process and call. Caller frees. */
+char *ftl_temp_name_for(const char *path);
+
+/* Paths deleted (file or folder tree) if the process is interrupted; see ftl_install_interrupt_cleanup. */
+void ftl_cleanup_register(const char *path);
+void ftl_cleanup_unregister(const char *path);
+
+/* strdup/printf into a fresh string; abort on out-of-memory (small strings only). */
+char *ftl_strdup(const char *s);
+char *ftl_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* malloc/calloc/realloc that abort with a message when memory is exhausted; use for sizes that
+ * do not come from untrusted input (parsers bound sizes by the file size first). */
+void *ftl_xmalloc(size_t size);
+void *ftl_xcalloc(size_t count, size_t size);
+void *ftl_xrealloc(void *p, size_t size);
+
+#endif

@@ -1,0 +1,56 @@
+# Helpers for end-to-end test scripts: each check prints `ok NAME` or `FAIL NAME: why`.
+# Source it; call `finish` at the end (exit status 1 when anything failed).
+set -u
+: "${BUILD:?BUILD must be set (run through tests/run_tests.sh or make test)}"
+: "${SHARED:?SHARED must be set}"
+: "${FTL:=$BUILD/ftl}" "${FTL_SAN:=$BUILD/ftl_san}" "${PY:=/usr/bin/python3}"
+: "${INTEROP_NODE_DIR:=$BUILD/interop-node}"
+export INTEROP_NODE_DIR
+INTEROP="$SHARED/tools/interop"
+E2E_FAILED=0
+
+pass() { echo "ok $1"; }
+fail() {
+    echo "FAIL $1: ${2:-}"
+    E2E_FAILED=$((E2E_FAILED + 1))
+}
+
+# A fresh scratch folder under the build folder for this script.
+scratch() {
+    local d="$BUILD/test-tmp/e2e-$1"
+    rm -rf "$d"
+    mkdir -p "$d"
+    echo "$d"
+}
+
+# check NAME command...   passes when the command exits 0 (its output goes to the log).
+check() {
+    local name=$1
+    shift
+    if "$@"; then pass "$name"; else fail "$name" "command failed: $*"; fi
+}
+
+# expect_error NAME EXIT_CODE REGEX command...
+# The command must exit with EXIT_CODE, print a message matching REGEX on stderr, and show no
+# sanitizer report (run it under $FTL_SAN to catch crashes and out-of-bounds reads).
+expect_error() {
+    local name=$1 want_rc=$2 pattern=$3
+    shift 3
+    local err rc
+    err=$("$@" 2>&1 >/dev/null)
+    rc=$?
+    if grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' <<<"$err"; then
+        fail "$name" "sanitizer report: $(head -c 600 <<<"$err")"
+    elif [ "$rc" -ne "$want_rc" ]; then
+        fail "$name" "exit status $rc, expected $want_rc; stderr: $(head -c 400 <<<"$err")"
+    elif ! grep -q -E -- "$pattern" <<<"$err"; then
+        fail "$name" "stderr does not match /$pattern/: $(head -c 400 <<<"$err")"
+    else
+        pass "$name"
+    fi
+}
+
+finish() {
+    [ "$E2E_FAILED" -eq 0 ]
+    exit $?
+}
