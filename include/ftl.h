@@ -11,5 +11,6 @@
 #include "ftl/parquet.h"
 #include "ftl/image.h"
 #include "ftl/prep.h"
+#include "ftl/nn.h"
 
 #endif

@@ -1,18 +1,47 @@
 /* ftl command line: dispatches `ftl <command>` to one file per subcommand. */
-#include "ftl.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <string.h>
 
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"prep", cli_cmd_prep, "image folders -> Parquet dataset (the article's thumbnail recipe)"},
+    {"inspect", cli_cmd_inspect, "describe a Parquet dataset or an ONNX model"},
+};
+enum { SUBCOMMAND_COUNT = sizeof subcommands / sizeof subcommands[0] };
+
+static void print_usage(FILE *out) {
+    fprintf(out, "ftl %s - fast transfer learning\n\nusage: ftl <command> [options]\n\ncommands:\n", FTL_VERSION);
+    for (int i = 0; i < SUBCOMMAND_COUNT; i++) fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out, "\n`ftl <command> --help` lists a command's options.\n"
+                 "Exit status: 0 success, 1 failure while running, 2 bad usage or missing/existing input.\n");
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
-        printf("ftl %s\n", FTL_VERSION);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
     }
-    if (strcmp(argv[1], "--version") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("ftl %s\n", FTL_VERSION);
         return 0;
     }
-    fprintf(stderr, "ftl: error: unknown command '%s'\n", argv[1]);
+    for (int i = 0; i < SUBCOMMAND_COUNT; i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0) {
+            ftl_install_interrupt_cleanup();
+            return subcommands[i].run(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "ftl: error: unknown command '%s'\n\n", argv[1]);
+    print_usage(stderr);
     return 2;
 }

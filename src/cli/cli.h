@@ -1,0 +1,49 @@
+/* Shared command-line plumbing: a declarative flag table per subcommand, `--flag value` and
+ * `--flag=value`, generated --help, and an error (with a suggestion) for unknown flags. */
+#ifndef FTL_CLI_H
+#define FTL_CLI_H
+
+#include "ftl.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum cli_flag_kind {
+    CLI_BOOL,    /* --name sets true; --no-name sets false */
+    CLI_INT,     /* int */
+    CLI_INT64,   /* int64_t */
+    CLI_DOUBLE,  /* double */
+    CLI_STRING,  /* const char * (points into argv) */
+    CLI_BYTES,   /* int64_t, accepts K/M/G/KiB/MiB/GiB suffixes */
+} cli_flag_kind;
+
+typedef struct cli_flag {
+    const char *name;       /* without the leading dashes */
+    cli_flag_kind kind;
+    void *target;
+    const char *value_name; /* shown in --help, e.g. "N" */
+    const char *help;
+} cli_flag;
+
+typedef struct cli_command {
+    const char *name;
+    const char *usage;      /* e.g. "ftl prep SRC OUT [options]" */
+    const char *summary;    /* one line */
+    int min_positional, max_positional;
+} cli_command;
+
+/* Parses argv[1..] (argv[0] is the subcommand name). On success fills positional[] (pointers
+ * into argv) and *positional_count, returns 0. Prints help and returns -1 for --help; prints
+ * an error and returns 2 for bad usage. */
+int cli_parse(const cli_command *cmd, const cli_flag *flags, int flag_count, int argc, char **argv,
+              const char **positional, int *positional_count);
+void cli_print_help(const cli_command *cmd, const cli_flag *flags, int flag_count);
+/* Prints "ftl: error: <last error>" and returns the exit code for the status. */
+int cli_report(ftl_status status);
+/* Parses "1.5MiB", "64K", "1048576" into bytes; false on garbage. */
+bool cli_parse_bytes(const char *text, int64_t *bytes);
+
+/* One function per subcommand; argv[0] is the subcommand name. */
+int cli_cmd_prep(int argc, char **argv);
+int cli_cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,24 @@
+/* The ftl dataset format: what `ftl prep` writes and every later command reads.
+ *
+ * Columns: `label` INT32 (0-based index into the sorted class names), `image` BYTE_ARRAY
+ * (S*S*3 raw RGB bytes, HWC), `path` UTF8 string (relative to the source folder).
+ * Key-value metadata (all values are strings; lists are JSON arrays): */
+#ifndef FTL_DATA_DATASET_H
+#define FTL_DATA_DATASET_H
+
+#define FTL_META_FORMAT        "ftl.format"        /* "ftl-dataset-1" */
+#define FTL_META_VERSION       "ftl.version"       /* ftl version that wrote the file */
+#define FTL_META_CLASSES       "ftl.classes"       /* JSON array of class names, index = label */
+#define FTL_META_IMAGE_SIZE    "ftl.image_size"    /* S: images are S x S x 3 */
+#define FTL_META_IMAGE_LAYOUT  "ftl.image_layout"  /* "HWC-RGB-uint8" */
+#define FTL_META_SPLIT         "ftl.split"         /* "train" or "val" */
+#define FTL_META_SPLIT_METHOD  "ftl.split_method"  /* "folders", "stratified" or "random" */
+#define FTL_META_SPLIT_SEED    "ftl.split_seed"
+#define FTL_META_VAL_FRACTION  "ftl.val_fraction"
+#define FTL_META_RESIZE        "ftl.resize"        /* the recipe, e.g. "pillow-9.4-thumbnail-lanczos+pad-white" */
+
+#define FTL_COLUMN_LABEL "label"
+#define FTL_COLUMN_IMAGE "image"
+#define FTL_COLUMN_PATH  "path"
+
+#endif
