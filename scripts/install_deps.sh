@@ -15,11 +15,11 @@ build_packages=(
   libonnx-dev            # provides onnx.proto, the real schema
   libzstd-dev libsnappy-dev zlib1g-dev    # Parquet codecs
   libopenmpi-dev openmpi-bin              # data-parallel training
+  python3 curl ca-certificates            # the demo's data download (when ../shared is absent)
 )
 test_packages=(
-  python3 python3-numpy python3-pil python3-onnx python3-torch python3-torchvision
+  python3-numpy python3-pil python3-onnx python3-torch python3-torchvision
   nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
-  curl ca-certificates   # demo data download when the bundled copy is absent
 )
 
 packages=("${build_packages[@]}")

@@ -4,8 +4,42 @@
 #include <stdio.h>
 
 int cli_cmd_prep(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ftl prep: error: not built yet\n");
-    return 1;
+    ftl_prep_options o;
+    ftl_prep_options_init(&o);
+    int64_t seed = (int64_t)o.seed;
+    bool quiet = false;
+    const cli_flag flags[] = {
+        {"size", CLI_INT, &o.image_size, "S", "images become S x S x 3 (thumbnail + white padding); default 299"},
+        {"val-fraction", CLI_DOUBLE, &o.val_fraction, "F", "validation share when SRC has no train/ and val/ folders; default 0.1"},
+        {"seed", CLI_INT64, &seed, "N", "seed of the split and of the row order; default 42"},
+        {"stratify", CLI_BOOL, &o.stratify, NULL, "split each class separately (default; --no-stratify: per-image draw like Spark's randomSplit)"},
+        {"row-group-bytes", CLI_BYTES, &o.row_group_bytes, "BYTES", "image bytes per Parquet row group; default 8MiB"},
+        {"codec", CLI_STRING, &o.codec, "none|snappy|zstd", "compression of the Parquet pages; default none"},
+        {"threads", CLI_INT, &o.threads, "N", "worker threads; default: all cores"},
+        {"strict", CLI_BOOL, &o.strict, NULL, "stop at the first unreadable image instead of skipping it"},
+        {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
+        {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},
+    };
+    const cli_command cmd = {"prep", "ftl prep SRC OUT [options]",
+                             "Turns folders of photos (one folder per class, or train/ and val/ with class folders) into\n"
+                             "OUT/train.parquet and OUT/val.parquet: label, image (S*S*3 RGB bytes), path.",
+                             2, 2};
+    const char *positional[2];
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, positional, &npos);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (seed < 0) {
+        fprintf(stderr, "ftl prep: error: --seed must be >= 0\n");
+        return 2;
+    }
+    o.seed = (uint64_t)seed;
+    o.source_dir = positional[0];
+    o.output_dir = positional[1];
+    o.show_progress = !quiet;
+    if (quiet) ftl_log_set_level(FTL_LOG_WARN);
+    ftl_prep_summary summary;
+    ftl_status st = ftl_prep_run(&o, &summary);
+    if (st == FTL_OK && !quiet) ftl_prep_summary_print(&summary, stdout);
+    ftl_prep_summary_free(&summary);
+    return cli_report(st);
 }

@@ -9,6 +9,8 @@
 #define FTL_META_FORMAT        "ftl.format"        /* "ftl-dataset-1" */
 #define FTL_META_VERSION       "ftl.version"       /* ftl version that wrote the file */
 #define FTL_META_CLASSES       "ftl.classes"       /* JSON array of class names, index = label */
+#define FTL_META_CLASS_FOLDERS "ftl.class_folders" /* JSON array of the source folder names */
+#define FTL_META_CLASS_COUNTS  "ftl.class_counts"  /* JSON array of rows per class in this file */
 #define FTL_META_IMAGE_SIZE    "ftl.image_size"    /* S: images are S x S x 3 */
 #define FTL_META_IMAGE_LAYOUT  "ftl.image_layout"  /* "HWC-RGB-uint8" */
 #define FTL_META_SPLIT         "ftl.split"         /* "train" or "val" */

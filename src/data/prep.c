@@ -1,0 +1,423 @@
+/* `ftl prep`: worker threads decode and thumbnail images in parallel; one writer consumes the
+ * results strictly in row order, so the files are byte-identical for any thread count. A ring of
+ * result slots bounds memory: workers never run more than RING_PER_THREAD*threads images ahead. */
+#include "ftl/image.h"
+#include "ftl/parquet.h"
+#include "ftl/prep.h"
+#include "data/dataset.h"
+#include "data/prep_source.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/progress.h"
+#include "util/timing.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { RING_PER_THREAD = 4 };
+
+void ftl_prep_options_init(ftl_prep_options *o) {
+    memset(o, 0, sizeof *o);
+    o->image_size = 299;
+    o->val_fraction = 0.1;
+    o->seed = 42;
+    o->stratify = true;
+    o->row_group_bytes = FTL_PREP_DEFAULT_ROW_GROUP_BYTES;
+    o->codec = "none";
+    o->threads = 0;
+    o->show_progress = true;
+}
+
+typedef struct result_slot {
+    bool ready;
+    ftl_status status;
+    char *error;          /* reason when status != OK */
+    uint8_t *canvas;      /* S*S*3 */
+    uint64_t source_bytes;
+} result_slot;
+
+typedef struct prep_job {
+    const ftl_prep_options *options;
+    const prep_source *source;
+    size_t canvas_bytes;
+    result_slot *ring;
+    int64_t ring_size;
+    pthread_mutex_t lock;
+    pthread_cond_t slot_ready, slot_free;
+    int64_t next_item;    /* next item a worker claims */
+    int64_t write_pos;    /* next item the writer consumes */
+    bool stop;
+} prep_job;
+
+static void *prep_worker(void *arg) {
+    prep_job *job = arg;
+    ftl_image_prepper *prepper = NULL;
+    ftl_status init = ftl_image_prepper_init(&prepper, job->options->image_size);
+    char *init_error = init == FTL_OK ? NULL : ftl_strdup(ftl_last_error());
+    uint8_t *file_data = NULL;
+    for (;;) {
+        pthread_mutex_lock(&job->lock);
+        while (!job->stop && job->next_item < job->source->item_count &&
+               job->next_item - job->write_pos >= job->ring_size)
+            pthread_cond_wait(&job->slot_free, &job->lock);
+        if (job->stop || job->next_item >= job->source->item_count) {
+            pthread_mutex_unlock(&job->lock);
+            break;
+        }
+        int64_t index = job->next_item++;
+        pthread_mutex_unlock(&job->lock);
+
+        result_slot *slot = &job->ring[index % job->ring_size];
+        const prep_item *item = &job->source->items[index];
+        char *path = ftl_format("%s/%s", job->source->root, item->relative_path);
+        size_t file_size = 0;
+        ftl_status st = init;
+        if (st == FTL_OK) st = ftl_read_file(path, &file_data, &file_size);
+        if (st == FTL_OK) {
+            ftl_image_info info;
+            st = ftl_image_prepper_run(prepper, file_data, file_size, slot->canvas, &info);
+        }
+        free(file_data);
+        file_data = NULL;
+        free(path);
+        pthread_mutex_lock(&job->lock);
+        slot->status = st;
+        slot->error = st == FTL_OK ? NULL : ftl_strdup(init_error ? init_error : ftl_last_error());
+        slot->source_bytes = file_size;
+        slot->ready = true;
+        pthread_cond_broadcast(&job->slot_ready);
+        pthread_mutex_unlock(&job->lock);
+    }
+    free(init_error);
+    ftl_image_prepper_free(prepper);
+    return NULL;
+}
+
+/* Rows of the current row group, accumulated until row_group_bytes of images. */
+typedef struct row_group_buffer {
+    int64_t rows, capacity;
+    int32_t *labels;
+    uint8_t *images;
+    const uint8_t **image_ptrs;
+    uint32_t *image_lengths;
+    const uint8_t **path_ptrs;
+    uint32_t *path_lengths;
+} row_group_buffer;
+
+static ftl_status flush_row_group(ftl_parquet_writer *w, row_group_buffer *b, size_t canvas_bytes) {
+    if (b->rows == 0) return FTL_OK;
+    for (int64_t i = 0; i < b->rows; i++) {
+        b->image_ptrs[i] = b->images + (size_t)i * canvas_bytes;
+        b->image_lengths[i] = (uint32_t)canvas_bytes;
+    }
+    ftl_parquet_column_data columns[3];
+    memset(columns, 0, sizeof columns);
+    columns[0].values = b->labels;
+    columns[1].byte_values = b->image_ptrs;
+    columns[1].byte_lengths = b->image_lengths;
+    columns[2].byte_values = b->path_ptrs;
+    columns[2].byte_lengths = b->path_lengths;
+    ftl_status st = ftl_parquet_writer_write_row_group(w, b->rows, columns);
+    b->rows = 0;
+    return st;
+}
+
+static char *json_string_array(char *const *items, int count) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_append(&b, "[", 1);
+    for (int i = 0; i < count; i++) {
+        if (i) ftl_strbuf_append(&b, ", ", 2);
+        ftl_json_append_string(&b, items[i]);
+    }
+    ftl_strbuf_append(&b, "]", 1);
+    return b.data;
+}
+
+static char *json_count_array(const int64_t *counts, int count) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_append(&b, "[", 1);
+    for (int i = 0; i < count; i++) ftl_strbuf_printf(&b, "%s%lld", i ? ", " : "", (long long)counts[i]);
+    ftl_strbuf_append(&b, "]", 1);
+    return b.data;
+}
+
+static ftl_status parse_codec(const char *name, ftl_parquet_codec *codec) {
+    if (strcmp(name, "none") == 0) *codec = FTL_PARQUET_CODEC_NONE;
+    else if (strcmp(name, "snappy") == 0) *codec = FTL_PARQUET_CODEC_SNAPPY;
+    else if (strcmp(name, "zstd") == 0) *codec = FTL_PARQUET_CODEC_ZSTD;
+    else return ftl_fail(FTL_E_INVALID_ARG, "unknown codec '%s' (expected none, snappy or zstd)", name);
+    return FTL_OK;
+}
+
+static ftl_status open_split_writer(const char *path, const ftl_prep_options *o, ftl_parquet_writer **w) {
+    ftl_parquet_column_def columns[3] = {
+        {.name = FTL_COLUMN_LABEL, .type = FTL_PARQUET_INT32},
+        {.name = FTL_COLUMN_IMAGE, .type = FTL_PARQUET_BYTE_ARRAY},
+        {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = true},
+    };
+    ftl_parquet_writer_options wo;
+    ftl_parquet_writer_options_init(&wo);
+    FTL_TRY(parse_codec(o->codec, &wo.codec));
+    return ftl_parquet_writer_open(path, columns, 3, &wo, w);
+}
+
+static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_options *o, const prep_source *s,
+                                     const char *split, const int64_t *counts) {
+    char *classes = json_string_array(s->class_names, s->class_count);
+    char *folders = json_string_array(s->class_folders, s->class_count);
+    char *count_list = json_count_array(counts, s->class_count);
+    char *size = ftl_format("%d", o->image_size);
+    char *seed = ftl_format("%llu", (unsigned long long)o->seed);
+    char *fraction = ftl_format("%.17g", o->val_fraction);
+    const char *method = s->has_split_folders ? "folders" : o->stratify ? "stratified" : "random";
+    const char *pairs[][2] = {
+        {FTL_META_FORMAT, "ftl-dataset-1"},
+        {FTL_META_VERSION, FTL_VERSION},
+        {FTL_META_CLASSES, classes},
+        {FTL_META_CLASS_FOLDERS, folders},
+        {FTL_META_CLASS_COUNTS, count_list},
+        {FTL_META_IMAGE_SIZE, size},
+        {FTL_META_IMAGE_LAYOUT, "HWC-RGB-uint8"},
+        {FTL_META_SPLIT, split},
+        {FTL_META_SPLIT_METHOD, method},
+        {FTL_META_SPLIT_SEED, seed},
+        {FTL_META_VAL_FRACTION, s->has_split_folders ? "" : fraction},
+        {FTL_META_RESIZE, "pillow-9.4-thumbnail-lanczos+paste-centred-white"},
+    };
+    ftl_status st = FTL_OK;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0] && st == FTL_OK; i++)
+        if (pairs[i][1][0]) st = ftl_parquet_writer_set_metadata(w, pairs[i][0], pairs[i][1]);
+    free(classes);
+    free(folders);
+    free(count_list);
+    free(size);
+    free(seed);
+    free(fraction);
+    return st;
+}
+
+static void summary_add_skipped(ftl_prep_summary *sum, const char *path, const char *reason) {
+    sum->skipped = ftl_xrealloc(sum->skipped, (size_t)(sum->skipped_count + 1) * sizeof *sum->skipped);
+    sum->skipped[sum->skipped_count++] = (ftl_prep_skipped){ftl_strdup(path), ftl_strdup(reason)};
+}
+
+/* The writer loop: consumes results in order, routes them to the train or val file. */
+static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_prep_summary *sum) {
+    const ftl_prep_options *o = job->options;
+    const prep_source *s = job->source;
+    int64_t rows_per_group = o->row_group_bytes / (int64_t)job->canvas_bytes;
+    if (rows_per_group < 1) rows_per_group = 1;
+    row_group_buffer b = {.capacity = rows_per_group};
+    b.labels = ftl_xmalloc((size_t)rows_per_group * sizeof *b.labels);
+    b.images = ftl_xmalloc((size_t)rows_per_group * job->canvas_bytes);
+    b.image_ptrs = ftl_xmalloc((size_t)rows_per_group * sizeof *b.image_ptrs);
+    b.image_lengths = ftl_xmalloc((size_t)rows_per_group * sizeof *b.image_lengths);
+    b.path_ptrs = ftl_xmalloc((size_t)rows_per_group * sizeof *b.path_ptrs);
+    b.path_lengths = ftl_xmalloc((size_t)rows_per_group * sizeof *b.path_lengths);
+
+    ftl_progress progress;
+    if (o->show_progress) ftl_progress_start(&progress, "prep", "images", s->item_count);
+    ftl_status st = FTL_OK;
+    int current_split = PREP_SPLIT_TRAIN;
+    for (int64_t i = 0; i < s->item_count && st == FTL_OK; i++) {
+        result_slot *slot = &job->ring[i % job->ring_size];
+        pthread_mutex_lock(&job->lock);
+        while (!slot->ready) pthread_cond_wait(&job->slot_ready, &job->lock);
+        pthread_mutex_unlock(&job->lock);
+
+        const prep_item *item = &s->items[i];
+        if ((int)item->split != current_split) {
+            st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
+            current_split = (int)item->split;
+        }
+        sum->source_bytes += slot->source_bytes;
+        if (st == FTL_OK && slot->status != FTL_OK) {
+            if (o->strict) {
+                st = ftl_fail(slot->status == FTL_E_NOT_FOUND ? FTL_E_IO : slot->status, "%s/%s: %s (--strict)",
+                              s->root, item->relative_path, slot->error);
+            } else {
+                ftl_log_warn("skipping %s/%s: %s", s->root, item->relative_path, slot->error);
+                summary_add_skipped(sum, item->relative_path, slot->error);
+            }
+        } else if (st == FTL_OK) {
+            int64_t r = b.rows++;
+            b.labels[r] = item->label;
+            memcpy(b.images + (size_t)r * job->canvas_bytes, slot->canvas, job->canvas_bytes);
+            b.path_ptrs[r] = (const uint8_t *)item->relative_path;
+            b.path_lengths[r] = (uint32_t)strlen(item->relative_path);
+            if (item->split == PREP_SPLIT_TRAIN) sum->train_counts[item->label]++, sum->train_rows++;
+            else sum->val_counts[item->label]++, sum->val_rows++;
+            if (b.rows == b.capacity) st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
+        }
+        pthread_mutex_lock(&job->lock);
+        free(slot->error);
+        slot->error = NULL;
+        slot->ready = false;
+        job->write_pos = i + 1;
+        pthread_cond_broadcast(&job->slot_free);
+        pthread_mutex_unlock(&job->lock);
+        if (o->show_progress) ftl_progress_update(&progress, i + 1);
+    }
+    if (st == FTL_OK) st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
+    if (o->show_progress) ftl_progress_finish(&progress, job->write_pos);
+    free(b.labels);
+    free(b.images);
+    free(b.image_ptrs);
+    free(b.image_lengths);
+    free(b.path_ptrs);
+    free(b.path_lengths);
+    return st;
+}
+
+static ftl_status validate_options(const ftl_prep_options *o) {
+    if (!o->source_dir || !o->output_dir) return ftl_fail(FTL_E_INVALID_ARG, "prep needs a source folder and an output folder");
+    if (o->image_size < 8 || o->image_size > 4096)
+        return ftl_fail(FTL_E_INVALID_ARG, "--size %d is out of range (8..4096)", o->image_size);
+    if (!(o->val_fraction >= 0.0 && o->val_fraction < 1.0))
+        return ftl_fail(FTL_E_INVALID_ARG, "--val-fraction %g must be in [0, 1)", o->val_fraction);
+    if (o->row_group_bytes < 1) return ftl_fail(FTL_E_INVALID_ARG, "--row-group-bytes must be positive");
+    if (o->threads < 0 || o->threads > 1024) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d is out of range", o->threads);
+    ftl_parquet_codec codec;
+    return parse_codec(o->codec, &codec);
+}
+
+/* An existing OUT is refused unless --overwrite; an empty folder is fine. */
+static ftl_status check_output(const ftl_prep_options *o) {
+    if (!ftl_path_exists(o->output_dir)) return FTL_OK;
+    if (o->overwrite) return FTL_OK;
+    if (ftl_is_directory(o->output_dir)) {
+        bool empty = rmdir(o->output_dir) == 0;
+        if (empty) return FTL_OK;
+    }
+    return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_dir);
+}
+
+/* Moves the finished temporary folder into place, replacing an old OUT only at the very end. */
+static ftl_status publish_output(const char *temp_dir, const char *output_dir) {
+    char *old = NULL;
+    if (ftl_path_exists(output_dir)) {
+        old = ftl_format("%s.old-%ld", output_dir, (long)getpid());
+        if (rename(output_dir, old) != 0) {
+            ftl_status st = ftl_fail(FTL_E_IO, "cannot move the old %s aside: %s", output_dir, strerror(errno));
+            free(old);
+            return st;
+        }
+    }
+    if (rename(temp_dir, output_dir) != 0) {
+        ftl_status st = ftl_fail(FTL_E_IO, "cannot rename %s to %s: %s", temp_dir, output_dir, strerror(errno));
+        if (old) rename(old, output_dir);
+        free(old);
+        return st;
+    }
+    ftl_sync_directory_of(output_dir);
+    if (old) ftl_remove_tree(old);
+    free(old);
+    return FTL_OK;
+}
+
+ftl_status ftl_prep_run(const ftl_prep_options *o, ftl_prep_summary *sum) {
+    memset(sum, 0, sizeof *sum);
+    double start = ftl_now();
+    FTL_TRY(validate_options(o));
+    FTL_TRY(check_output(o));
+    prep_source source;
+    FTL_TRY(prep_source_scan(o->source_dir, &source));
+    prep_source_assign_splits(&source, o->val_fraction, o->seed, o->stratify);
+
+    sum->class_count = source.class_count;
+    sum->class_names = ftl_xcalloc((size_t)source.class_count, sizeof *sum->class_names);
+    for (int c = 0; c < source.class_count; c++) sum->class_names[c] = ftl_strdup(source.class_names[c]);
+    sum->train_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->train_counts);
+    sum->val_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->val_counts);
+    sum->empty_class_count = source.empty_class_count;
+    sum->split_method = source.has_split_folders ? "folders" : o->stratify ? "stratified" : "random";
+    for (int64_t i = 0; i < source.unsupported_count; i++) {
+        if (o->strict) {
+            ftl_status st = ftl_fail(FTL_E_UNSUPPORTED, "%s/%s: %s (--strict)", source.root, source.unsupported_paths[i],
+                                     source.unsupported_reasons[i]);
+            prep_source_free(&source);
+            return st;
+        }
+        ftl_log_warn("skipping %s/%s: %s", source.root, source.unsupported_paths[i], source.unsupported_reasons[i]);
+        summary_add_skipped(sum, source.unsupported_paths[i], source.unsupported_reasons[i]);
+    }
+
+    int threads = o->threads > 0 ? o->threads : ftl_cpu_count();
+    sum->threads = threads;
+    char *temp_dir = ftl_temp_name_for(o->output_dir);
+    char *paths[2] = {ftl_format("%s/train.parquet", temp_dir), ftl_format("%s/val.parquet", temp_dir)};
+    ftl_parquet_writer *writers[2] = {NULL, NULL};
+    prep_job job = {.options = o, .source = &source, .canvas_bytes = (size_t)o->image_size * (size_t)o->image_size * 3};
+    job.ring_size = (int64_t)threads * RING_PER_THREAD;
+    job.ring = ftl_xcalloc((size_t)job.ring_size, sizeof *job.ring);
+    for (int64_t i = 0; i < job.ring_size; i++) job.ring[i].canvas = ftl_xmalloc(job.canvas_bytes);
+    pthread_mutex_init(&job.lock, NULL);
+    pthread_cond_init(&job.slot_ready, NULL);
+    pthread_cond_init(&job.slot_free, NULL);
+
+    /* The temporary folder and its finished files are removed if we are interrupted. */
+    ftl_cleanup_register(temp_dir);
+    ftl_cleanup_register(paths[0]);
+    ftl_cleanup_register(paths[1]);
+    ftl_status st = ftl_make_dirs(temp_dir);
+    if (st == FTL_OK) st = open_split_writer(paths[0], o, &writers[0]);
+    if (st == FTL_OK) st = open_split_writer(paths[1], o, &writers[1]);
+
+    pthread_t *workers = ftl_xcalloc((size_t)threads, sizeof *workers);
+    int started = 0;
+    if (st == FTL_OK) {
+        for (; started < threads; started++)
+            if (pthread_create(&workers[started], NULL, prep_worker, &job) != 0) break;
+        if (started == 0) st = ftl_fail(FTL_E_INTERNAL, "cannot start worker threads");
+    }
+    if (st == FTL_OK) st = write_rows(&job, writers, sum);
+    pthread_mutex_lock(&job.lock);
+    job.stop = true;
+    pthread_cond_broadcast(&job.slot_free);
+    pthread_mutex_unlock(&job.lock);
+    for (int i = 0; i < started; i++) pthread_join(workers[i], NULL);
+    free(workers);
+
+    if (st == FTL_OK) st = set_split_metadata(writers[0], o, &source, "train", sum->train_counts);
+    if (st == FTL_OK) st = set_split_metadata(writers[1], o, &source, "val", sum->val_counts);
+    for (int k = 0; k < 2; k++) {
+        if (!writers[k]) continue;
+        if (st == FTL_OK) st = ftl_parquet_writer_close(writers[k]);
+        else ftl_parquet_writer_abort(writers[k]);
+    }
+    if (st == FTL_OK) {
+        uint64_t size;
+        if (ftl_file_size(paths[0], &size) == FTL_OK) sum->train_file_bytes = size;
+        if (ftl_file_size(paths[1], &size) == FTL_OK) sum->val_file_bytes = size;
+        if (sum->train_rows + sum->val_rows == 0)
+            st = ftl_fail(FTL_E_FORMAT, "none of the %lld images under %s could be read", (long long)source.item_count,
+                          source.root);
+    }
+    if (st == FTL_OK) st = publish_output(temp_dir, o->output_dir);
+    if (st != FTL_OK) ftl_remove_tree(temp_dir);
+    ftl_cleanup_unregister(paths[0]);
+    ftl_cleanup_unregister(paths[1]);
+    ftl_cleanup_unregister(temp_dir);
+
+    for (int64_t i = 0; i < job.ring_size; i++) {
+        free(job.ring[i].canvas);
+        free(job.ring[i].error);
+    }
+    free(job.ring);
+    pthread_mutex_destroy(&job.lock);
+    pthread_cond_destroy(&job.slot_ready);
+    pthread_cond_destroy(&job.slot_free);
+    free(paths[0]);
+    free(paths[1]);
+    free(temp_dir);
+    prep_source_free(&source);
+    sum->seconds = ftl_now() - start;
+    return st;
+}
