@@ -155,7 +155,7 @@ ftl_status ftl_atomic_commit(ftl_atomic_file *f) {
     if (!f->fp) return ftl_fail(FTL_E_INTERNAL, "atomic commit of %s without an open file",
                                 f->final_path ? f->final_path : "?");
     ftl_status st = FTL_OK;
-    if (fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0)
+    if (fflush(f->fp) != 0 || (!f->skip_fsync && fsync(fileno(f->fp)) != 0))
         st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->temp_path, strerror(errno));
     if (fclose(f->fp) != 0 && st == FTL_OK)
         st = ftl_fail(FTL_E_IO, "cannot close %s: %s", f->temp_path, strerror(errno));
@@ -166,7 +166,7 @@ ftl_status ftl_atomic_commit(ftl_atomic_file *f) {
         ftl_atomic_abort(f);
         return st;
     }
-    ftl_sync_directory_of(f->final_path);
+    if (!f->skip_fsync) ftl_sync_directory_of(f->final_path);
     ftl_cleanup_unregister(f->temp_path);
     free(f->temp_path);
     free(f->final_path);

@@ -13,6 +13,7 @@ typedef struct ftl_atomic_file {
     FILE *fp;
     char *final_path;
     char *temp_path;
+    bool skip_fsync;  /* caches: rename still atomic, but durability is not needed */
 } ftl_atomic_file;
 
 ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path);

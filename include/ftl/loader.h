@@ -1,0 +1,92 @@
+/* ftl public API: the streaming input pipeline (what Petastorm's make_batch_reader does for the
+ * article). Reads Parquet datasets larger than memory as batches of fixed-size rows (a label
+ * and a value: image bytes or feature vectors), sharded across ranks, shuffled, prefetched by
+ * background threads, optionally cached on local disk, and resumable.
+ *
+ * Rules (documented in docs/LOADER.md):
+ * - Sharding: rows are numbered in file order across all files; shard k of n owns rows
+ *   [floor(k*N/n), floor((k+1)*N/n)): disjoint, complete, sizes differ by at most one row. A
+ *   shard reads only the row groups overlapping its range, so fewer row groups than shards works.
+ * - Equal batches: with equal_batches (training), every shard uses floor(N/n) rows per epoch and
+ *   yields the same number of batches, so ranks never wait on each other at an epoch's end.
+ * - Order: each pass over the shard visits its row-group pieces in a seeded random order, and rows
+ *   go through a shuffle buffer (like tf.data's shuffle(buffer, seed)); the sequence is a pure
+ *   function of (data, seed, shard), whatever the thread count.
+ * - Epochs: with steps_per_epoch = 0 an epoch is one pass; otherwise the stream is endless and an
+ *   epoch is steps_per_epoch batches (Keras' steps_per_epoch with an infinite reader). */
+#ifndef FTL_LOADER_H
+#define FTL_LOADER_H
+
+#include "ftl/base.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct ftl_loader ftl_loader;
+
+typedef struct ftl_loader_options {
+    const char *const *sources;  /* Parquet files, or folders of part files (*.parquet) */
+    int source_count;
+    const char *value_column;    /* default "image" */
+    const char *label_column;    /* default "label" */
+    const char *path_column;     /* NULL: not read; e.g. "path" to get each row's path */
+    int image_size;              /* S when the metadata has no ftl.image_size (rows are S*S*3 bytes); 0 = auto */
+    int shard, num_shards;       /* default 0 of 1 */
+    int batch_size;              /* default 16 */
+    bool drop_remainder;         /* no short last batch in an epoch */
+    bool shuffle;                /* seeded piece order + shuffle buffer (default on) */
+    int64_t shuffle_buffer;      /* rows; default 400 as in the article; 0 or 1 = piece order only */
+    uint64_t seed;               /* default 42 */
+    int64_t epochs;              /* 0 = endless */
+    int64_t steps_per_epoch;     /* 0 = an epoch is one pass over the shard */
+    bool equal_batches;          /* trim every shard to the smallest shard's rows (training) */
+    int threads;                 /* background readers; 0 = 2 */
+    int queue_row_groups;        /* decoded row-group pieces in flight; 0 = 2 x threads */
+    const char *cache_dir;       /* local-disk cache of decoded row groups; NULL = none */
+    int64_t cache_size_limit;    /* bytes; 0 = unlimited */
+    const uint8_t *resume_position;  /* from ftl_loader_position_save; NULL = start */
+    size_t resume_position_size;
+} ftl_loader_options;
+
+void ftl_loader_options_init(ftl_loader_options *options);
+
+typedef struct ftl_batch {
+    int64_t rows;              /* 0: the loader has finished its epochs */
+    int64_t epoch, step;       /* 0-based epoch, and batch index within it */
+    bool last_in_epoch;
+    const int32_t *labels;     /* rows */
+    const uint8_t *values;     /* rows x row_bytes */
+    int64_t row_bytes;
+    const char *const *paths;  /* rows, when path_column was given; else NULL */
+} ftl_batch;
+
+typedef struct ftl_loader_stats {
+    double wait_seconds;       /* time ftl_loader_next spent waiting for data */
+    int64_t batches, rows;
+    int64_t row_groups_read;   /* decoded row groups (from source or cache) */
+    int64_t bytes_read;        /* value bytes decoded */
+    int64_t cache_hits, cache_misses, cache_bytes;
+} ftl_loader_stats;
+
+/* Opens the sources, checks columns and row sizes, plans the shard and starts the background
+ * readers. Errors name the file (and row group / column). */
+ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out);
+/* The next batch (valid until the next call or close). A row whose value has the wrong length,
+ * a corrupt page or a read error is an error naming the file, row group and row/column. */
+ftl_status ftl_loader_next(ftl_loader *loader, ftl_batch *batch);
+void ftl_loader_close(ftl_loader *loader);
+
+int64_t ftl_loader_batches_per_epoch(const ftl_loader *loader);
+int64_t ftl_loader_total_rows(const ftl_loader *loader);  /* all shards */
+int64_t ftl_loader_shard_rows(const ftl_loader *loader);  /* this shard */
+int64_t ftl_loader_row_bytes(const ftl_loader *loader);
+int ftl_loader_image_size(const ftl_loader *loader);      /* S, or 0 when rows are not images */
+/* Key-value metadata of the first source file (e.g. ftl.classes); NULL when absent. */
+const char *ftl_loader_metadata(const ftl_loader *loader, const char *key);
+void ftl_loader_stats_get(const ftl_loader *loader, ftl_loader_stats *stats);
+
+/* The position after the last batch returned, as an opaque blob (malloc'd, caller frees) that
+ * ftl_loader_options.resume_position accepts; resuming yields exactly the remaining sequence.
+ * The blob records the plan (rows, shard, batch, seed, buffer) and is refused if they differ. */
+ftl_status ftl_loader_position_save(const ftl_loader *loader, uint8_t **blob, size_t *size);
+
+#endif

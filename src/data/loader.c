@@ -1,0 +1,614 @@
+/* The streaming loader. Reader threads fetch row-group pieces (from the disk cache or the
+ * source), in the deterministic piece sequence, into a ring of `queue` slots; one assembler
+ * thread consumes them strictly in sequence, runs the shuffle buffer and fills a small ring of
+ * batches; ftl_loader_next hands those out. Only the assembler decides the order, so the output
+ * is the same for any number of readers. */
+#include "ftl/loader.h"
+#include "data/dataset.h"
+#include "data/loader_plan.h"
+#include "data/row_group_cache.h"
+#include "data/shuffle_buffer.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+#include "util/timing.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BATCH_RING = 3, POSITION_VERSION = 1 };
+static const char POSITION_MAGIC[8] = {'F', 'T', 'L', 'L', 'P', 'O', 'S', '1'};
+
+typedef struct piece_slot {
+    bool ready;
+    ftl_status status;
+    char *error;
+    loader_rows rows;
+} piece_slot;
+
+typedef struct batch_slot {
+    ftl_batch meta;
+    ftl_status status;
+    char *error;
+    int32_t *labels;
+    uint8_t *values;
+    char **paths;
+} batch_slot;
+
+struct ftl_loader {
+    ftl_loader_options o;
+    loader_plan plan;
+    row_group_cache cache;
+    bool use_cache;
+    char *columns_desc;     /* part of the cache key */
+
+    pthread_mutex_t lock;
+    pthread_cond_t piece_ready, piece_free, batch_ready, batch_free;
+    bool stop;
+
+    /* pieces: sequence number n is piece order_{n / piece_count}[n % piece_count] */
+    int queue;
+    piece_slot *slots;
+    int64_t next_claim, consumed, start_seq, end_seq;
+    int64_t order_pass[2];
+    int *order[2];
+    int order_next;
+
+    /* batches */
+    batch_slot batches[BATCH_RING];
+    int64_t produced, taken, released;
+
+    pthread_t *readers;
+    int reader_count;
+    pthread_t assembler;
+    bool assembler_started;
+
+    /* where the consumer is: the next batch it will get */
+    int64_t next_epoch, next_step;
+    int64_t start_pass, start_skip;
+
+    double wait_seconds;
+    int64_t stat_batches, stat_rows, stat_row_groups, stat_bytes;
+};
+
+void ftl_loader_options_init(ftl_loader_options *o) {
+    memset(o, 0, sizeof *o);
+    o->value_column = FTL_COLUMN_IMAGE;
+    o->label_column = FTL_COLUMN_LABEL;
+    o->num_shards = 1;
+    o->batch_size = 16;
+    o->shuffle = true;
+    o->shuffle_buffer = 400;
+    o->seed = 42;
+    o->epochs = 1;
+    o->equal_batches = true;
+}
+
+/* ---------------------------------------------------------------- reading pieces */
+
+/* The piece order of a pass, cached for the two most recent passes. Called with the lock held. */
+static int piece_for_sequence(ftl_loader *l, int64_t seq) {
+    int64_t pass = seq / l->plan.piece_count;
+    for (int k = 0; k < 2; k++)
+        if (l->order[k] && l->order_pass[k] == pass) return l->order[k][seq % l->plan.piece_count];
+    int k = l->order_next;
+    l->order_next ^= 1;
+    if (!l->order[k]) l->order[k] = ftl_xmalloc((size_t)l->plan.piece_count * sizeof(int));
+    loader_plan_pass_order(&l->plan, l->o.seed, pass, l->o.shuffle, l->order[k]);
+    l->order_pass[k] = pass;
+    return l->order[k][seq % l->plan.piece_count];
+}
+
+typedef struct reader_buffers {
+    ftl_parquet_column_values label, value, path;
+    loader_rows whole;
+} reader_buffers;
+
+static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int group, reader_buffers *rb) {
+    const int64_t row_bytes = l->plan.row_bytes;
+    FTL_TRY(ftl_parquet_read_column(f->parquet, group, f->label_column, &rb->label));
+    FTL_TRY(ftl_parquet_read_column(f->parquet, group, f->value_column, &rb->value));
+    bool with_paths = f->path_column >= 0;
+    if (with_paths) FTL_TRY(ftl_parquet_read_column(f->parquet, group, f->path_column, &rb->path));
+    int64_t rows = rb->label.rows;
+    if (rb->value.rows != rows || (with_paths && rb->path.rows != rows))
+        return ftl_fail(FTL_E_FORMAT, "%s: row group %d: columns have different row counts", f->path, group);
+    loader_rows_reserve(&rb->whole, rows, row_bytes, with_paths, with_paths ? rb->path.offsets[rows] : 0);
+    const char *label_name = l->o.label_column, *value_name = l->o.value_column;
+    for (int64_t i = 0; i < rows; i++) {
+        if (rb->label.validity && !rb->label.validity[i])
+            return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' is null", f->path, group, (long long)i, label_name);
+        int64_t v;
+        if (rb->label.type == FTL_PARQUET_INT32) {
+            int32_t x;
+            memcpy(&x, (const uint8_t *)rb->label.values + 4 * i, 4);
+            v = x;
+        } else {
+            memcpy(&v, (const uint8_t *)rb->label.values + 8 * i, 8);
+        }
+        if (v < 0 || v > INT32_MAX)
+            return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: label %lld is out of range", f->path, group,
+                            (long long)i, (long long)v);
+        rb->whole.labels[i] = (int32_t)v;
+    }
+    if (rb->value.null_count > 0)
+        for (int64_t i = 0; i < rows; i++)
+            if (!rb->value.validity[i])
+                return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' is null", f->path, group, (long long)i, value_name);
+    if (rb->value.type == FTL_PARQUET_BYTE_ARRAY) {
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t n = rb->value.offsets[i + 1] - rb->value.offsets[i];
+            if (n != row_bytes)
+                return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' has %lld bytes, expected %lld%s", f->path,
+                                group, (long long)i, value_name, (long long)n, (long long)row_bytes,
+                                l->plan.image_size ? " (S x S x 3 bytes; wrong --image-size?)" : "");
+        }
+        /* Equal lengths: the values are one contiguous block. */
+        memcpy(rb->whole.values, rb->value.data + rb->value.offsets[0], (size_t)(rows * row_bytes));
+    } else {
+        if (rb->value.fixed_length != row_bytes)
+            return ftl_fail(FTL_E_FORMAT, "%s: row group %d: '%s' values have %d bytes, expected %lld", f->path, group,
+                            value_name, rb->value.fixed_length, (long long)row_bytes);
+        memcpy(rb->whole.values, rb->value.values, (size_t)(rows * row_bytes));
+    }
+    if (with_paths) {
+        memcpy(rb->whole.path_offsets, rb->path.offsets, (size_t)(rows + 1) * sizeof(int64_t));
+        memcpy(rb->whole.path_data, rb->path.data, (size_t)rb->path.offsets[rows]);
+        rb->whole.path_data[rb->path.offsets[rows]] = '\0';
+    }
+    return FTL_OK;
+}
+
+static ftl_status read_piece(ftl_loader *l, const loader_piece *pc, reader_buffers *rb, loader_rows *out) {
+    const loader_file *f = &l->plan.files[pc->file];
+    bool with_paths = f->path_column >= 0;
+    int64_t group_rows = ftl_parquet_row_group_rows(f->parquet, pc->row_group);
+    char key[65];
+    bool hit = false;
+    if (l->use_cache) {
+        row_group_cache_key(f->path, f->size, f->mtime_ns, pc->row_group, l->columns_desc, l->plan.row_bytes, key);
+        hit = row_group_cache_get(&l->cache, key, group_rows, l->plan.row_bytes, with_paths, &rb->whole);
+    }
+    if (!hit) {
+        ftl_status st = decode_row_group(l, f, pc->row_group, rb);
+        if (st != FTL_OK) return st;
+        if (l->use_cache) row_group_cache_put(&l->cache, key, &rb->whole);
+    }
+    int64_t n = pc->row_end - pc->row_begin;
+    int64_t path_bytes = with_paths ? rb->whole.path_offsets[pc->row_end] - rb->whole.path_offsets[pc->row_begin] : 0;
+    loader_rows_reserve(out, n, l->plan.row_bytes, with_paths, path_bytes);
+    memcpy(out->labels, rb->whole.labels + pc->row_begin, (size_t)n * sizeof(int32_t));
+    memcpy(out->values, rb->whole.values + pc->row_begin * l->plan.row_bytes, (size_t)(n * l->plan.row_bytes));
+    if (with_paths) {
+        int64_t base = rb->whole.path_offsets[pc->row_begin];
+        for (int64_t i = 0; i <= n; i++) out->path_offsets[i] = rb->whole.path_offsets[pc->row_begin + i] - base;
+        memcpy(out->path_data, rb->whole.path_data + base, (size_t)path_bytes);
+        out->path_data[path_bytes] = '\0';
+    }
+    return FTL_OK;
+}
+
+static void *reader_main(void *arg) {
+    ftl_loader *l = arg;
+    reader_buffers rb;
+    memset(&rb, 0, sizeof rb);
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        while (!l->stop && l->next_claim < l->end_seq && l->next_claim >= l->consumed + l->queue)
+            pthread_cond_wait(&l->piece_free, &l->lock);
+        if (l->stop || l->next_claim >= l->end_seq) {
+            pthread_mutex_unlock(&l->lock);
+            break;
+        }
+        int64_t seq = l->next_claim++;
+        int piece = piece_for_sequence(l, seq);
+        pthread_mutex_unlock(&l->lock);
+
+        piece_slot *slot = &l->slots[seq % l->queue];
+        ftl_status st = read_piece(l, &l->plan.pieces[piece], &rb, &slot->rows);
+        pthread_mutex_lock(&l->lock);
+        slot->status = st;
+        free(slot->error);
+        slot->error = st == FTL_OK ? NULL : ftl_strdup(ftl_last_error());
+        slot->ready = true;
+        if (st == FTL_OK) {
+            l->stat_row_groups++;
+            l->stat_bytes += slot->rows.rows * l->plan.row_bytes;
+        }
+        pthread_cond_broadcast(&l->piece_ready);
+        pthread_mutex_unlock(&l->lock);
+    }
+    ftl_parquet_column_values_free(&rb.label);
+    ftl_parquet_column_values_free(&rb.value);
+    ftl_parquet_column_values_free(&rb.path);
+    loader_rows_free(&rb.whole);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- assembling batches */
+
+typedef struct assembly {
+    ftl_loader *l;
+    int64_t epoch, step;          /* of the batch being filled */
+    int64_t emitted_in_pass, skip;
+    batch_slot *batch;            /* being filled, NULL when none */
+    bool finished;                /* all epochs done */
+    bool failed;
+} assembly;
+
+static bool mode_steps(const ftl_loader *l) { return l->o.steps_per_epoch > 0; }
+
+/* Waits for a free batch slot; false when the loader is being closed. */
+static bool acquire_batch(assembly *a) {
+    ftl_loader *l = a->l;
+    pthread_mutex_lock(&l->lock);
+    while (!l->stop && l->produced - l->released >= BATCH_RING) pthread_cond_wait(&l->batch_free, &l->lock);
+    bool ok = !l->stop;
+    pthread_mutex_unlock(&l->lock);
+    if (!ok) return false;
+    a->batch = &l->batches[l->produced % BATCH_RING];
+    a->batch->meta = (ftl_batch){.epoch = a->epoch, .step = a->step, .row_bytes = l->plan.row_bytes};
+    a->batch->status = FTL_OK;
+    return true;
+}
+
+static void publish_batch(assembly *a, bool last_in_epoch) {
+    ftl_loader *l = a->l;
+    a->batch->meta.last_in_epoch = last_in_epoch;
+    pthread_mutex_lock(&l->lock);
+    l->produced++;
+    pthread_cond_broadcast(&l->batch_ready);
+    pthread_mutex_unlock(&l->lock);
+    a->batch = NULL;
+    a->step++;
+    if (last_in_epoch) {
+        a->epoch++;
+        a->step = 0;
+        if (l->o.epochs > 0 && a->epoch >= l->o.epochs) a->finished = true;
+    }
+}
+
+static void emit_row(void *ctx, int32_t label, const uint8_t *value, const char *path) {
+    assembly *a = ctx;
+    ftl_loader *l = a->l;
+    if (a->finished || a->failed) return;
+    if (a->skip > 0) { /* resuming: rows the restored position has already delivered */
+        a->skip--;
+        a->emitted_in_pass++;
+        return;
+    }
+    if (!mode_steps(l) && a->emitted_in_pass >= l->plan.rows_per_pass) return; /* equal-batches trim */
+    a->emitted_in_pass++;
+    if (!a->batch && !acquire_batch(a)) {
+        a->failed = true;
+        return;
+    }
+    batch_slot *b = a->batch;
+    int64_t r = b->meta.rows++;
+    b->labels[r] = label;
+    memcpy(b->values + r * l->plan.row_bytes, value, (size_t)l->plan.row_bytes);
+    if (b->paths) {
+        free(b->paths[r]);
+        b->paths[r] = ftl_strdup(path ? path : "");
+    }
+    bool pass_done = !mode_steps(l) && a->emitted_in_pass == l->plan.rows_per_pass;
+    if (b->meta.rows == l->o.batch_size || pass_done) {
+        bool last = mode_steps(l) ? a->step + 1 == l->o.steps_per_epoch : pass_done;
+        publish_batch(a, last);
+    }
+}
+
+static void publish_end(assembly *a, ftl_status status, const char *error) {
+    ftl_loader *l = a->l;
+    if (!a->batch && !acquire_batch(a)) return;
+    a->batch->meta.rows = 0;
+    a->batch->status = status;
+    free(a->batch->error);
+    a->batch->error = error ? ftl_strdup(error) : NULL;
+    pthread_mutex_lock(&l->lock);
+    l->produced++;
+    pthread_cond_broadcast(&l->batch_ready);
+    pthread_mutex_unlock(&l->lock);
+    a->batch = NULL;
+}
+
+static void *assembler_main(void *arg) {
+    ftl_loader *l = arg;
+    const loader_plan *p = &l->plan;
+    assembly a = {.l = l, .epoch = l->next_epoch, .step = l->next_step, .skip = l->start_skip};
+    shuffle_buffer sb;
+    shuffle_buffer_init(&sb, l->o.shuffle ? l->o.shuffle_buffer : 0, p->row_bytes, l->o.path_column != NULL);
+    if (l->o.epochs > 0 && a.epoch >= l->o.epochs) a.finished = true;
+    for (int64_t pass = l->start_pass; !a.finished && !a.failed; pass++) {
+        a.emitted_in_pass = 0;
+        shuffle_buffer_reseed(&sb, loader_mix_seed(l->o.seed, pass, p->shard, 2));
+        for (int i = 0; i < p->piece_count && !a.failed && !a.finished; i++) {
+            int64_t seq = pass * p->piece_count + i;
+            piece_slot *slot = &l->slots[seq % l->queue];
+            pthread_mutex_lock(&l->lock);
+            while (!l->stop && !slot->ready) pthread_cond_wait(&l->piece_ready, &l->lock);
+            bool stopping = l->stop;
+            pthread_mutex_unlock(&l->lock);
+            if (stopping) {
+                a.failed = true;
+                break;
+            }
+            if (slot->status != FTL_OK) {
+                publish_end(&a, slot->status, slot->error);
+                a.failed = true;
+                break;
+            }
+            const loader_rows *r = &slot->rows;
+            for (int64_t k = 0; k < r->rows && !a.finished && !a.failed; k++)
+                shuffle_buffer_push(&sb, r->labels[k], r->values + k * p->row_bytes,
+                                    r->path_offsets ? r->path_data + r->path_offsets[k] : NULL, emit_row, &a);
+            pthread_mutex_lock(&l->lock);
+            slot->ready = false;
+            l->consumed = seq + 1;
+            pthread_cond_broadcast(&l->piece_free);
+            pthread_mutex_unlock(&l->lock);
+        }
+        if (!a.failed && !a.finished) shuffle_buffer_drain(&sb, emit_row, &a);
+        sb.count = 0;
+    }
+    if (!a.failed) publish_end(&a, FTL_OK, NULL);
+    shuffle_buffer_free(&sb);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- position */
+
+typedef struct position_record {
+    char magic[8];
+    uint32_t version, steps_mode;
+    int64_t epoch, step;
+    /* the plan it belongs to */
+    int64_t total_rows, row_bytes, shuffle_buffer, steps_per_epoch;
+    uint64_t seed;
+    int32_t shard, num_shards, batch_size, flags;
+} position_record;
+
+static int32_t plan_flags(const ftl_loader_options *o) {
+    return (o->shuffle ? 1 : 0) | (o->drop_remainder ? 2 : 0) | (o->equal_batches ? 4 : 0);
+}
+
+ftl_status ftl_loader_position_save(const ftl_loader *l, uint8_t **blob, size_t *size) {
+    position_record r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.magic, POSITION_MAGIC, 8);
+    r.version = POSITION_VERSION;
+    r.steps_mode = mode_steps(l);
+    r.epoch = l->next_epoch;
+    r.step = l->next_step;
+    r.total_rows = l->plan.total_rows;
+    r.row_bytes = l->plan.row_bytes;
+    r.shuffle_buffer = l->o.shuffle_buffer;
+    r.steps_per_epoch = l->o.steps_per_epoch;
+    r.seed = l->o.seed;
+    r.shard = l->plan.shard;
+    r.num_shards = l->plan.num_shards;
+    r.batch_size = l->o.batch_size;
+    r.flags = plan_flags(&l->o);
+    *blob = ftl_xmalloc(sizeof r);
+    memcpy(*blob, &r, sizeof r);
+    *size = sizeof r;
+    return FTL_OK;
+}
+
+static ftl_status restore_position(ftl_loader *l) {
+    const ftl_loader_options *o = &l->o;
+    position_record r;
+    if (o->resume_position_size != sizeof r)
+        return ftl_fail(FTL_E_FORMAT, "loader position has %zu bytes, expected %zu", o->resume_position_size, sizeof r);
+    memcpy(&r, o->resume_position, sizeof r);
+    if (memcmp(r.magic, POSITION_MAGIC, 8) != 0 || r.version != POSITION_VERSION)
+        return ftl_fail(FTL_E_FORMAT, "not a loader position (bad magic or version)");
+    const char *what = NULL;
+    if (r.total_rows != l->plan.total_rows) what = "the dataset's row count";
+    else if (r.row_bytes != l->plan.row_bytes) what = "the row size";
+    else if (r.shard != l->plan.shard || r.num_shards != l->plan.num_shards) what = "the shard";
+    else if (r.batch_size != o->batch_size) what = "the batch size";
+    else if (r.seed != o->seed) what = "the seed";
+    else if (r.shuffle_buffer != o->shuffle_buffer || r.flags != plan_flags(o)) what = "the shuffle settings";
+    else if (r.steps_per_epoch != o->steps_per_epoch) what = "steps per epoch";
+    if (what)
+        return ftl_fail(FTL_E_INVALID_ARG, "cannot resume the data position: %s differs from the saved run", what);
+    if (r.epoch < 0 || r.step < 0 || r.step >= l->plan.batches_per_epoch)
+        return ftl_fail(FTL_E_FORMAT, "loader position epoch %lld step %lld is out of range", (long long)r.epoch,
+                        (long long)r.step);
+    l->next_epoch = r.epoch;
+    l->next_step = r.step;
+    if (mode_steps(l)) {
+        int64_t rows = (r.epoch * o->steps_per_epoch + r.step) * o->batch_size;
+        l->start_pass = rows / l->plan.rows_per_pass;
+        l->start_skip = rows % l->plan.rows_per_pass;
+    } else {
+        l->start_pass = r.epoch;
+        l->start_skip = r.step * o->batch_size;
+    }
+    return FTL_OK;
+}
+
+/* ---------------------------------------------------------------- open / next / close */
+
+static ftl_status open_cache(ftl_loader *l) {
+    const loader_plan *p = &l->plan;
+    char **keys = ftl_xcalloc((size_t)(p->piece_count ? p->piece_count : 1), sizeof *keys);
+    for (int i = 0; i < p->piece_count; i++) {
+        const loader_file *f = &p->files[p->pieces[i].file];
+        keys[i] = ftl_xmalloc(65);
+        row_group_cache_key(f->path, f->size, f->mtime_ns, p->pieces[i].row_group, l->columns_desc, p->row_bytes, keys[i]);
+    }
+    ftl_status st = row_group_cache_open(&l->cache, l->o.cache_dir, l->o.cache_size_limit, keys, p->piece_count);
+    if (st != FTL_OK) {
+        if (!l->cache.dir) {
+            for (int i = 0; i < p->piece_count; i++) free(keys[i]);
+            free(keys);
+        }
+        return st;
+    }
+    l->use_cache = true;
+    return FTL_OK;
+}
+
+ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) {
+    *out = NULL;
+    ftl_loader *l = ftl_xcalloc(1, sizeof *l);
+    l->o = *options;
+    if (!l->o.value_column) l->o.value_column = FTL_COLUMN_IMAGE;
+    if (!l->o.label_column) l->o.label_column = FTL_COLUMN_LABEL;
+    if (l->o.num_shards == 0) l->o.num_shards = 1;
+    if (l->o.threads <= 0) l->o.threads = 2;
+    if (l->o.shuffle_buffer < 0) l->o.shuffle_buffer = 0;
+    l->o.sources = NULL; /* not kept: only needed while planning */
+    l->o.resume_position = NULL;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->piece_ready, NULL);
+    pthread_cond_init(&l->piece_free, NULL);
+    pthread_cond_init(&l->batch_ready, NULL);
+    pthread_cond_init(&l->batch_free, NULL);
+    ftl_status st = loader_plan_build(options, &l->plan);
+    if (st != FTL_OK) {
+        free(l);
+        return st;
+    }
+    l->columns_desc = ftl_format("%s|%s|%s", l->o.label_column, l->o.value_column, l->o.path_column ? l->o.path_column : "");
+    if (options->resume_position) {
+        l->o.resume_position = options->resume_position;
+        st = restore_position(l);
+        l->o.resume_position = NULL;
+    }
+    if (st == FTL_OK && l->o.cache_dir) st = open_cache(l);
+    if (st != FTL_OK) {
+        ftl_loader_close(l);
+        return st;
+    }
+    const loader_plan *p = &l->plan;
+    l->queue = l->o.queue_row_groups > 0 ? l->o.queue_row_groups : 2 * l->o.threads;
+    l->slots = ftl_xcalloc((size_t)l->queue, sizeof *l->slots);
+    l->start_seq = l->next_claim = l->consumed = l->start_pass * p->piece_count;
+    if (l->o.epochs <= 0) {
+        l->end_seq = INT64_MAX;
+    } else if (mode_steps(l)) {
+        int64_t rows = l->o.epochs * l->o.steps_per_epoch * l->o.batch_size;
+        l->end_seq = (rows + p->rows_per_pass - 1) / p->rows_per_pass * p->piece_count;
+    } else {
+        l->end_seq = l->o.epochs * p->piece_count;
+    }
+    for (int i = 0; i < BATCH_RING; i++) {
+        l->batches[i].labels = ftl_xmalloc((size_t)l->o.batch_size * sizeof(int32_t));
+        l->batches[i].values = ftl_xmalloc((size_t)l->o.batch_size * (size_t)p->row_bytes);
+        if (l->o.path_column) l->batches[i].paths = ftl_xcalloc((size_t)l->o.batch_size, sizeof(char *));
+    }
+    l->readers = ftl_xcalloc((size_t)l->o.threads, sizeof *l->readers);
+    for (; l->reader_count < l->o.threads; l->reader_count++)
+        if (pthread_create(&l->readers[l->reader_count], NULL, reader_main, l) != 0) break;
+    if (l->reader_count == 0 || pthread_create(&l->assembler, NULL, assembler_main, l) != 0) {
+        ftl_loader_close(l);
+        return ftl_fail(FTL_E_INTERNAL, "cannot start loader threads");
+    }
+    l->assembler_started = true;
+    *out = l;
+    return FTL_OK;
+}
+
+ftl_status ftl_loader_next(ftl_loader *l, ftl_batch *batch) {
+    memset(batch, 0, sizeof *batch);
+    double start = ftl_now();
+    pthread_mutex_lock(&l->lock);
+    if (l->taken > l->released) {
+        l->released = l->taken;
+        pthread_cond_broadcast(&l->batch_free);
+    }
+    while (l->produced <= l->taken) pthread_cond_wait(&l->batch_ready, &l->lock);
+    batch_slot *b = &l->batches[l->taken % BATCH_RING];
+    l->taken++;
+    pthread_mutex_unlock(&l->lock);
+    l->wait_seconds += ftl_now() - start;
+    if (b->status != FTL_OK) {
+        l->taken--; /* keep returning the error */
+        return ftl_fail(b->status, "%s", b->error ? b->error : "loader failed");
+    }
+    *batch = b->meta;
+    batch->labels = b->labels;
+    batch->values = b->values;
+    batch->paths = (const char *const *)b->paths;
+    if (b->meta.rows == 0) {
+        l->taken--; /* the end marker stays the answer */
+        return FTL_OK;
+    }
+    l->stat_batches++;
+    l->stat_rows += b->meta.rows;
+    if (b->meta.last_in_epoch) {
+        l->next_epoch = b->meta.epoch + 1;
+        l->next_step = 0;
+    } else {
+        l->next_epoch = b->meta.epoch;
+        l->next_step = b->meta.step + 1;
+    }
+    return FTL_OK;
+}
+
+void ftl_loader_close(ftl_loader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->lock);
+    l->stop = true;
+    pthread_cond_broadcast(&l->piece_free);
+    pthread_cond_broadcast(&l->piece_ready);
+    pthread_cond_broadcast(&l->batch_free);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < l->reader_count; i++) pthread_join(l->readers[i], NULL);
+    if (l->assembler_started) pthread_join(l->assembler, NULL);
+    free(l->readers);
+    for (int i = 0; l->slots && i < l->queue; i++) {
+        loader_rows_free(&l->slots[i].rows);
+        free(l->slots[i].error);
+    }
+    free(l->slots);
+    for (int i = 0; i < BATCH_RING; i++) {
+        free(l->batches[i].labels);
+        free(l->batches[i].values);
+        if (l->batches[i].paths)
+            for (int k = 0; k < l->o.batch_size; k++) free(l->batches[i].paths[k]);
+        free(l->batches[i].paths);
+        free(l->batches[i].error);
+    }
+    free(l->order[0]);
+    free(l->order[1]);
+    if (l->use_cache) row_group_cache_close(&l->cache);
+    loader_plan_free(&l->plan);
+    free(l->columns_desc);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->piece_ready);
+    pthread_cond_destroy(&l->piece_free);
+    pthread_cond_destroy(&l->batch_ready);
+    pthread_cond_destroy(&l->batch_free);
+    free(l);
+}
+
+int64_t ftl_loader_batches_per_epoch(const ftl_loader *l) { return l->plan.batches_per_epoch; }
+int64_t ftl_loader_total_rows(const ftl_loader *l) { return l->plan.total_rows; }
+int64_t ftl_loader_shard_rows(const ftl_loader *l) { return l->plan.shard_end - l->plan.shard_begin; }
+int64_t ftl_loader_row_bytes(const ftl_loader *l) { return l->plan.row_bytes; }
+int ftl_loader_image_size(const ftl_loader *l) { return l->plan.image_size; }
+
+const char *ftl_loader_metadata(const ftl_loader *l, const char *key) {
+    return l->plan.file_count ? ftl_parquet_metadata_get(l->plan.files[0].parquet, key) : NULL;
+}
+
+void ftl_loader_stats_get(const ftl_loader *l, ftl_loader_stats *s) {
+    ftl_loader *m = (ftl_loader *)l;
+    pthread_mutex_lock(&m->lock);
+    *s = (ftl_loader_stats){.wait_seconds = l->wait_seconds, .batches = l->stat_batches, .rows = l->stat_rows,
+                            .row_groups_read = l->stat_row_groups, .bytes_read = l->stat_bytes};
+    pthread_mutex_unlock(&m->lock);
+    if (l->use_cache) {
+        pthread_mutex_lock(&m->cache.lock);
+        s->cache_hits = l->cache.hits;
+        s->cache_misses = l->cache.misses;
+        s->cache_bytes = l->cache.used;
+        pthread_mutex_unlock(&m->cache.lock);
+    }
+}

@@ -1,0 +1,241 @@
+/* Loader planning: source discovery, column checks, sharding and piece order. */
+#include "data/loader_plan.h"
+#include "data/dataset.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/json.h"
+#include "util/rng.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct path_list {
+    char **items;
+    int count, cap;
+} path_list;
+
+static void path_list_push(path_list *l, char *p) {
+    if (l->count == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->items = ftl_xrealloc(l->items, (size_t)l->cap * sizeof *l->items);
+    }
+    l->items[l->count++] = p;
+}
+
+static int compare_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool is_part_file(const char *name) {
+    size_t n = strlen(name);
+    /* Spark and pyarrow also leave _SUCCESS, _metadata and .crc files beside the parts. */
+    return name[0] != '.' && name[0] != '_' && n > 8 && strcmp(name + n - 8, ".parquet") == 0;
+}
+
+static ftl_status collect_folder(const char *dir, path_list *out, int depth) {
+    if (depth > 16) return FTL_OK;
+    DIR *d = opendir(dir);
+    if (!d) return ftl_fail(FTL_E_IO, "cannot open folder %s: %s", dir, strerror(errno));
+    path_list names = {0};
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') path_list_push(&names, ftl_strdup(e->d_name));
+    closedir(d);
+    if (names.count) qsort(names.items, (size_t)names.count, sizeof *names.items, compare_paths);
+    ftl_status st = FTL_OK;
+    for (int i = 0; i < names.count; i++) {
+        char *p = ftl_format("%s/%s", dir, names.items[i]);
+        if (st == FTL_OK && ftl_is_directory(p)) st = collect_folder(p, out, depth + 1);
+        else if (st == FTL_OK && is_part_file(names.items[i])) {
+            path_list_push(out, p);
+            p = NULL;
+        }
+        free(p);
+        free(names.items[i]);
+    }
+    free(names.items);
+    return st;
+}
+
+static ftl_status expand_sources(const ftl_loader_options *o, path_list *out) {
+    if (o->source_count < 1) return ftl_fail(FTL_E_INVALID_ARG, "the loader needs at least one Parquet file or folder");
+    for (int i = 0; i < o->source_count; i++) {
+        const char *s = o->sources[i];
+        if (!ftl_path_exists(s)) return ftl_fail(FTL_E_NOT_FOUND, "dataset %s does not exist", s);
+        if (ftl_is_directory(s)) {
+            int before = out->count;
+            FTL_TRY(collect_folder(s, out, 0));
+            if (out->count == before) return ftl_fail(FTL_E_NOT_FOUND, "no *.parquet files in folder %s", s);
+        } else {
+            path_list_push(out, ftl_strdup(s));
+        }
+    }
+    return FTL_OK;
+}
+
+static ftl_status find_columns(const ftl_loader_options *o, loader_file *f) {
+    const char *names[3] = {o->label_column, o->value_column, o->path_column};
+    int *slots[3] = {&f->label_column, &f->value_column, &f->path_column};
+    for (int k = 0; k < 3; k++) {
+        *slots[k] = -1;
+        if (!names[k]) continue;
+        int c = ftl_parquet_find_column(f->parquet, names[k]);
+        if (c < 0) {
+            ftl_strbuf have = {0};
+            for (int j = 0; j < ftl_parquet_num_columns(f->parquet); j++)
+                ftl_strbuf_printf(&have, "%s%s", j ? ", " : "", ftl_parquet_column(f->parquet, j)->name);
+            ftl_status st = ftl_fail(FTL_E_NOT_FOUND, "%s: no column '%s' (columns: %s)", f->path, names[k],
+                                     have.data ? have.data : "none");
+            ftl_strbuf_free(&have);
+            return st;
+        }
+        const ftl_parquet_column_info *info = ftl_parquet_column(f->parquet, c);
+        bool ok = k == 0 ? (info->type == FTL_PARQUET_INT32 || info->type == FTL_PARQUET_INT64)
+                         : (info->type == FTL_PARQUET_BYTE_ARRAY || info->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY);
+        if (!ok || info->nested)
+            return ftl_fail(FTL_E_UNSUPPORTED, "%s: column '%s' is %s%s; expected %s", f->path, names[k],
+                            info->nested ? "nested " : "", ftl_parquet_type_name(info->type),
+                            k == 0 ? "an INT32 or INT64 label" : "BYTE_ARRAY or FIXED_LEN_BYTE_ARRAY values");
+        *slots[k] = c;
+    }
+    return FTL_OK;
+}
+
+/* Bytes per row: S*S*3 for images (S from the options or ftl.image_size metadata), else the
+ * fixed length of a FIXED_LEN_BYTE_ARRAY value column (feature vectors). */
+static ftl_status decide_row_bytes(const ftl_loader_options *o, loader_plan *p) {
+    loader_file *f = &p->files[0];
+    const char *meta = ftl_parquet_metadata_get(f->parquet, FTL_META_IMAGE_SIZE);
+    const ftl_parquet_column_info *value = ftl_parquet_column(f->parquet, f->value_column);
+    int size = o->image_size;
+    if (size == 0 && meta) {
+        char *end;
+        long s = strtol(meta, &end, 10);
+        if (*end || s < 1 || s > 65535)
+            return ftl_fail(FTL_E_FORMAT, "%s: metadata %s = '%s' is not an image size", f->path, FTL_META_IMAGE_SIZE, meta);
+        size = (int)s;
+    }
+    if (size > 0) {
+        p->image_size = size;
+        p->row_bytes = (int64_t)size * size * 3;
+    } else if (value->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY && value->fixed_length > 0) {
+        p->row_bytes = value->fixed_length;
+    } else {
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "%s: cannot tell the size of the '%s' values (no %s metadata); pass the image size "
+                        "(--image-size S for S x S x 3 images)", f->path, value->name, FTL_META_IMAGE_SIZE);
+    }
+    return FTL_OK;
+}
+
+static ftl_status open_file(const ftl_loader_options *o, loader_file *f, int64_t first_row) {
+    FTL_TRY(ftl_parquet_open(f->path, &f->parquet));
+    FTL_TRY(find_columns(o, f));
+    struct stat sb;
+    if (stat(f->path, &sb) == 0) {
+        f->size = (uint64_t)sb.st_size;
+        f->mtime_ns = (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec;
+    }
+    int groups = ftl_parquet_num_row_groups(f->parquet);
+    f->first_row = first_row;
+    f->row_group_first_row = ftl_xmalloc((size_t)(groups + 1) * sizeof *f->row_group_first_row);
+    int64_t row = first_row;
+    for (int g = 0; g < groups; g++) {
+        f->row_group_first_row[g] = row;
+        row += ftl_parquet_row_group_rows(f->parquet, g);
+    }
+    f->row_group_first_row[groups] = row;
+    return FTL_OK;
+}
+
+static void add_piece(loader_plan *p, int file, int group, int64_t begin, int64_t end) {
+    p->pieces = ftl_xrealloc(p->pieces, (size_t)(p->piece_count + 1) * sizeof *p->pieces);
+    p->pieces[p->piece_count++] = (loader_piece){file, group, begin, end};
+}
+
+ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (o->num_shards < 1 || o->shard < 0 || o->shard >= o->num_shards)
+        return ftl_fail(FTL_E_INVALID_ARG, "shard %d of %d is out of range", o->shard, o->num_shards);
+    if (o->batch_size < 1) return ftl_fail(FTL_E_INVALID_ARG, "batch size %d must be positive", o->batch_size);
+    p->shard = o->shard;
+    p->num_shards = o->num_shards;
+    path_list paths = {0};
+    ftl_status st = expand_sources(o, &paths);
+    p->files = ftl_xcalloc((size_t)(paths.count ? paths.count : 1), sizeof *p->files);
+    p->file_count = paths.count;
+    for (int i = 0; i < paths.count; i++) p->files[i].path = paths.items[i];
+    free(paths.items);
+    for (int i = 0; i < p->file_count && st == FTL_OK; i++) {
+        st = open_file(o, &p->files[i], p->total_rows);
+        if (st == FTL_OK) p->total_rows += ftl_parquet_num_rows(p->files[i].parquet);
+    }
+    if (st == FTL_OK) st = decide_row_bytes(o, p);
+    if (st != FTL_OK) {
+        loader_plan_free(p);
+        return st;
+    }
+    int64_t n = p->total_rows, k = o->shard, s = o->num_shards;
+    p->shard_begin = k * n / s;
+    p->shard_end = (k + 1) * n / s;
+    for (int i = 0; i < p->file_count; i++) {
+        loader_file *f = &p->files[i];
+        int groups = ftl_parquet_num_row_groups(f->parquet);
+        for (int g = 0; g < groups; g++) {
+            int64_t begin = f->row_group_first_row[g], end = f->row_group_first_row[g + 1];
+            if (begin < p->shard_begin) begin = p->shard_begin;
+            if (end > p->shard_end) end = p->shard_end;
+            if (begin < end) add_piece(p, i, g, begin - f->row_group_first_row[g], end - f->row_group_first_row[g]);
+        }
+    }
+    p->rows_per_pass = o->equal_batches ? n / s : p->shard_end - p->shard_begin;
+    if (o->steps_per_epoch > 0) {
+        p->batches_per_epoch = o->steps_per_epoch;
+    } else {
+        int64_t b = o->batch_size;
+        p->batches_per_epoch = o->drop_remainder ? p->rows_per_pass / b : (p->rows_per_pass + b - 1) / b;
+        if (o->drop_remainder) p->rows_per_pass = p->batches_per_epoch * b;
+    }
+    if (p->rows_per_pass <= 0 || p->batches_per_epoch <= 0) {
+        st = ftl_fail(FTL_E_INVALID_ARG,
+                      "%lld rows split over %d shard%s give no batch of %d rows%s", (long long)n, o->num_shards,
+                      o->num_shards == 1 ? "" : "s", o->batch_size, o->drop_remainder ? " (drop_remainder)" : "");
+        loader_plan_free(p);
+        return st;
+    }
+    return FTL_OK;
+}
+
+void loader_plan_free(loader_plan *p) {
+    for (int i = 0; i < p->file_count; i++) {
+        free(p->files[i].path);
+        free(p->files[i].row_group_first_row);
+        ftl_parquet_close(p->files[i].parquet);
+    }
+    free(p->files);
+    free(p->pieces);
+    memset(p, 0, sizeof *p);
+}
+
+uint64_t loader_mix_seed(uint64_t seed, int64_t pass, int shard, uint64_t stream) {
+    uint64_t x = seed;
+    uint64_t a = ftl_splitmix64(&x);
+    x = a ^ ((uint64_t)pass * 0x9E3779B97F4A7C15ull);
+    uint64_t b = ftl_splitmix64(&x);
+    x = b ^ ((uint64_t)(uint32_t)shard << 32) ^ stream;
+    return ftl_splitmix64(&x);
+}
+
+void loader_plan_pass_order(const loader_plan *p, uint64_t seed, int64_t pass, bool shuffle, int *order) {
+    for (int i = 0; i < p->piece_count; i++) order[i] = i;
+    if (!shuffle) return;
+    ftl_rng rng;
+    ftl_rng_seed(&rng, loader_mix_seed(seed, pass, p->shard, 1));
+    for (int i = p->piece_count; i > 1; i--) {
+        int j = (int)ftl_rng_below(&rng, (uint64_t)i);
+        int t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+}
