@@ -378,7 +378,6 @@ static char **leaf_paths_of(const pq_schema_element *s, int count, int *leaf_cou
             if (e->type < 0) goto bad; /* a leaf needs a physical type */
             paths[n++] = ftl_strdup(prefix);
         }
-        if (base) prefix[base - 1] = '\0';
     }
     if (i != count) goto bad;
     *leaf_count = n;

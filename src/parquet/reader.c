@@ -125,7 +125,6 @@ static ftl_status build_columns(ftl_parquet_file *f) {
                 return ftl_fail(FTL_E_FORMAT, "%s: column '%s': FIXED_LEN_BYTE_ARRAY with bad type_length %d", f->path,
                                 c->info.name, (int)e->type_length);
         }
-        if (base) prefix[base - 1] = '\0';
     }
     f->column_count = n;
     return FTL_OK;
