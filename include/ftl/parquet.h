@@ -156,6 +156,10 @@ typedef struct ftl_parquet_chunk_info {
     bool has_dictionary_page;
     bool has_null_count;
     int64_t null_count;          /* from the footer statistics (when has_null_count) */
+    bool has_min_max;            /* min/max statistics present (PLAIN-encoded bytes: e.g. 4 bytes
+                                    little-endian for INT32); they point into the open file's footer */
+    const uint8_t *min_value, *max_value;
+    uint32_t min_length, max_length;
 } ftl_parquet_chunk_info;
 
 typedef struct ftl_parquet_row_group_info {

@@ -94,10 +94,8 @@ static ftl_status page_payload(chunk_ctx *c, ftl_parquet_column_values *v, int s
 static ftl_status decode_levels(chunk_ctx *c, const uint8_t *p, size_t n, int encoding, bool v1, int64_t rows, uint8_t *valid,
                                 size_t *used) {
     if (encoding == FTL_PARQUET_ENC_BIT_PACKED && v1) { /* deprecated: MSB first, no length */
-        size_t bytes = (size_t)((rows + 7) / 8);
-        if (bytes > n) return page_fail(c, FTL_E_FORMAT, "definition levels run past the page");
-        for (int64_t i = 0; i < rows; i++) valid[i] = (uint8_t)(p[i >> 3] >> (7 - (i & 7)) & 1);
-        *used = bytes;
+        if (!pq_bitpacked_msb_decode(p, n, 1, valid, (size_t)rows)) return page_fail(c, FTL_E_FORMAT, "definition levels run past the page");
+        *used = (size_t)((rows + 7) / 8);
         return FTL_OK;
     }
     if (encoding != FTL_PARQUET_ENC_RLE)

@@ -227,6 +227,17 @@ size_t pq_rle_encode_u8(const uint8_t *values, size_t n, int bw, uint8_t **buf, 
     return *len - before;
 }
 
+bool pq_bitpacked_msb_decode(const uint8_t *data, size_t size, int bw, uint8_t *out, size_t n) {
+    if (bw < 0 || bw > 8 || (n * (size_t)bw + 7) / 8 > size) return false;
+    size_t bit = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        for (int b = 0; b < bw; b++, bit++) v = v << 1 | (data[bit >> 3] >> (7 - (bit & 7)) & 1);
+        out[i] = (uint8_t)v;
+    }
+    return true;
+}
+
 /* ---- DELTA_BINARY_PACKED ---- */
 
 typedef struct delta_header {

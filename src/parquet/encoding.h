@@ -37,6 +37,10 @@ bool pq_rle_decode_u8(pq_rle_decoder *d, uint8_t *out, size_t n);
  * the rest bit-packed groups of 8. */
 size_t pq_rle_encode_u8(const uint8_t *values, size_t n, int bit_width, uint8_t **buf, size_t *len, size_t *cap);
 
+/* The deprecated BIT_PACKED encoding (old definition levels): values packed MSB first, no
+ * header. Needs (n * bit_width + 7) / 8 bytes; false when size is short. */
+bool pq_bitpacked_msb_decode(const uint8_t *data, size_t size, int bit_width, uint8_t *out, size_t n);
+
 /* DELTA_BINARY_PACKED: decodes exactly `count` values (the header must say so) from
  * data[0..size) into out; *used gets the bytes consumed. Arithmetic wraps modulo 2^64 (the low
  * 32 bits are the INT32 values). */

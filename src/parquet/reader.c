@@ -297,6 +297,13 @@ ftl_status ftl_parquet_chunk_info_get(const ftl_parquet_file *f, int g, int c, f
     out->has_dictionary_page = ch->start < ch->data_page_offset;
     out->has_null_count = ch->stats.has_null_count;
     out->null_count = ch->stats.null_count;
+    out->has_min_max = ch->stats.has_min && ch->stats.has_max;
+    if (out->has_min_max) {
+        out->min_value = ch->stats.min;
+        out->max_value = ch->stats.max;
+        out->min_length = ch->stats.min_len;
+        out->max_length = ch->stats.max_len;
+    }
     return FTL_OK;
 }
 
