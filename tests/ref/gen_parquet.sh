@@ -48,7 +48,8 @@ done
 for c in none snappy gzip; do
     for d in auto on off; do
         rg=(1000 512); req=(--required "")
-        add "hyparquet_${c}_dict-${d}_rg${rg[i % 2]}${req[i % 2]:+_req} $B --engine hyparquet --codec $c --dictionary $d --row-group-rows ${rg[i % 2]} ${req[i % 2]}"
+        r=${req[(i / 2) % 2]}
+        add "hyparquet_${c}_dict-${d}_rg${rg[i % 2]}${r:+_req} $B --engine hyparquet --codec $c --dictionary $d --row-group-rows ${rg[i % 2]} $r"
         i=$((i + 1))
     done
 done
