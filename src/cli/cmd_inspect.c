@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 typedef enum inspect_kind { INSPECT_UNKNOWN, INSPECT_PARQUET, INSPECT_ONNX } inspect_kind;
 
@@ -46,12 +47,15 @@ int cli_cmd_inspect(int argc, char **argv) {
     if (rc == -1) return 0;
     if (rc != 0) return rc;
     const char *path = pos[0];
-    FILE *probe = fopen(path, "rb");
-    if (!probe) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
         fprintf(stderr, "ftl: error: cannot open %s: %s\n", path, strerror(errno));
         return errno == ENOENT ? 2 : 1;
     }
-    fclose(probe);
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ftl: error: %s is a folder; inspect takes a .parquet file or an .onnx model\n", path);
+        return 2;
+    }
 
     switch (detect_kind(path)) {
     case INSPECT_PARQUET: {

@@ -128,7 +128,9 @@ static ftl_status decode_values(chunk_ctx *c, pq_decoder *d, int encoding, const
     ftl_status st = d->type == FTL_PARQUET_BYTE_ARRAY ? pq_decode_bytes(d, encoding, p, n) : pq_decode_fixed(d, encoding, p, n);
     if (st == FTL_OK) return st;
     char msg[256];
-    if (st == FTL_E_UNSUPPORTED)
+    if (st == FTL_E_UNSUPPORTED && strcmp(ftl_parquet_encoding_name(encoding), "?") == 0)
+        snprintf(msg, sizeof msg, "unknown encoding %d (not in the Parquet spec ftl knows)", encoding);
+    else if (st == FTL_E_UNSUPPORTED)
         snprintf(msg, sizeof msg, "encoding %s is not supported for %s values", ftl_parquet_encoding_name(encoding),
                  ftl_parquet_type_name((ftl_parquet_type)d->type));
     else
