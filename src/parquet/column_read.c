@@ -44,8 +44,11 @@ static ftl_status walk_pages(chunk_ctx *c, int64_t rows) {
         pq_page_header h;
         size_t hs;
         const char *err;
-        if (!pq_parse_page_header(c->bytes + pos, len - pos, &h, &hs, &err))
-            return page_fail(c, FTL_E_FORMAT, err);
+        if (!pq_parse_page_header(c->bytes + pos, len - pos, &h, &hs, &err)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "corrupt page header: %s", err);
+            return page_fail(c, FTL_E_FORMAT, msg);
+        }
         size_t body = pos + hs;
         if ((size_t)h.compressed_size > len - body) return page_fail(c, FTL_E_FORMAT, "page runs past the end of the column chunk");
         if (h.type == PQ_DICTIONARY_PAGE) {
