@@ -141,8 +141,33 @@ static ftl_status decode_values(chunk_ctx *c, pq_decoder *d, int encoding, const
     return page_fail(c, st, msg);
 }
 
+/* Required fixed-width PLAIN values are the whole (decompressed) page: decompress them straight
+ * into the output. Returns false when the page is not of that kind. */
+static bool try_direct_page(chunk_ctx *c, pq_decoder *d, const pq_page_header *h, const uint8_t *body, ftl_status *st) {
+    int codec = c->chunk->codec;
+    size_t levels = h->type == PQ_DATA_PAGE_V2 ? (size_t)h->rep_length + (size_t)h->def_length : 0;
+    if (c->col->info.max_definition_level > 0 || d->type == FTL_PARQUET_BYTE_ARRAY || d->type == FTL_PARQUET_BOOLEAN ||
+        h->encoding != FTL_PARQUET_ENC_PLAIN || codec == FTL_PARQUET_CODEC_NONE || levels != 0 ||
+        (h->type == PQ_DATA_PAGE_V2 && !h->is_compressed))
+        return false;
+    size_t want = (size_t)h->num_values * (size_t)d->width;
+    if ((size_t)h->uncompressed_size != want) return false; /* trailing bytes: take the general path */
+    const char *err;
+    uint8_t *dst = (uint8_t *)pq_slot(d->out, SLOT_VALUES) + (size_t)d->row_base * (size_t)d->width;
+    if ((uint64_t)want > pq_codec_max_expansion(codec, (uint64_t)h->compressed_size))
+        *st = page_fail(c, FTL_E_FORMAT, "uncompressed size is implausibly large for the compressed size");
+    else if (!pq_decompress(codec, body, (size_t)h->compressed_size, dst, want, &err))
+        *st = page_fail(c, FTL_E_FORMAT, err);
+    else
+        *st = FTL_OK;
+    d->row_base += h->num_values;
+    return true;
+}
+
 static ftl_status decode_data_page(chunk_ctx *c, pq_decoder *d, const pq_page_header *h, const uint8_t *body) {
     ftl_parquet_column_values *v = d->out;
+    ftl_status direct;
+    if (try_direct_page(c, d, h, body, &direct)) return direct;
     bool optional = c->col->info.max_definition_level > 0;
     uint8_t *valid = optional ? (uint8_t *)pq_slot(v, SLOT_VALIDITY) + d->row_base : NULL;
     const uint8_t *p;
