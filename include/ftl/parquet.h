@@ -63,8 +63,8 @@ typedef enum ftl_parquet_encoding {
     FTL_PARQUET_ENC_BYTE_STREAM_SPLIT = 9,
 } ftl_parquet_encoding;
 
-/* Names as parquet.thrift spells them ("INT32", "SNAPPY", "RLE_DICTIONARY"); "UNKNOWN(n)"-style
- * values are never returned: unknown numbers give "?". */
+/* Names as parquet.thrift spells them ("INT32", "SNAPPY", "RLE_DICTIONARY"); "?" for numbers
+ * outside the enumeration. */
 const char *ftl_parquet_type_name(ftl_parquet_type type);
 const char *ftl_parquet_codec_name(ftl_parquet_codec codec);
 const char *ftl_parquet_encoding_name(int encoding);

@@ -261,15 +261,6 @@ static bool read_delta_header(const uint8_t **p, const uint8_t *end, delta_heade
     return true;
 }
 
-bool pq_delta_peek_count(const uint8_t *data, size_t size, uint64_t *count) {
-    const char *err;
-    delta_header h;
-    const uint8_t *p = data;
-    if (!read_delta_header(&p, data + size, &h, &err)) return false;
-    *count = h.total;
-    return true;
-}
-
 bool pq_delta_decode(const uint8_t *data, size_t size, int64_t *out, size_t count, size_t *used, const char **err) {
     const uint8_t *p = data, *end = data + size;
     delta_header h;

@@ -45,8 +45,6 @@ bool pq_bitpacked_msb_decode(const uint8_t *data, size_t size, int bit_width, ui
  * data[0..size) into out; *used gets the bytes consumed. Arithmetic wraps modulo 2^64 (the low
  * 32 bits are the INT32 values). */
 bool pq_delta_decode(const uint8_t *data, size_t size, int64_t *out, size_t count, size_t *used, const char **err);
-/* Reads only the header's value count (to size buffers before decoding). */
-bool pq_delta_peek_count(const uint8_t *data, size_t size, uint64_t *count);
 
 /* BYTE_STREAM_SPLIT: `width` byte streams of `count` bytes each -> count values of width bytes. */
 bool pq_byte_stream_split_decode(const uint8_t *data, size_t size, size_t count, int width, uint8_t *out, const char **err);

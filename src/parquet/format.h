@@ -103,7 +103,8 @@ typedef struct pq_write_stats {
     int64_t null_count;
 } pq_write_stats;
 
+/* A DATA_PAGE (v1) header for PLAIN values with RLE levels. */
 void pq_write_data_page_header(thrift_writer *w, int32_t uncompressed, int32_t compressed, bool has_crc, uint32_t crc,
-                               int32_t num_values, bool has_levels);
+                               int32_t num_values);
 
 #endif

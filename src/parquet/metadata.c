@@ -603,7 +603,7 @@ bool pq_parse_page_header(const uint8_t *data, size_t size, pq_page_header *h, s
 }
 
 void pq_write_data_page_header(thrift_writer *w, int32_t uncompressed, int32_t compressed, bool has_crc, uint32_t crc,
-                               int32_t num_values, bool has_levels) {
+                               int32_t num_values) {
     thrift_write_struct_begin(w, 0);
     thrift_write_i32_field(w, 1, PQ_DATA_PAGE);
     thrift_write_i32_field(w, 2, uncompressed);
@@ -615,7 +615,6 @@ void pq_write_data_page_header(thrift_writer *w, int32_t uncompressed, int32_t c
     /* level encodings: RLE (also for required columns, which have no levels: writers agree) */
     thrift_write_i32_field(w, 3, FTL_PARQUET_ENC_RLE);
     thrift_write_i32_field(w, 4, FTL_PARQUET_ENC_RLE);
-    (void)has_levels;
     thrift_write_struct_end(w);
     thrift_write_struct_end(w);
 }

@@ -311,7 +311,7 @@ static ftl_status write_page(ftl_parquet_writer *w, int col, write_chunk *ch, in
     bool crc = !w->opts.no_page_crc;
     uint32_t sum = crc ? (uint32_t)crc32(0, body, (uInt)body_len) : 0;
     thrift_writer_reset(&w->tw);
-    pq_write_data_page_header(&w->tw, (int32_t)w->page_len, (int32_t)body_len, crc, sum, (int32_t)rows, w->columns[col].optional);
+    pq_write_data_page_header(&w->tw, (int32_t)w->page_len, (int32_t)body_len, crc, sum, (int32_t)rows);
     if (ch->num_values == 0 && ch->data_page_offset == 0) ch->data_page_offset = (int64_t)w->pos;
     FTL_TRY(write_bytes(w, w->tw.data, w->tw.size));
     FTL_TRY(write_bytes(w, body, body_len));

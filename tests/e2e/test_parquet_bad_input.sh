@@ -18,8 +18,8 @@ expect_error "not Parquet (csv named .parquet)" 1 "data\.parquet: not a Parquet 
     bash -c "cp '$T/data.csv' '$T/data.parquet' && exec '$FTL_SAN' inspect '$T/data.parquet'"
 expect_error "not Parquet (no extension)" 1 "not a Parquet file" "$FTL_SAN" inspect "$T/data.csv"
 
-"$GEN" refdata "$T/good.parquet" --rows 300 --image-bytes 50 --row-group-rows 100 --codec snappy --optional --dataset --page-bytes 2000
-"$GEN" refdata "$T/nocrc.parquet" --rows 300 --image-bytes 50 --row-group-rows 100 --codec none --no-crc
+"$GEN" refdata "$T/good.parquet" >/dev/null --rows 300 --image-bytes 50 --row-group-rows 100 --codec snappy --optional --dataset --page-bytes 2000
+"$GEN" refdata "$T/nocrc.parquet" >/dev/null --rows 300 --image-bytes 50 --row-group-rows 100 --codec none --no-crc
 "$FTL" inspect --checksums "$T/good.parquet" >"$T/good.txt" || fail "good file" "ftl inspect failed on the unmodified file"
 size=$(stat -c %s "$T/good.parquet")
 

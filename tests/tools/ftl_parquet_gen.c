@@ -9,7 +9,9 @@
  *       independently; --dataset adds the ftl dataset metadata (class names class_0..class_K-1).
  *   ftl_parquet_gen types OUT --rows N --row-group-rows R [--codec C] [--seed S] [--optional]
  *       one column of every physical type ftl writes (nulls in every column with --optional),
- *       including NaN, -0.0, infinities, empty strings and a float32-vector column. */
+ *       including NaN, -0.0, infinities, empty strings and a float32-vector column.
+ * Prints the colhash v1 of the data it wrote, computed from the writer's input:
+ * {"columns": {"NAME": {"sha256", "count", "null_count", "nulls_sha256"}}} (parquet_inspect --expect). */
 #include "ftl.h"
 #include "data/dataset.h"
 #include "util/rng.h"
@@ -77,6 +79,66 @@ static int report(ftl_status st) {
     return 1;
 }
 
+/* ---- checksums of the data as written (printed as {"columns": {...}} for --expect) ---- */
+
+typedef struct written_hashes {
+    int count;
+    const char *names[16];
+    ftl_parquet_colhash *h[16];
+} written_hashes;
+
+static void hashes_init(written_hashes *wh, const ftl_parquet_column_def *defs, int n) {
+    wh->count = n;
+    for (int c = 0; c < n; c++) {
+        wh->names[c] = defs[c].name;
+        ftl_parquet_colhash_init(&wh->h[c], defs[c].type);
+    }
+}
+
+/* Feeds one row group of writer input to the column's hash, through the reader's value layout. */
+static void hashes_add(written_hashes *wh, int c, const ftl_parquet_column_def *def, int64_t rows, const ftl_parquet_column_data *d) {
+    ftl_parquet_column_values v = {.type = def->type, .rows = rows, .validity = (uint8_t *)d->validity};
+    int64_t *offs = NULL;
+    uint8_t *data = NULL;
+    if (def->type == FTL_PARQUET_BYTE_ARRAY) {
+        offs = malloc((size_t)(rows + 1) * 8);
+        offs[0] = 0;
+        for (int64_t i = 0; i < rows; i++) {
+            bool valid = !d->validity || d->validity[i];
+            int64_t len = !valid ? 0 : d->offsets ? d->offsets[i + 1] - d->offsets[i] : (int64_t)d->byte_lengths[i];
+            offs[i + 1] = offs[i] + len;
+        }
+        data = malloc((size_t)offs[rows] + 1);
+        for (int64_t i = 0; i < rows; i++) {
+            const uint8_t *src = d->offsets ? (const uint8_t *)d->values + d->offsets[i] : d->byte_values[i];
+            if (offs[i + 1] > offs[i]) memcpy(data + offs[i], src, (size_t)(offs[i + 1] - offs[i]));
+        }
+        v.offsets = offs;
+        v.data = data;
+    } else {
+        v.fixed_length = def->type == FTL_PARQUET_BOOLEAN ? 1 : def->type == FTL_PARQUET_INT32 || def->type == FTL_PARQUET_FLOAT ? 4
+                         : def->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY ? def->fixed_length : 8;
+        v.values = (void *)d->values;
+    }
+    ftl_parquet_colhash_update(wh->h[c], &v);
+    free(offs);
+    free(data);
+}
+
+static void hashes_print(written_hashes *wh) {
+    printf("{\"columns\": {");
+    for (int c = 0; c < wh->count; c++) {
+        ftl_parquet_colhash_result r;
+        ftl_parquet_colhash_final(wh->h[c], &r);
+        ftl_parquet_colhash_free(wh->h[c]);
+        printf("%s\n  \"%s\": {\"sha256\": \"%s\", \"count\": %lld, \"null_count\": %lld, \"nulls_sha256\": ", c ? "," : "",
+               wh->names[c], r.sha256, (long long)r.count, (long long)r.null_count);
+        if (r.nulls_sha256[0]) printf("\"%s\"}", r.nulls_sha256);
+        else printf("null}");
+    }
+    printf("\n}}\n");
+}
+
 /* ---- refdata: the interop data definition ---- */
 static int write_refdata(const args *a) {
     int64_t n = a->rows;
@@ -107,6 +169,8 @@ static int write_refdata(const args *a) {
     ftl_parquet_writer_options o = {.codec = a->codec, .compression_level = a->level, .max_page_bytes = a->page_bytes, .no_page_crc = a->no_crc};
     ftl_parquet_writer *w;
     ftl_status st = ftl_parquet_writer_open(a->out, defs, 3, &o, &w);
+    written_hashes wh;
+    hashes_init(&wh, defs, 3);
     const uint8_t **img_ptr = malloc((size_t)(n ? n : 1) * sizeof *img_ptr);
     uint32_t *img_len = malloc((size_t)(n ? n : 1) * 4);
     int64_t *path_off = malloc((size_t)(n + 1) * 8);
@@ -135,6 +199,7 @@ static int write_refdata(const args *a) {
             {.values = path_data + path_off[r0], .offsets = offs},
         };
         st = ftl_parquet_writer_write_row_group(w, m, cols);
+        for (int c = 0; c < 3; c++) hashes_add(&wh, c, &defs[c], m, &cols[c]);
         free(offs);
     }
     if (st == FTL_OK && a->dataset) {
@@ -153,6 +218,7 @@ static int write_refdata(const args *a) {
     }
     if (st == FTL_OK) st = ftl_parquet_writer_close(w);
     else ftl_parquet_writer_abort(w);
+    hashes_print(&wh);
     for (int64_t i = 0; i < n; i++) free(paths[i]);
     free(paths);
     free(path_data);
@@ -184,6 +250,8 @@ static int write_types(const args *a) {
     ftl_parquet_writer *w;
     ftl_status st = ftl_parquet_writer_open(a->out, defs, TYPE_COLUMNS, &o, &w);
     if (st != FTL_OK) return report(st);
+    written_hashes wh;
+    hashes_init(&wh, defs, TYPE_COLUMNS);
     int64_t R = a->row_group_rows;
     uint8_t *b = malloc((size_t)R), *valid[TYPE_COLUMNS];
     int32_t *i32 = malloc((size_t)R * 4);
@@ -223,10 +291,12 @@ static int write_types(const args *a) {
         };
         for (int c = 0; c < TYPE_COLUMNS; c++) cols[c].validity = a->optional ? valid[c] : NULL;
         st = ftl_parquet_writer_write_row_group(w, m, cols);
+        for (int c = 0; c < TYPE_COLUMNS; c++) hashes_add(&wh, c, &defs[c], m, &cols[c]);
     }
     if (st == FTL_OK) st = ftl_parquet_writer_set_metadata(w, "generator", "ftl_parquet_gen types");
     if (st == FTL_OK) st = ftl_parquet_writer_close(w);
     else ftl_parquet_writer_abort(w);
+    hashes_print(&wh);
     free(b);
     free(i32);
     free(i64);
