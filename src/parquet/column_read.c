@@ -79,7 +79,7 @@ static ftl_status page_payload(chunk_ctx *c, ftl_parquet_column_values *v, int s
                                size_t dst_size, bool compressed, const uint8_t **out) {
     int codec = compressed ? c->chunk->codec : FTL_PARQUET_CODEC_NONE;
     const char *err;
-    if (codec == FTL_PARQUET_CODEC_NONE) {
+    if (codec == FTL_PARQUET_CODEC_NONE || (src_size == 0 && dst_size == 0)) { /* (some writers store empty v2 values raw) */
         if (src_size != dst_size) return page_fail(c, FTL_E_FORMAT, "uncompressed page's two sizes differ");
         *out = src;
         return FTL_OK;

@@ -91,12 +91,12 @@ ftl_status pq_load_dictionary(pq_decoder *d, const uint8_t *p, size_t n, int64_t
 
 /* Dictionary indices of the page's non-null values into SLOT_SCRATCH_A, range-checked. */
 static ftl_status decode_indices(pq_decoder *d, const uint8_t *p, size_t n, uint32_t **out) {
-    if (!d->has_dict) return fail(d, FTL_E_FORMAT, "dictionary-encoded page without a dictionary page");
     size_t k = (size_t)d->nonnull;
     if (!pq_slot_reserve(d->out, SLOT_SCRATCH_A, k * 4, false)) return no_memory(d);
     uint32_t *idx = pq_slot(d->out, SLOT_SCRATCH_A);
     *out = idx;
-    if (k == 0) return FTL_OK;
+    if (k == 0) return FTL_OK; /* an all-null page needs no dictionary */
+    if (!d->has_dict) return fail(d, FTL_E_FORMAT, "dictionary-encoded page without a dictionary page");
     if (n < 1) return fail(d, FTL_E_FORMAT, "dictionary-encoded page without a bit width");
     if (p[0] > 32) return fail(d, FTL_E_FORMAT, "dictionary index bit width over 32");
     pq_rle_decoder rle;

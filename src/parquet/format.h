@@ -22,7 +22,7 @@ const char *pq_page_type_name(int page_type);
 typedef struct pq_stats {
     bool has_null_count;
     int64_t null_count;
-    bool has_min, has_max;               /* min_value/max_value (or the deprecated min/max) */
+    bool has_min, has_max;               /* min_value / max_value */
     const uint8_t *min, *max;            /* point into the footer buffer */
     uint32_t min_len, max_len;
 } pq_stats;

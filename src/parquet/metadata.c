@@ -166,24 +166,16 @@ static void parse_statistics(thrift_reader *r, pq_stats *s) {
     if (!thrift_enter(r)) return;
     int16_t last = 0, id;
     int t;
-    bool new_min = false, new_max = false;
     while (thrift_next_field(r, &last, &t, &id)) {
         const uint8_t *d;
         uint32_t n;
         switch (id) {
-        case 1: /* deprecated max: used only when max_value is absent */
-        case 5:
-            if (!thrift_expect(r, t, THRIFT_BINARY)) break;
-            thrift_read_binary(r, &d, &n);
-            if (id == 5 || !new_max) s->max = d, s->max_len = n, s->has_max = true;
-            if (id == 5) new_max = true;
-            break;
-        case 2:
+        case 5: /* max_value; the deprecated min/max (1, 2) had no defined order and are ignored */
         case 6:
             if (!thrift_expect(r, t, THRIFT_BINARY)) break;
             thrift_read_binary(r, &d, &n);
-            if (id == 6 || !new_min) s->min = d, s->min_len = n, s->has_min = true;
-            if (id == 6) new_min = true;
+            if (id == 5) s->max = d, s->max_len = n, s->has_max = true;
+            else s->min = d, s->min_len = n, s->has_min = true;
             break;
         case 3:
             s->null_count = read_i64_field(r, t);

@@ -164,8 +164,8 @@ static void update_stats(const ftl_parquet_column_def *c, const ftl_parquet_colu
             if (isnan(v)) break; /* NaN has no place in an order */
             memcpy(&lo, s->min, 4);
             memcpy(&hi, s->max, 4);
-            if (!s->has_min_max || v < lo || (v == 0 && signbit(v))) memcpy(s->min, &v, 4);
-            if (!s->has_min_max || v > hi || (v == 0 && hi == 0 && !signbit(v))) memcpy(s->max, &v, 4);
+            if (!s->has_min_max || v < lo) memcpy(s->min, &v, 4);
+            if (!s->has_min_max || v > hi) memcpy(s->max, &v, 4);
             s->has_min_max = true;
             s->min_max_len = 4;
             break;
@@ -176,8 +176,8 @@ static void update_stats(const ftl_parquet_column_def *c, const ftl_parquet_colu
             if (isnan(v)) break;
             memcpy(&lo, s->min, 8);
             memcpy(&hi, s->max, 8);
-            if (!s->has_min_max || v < lo || (v == 0 && signbit(v))) memcpy(s->min, &v, 8);
-            if (!s->has_min_max || v > hi || (v == 0 && hi == 0 && !signbit(v))) memcpy(s->max, &v, 8);
+            if (!s->has_min_max || v < lo) memcpy(s->min, &v, 8);
+            if (!s->has_min_max || v > hi) memcpy(s->max, &v, 8);
             s->has_min_max = true;
             s->min_max_len = 8;
             break;

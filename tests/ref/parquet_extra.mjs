@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Reference Parquet files beyond parquet_write_ref.mjs's label/image/path data, written by
 // third-party writers (DuckDB, arrow-rs) through the interop packages:
-//   duckdb_types_v1/v2   every flat type ftl reads, with nulls (v2: DELTA_*, BYTE_STREAM_SPLIT)
+//   duckdb_types_v1/v2   every flat type ftl reads, with nulls and all-null columns (v2: DELTA_*,
+//                        BYTE_STREAM_SPLIT)
 //   arrow_types_v1/v2... the same from arrow-rs (v2 pages, RLE booleans, DELTA_BYTE_ARRAY for
 //                        fixed-size binary, BYTE_STREAM_SPLIT floats, dictionary on/off)
 //   nested               a LIST and a STRUCT column next to flat ones (ftl must refuse them by name)
@@ -26,7 +27,9 @@ async function duckdbFiles() {
       CASE WHEN i % 4 = 0 THEN NULL ELSE 'str_' || (i % 97)::VARCHAR END AS s_dict,
       CASE WHEN i % 11 = 0 THEN NULL ELSE 'unique ' || i::VARCHAR || repeat('x', i % 13) END AS s,
       CASE WHEN i % 10 = 9 THEN NULL ELSE encode('blob' || (i * 31)::VARCHAR) END AS bin,
-      (i * 3)::BIGINT AS i64_required_in_sql
+      (i * 3)::BIGINT AS i64_required_in_sql,
+      NULL::BIGINT AS all_null_i64,
+      NULL::VARCHAR AS all_null_s
     FROM range(5000) t(i)`
   for (const v of ['V1', 'V2']) {
     const f = path.join(outDir, `duckdb_types_${v.toLowerCase()}.parquet`)
@@ -76,6 +79,7 @@ async function arrowFiles() {
     col('f64', new arrow.Float64(), valid(5), { data: f64 }),
     col('fixed16', new arrow.FixedSizeBinary(16), valid(6), { data: fixed }),
     col('s', new arrow.Utf8(), valid(7), { valueOffsets: soff, data: sdata }),
+    col('all_null', new arrow.Int32(), Array(n).fill(false), { data: new Int32Array(n) }),
   ]
   const schema = new arrow.Schema(cols.map(c => c.field))
   const table = new arrow.Table([new arrow.RecordBatch(schema, arrow.makeData({

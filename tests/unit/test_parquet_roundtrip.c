@@ -473,3 +473,41 @@ TEST(parquet_concurrent_reads_of_one_file) {
     free(path);
     free_table(&t);
 }
+
+/* Float statistics follow the spec: NaN ignored, a zero minimum is -0.0 and a zero maximum +0.0. */
+static void float_stats(const char *path, const float *vals, int n, bool *has, float *lo, float *hi) {
+    ftl_parquet_column_def def = {.name = "f", .type = FTL_PARQUET_FLOAT};
+    ftl_parquet_writer *w;
+    ftl_parquet_column_data d = {.values = vals};
+    *has = false;
+    if (ftl_parquet_writer_open(path, &def, 1, NULL, &w) != FTL_OK) return;
+    ftl_parquet_writer_write_row_group(w, n, &d);
+    if (ftl_parquet_writer_close(w) != FTL_OK) return;
+    ftl_parquet_file *f;
+    ftl_parquet_chunk_info ci;
+    if (ftl_parquet_open(path, &f) != FTL_OK) return;
+    if (ftl_parquet_chunk_info_get(f, 0, 0, &ci) == FTL_OK && ci.has_min_max && ci.min_length == 4 && ci.max_length == 4) {
+        *has = true;
+        memcpy(lo, ci.min_value, 4);
+        memcpy(hi, ci.max_value, 4);
+    }
+    ftl_parquet_close(f);
+}
+
+TEST(parquet_float_statistics) {
+    const char *dir = ftl_test_scratch_dir();
+    char *path = ftl_format("%s/f.parquet", dir);
+    bool has;
+    float lo, hi;
+    const float a[] = {3.5f, -0.0f, 2.0f, NAN, -7.25f, 0.0f};
+    float_stats(path, a, 6, &has, &lo, &hi);
+    CHECK(has);
+    CHECK(lo == -7.25f && hi == 3.5f);
+    const float b[] = {0.0f, NAN, 0.0f};
+    float_stats(path, b, 3, &has, &lo, &hi);
+    CHECK(has && lo == 0 && signbit(lo) && hi == 0 && !signbit(hi));
+    const float c[] = {NAN, NAN};
+    float_stats(path, c, 2, &has, &lo, &hi);
+    CHECK(!has);
+    free(path);
+}
