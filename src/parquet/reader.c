@@ -239,6 +239,8 @@ void ftl_parquet_close(ftl_parquet_file *f) {
     free(f);
 }
 
+void ftl_parquet_set_verify_crc(ftl_parquet_file *f, bool verify) { f->skip_crc = !verify; }
+
 const char *ftl_parquet_path(const ftl_parquet_file *f) { return f->path; }
 uint64_t ftl_parquet_file_size(const ftl_parquet_file *f) { return f->file_size; }
 int64_t ftl_parquet_num_rows(const ftl_parquet_file *f) { return f->md.num_rows; }

@@ -22,6 +22,7 @@ struct ftl_parquet_file {
     pq_file_metadata md;
     int column_count;
     pq_column *columns;
+    bool skip_crc;                       /* ftl_parquet_set_verify_crc(f, false) */
 };
 
 /* Reads size bytes at offset (retrying short reads); FTL_E_IO / FTL_E_FORMAT (file shrank). */

@@ -283,3 +283,29 @@ TEST(parquet_corrupt_not_parquet_and_missing) {
     free(path);
     free(missing);
 }
+
+TEST(parquet_crc_verification_can_be_turned_off) {
+    const char *dir = ftl_test_scratch_dir();
+    char *src = make_ftl_file(dir, FTL_PARQUET_CODEC_NONE), *dst = ftl_format("%s/flipped.parquet", dir);
+    uint8_t *data;
+    size_t n;
+    REQUIRE_OK(ftl_read_file(src, &data, &n));
+    data[40] ^= 0x10; /* inside the first image page's values */
+    REQUIRE(write_bytes(dst, data, n));
+    ftl_parquet_file *f;
+    REQUIRE_OK(ftl_parquet_open(dst, &f));
+    ftl_parquet_column_values v = {0};
+    int col = ftl_parquet_find_column(f, "label");
+    ftl_status first = FTL_OK;
+    for (int c = 0; c < ftl_parquet_num_columns(f) && first == FTL_OK; c++) first = ftl_parquet_read_column(f, 0, c, &v);
+    CHECK(first == FTL_E_FORMAT);
+    CHECK_CONTAINS(ftl_last_error(), "CRC");
+    ftl_parquet_set_verify_crc(f, false);
+    for (int c = 0; c < ftl_parquet_num_columns(f); c++) CHECK_OK(ftl_parquet_read_column(f, 0, c, &v));
+    (void)col;
+    ftl_parquet_column_values_free(&v);
+    ftl_parquet_close(f);
+    free(data);
+    free(src);
+    free(dst);
+}
