@@ -103,6 +103,11 @@ typedef struct pq_write_stats {
     int64_t null_count;
 } pq_write_stats;
 
+/* Adds rows [from, to) of a column's writer input to its chunk statistics. */
+void pq_stats_update(const ftl_parquet_column_def *c, const ftl_parquet_column_data *d, int64_t from, int64_t to, pq_write_stats *s);
+/* Normalises the bounds once the chunk is complete (signed zeros). */
+void pq_stats_finish(const ftl_parquet_column_def *c, pq_write_stats *s);
+
 /* A DATA_PAGE (v1) header for PLAIN values with RLE levels. */
 void pq_write_data_page_header(thrift_writer *w, int32_t uncompressed, int32_t compressed, bool has_crc, uint32_t crc,
                                int32_t num_values);
