@@ -19,6 +19,10 @@ GEN_H    := $(BUILD)/gen/onnx.pb-c.h
 LIB_SRCS := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+# Test helpers (tests/tools/NAME.c -> build/tools/NAME) and benchmarks (bench/DIR/NAME.c ->
+# build/bench/DIR/NAME), linked against libftl.
+TOOLS    := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(sort $(wildcard tests/tools/*.c)))
+BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/*/*.c)))
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -67,6 +71,13 @@ $(BUILD)/ftl_unit: $(UNIT_OBJS) $(BUILD)/libftl.a
 	$(CC) $(CFLAGS) -o $@ $(UNIT_OBJS) $(BUILD)/libftl.a $(LDLIBS)
 $(BUILD)/ftl_unit_san: $(SAN_UNIT_OBJS) $(SAN_LIB_OBJS)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libftl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libftl.a $(LDLIBS)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libftl.a $(LDLIBS)
+.PRECIOUS: $(BUILD)/obj/%.o
 # The CLI under sanitizers, for the bad-input end-to-end tests.
 $(BUILD)/ftl_san: $(CLI_SRCS:%.c=$(BUILD)/san/%.o) $(SAN_LIB_OBJS)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
@@ -74,7 +85,7 @@ $(BUILD)/ftl_san: $(CLI_SRCS:%.c=$(BUILD)/san/%.o) $(SAN_LIB_OBJS)
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(TOOLS)
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps
