@@ -132,8 +132,8 @@ typedef struct ftl_image_info {
     int thumb_width, thumb_height;   /* the thumbnail pasted on the canvas */
     int offset_x, offset_y;          /* where it was pasted */
     int reduce_x, reduce_y;          /* Pillow's integer reduce factors (1 = none) */
-    int dct_scale;                   /* 1 = full JPEG decode; 2, 4, 8 = decoded at 1/n in the
-                                        DCT domain (then reduced by reduce_x/dct_scale) */
+    int dct_scale;                   /* 1 = full JPEG decode; 2 = decoded at 1/2 in the DCT
+                                        domain (then reduced by reduce_x/2 x reduce_y/2) */
     char warning[160];               /* recoverable decoder complaint ("" when none), e.g.
                                         "Corrupt JPEG data: premature end of data segment" */
 } ftl_image_info;
@@ -144,10 +144,11 @@ typedef struct ftl_image_prepper ftl_image_prepper;
 
 /* size: the canvas side S (the article uses 299), 1..16384. */
 ftl_status ftl_image_prepper_init(ftl_image_prepper **out, int size);
-/* DCT-domain downscaling for JPEGs that Pillow would `reduce` by a factor divisible by 2, 4 or
- * 8: decode at 1/2..1/8 instead of full size, then reduce by the rest. Faster on big photos;
- * close to the recipe but not bit-identical (measured on hymenoptera: see the test suite).
- * Off by default, so the output is exactly Pillow's. */
+/* DCT-domain downscaling for JPEGs that Pillow would `reduce` by even factors (photos 4x the
+ * canvas or more): decode at 1/2 size (libjpeg's scaled IDCT), then reduce by the rest. About 30%
+ * faster on such photos; close to the recipe but not bit-identical (measured: mean |diff| <= 0.29,
+ * max <= 6 on the qualifying hymenoptera and synthetic photos). Off by default, so the output is
+ * exactly Pillow's. */
 void ftl_image_prepper_set_dct_scaling(ftl_image_prepper *p, bool enable);
 /* Runs the recipe on one encoded file: canvas receives size*size*3 bytes (HWC, RGB).
  * info (may be NULL) describes what was done. On failure the canvas is untouched and

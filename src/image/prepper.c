@@ -38,14 +38,11 @@ void ftl_image_prepper_free(ftl_image_prepper *p) {
     free(p);
 }
 
-/* The largest of 8, 4, 2 dividing both reduce factors: decoding at 1/d then reducing by f/d
- * keeps Pillow's geometry (ceil(ceil(W/d)/(f/d)) == ceil(W/f)). */
-static int pick_dct_scale(int fx, int fy) {
-    int top = getenv("FTL_DCT_MAX") ? atoi(getenv("FTL_DCT_MAX")) : 8;
-    for (int d = top; d >= 2; d /= 2)
-        if (fx % d == 0 && fy % d == 0) return d;
-    return 1;
-}
+/* Decode at 1/2 in the DCT domain when both of Pillow's reduce factors are even, then reduce by
+ * f/2: the geometry stays Pillow's (ceil(ceil(W/2)/(f/2)) == ceil(W/f)). 1/4 and 1/8 save a
+ * little more time but were measured further from the recipe (max |diff| 7 vs 2 on the
+ * hymenoptera photo that qualifies), so 1/2 it is. */
+static int pick_dct_scale(int fx, int fy) { return (fx % 2 == 0 && fy % 2 == 0) ? 2 : 1; }
 
 ftl_status ftl_image_prepper_run(ftl_image_prepper *p, const uint8_t *data, size_t size,
                                  uint8_t *canvas, ftl_image_info *info) {

@@ -144,7 +144,9 @@ ftl_status ftl_resample_rgb(ftl_resample_scratch *s, const uint8_t *src, int sw,
 
     if (need_h && kern->strip_rows > 0) {
         /* The SIMD horizontal pass transposes strip_rows rows of the source at a time. */
-        size_t need = (size_t)kern->strip_rows * (size_t)(hx->last - hx->first + 16) * 3 + 64;
+        /* input strip + output strip (16 bytes per column each) + bounce rows, 64-aligned */
+        size_t in_cols = (size_t)(hx->last - hx->first) * 3, out_cols = (size_t)dw * 3;
+        size_t need = (size_t)kern->strip_rows * (in_cols + 2 * out_cols) + 4 * 64 + 64;
         FTL_TRY(ftl_image_grow(&s->strip, &s->strip_cap, need));
     }
     if (need_h && !need_v) {
