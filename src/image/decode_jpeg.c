@@ -29,10 +29,17 @@ static ftl_status ensure_tj(ftl_image_decoder *d) {
     return FTL_OK;
 }
 
-static ftl_status tj_failure(tjhandle tj, const char *what) {
-    const char *msg = tjGetErrorStr2(tj);
-    if (!msg || !*msg) msg = "unknown libjpeg error";
-    if (!strncmp(msg, "Unsupported", 11) || strstr(msg, "not supported"))
+/* Maps a TurboJPEG failure to a status. The handle is dropped: after an error inside
+ * jpeg_read_header, TurboJPEG 2.1 leaves the decompressor mid-header, and reusing it makes the
+ * next file fail with a stale message. A fresh handle is created on the next call. */
+static ftl_status tj_failure(ftl_image_decoder *d, const char *what) {
+    char msg[200];
+    const char *m = tjGetErrorStr2(d->tj);
+    snprintf(msg, sizeof msg, "%s", m && *m ? m : "unknown libjpeg error");
+    tjDestroy(d->tj);
+    d->tj = NULL;
+    if (strstr(msg, "Unsupported JPEG process") || strstr(msg, "data precision") ||
+        strstr(msg, "Unsupported color conversion"))
         return ftl_fail(FTL_E_UNSUPPORTED, "unsupported JPEG: %s", msg);
     return ftl_fail(FTL_E_FORMAT, "corrupt JPEG%s: %s", what, msg);
 }
@@ -89,9 +96,14 @@ ftl_status ftl_jpeg_probe(ftl_image_decoder *d, const uint8_t *data, size_t size
     int sub, cs;
     if (size > (size_t)0x7fffffff) return ftl_fail(FTL_E_UNSUPPORTED, "JPEG file larger than 2 GiB");
     if (tjDecompressHeader3(d->tj, data, (unsigned long)size, w, h, &sub, &cs) != 0)
-        return tj_failure(d->tj, " header");
+        return tj_failure(d, " header");
     (void)sub;
     (void)cs;
+    if (*w < 1 || *h < 1) {
+        tjDestroy(d->tj);
+        d->tj = NULL;
+        return ftl_fail(FTL_E_FORMAT, "corrupt JPEG: no frame header (SOF) before the end of the image");
+    }
     return FTL_OK;
 }
 
@@ -113,21 +125,26 @@ ftl_status ftl_jpeg_decode(ftl_image_decoder *d, const uint8_t *data, size_t siz
     int w, h;
     FTL_TRY(ensure_tj(d));
     if (size > (size_t)0x7fffffff) return ftl_fail(FTL_E_UNSUPPORTED, "JPEG file larger than 2 GiB");
-    int sub, cs;
-    if (tjDecompressHeader3(d->tj, data, (unsigned long)size, &w, &h, &sub, &cs) != 0)
-        return tj_failure(d->tj, " header");
-    (void)sub;
-    if (w < 1 || h < 1) return ftl_fail(FTL_E_FORMAT, "corrupt JPEG: image size %dx%d", w, h);
-    long long pixels = (long long)w * h;
-    if (pixels > FTL_IMAGE_MAX_PIXELS)
-        return ftl_fail(FTL_E_UNSUPPORTED,
-                        "image too large: %dx%d = %lld pixels, above the limit of %lld (Pillow's "
-                        "decompression-bomb limit)", w, h, pixels, FTL_IMAGE_MAX_PIXELS);
+    /* Pillow: no end-of-image marker means libjpeg wants more bytes, which is "truncated". */
     jpeg_layout lay;
     scan_layout(data, size, &lay);
     if (lay.end == 0)
         return ftl_fail(FTL_E_FORMAT, "truncated JPEG: premature end of data (no end-of-image "
                         "marker in %zu bytes)", size);
+    int sub, cs;
+    if (tjDecompressHeader3(d->tj, data, (unsigned long)size, &w, &h, &sub, &cs) != 0)
+        return tj_failure(d, " header");
+    (void)sub;
+    if (w < 1 || h < 1) { /* a tables-only stream: no frame header */
+        tjDestroy(d->tj);
+        d->tj = NULL;
+        return ftl_fail(FTL_E_FORMAT, "corrupt JPEG: no frame header (SOF) before the end of the image");
+    }
+    long long pixels = (long long)w * h;
+    if (pixels > FTL_IMAGE_MAX_PIXELS)
+        return ftl_fail(FTL_E_UNSUPPORTED,
+                        "image too large: %dx%d = %lld pixels, above the limit of %lld (Pillow's "
+                        "decompression-bomb limit)", w, h, pixels, FTL_IMAGE_MAX_PIXELS);
     /* Sequential Huffman JPEGs spend at least 2 bits per MCU of at most 32x32 pixels: refuse a
      * header that claims more pixels than the file can hold before allocating for it. */
     if ((lay.sof == 0xC0 || lay.sof == 0xC1) && pixels / 4096 > (long long)size)
@@ -151,7 +168,7 @@ ftl_status ftl_jpeg_decode(ftl_image_decoder *d, const uint8_t *data, size_t siz
                            flags);
     }
     if (rc != 0) {
-        if (tjGetErrorCode(d->tj) != TJERR_WARNING) return tj_failure(d->tj, "");
+        if (tjGetErrorCode(d->tj) != TJERR_WARNING) return tj_failure(d, "");
         const char *msg = tjGetErrorStr2(d->tj);
         if (msg && strstr(msg, "Premature end of JPEG file"))
             return ftl_fail(FTL_E_FORMAT, "truncated JPEG: premature end of data (%zu bytes)", size);
