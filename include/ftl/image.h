@@ -38,6 +38,8 @@
  *  - a PNG whose chunk checksum (CRC) is wrong before the first IDAT -> FTL_E_FORMAT; a wrong
  *    CRC in IDAT or after it, and a missing IEND, are accepted (Pillow never checks those);
  *    a PNG whose image data ends early -> FTL_E_FORMAT "truncated PNG: ...";
+ *  - a progressive JPEG with more than 500 scans -> FTL_E_FORMAT (libjpeg-turbo's guard against
+ *    decompression-time bombs; Pillow has none, real files have about 10);
  *  - GIF, BMP, WEBP, TIFF and anything else -> FTL_E_UNSUPPORTED "unsupported image format GIF
  *    (ftl reads JPEG and PNG)"; an empty or unrecognised file -> FTL_E_FORMAT.
  * Messages do not name the file; the caller prepends the path (ftl_fail_context). */

@@ -53,20 +53,18 @@ ftl_status ftl_image_prepper_run(ftl_image_prepper *p, const uint8_t *data, size
     ftl_image_format format = ftl_image_sniff(data, size);
     info->format = format;
 
-    int dct = 1;
+    int dct = 1, stored_w = 0, stored_h = 0;
     if (p->dct_scaling && format == FTL_IMAGE_FORMAT_JPEG) {
-        int w, h;
-        FTL_TRY(ftl_image_decoder_probe(&p->decoder, data, size, NULL, &w, &h));
+        FTL_TRY(ftl_image_decoder_probe(&p->decoder, data, size, NULL, &stored_w, &stored_h));
         ftl_thumb_plan plan;
-        ftl_thumb_plan_make(w, h, p->size, &plan);
+        ftl_thumb_plan_make(stored_w, stored_h, p->size, &plan);
         if (plan.resize) dct = pick_dct_scale(plan.reduce_x, plan.reduce_y);
     }
     FTL_TRY(ftl_image_decoder_run(&p->decoder, data, size, dct, &p->decoded, NULL));
     memcpy(info->warning, p->decoder.warning, sizeof info->warning);
 
     /* The plan is made from the stored size, as Pillow sees it. */
-    int sw = p->decoded.width, sh = p->decoded.height;
-    if (dct > 1) FTL_TRY(ftl_image_decoder_probe(&p->decoder, data, size, NULL, &sw, &sh));
+    int sw = dct > 1 ? stored_w : p->decoded.width, sh = dct > 1 ? stored_h : p->decoded.height;
     info->source_width = sw;
     info->source_height = sh;
     info->dct_scale = dct;

@@ -21,7 +21,7 @@ static const int32_t round_half = 1 << (FTL_RESAMPLE_PRECISION_BITS - 1);
 /* ---- 16 x 16 byte transposes (per 128-bit lane, so a ymm does two blocks side by side) ---- */
 
 /* r[j] holds 16 (or 2 x 16) bytes of input row j; afterwards r[i] holds column i. */
-TARGET_AVX2 static inline void transpose_regs(__m256i r[16]) {
+TARGET_AVX2 __attribute__((always_inline)) static inline void transpose_regs(__m256i r[16]) {
     __m256i a[16], b[16];
     for (int p = 0; p < 8; p++) {
         a[2 * p] = _mm256_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
