@@ -7,6 +7,7 @@
 #include "image/image_internal.h"
 #include "util/fsutil.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 typedef struct parity_summary {
@@ -221,5 +222,61 @@ TEST(image_resize_matches_pillow_all_filters_and_kernels) {
     }
     ftl_resample_kernels_force(NULL);
     CHECK(bilinear_224 >= 30); /* the backbone's 299 -> 224 BILINEAR step is covered */
+    free(rows);
+}
+
+/* Preppers on several threads at once (as `ftl prep` runs them) give the single-thread bytes. */
+typedef struct thread_job {
+    const image_ref_row *rows;
+    int n, first;
+    uint8_t *out; /* n canvases of 64x64x3 */
+    int failures;
+} thread_job;
+
+static void *prep_thread(void *arg) {
+    thread_job *j = arg;
+    ftl_image_prepper *p;
+    if (ftl_image_prepper_init(&p, 64) != FTL_OK) {
+        j->failures = j->n;
+        return NULL;
+    }
+    for (int k = 0; k < j->n; k++) {
+        int i = (j->first + k) % j->n; /* each thread walks the files from a different start */
+        char path[1024];
+        image_ref_path(&j->rows[i], path, sizeof path);
+        uint8_t *data;
+        size_t size;
+        if (ftl_read_file(path, &data, &size) != FTL_OK) {
+            j->failures++;
+            continue;
+        }
+        if (ftl_image_prepper_run(p, data, size, j->out + (size_t)i * 64 * 64 * 3, NULL) != FTL_OK)
+            memset(j->out + (size_t)i * 64 * 64 * 3, 0, 64 * 64 * 3);
+        free(data);
+    }
+    ftl_image_prepper_free(p);
+    return NULL;
+}
+
+TEST(image_preppers_on_threads_match_single_thread) {
+    image_ref_row *rows;
+    int n = image_ref_load("synth64", &rows);
+    REQUIRE(n > 0);
+    enum { THREADS = 4 };
+    thread_job jobs[THREADS];
+    pthread_t tid[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        jobs[t] = (thread_job){rows, n, t * 7, ftl_xcalloc((size_t)n, 64 * 64 * 3), 0};
+        REQUIRE(pthread_create(&tid[t], NULL, prep_thread, &jobs[t]) == 0);
+    }
+    for (int t = 0; t < THREADS; t++) pthread_join(tid[t], NULL);
+    thread_job single = {rows, n, 0, ftl_xcalloc((size_t)n, 64 * 64 * 3), 0};
+    prep_thread(&single);
+    for (int t = 0; t < THREADS; t++) {
+        CHECK_EQ_INT(jobs[t].failures, 0);
+        CHECK(!memcmp(jobs[t].out, single.out, (size_t)n * 64 * 64 * 3));
+        free(jobs[t].out);
+    }
+    free(single.out);
     free(rows);
 }
