@@ -38,9 +38,13 @@ for r in recs:
     rates.setdefault((r["bench"], r["threads"]), []).append(r["images_per_s"])
 for (b, t), v in sorted(rates.items(), key=lambda kv: (kv[0][1], kv[0][0])):
     print(f"{b:14s} threads={t}: median {statistics.median(v):7.1f} img/s  (min {min(v):.1f}, max {max(v):.1f}, n={len(v)})")
+# Rounds run ftl and Pillow back to back, so per-round ratios cancel slow drifts of the machine.
 for t in sorted({k[1] for k in rates}):
-    p = statistics.median(rates[("pillow_prep", t)])
+    p = rates[("pillow_prep", t)]
     for b in ("ftl_prep", "ftl_prep_dct"):
         if (b, t) in rates:
-            print(f"ratio {b}/pillow at {t} thread(s): {statistics.median(rates[(b, t)]) / p:.2f}x")
+            per_round = [f / q for f, q in zip(rates[(b, t)], p)]
+            print(f"ratio {b}/pillow at {t} thread(s): {statistics.median(rates[(b, t)]) / statistics.median(p):.2f}x "
+                  f"(ratio of medians), {statistics.median(per_round):.2f}x (median of per-round ratios, "
+                  f"range {min(per_round):.2f}-{max(per_round):.2f})")
 PYEOF
