@@ -158,9 +158,9 @@ ftl_status ftl_resample_rgb(ftl_resample_scratch *s, const uint8_t *src, int sw,
                     (int)dst_stride, vy);
         return FTL_OK;
     }
+    /* Only the rows the vertical pass reads go through the horizontal pass (as in Pillow). */
     int rows = vy->last - vy->first;
-    /* Slack rows/bytes let the SIMD kernels run whole strips and vectors past the end. */
-    size_t tmp_need = dst_stride * (size_t)(rows + (kern->strip_rows ? kern->strip_rows : 0)) + 64;
+    size_t tmp_need = dst_stride * (size_t)rows;
     FTL_TRY(ftl_image_grow(&s->tmp, &s->tmp_cap, tmp_need));
     kern->hpass(src + (size_t)vy->first * src_stride, src_stride, rows, s->tmp, dst_stride, hx,
                 s->strip);
