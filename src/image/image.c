@@ -1,0 +1,95 @@
+/* Image buffers, format sniffing and the decoder front end (JPEG and PNG; others refused). */
+#include "image/image_internal.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ftl_image_format ftl_image_sniff(const uint8_t *d, size_t n) {
+    if (!d) return FTL_IMAGE_FORMAT_UNKNOWN;
+    if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return FTL_IMAGE_FORMAT_JPEG;
+    if (n >= 8 && !memcmp(d, "\x89PNG\r\n\x1a\n", 8)) return FTL_IMAGE_FORMAT_PNG;
+    if (n >= 6 && (!memcmp(d, "GIF87a", 6) || !memcmp(d, "GIF89a", 6))) return FTL_IMAGE_FORMAT_GIF;
+    if (n >= 2 && d[0] == 'B' && d[1] == 'M') return FTL_IMAGE_FORMAT_BMP;
+    if (n >= 12 && !memcmp(d, "RIFF", 4) && !memcmp(d + 8, "WEBP", 4)) return FTL_IMAGE_FORMAT_WEBP;
+    if (n >= 4 && (!memcmp(d, "II*\0", 4) || !memcmp(d, "MM\0*", 4))) return FTL_IMAGE_FORMAT_TIFF;
+    return FTL_IMAGE_FORMAT_UNKNOWN;
+}
+
+const char *ftl_image_format_name(ftl_image_format f) {
+    switch (f) {
+    case FTL_IMAGE_FORMAT_JPEG: return "JPEG";
+    case FTL_IMAGE_FORMAT_PNG: return "PNG";
+    case FTL_IMAGE_FORMAT_GIF: return "GIF";
+    case FTL_IMAGE_FORMAT_BMP: return "BMP";
+    case FTL_IMAGE_FORMAT_WEBP: return "WEBP";
+    case FTL_IMAGE_FORMAT_TIFF: return "TIFF";
+    case FTL_IMAGE_FORMAT_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
+ftl_status ftl_image_grow(uint8_t **buf, size_t *cap, size_t need) {
+    if (*cap >= need) return FTL_OK;
+    /* Grow by half again so a run of slightly bigger images does not reallocate each time. */
+    size_t want = need + need / 2;
+    uint8_t *p = realloc(*buf, want);
+    if (!p) {
+        p = realloc(*buf, need);
+        want = need;
+    }
+    if (!p) return ftl_fail(FTL_E_NOMEM, "out of memory (%zu bytes for image data)", need);
+    *buf = p;
+    *cap = want;
+    return FTL_OK;
+}
+
+ftl_status ftl_image_alloc(ftl_image *img, int width, int height) {
+    if (width < 1 || height < 1 || (long long)width * height > FTL_IMAGE_MAX_PIXELS)
+        return ftl_fail(FTL_E_INVALID_ARG, "bad image size %dx%d", width, height);
+    FTL_TRY(ftl_image_grow(&img->pixels, &img->capacity, (size_t)width * height * 3));
+    img->width = width;
+    img->height = height;
+    return FTL_OK;
+}
+
+void ftl_image_free(ftl_image *img) {
+    if (!img) return;
+    free(img->pixels);
+    memset(img, 0, sizeof *img);
+}
+
+static ftl_status refuse_format(ftl_image_format f, size_t size) {
+    if (size == 0) return ftl_fail(FTL_E_FORMAT, "empty file (0 bytes)");
+    if (f == FTL_IMAGE_FORMAT_UNKNOWN)
+        return ftl_fail(FTL_E_FORMAT, "not an image: unrecognised format (ftl reads JPEG and PNG)");
+    return ftl_fail(FTL_E_UNSUPPORTED, "unsupported image format %s (ftl reads JPEG and PNG)",
+                    ftl_image_format_name(f));
+}
+
+ftl_status ftl_image_decoder_probe(ftl_image_decoder *d, const uint8_t *data, size_t size,
+                                   ftl_image_format *format, int *width, int *height) {
+    ftl_image_format f = ftl_image_sniff(data, size);
+    if (format) *format = f;
+    if (f == FTL_IMAGE_FORMAT_JPEG) return ftl_jpeg_probe(d, data, size, width, height);
+    if (f == FTL_IMAGE_FORMAT_PNG) return ftl_png_probe(data, size, width, height);
+    return refuse_format(f, size);
+}
+
+ftl_status ftl_image_decoder_run(ftl_image_decoder *d, const uint8_t *data, size_t size,
+                                 int dct_scale, ftl_image *out, ftl_image_format *format) {
+    ftl_image_format f = ftl_image_sniff(data, size);
+    if (format) *format = f;
+    d->warning[0] = 0;
+    if (f == FTL_IMAGE_FORMAT_JPEG) return ftl_jpeg_decode(d, data, size, dct_scale, out);
+    if (f == FTL_IMAGE_FORMAT_PNG) return ftl_png_decode(d, data, size, out);
+    return refuse_format(f, size);
+}
+
+
+ftl_status ftl_image_decode_rgb(const uint8_t *data, size_t size, ftl_image *out) {
+    ftl_image_decoder d = {0};
+    ftl_status st = ftl_image_decoder_run(&d, data, size, 1, out, NULL);
+    ftl_image_decoder_free(&d);
+    return st;
+}
