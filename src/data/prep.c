@@ -149,10 +149,8 @@ static char *json_count_array(const int64_t *counts, int count) {
 }
 
 static ftl_status parse_codec(const char *name, ftl_parquet_codec *codec) {
-    if (strcmp(name, "none") == 0) *codec = FTL_PARQUET_CODEC_NONE;
-    else if (strcmp(name, "snappy") == 0) *codec = FTL_PARQUET_CODEC_SNAPPY;
-    else if (strcmp(name, "zstd") == 0) *codec = FTL_PARQUET_CODEC_ZSTD;
-    else return ftl_fail(FTL_E_INVALID_ARG, "unknown codec '%s' (expected none, snappy or zstd)", name);
+    if (!ftl_parquet_codec_parse(name, codec))
+        return ftl_fail(FTL_E_INVALID_ARG, "unknown codec '%s' (expected none, snappy, zstd or gzip)", name);
     return FTL_OK;
 }
 
@@ -162,8 +160,7 @@ static ftl_status open_split_writer(const char *path, const ftl_prep_options *o,
         {.name = FTL_COLUMN_IMAGE, .type = FTL_PARQUET_BYTE_ARRAY},
         {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = true},
     };
-    ftl_parquet_writer_options wo;
-    ftl_parquet_writer_options_init(&wo);
+    ftl_parquet_writer_options wo = {0};
     FTL_TRY(parse_codec(o->codec, &wo.codec));
     return ftl_parquet_writer_open(path, columns, 3, &wo, w);
 }

@@ -30,7 +30,7 @@ expected_rows() {  # split
 for split in train val; do
     expected_rows "$split" >"$d/expected_$split.tsv"
     query "SELECT label, path FROM read_parquet('$d/out/$split.parquet')" |
-        $PY -c 'import json,sys; [print(f"{r[\"label\"]}\t{r[\"path\"]}") for r in json.load(sys.stdin)]' |
+        $PY -c 'import json,sys; [print("%d\t%s" % (r["label"], r["path"])) for r in json.load(sys.stdin)]' |
         LC_ALL=C sort >"$d/got_$split.tsv"
     if [ -s "$d/expected_$split.tsv" ] && cmp -s "$d/expected_$split.tsv" "$d/got_$split.tsv"; then
         pass "prep_${split}_rows_match_folders_duckdb"
@@ -141,10 +141,13 @@ n=$(query "SELECT count(*) AS n FROM read_parquet('$d/bad-out/train.parquet')")
 expect_error prep_strict_fails_on_bad_image 1 '(truncated|noise|empty|imageNotFound).*--strict' "$FTL_SAN" prep "$d/bad" "$d/strict-out" --strict
 [ ! -e "$d/strict-out" ] && pass prep_strict_leaves_no_output || fail prep_strict_leaves_no_output "strict-out exists"
 
-# Ctrl-C in the middle: no OUT, no temporary files left behind.
-"$FTL" prep "$SRC" "$d/interrupted" --threads 1 --quiet 2>"$d/int.err" &
+# Ctrl-C in the middle: no OUT, no temporary files left behind (a large source: 30 classes
+# that are all links to the same photos, so the job runs for several seconds).
+mkdir -p "$d/many"
+for i in $(seq -w 1 30); do ln -s "$SRC/train/ants" "$d/many/c$i"; done
+"$FTL" prep "$d/many" "$d/interrupted" --threads 1 --quiet 2>"$d/int.err" &
 pid=$!
-sleep 1.5
+sleep 1
 kill -INT $pid
 wait $pid
 rc=$?
