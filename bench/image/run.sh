@@ -31,20 +31,23 @@ recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 for r in recs:
     if r["bench"].endswith("split"):
         print(json.dumps(r))
-rates = {}
-for r in recs:
-    if r["bench"].endswith("split"):
-        continue
-    rates.setdefault((r["bench"], r["threads"]), []).append(r["images_per_s"])
-for (b, t), v in sorted(rates.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    print(f"{b:14s} threads={t}: median {statistics.median(v):7.1f} img/s  (min {min(v):.1f}, max {max(v):.1f}, n={len(v)})")
-# Rounds run ftl and Pillow back to back, so per-round ratios cancel slow drifts of the machine.
-for t in sorted({k[1] for k in rates}):
-    p = rates[("pillow_prep", t)]
-    for b in ("ftl_prep", "ftl_prep_dct"):
-        if (b, t) in rates:
-            per_round = [f / q for f, q in zip(rates[(b, t)], p)]
-            print(f"ratio {b}/pillow at {t} thread(s): {statistics.median(rates[(b, t)]) / statistics.median(p):.2f}x "
-                  f"(ratio of medians), {statistics.median(per_round):.2f}x (median of per-round ratios, "
-                  f"range {min(per_round):.2f}-{max(per_round):.2f})")
+def table(key, label):
+    rates = {}
+    for r in recs:
+        if not r["bench"].endswith("split"):
+            rates.setdefault((r["bench"], r["threads"]), []).append(r[key])
+    print(f"-- {label}")
+    for (b, t), v in sorted(rates.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        print(f"{b:14s} threads={t}: median {statistics.median(v):7.1f}  (min {min(v):.1f}, max {max(v):.1f}, n={len(v)})")
+    # Rounds run ftl and Pillow back to back, so per-round ratios cancel slow drifts of the machine.
+    for t in sorted({k[1] for k in rates}):
+        p = rates[("pillow_prep", t)]
+        for b in ("ftl_prep", "ftl_prep_dct"):
+            if (b, t) in rates:
+                per_round = [f / q for f, q in zip(rates[(b, t)], p)]
+                print(f"ratio {b}/pillow at {t} thread(s): {statistics.median(rates[(b, t)]) / statistics.median(p):.2f}x "
+                      f"(ratio of medians), {statistics.median(per_round):.2f}x (median of per-round ratios, "
+                      f"range {min(per_round):.2f}-{max(per_round):.2f})")
+table("images_per_s", "images per wall-clock second")
+table("images_per_cpu_s", "images per CPU second (per core; robust to other load on the machine)")
 PYEOF
