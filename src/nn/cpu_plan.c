@@ -417,16 +417,26 @@ static ftl_status cpu_run(nn_plan *p, float *output) {
     return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
 }
 
+/* "f32 16x32x112x112 acdb" or "... aBcd16b": dims, then axes from outermost stride, blocked axes in capitals. */
 static void md_text(const dnnl_memory_desc_t *md, char *buf, size_t size) {
-    size_t used = (size_t)snprintf(buf, size, "%s:", md->data_type == dnnl_bf16 ? "bf16" : md->data_type == dnnl_f32 ? "f32" : "?");
+    size_t used = (size_t)snprintf(buf, size, "%s ", md->data_type == dnnl_bf16 ? "bf16" : md->data_type == dnnl_f32 ? "f32" : "?");
     for (int i = 0; i < md->ndims && used < size; i++)
         used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "x" : "", (long long)md->dims[i]);
-    if (used < size && md->format_kind == dnnl_blocked) {
-        const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
-        used += (size_t)snprintf(buf + used, size - used, " blk%d", bd->inner_nblks);
-        for (int k = 0; k < bd->inner_nblks && used < size; k++)
-            used += (size_t)snprintf(buf + used, size - used, "%c%lld", (int)('a' + bd->inner_idxs[k]), (long long)bd->inner_blks[k]);
+    if (md->format_kind != dnnl_blocked || used + 1 >= size) return;
+    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+    bool done[DNNL_MAX_NDIMS] = {0}, blocked[DNNL_MAX_NDIMS] = {0};
+    for (int k = 0; k < bd->inner_nblks; k++) blocked[bd->inner_idxs[k]] = true;
+    buf[used++] = ' ';
+    for (int n = 0; n < md->ndims && used + 1 < size; n++) {
+        int best = -1;
+        for (int i = 0; i < md->ndims; i++)
+            if (!done[i] && (best < 0 || bd->strides[i] > bd->strides[best])) best = i;
+        done[best] = true;
+        buf[used++] = (char)((blocked[best] ? 'A' : 'a') + best);
     }
+    for (int k = 0; k < bd->inner_nblks && used < size; k++)
+        used += (size_t)snprintf(buf + used, size - used, "%lld%c", (long long)bd->inner_blks[k], (int)('a' + bd->inner_idxs[k]));
+    buf[used < size ? used : size - 1] = 0;
 }
 
 static void cpu_describe(const nn_plan *p, FILE *out) {
@@ -435,10 +445,10 @@ static void cpu_describe(const nn_plan *p, FILE *out) {
             (double)p->arena_size / 1048576.0, (double)p->scratch_size / 1048576.0);
     for (int i = 0; i < p->n_steps; i++) {
         const cpu_step *s = &p->steps[i];
-        char a[96] = "", b[96] = "";
+        char a[128] = "", b[128] = "";
         if (s->nargs > 0) md_text(&p->vals[s->arg_val[0]].md, a, sizeof a);
         if (s->writes >= 0) md_text(&p->vals[s->arg_val[s->writes]].md, b, sizeof b);
-        fprintf(out, "  %3d %-40.40s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "fill" : s->impl, a, b);
+        fprintf(out, "  %3d %-36.36s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "fill" : s->impl, a, b);
     }
 }
 

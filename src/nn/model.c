@@ -5,6 +5,7 @@
 #include "nn/topo.h"
 #include "nn/preprocess.h"
 #include "nn/resize.h"
+#include "nn/shape.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"
@@ -88,6 +89,17 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
                   "fused %d, pads folded %d, identities dropped %d)", path, g->n_nodes, stats.bn_folded, stats.bn_to_conv,
                   stats.acts_fused, stats.sums_fused, stats.pads_folded, stats.identities);
     int in = g->inputs[0], out = g->outputs[0];
+    /* features are per image: the output's first dimension must follow the batch */
+    nn_shape one = g->tensors[out].shape;
+    FTL_TRY(nn_infer_shapes(g, 2));
+    nn_shape two = g->tensors[out].shape;
+    FTL_TRY(nn_infer_shapes(g, 1));
+    if (one.rank < 1 || two.d[0] != 2 * one.d[0] || one.d[0] != 1) {
+        char a[96], b[96];
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: tensor '%s' has shape %s for 1 image and %s for 2: its first dimension "
+                        "is not the batch, so it cannot be a per-image feature tensor", path, g->tensors[out].name,
+                        nn_shape_str(&one, false, a, sizeof a), nn_shape_str(&two, false, b, sizeof b));
+    }
     m->input_name = ftl_strdup(g->tensors[in].name);
     input_geometry(m, &g->tensors[in].shape);
     m->input_per_image = nn_shape_count(&g->tensors[in].shape) / g->tensors[in].shape.d[0];
