@@ -41,7 +41,7 @@ static int inplace_output(nn_plan *p, int t, int src, const dnnl_memory_desc_t *
 }
 
 static ftl_status fail_node(const nn_node *n, const char *what) {
-    return ftl_fail_context(FTL_E_UNSUPPORTED, "node '%s' (%s): %s: ", n->name, n->op_type, what);
+    return ftl_fail_context(FTL_E_UNSUPPORTED, "node '%s' (%s): %s", n->name, n->op_type, what);
 }
 
 static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
@@ -87,7 +87,7 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_primitive_desc_t pd;
     dnnl_status_t s = dnnl_primitive_desc_create(&pd, &cd, attr, p->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s): ", n->name, n->op_type);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s)", n->name, n->op_type);
     dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -135,7 +135,7 @@ static ftl_status eltwise_step(nn_plan *p, const nn_node *n, int src, int dst, d
     dnnl_primitive_desc_t pd;
     dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ed, attr, p->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "eltwise"), "node '%s' (%s): ", n->name, n->op_type);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "eltwise"), "node '%s' (%s)", n->name, n->op_type);
     int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {src, dst};
     return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
 }
@@ -235,7 +235,7 @@ static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_primitive_desc_t pd;
     dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bdsc, attr, p->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "binary"), "node '%s' (%s): ", n->name, n->op_type);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "binary"), "node '%s' (%s)", n->name, n->op_type);
     int dst = inplace_output(p, n->out[0], src0, &dst_md);
     int keys[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, vals[3] = {src0, src1, dst};
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
@@ -285,7 +285,7 @@ static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_primitive_desc_t pd;
     dnnl_status_t s = dnnl_primitive_desc_create(&pd, &pdsc, attr, p->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "pooling"), "node '%s' (%s): ", n->name, n->op_type);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "pooling"), "node '%s' (%s)", n->name, n->op_type);
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int dst;
     if (ys4.rank == ys->rank) {
@@ -365,7 +365,7 @@ static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_primitive_desc_t pd;
     dnnl_status_t s = dnnl_concat_primitive_desc_create(&pd, &dst_any, nin, n->p.axis, mds, attr, p->engine);
     dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "concat"), "node '%s' (%s): ", n->name, n->op_type);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "concat"), "node '%s' (%s)", n->name, n->op_type);
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int keys[64];
     for (int k = 0; k < nin; k++) keys[k] = DNNL_ARG_MULTIPLE_SRC + k;
@@ -440,7 +440,7 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
     if (st == FTL_OK) {
         s = dnnl_primitive_desc_create(&pd, &ipd, attr, p->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
-        if (s != dnnl_success) st = ftl_fail_context(cpu_check(s, "inner product"), "node '%s' (%s): ", n->name, n->op_type);
+        if (s != dnnl_success) st = ftl_fail_context(cpu_check(s, "inner product"), "node '%s' (%s)", n->name, n->op_type);
     }
     int src_v = -1, wei_v = -1, bias_v = -1, dst_v;
     if (st == FTL_OK) {

@@ -97,7 +97,7 @@ ftl_status ftl_model_describe(const char *path, const ftl_model_options *options
                 g->n_nodes, os.bn_folded, os.bn_to_conv, os.acts_fused, os.sums_fused, os.pads_folded, os.identities);
     }
     nn_graph_free(g);
-    if (st != FTL_OK) return ftl_fail_context(st, "%s: ", path);
+    if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
     return FTL_OK;
 }
 

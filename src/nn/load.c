@@ -25,7 +25,7 @@ ftl_status nn_load_checked(const char *path, nn_graph **out, char *sha256_hex) {
     if (st == FTL_OK) nn_graph_compact(g);
     if (st != FTL_OK) {
         nn_graph_free(g);
-        return ftl_fail_context(st, "%s: ", path);
+        return ftl_fail_context(st, "%s", path);
     }
     *out = g;
     return FTL_OK;

@@ -84,7 +84,7 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     }
     nn_optimize_stats stats;
     if (st == FTL_OK) st = nn_prepare_for_run(g, feature, &stats);
-    if (st != FTL_OK) return ftl_fail_context(st, "%s: ", path);
+    if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
     ftl_log_debug("nn: %s: %d nodes after optimisation (BN folded %d, BN as conv %d, activations fused %d, residual adds "
                   "fused %d, pads folded %d, identities dropped %d)", path, g->n_nodes, stats.bn_folded, stats.bn_to_conv,
                   stats.acts_fused, stats.sums_fused, stats.pads_folded, stats.identities);
@@ -128,7 +128,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     ftl_status st = load(m, path, o);
     if (st == FTL_OK) {
         st = m->be->compile(m->g, &m->copts, &m->plan);
-        if (st != FTL_OK) ftl_fail_context(st, "%s: ", path);
+        if (st != FTL_OK) ftl_fail_context(st, "%s", path);
     }
     if (st != FTL_OK) {
         ftl_model_free(m);
@@ -163,7 +163,7 @@ static ftl_status plan_for(ftl_model *m, int rows, nn_plan **plan) {
         nn_compile_opts o = m->copts;
         o.batch = rows;
         ftl_status st = m->be->compile(m->g, &o, &m->tail);
-        if (st != FTL_OK) return ftl_fail_context(st, "%s: batch of %d: ", m->path, rows);
+        if (st != FTL_OK) return ftl_fail_context(st, "%s: batch of %d", m->path, rows);
         m->tail_batch = rows;
     }
     *plan = m->tail;

@@ -79,7 +79,7 @@ static ftl_status copy_attr(nn_graph *g, nn_node *n, const Onnx__AttributeProto 
         free(tname);
         out->tensor = t;
         ftl_status st = nn_tensor_from_proto(a->t, &g->tensors[t], x);
-        if (st != FTL_OK) return ftl_fail_context(st, "node '%s' (%s): attribute '%s': ", n->name, n->op_type, out->name);
+        if (st != FTL_OK) return ftl_fail_context(st, "node '%s' (%s): attribute '%s'", n->name, n->op_type, out->name);
         break;
     }
     default: out->type = NN_ATTR_OTHER; break; /* graphs, sparse tensors: rejected by the op's check */
@@ -166,7 +166,7 @@ static ftl_status build_graph(const Onnx__ModelProto *m, const char *path, nn_gr
         int t;
         FTL_TRY(nn_graph_add_tensor(g, tp->name, &t));
         ftl_status st = nn_tensor_from_proto(tp, &g->tensors[t], x);
-        if (st != FTL_OK) return ftl_fail_context(st, "initializer: ");
+        if (st != FTL_OK) return st;
     }
     int n_inputs = 0;
     g->inputs = ftl_xcalloc(gp->n_input + 1, sizeof *g->inputs);
@@ -201,7 +201,7 @@ static ftl_status build_graph(const Onnx__ModelProto *m, const char *path, nn_gr
             if (!np->output[k] || !*np->output[k]) continue;
             int t;
             ftl_status st = nn_graph_add_tensor(g, np->output[k], &t);
-            if (st != FTL_OK) return ftl_fail_context(st, "node '%s' (%s): ", n->name, n->op_type);
+            if (st != FTL_OK) return ftl_fail_context(st, "node '%s' (%s)", n->name, n->op_type);
             g->tensors[t].producer = ni;
             n->out[k] = t;
         }
@@ -261,7 +261,7 @@ ftl_status nn_onnx_import(const char *path, nn_graph **graph, char *sha256_hex) 
     free(x.model_dir);
     if (st != FTL_OK) {
         nn_graph_free(g);
-        return ftl_fail_context(st, "%s: ", path);
+        return ftl_fail_context(st, "%s", path);
     }
     if (sha256_hex) {
         uint8_t digest[32];

@@ -114,7 +114,7 @@ static ftl_status external_file(nn_extdata *x, const char *location, const char 
         st = ftl_fail(FTL_E_NOT_FOUND, "initializer '%s': external data file '%s' not found (looked for %s; keep the "
                       "data files next to the model)", tname, location, path);
     else if ((st = ftl_read_file(path, &data, &size)) != FTL_OK)
-        ftl_fail_context(st, "initializer '%s': external data: ", tname);
+        ftl_fail_context(st, "initializer '%s': external data", tname);
     free(path);
     if (st != FTL_OK) return st;
     if (x->hash) ftl_sha256_update(x->hash, data, size);

@@ -236,11 +236,27 @@ def bad_models(d):
     onnx.save(model([flat], []), f"{d}/batch_mixed_output.onnx")
 
 
+def resize_refs(d):
+    """Pillow Image.resize(BILINEAR) of random RGB images: the reference for ftl's input resize."""
+    from PIL import Image
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "manifest.txt"), "w") as f:
+        for sw, sh, dw, dh in ((299, 299, 224, 224), (256, 256, 224, 224), (128, 128, 224, 224), (224, 224, 299, 299),
+                               (97, 61, 13, 40), (50, 50, 50, 31), (33, 20, 7, 20)):
+            src = RNG.integers(0, 256, (sh, sw, 3), dtype=np.uint8)
+            dst = np.asarray(Image.fromarray(src).resize((dw, dh), Image.BILINEAR))
+            name = f"{sw}x{sh}_to_{dw}x{dh}"
+            src.tofile(os.path.join(d, f"{name}.src.rgb"))
+            dst.tofile(os.path.join(d, f"{name}.dst.rgb"))
+            f.write(f"{name} {sw} {sh} {dw} {dh}\n")
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     build_cases(outdir)
     bad_models(os.path.join(outdir, "bad"))
+    resize_refs(os.path.join(outdir, "resize"))
     with open(os.path.join(outdir, "manifest.txt"), "w") as f:
         for name, tol in CASES:
             f.write(f"{name} {name}.onnx {name}.in.npy {name}.out.npy {tol}\n")
