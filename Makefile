@@ -12,7 +12,7 @@ CPPFLAGS := -Iinclude -Isrc -I$(BUILD)/gen -D_GNU_SOURCE -MMD -MP
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARN) -pthread -fPIC
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-LDLIBS   := -lturbojpeg -lpng -lprotobuf-c -ldnnl -lzstd -lsnappy -lz -lm -lpthread
+LDLIBS   := -lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpthread
 
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 GEN_H    := $(BUILD)/gen/onnx.pb-c.h

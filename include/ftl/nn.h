@@ -1,5 +1,117 @@
-/* ftl public API: ONNX backbones (import, CPU/GPU execution, feature extraction). Filled in by src/nn/. */
+/* ftl public API: ONNX backbones (import, CPU execution with oneDNN, feature extraction).
+ *
+ * A model is loaded once (parsed, checked, pruned to the feature tensor, optimised, compiled for
+ * a batch size and precision) and then turns batches of dataset images into feature rows:
+ *
+ *     ftl_model_options o;  ftl_model_options_init(&o);  o.precision = FTL_NN_BF16;
+ *     ftl_model *m;         FTL_TRY(ftl_model_load("xception.onnx", &o, &m));
+ *     ftl_nn_preprocess pp; ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
+ *     float *f = malloc(count * ftl_model_get_info(m)->feature_dim * sizeof *f);
+ *     FTL_TRY(ftl_model_extract_features(m, &pp, images, count, 299, f));
+ *     ftl_model_free(m);
+ */
 #ifndef FTL_NN_H
 #define FTL_NN_H
+
 #include "ftl/base.h"
+#include <stdbool.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ftl_model ftl_model;
+
+typedef enum ftl_nn_precision {
+    FTL_NN_FP32 = 0,
+    FTL_NN_BF16,  /* bf16 activations and weights, fp32 accumulation; needs AVX512-BF16 or AMX to be fast */
+} ftl_nn_precision;
+
+typedef struct ftl_model_options {
+    const char *features_from;  /* tensor to extract; NULL or "": the graph's first output. The graph
+                                   is pruned to what this tensor needs (e.g. drop a classifier). */
+    ftl_nn_precision precision; /* default FTL_NN_FP32 */
+    int threads;                /* 0 (default): every core this process may use */
+    int batch;                  /* images per forward pass; default 16 */
+} ftl_model_options;
+
+void ftl_model_options_init(ftl_model_options *o);
+/* "fp32" / "bf16". */
+ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision);
+const char *ftl_nn_precision_name(ftl_nn_precision precision);
+
+/* ---- input preprocessing: dataset bytes (uint8 RGB, H x W x 3, S x S) -> model input ---- */
+
+typedef enum ftl_nn_scale {
+    FTL_NN_SCALE_TF = 0,  /* x = q/127.5 - 1 (Keras Xception/MobileNet preprocess_input; the article) */
+    FTL_NN_SCALE_TORCH,   /* x = (q/255 - ImageNet mean) / ImageNet std (torchvision) */
+    FTL_NN_SCALE_CUSTOM,  /* x = (q/255 - mean[c]) / std[c] with the given mean/std */
+} ftl_nn_scale;
+
+typedef enum ftl_nn_resize {
+    FTL_NN_RESIZE_BILINEAR = 0, /* Pillow's Image.resize(BILINEAR): triangle filter, antialiased when shrinking */
+} ftl_nn_resize;
+
+typedef struct ftl_nn_preprocess {
+    ftl_nn_scale scale;
+    float mean[3], std[3];     /* RGB, in 0..1 units: x = (q/255 - mean[c]) / std[c] (set by init) */
+    ftl_nn_resize resize;      /* applied when the image size differs from the model's input size */
+} ftl_nn_preprocess;
+
+ftl_status ftl_nn_preprocess_init(ftl_nn_preprocess *p, ftl_nn_scale scale);
+/* For command lines: scale "tf" | "torch" (NULL keeps p's); mean / std "r,g,b" or one value
+ * for all channels, in 0..1 units like torchvision's Normalize (NULL keeps); giving either makes
+ * the scale custom. Errors name the bad value. */
+ftl_status ftl_nn_preprocess_parse(ftl_nn_preprocess *p, const char *scale, const char *mean, const char *std);
+const char *ftl_nn_scale_name(ftl_nn_scale scale);
+/* A JSON object recording the whole input transformation for `m` fed image_size x image_size
+ * images (scale, mean, std, formula, layout, channel order, resize filter or "none"), to be
+ * stored with the features so a later run can check it. Caller frees. */
+char *ftl_nn_preprocess_json(const ftl_nn_preprocess *p, const ftl_model *m, int image_size);
+
+/* ---- models ---- */
+
+ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ftl_model **model);
+void ftl_model_free(ftl_model *model);
+
+typedef struct ftl_model_info {
+    const char *path;
+    const char *sha256;        /* hex of the model file followed by its external-data files */
+    const char *input_name;
+    const char *feature_name;  /* the tensor the features come from */
+    int channels, height, width; /* the image the model takes */
+    bool channels_last;        /* input is [N, H, W, C] (else [N, C, H, W]) */
+    long long feature_dim;     /* floats per image */
+    long long params;          /* float weights used (incl. BatchNormalization statistics) */
+    long long macs_per_image;  /* multiply-adds of Conv/Gemm/MatMul per image */
+    ftl_nn_precision precision;
+    int threads, batch;
+    const char *backend;       /* e.g. "cpu (oneDNN 2.6.3, avx512_core_bf16)" */
+} ftl_model_info;
+
+const ftl_model_info *ftl_model_get_info(const ftl_model *model);
+
+/* Turns `count` images (image_size x image_size x 3 uint8 RGB, row-major, back to back) into
+ * count x feature_dim floats, in batches of the model's batch size (the last may be partial;
+ * rows do not depend on how images are batched). Resizes when image_size differs from the
+ * model's input (pp->resize). */
+ftl_status ftl_model_extract_features(ftl_model *model, const ftl_nn_preprocess *pp, const uint8_t *images_hwc,
+                                      int count, int image_size, float *features);
+/* Runs already-preprocessed float32 input (count x the input's per-image shape, in its layout). */
+ftl_status ftl_model_run(ftl_model *model, const float *input, int count, float *features);
+/* Prints the compiled plan (one line per primitive: implementation, layouts) for tuning. */
+void ftl_model_print_plan(const ftl_model *model, FILE *out);
+
+/* `ftl inspect MODEL.onnx`: inputs, outputs, op counts, parameters, MACs per image, and what
+ * the optimiser fuses. options may be NULL (features_from selects the feature tensor). */
+ftl_status ftl_model_describe(const char *path, const ftl_model_options *options, FILE *out);
+/* One line per computed tensor (name, shape, producing node): the names --features-from takes. */
+ftl_status ftl_model_list_tensors(const char *path, FILE *out);
+/* True when the file looks like an ONNX model (".onnx" name or a protobuf ModelProto start). */
+bool ftl_model_path_is_onnx(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -30,6 +30,11 @@ static inspect_kind detect_kind(const char *path) {
 }
 
 int cli_cmd_inspect(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) /* the first positional argument decides: ONNX model or dataset */
+        if (argv[i][0] != '-') {
+            if (ftl_model_path_is_onnx(argv[i])) return cli_cmd_inspect_model(argc, argv);
+            break;
+        }
     static const cli_command cmd = {
         "inspect", "ftl inspect FILE [--json] [--checksums] [--pages]",
         "Describe a Parquet file (schema, rows, row groups, codecs, metadata; class names and counts for ftl datasets)\n"
@@ -63,10 +68,7 @@ int cli_cmd_inspect(int argc, char **argv) {
         return cli_report(ftl_parquet_describe(path, stdout, &opts));
     }
     case INSPECT_ONNX:
-        /* The ONNX description (graph inputs/outputs, opset, parameters) goes here, through the
-         * public nn API, once src/nn provides it. */
-        fprintf(stderr, "ftl: error: %s: inspecting ONNX models is not built yet\n", path);
-        return 1;
+        return cli_cmd_inspect_model(argc, argv);
     case INSPECT_UNKNOWN: break;
     }
     fprintf(stderr, "ftl: error: %s: not a Parquet file (no PAR1 magic) and not an .onnx model\n", path);

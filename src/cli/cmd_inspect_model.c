@@ -1,0 +1,44 @@
+/* ftl inspect MODEL.onnx: describe an ONNX backbone (cmd_inspect.c dispatches here). */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int cli_cmd_inspect_model(int argc, char **argv) {
+    const char *features_from = NULL, *precision = "fp32";
+    bool tensors = false, plan = false;
+    int batch = 1, threads = 0;
+    const cli_flag flags[] = {
+        {"features-from", CLI_STRING, &features_from, "NAME", "describe the features taken from this tensor"},
+        {"tensors", CLI_BOOL, &tensors, NULL, "list every computed tensor (the names --features-from takes)"},
+        {"plan", CLI_BOOL, &plan, NULL, "compile the model and print the oneDNN primitives it runs"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16", "precision of the --plan (default fp32)"},
+        {"batch", CLI_INT, &batch, "N", "batch size of the --plan (default 1)"},
+        {"threads", CLI_INT, &threads, "N", "threads for the --plan (default: all cores)"},
+    };
+    const cli_command cmd = {"inspect", "ftl inspect MODEL.onnx [options]",
+                             "Print a model's inputs, outputs, op counts, parameters and MACs per image.", 1, 1};
+    const char *pos[1];
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (tensors) return cli_report(ftl_model_list_tensors(pos[0], stdout));
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.features_from = features_from;
+    o.batch = batch;
+    o.threads = threads;
+    ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
+    if (st == FTL_OK) st = ftl_model_describe(pos[0], &o, stdout);
+    if (st == FTL_OK && plan) {
+        ftl_model *m;
+        st = ftl_model_load(pos[0], &o, &m);
+        if (st == FTL_OK) {
+            const ftl_model_info *i = ftl_model_get_info(m);
+            printf("backend     %s\n", i->backend);
+            ftl_model_print_plan(m, stdout);
+            ftl_model_free(m);
+        }
+    }
+    return cli_report(st);
+}

@@ -1,0 +1,43 @@
+/* The boundary between the graph and the hardware. A backend compiles an optimised graph for a
+ * fixed batch size and precision into a plan (primitives created once, memory planned once),
+ * then runs the plan any number of times. The oneDNN CPU backend is the first; a CUDA backend
+ * (cuDNN/cuBLAS) implements the same table. */
+#ifndef FTL_NN_BACKEND_H
+#define FTL_NN_BACKEND_H
+
+#include "nn/graph.h"
+#include <stdio.h>
+
+typedef enum nn_precision { NN_PREC_F32 = 0, NN_PREC_BF16 } nn_precision;
+
+typedef struct nn_compile_opts {
+    int batch;                /* rows per run */
+    nn_precision precision;
+    int threads;              /* >= 1 */
+} nn_compile_opts;
+
+typedef struct nn_plan nn_plan;
+
+typedef struct nn_backend {
+    const char *name;
+    /* Re-infers the graph's shapes for opts->batch (the graph must be sorted and optimised) and
+     * builds a plan; the graph is not kept (weights are copied into the plan's own layout). */
+    ftl_status (*compile)(nn_graph *g, const nn_compile_opts *opts, nn_plan **plan);
+    /* Host buffer the caller fills before run(): batch rows of the graph input, float32, in
+     * the input's own (plain, row-major) layout. */
+    float *(*input)(nn_plan *plan);
+    /* Runs the plan; writes batch x feature_dim floats (row-major) to output. */
+    ftl_status (*run)(nn_plan *plan, float *output);
+    /* One line per executed primitive (implementation, layouts): for --verbose and tuning. */
+    void (*describe)(const nn_plan *plan, FILE *out);
+    void (*free)(nn_plan *plan);
+} nn_backend;
+
+const nn_backend *nn_backend_cpu(void);
+/* Whether the CPU can run bf16 convolutions natively (AVX512-BF16 or AMX); when false the bf16
+ * path still works but is emulated by oneDNN and slower than fp32. */
+bool nn_cpu_has_bf16(void);
+/* oneDNN's name for the instruction set it uses here, e.g. "avx512_core_bf16". */
+const char *nn_cpu_isa_name(void);
+
+#endif

@@ -1,0 +1,496 @@
+/* oneDNN CPU backend: one emitter per op. Convolutions let oneDNN choose blocked layouts
+ * (format `any`); other ops work on whatever layout their input already has, so activations stay
+ * blocked from conv to conv. Layout-sensitive ops (reshapes, Gemm, Pad, Transpose) reorder to
+ * plain row-major first. */
+#include "nn/cpu_plan.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void label_of(const nn_node *n, char *buf, size_t size) { snprintf(buf, size, "%s (%s)", n->name, n->op_type); }
+
+static void dims_of(const nn_shape *s, dnnl_dims_t d) {
+    for (int i = 0; i < s->rank; i++) d[i] = s->d[i];
+}
+
+static void any_md(dnnl_memory_desc_t *md, const nn_shape *s, dnnl_data_type_t dt) {
+    dnnl_dims_t d;
+    dims_of(s, d);
+    dnnl_memory_desc_init_by_tag(md, s->rank, d, dt, dnnl_format_tag_any);
+}
+
+static const nn_shape *shape_of(const nn_graph *g, int t) { return &g->tensors[t].shape; }
+
+/* A fresh value for the node's output in layout md, in a new buffer. */
+static int new_output(nn_plan *p, int t, const dnnl_memory_desc_t *md) {
+    int b = cpu_new_buf(p, 0, p->last_node[t]);
+    int v = cpu_new_value(p, md, b);
+    cpu_bind(p, t, v);
+    return v;
+}
+
+/* Output value in md that reuses src's buffer when nothing later reads src, else a new buffer. */
+static int inplace_output(nn_plan *p, int t, int src, const dnnl_memory_desc_t *md) {
+    if (!cpu_can_overwrite(p, src) || dnnl_memory_desc_get_size(md) > p->bufs[p->vals[src].buf].size) return new_output(p, t, md);
+    int v = cpu_new_value(p, md, p->vals[src].buf);
+    cpu_bind(p, t, v);
+    return v;
+}
+
+static ftl_status fail_node(const nn_node *n, const char *what) {
+    return ftl_fail_context(FTL_E_UNSUPPORTED, "node '%s' (%s): %s", n->name, n->op_type, what);
+}
+
+static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
+    const nn_tensor *w = &g->tensors[n->in[1]];
+    const nn_params *pp = &n->p;
+    dnnl_data_type_t dt = cpu_compute_type(p);
+    int64_t m = ys->d[1], c = xs->d[1], gr = pp->group;
+    dnnl_memory_desc_t src_any, wei_any, dst_any, bias_md, wei_plain;
+    any_md(&src_any, xs, dt);
+    any_md(&dst_any, ys, dt);
+    dnnl_dims_t wd;
+    int wrank;
+    if (gr > 1) {
+        wrank = 5;
+        dnnl_dims_t d = {gr, m / gr, c / gr, pp->kernel[0], pp->kernel[1]};
+        memcpy(wd, d, sizeof d);
+    } else {
+        wrank = 4;
+        dnnl_dims_t d = {m, c, pp->kernel[0], pp->kernel[1]};
+        memcpy(wd, d, sizeof d);
+    }
+    dnnl_memory_desc_init_by_tag(&wei_any, wrank, wd, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei_plain, wrank, wd, dnnl_f32, wrank == 5 ? dnnl_abcde : dnnl_abcd);
+    dnnl_dims_t bd = {m};
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    bool has_bias = n->n_in > 2 && n->in[2] >= 0;
+    dnnl_dims_t strides = {pp->stride[0], pp->stride[1]}, dil = {pp->dilation[0] - 1, pp->dilation[1] - 1};
+    dnnl_dims_t pl = {pp->pad_begin[0], pp->pad_begin[1]}, pr = {pp->pad_end[0], pp->pad_end[1]};
+    /* oneDNN wants the right padding that makes its output size formula exact */
+    for (int i = 0; i < 2; i++) {
+        int64_t span = (int64_t)pp->dilation[i] * (pp->kernel[i] - 1) + 1;
+        pr[i] = (ys->d[2 + i] - 1) * pp->stride[i] + span - xs->d[2 + i] - pl[i];
+    }
+    dnnl_convolution_desc_t cd;
+    CPU_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                       &wei_any, has_bias ? &bias_md : NULL, &dst_any, strides, dil, pl, pr),
+            label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(n, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &cd, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s)", n->name, n->op_type);
+    dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+
+    int src_v, wei_v, bias_v = -1, dst_v;
+    ftl_status st = cpu_ensure(p, n->in[0], &src_md, &src_v);
+    if (st == FTL_OK) st = cpu_const_value(p, w->data, &wei_plain, &wei_md, &wei_v);
+    if (st == FTL_OK && has_bias) st = cpu_const_value(p, g->tensors[n->in[2]].data, &bias_md, &bias_md, &bias_v);
+    int sum_t = -1;
+    for (int k = 0; k < n->n_post; k++)
+        if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;
+    if (st == FTL_OK && sum_t >= 0) {
+        /* dst += summand: the conv writes over the summand's buffer, or over a copy of it when
+         * the summand is still needed later */
+        int sv;
+        st = cpu_ensure(p, sum_t, &dst_md, &sv);
+        if (st == FTL_OK && (!cpu_can_overwrite(p, sv) || p->vals[sv].buf == p->vals[src_v].buf)) {
+            int copy = new_output(p, n->out[0], &dst_md);
+            st = cpu_emit_reorder(p, sv, copy, label);
+            dst_v = copy;
+        } else if (st == FTL_OK) {
+            dst_v = cpu_new_value(p, &dst_md, p->vals[sv].buf);
+            cpu_bind(p, n->out[0], dst_v);
+        }
+    } else if (st == FTL_OK) {
+        dst_v = new_output(p, n->out[0], &dst_md);
+    }
+    if (st != FTL_OK) {
+        dnnl_primitive_desc_destroy(pd);
+        return st;
+    }
+    int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    int vals[4] = {src_v, wei_v, dst_v, bias_v};
+    return cpu_emit_prim(p, pd, keys, vals, has_bias ? 4 : 3, 2, label);
+}
+
+static ftl_status eltwise_step(nn_plan *p, const nn_node *n, int src, int dst, dnnl_alg_kind_t alg, float alpha,
+                               float beta) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    dnnl_eltwise_desc_t ed;
+    CPU_TRY(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &p->vals[src].md, alpha, beta), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(NULL, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ed, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "eltwise"), "node '%s' (%s)", n->name, n->op_type);
+    int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {src, dst};
+    return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
+}
+
+static ftl_status emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
+    (void)g;
+    const nn_act *a = &n->p.act;
+    int src = p->tval[n->in[0]];
+    int dst = inplace_output(p, n->out[0], src, &p->vals[src].md);
+    switch (a->kind) {
+    case NN_ACT_RELU: return eltwise_step(p, n, src, dst, dnnl_eltwise_relu, 0, 0);
+    case NN_ACT_LEAKYRELU: return eltwise_step(p, n, src, dst, dnnl_eltwise_relu, a->alpha, 0);
+    case NN_ACT_CLIP: return eltwise_step(p, n, src, dst, dnnl_eltwise_clip_v2, a->alpha, a->beta);
+    case NN_ACT_SIGMOID: return eltwise_step(p, n, src, dst, dnnl_eltwise_logistic, 0, 0);
+    case NN_ACT_HARDSWISH: return eltwise_step(p, n, src, dst, dnnl_eltwise_hardswish, 0, 0);
+    case NN_ACT_TANH: return eltwise_step(p, n, src, dst, dnnl_eltwise_tanh, 0, 0);
+    case NN_ACT_HARDSIGMOID: /* clip(alpha*x + beta, 0, 1): two passes, the second in place */
+        FTL_TRY(eltwise_step(p, n, src, dst, dnnl_eltwise_linear, a->alpha, a->beta));
+        return eltwise_step(p, n, dst, dst, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
+    }
+    return ftl_fail(FTL_E_INTERNAL, "activation");
+}
+
+static dnnl_alg_kind_t binary_alg(nn_op op) {
+    switch (op) {
+    case NN_OP_SUB: return dnnl_binary_sub;
+    case NN_OP_MUL: return dnnl_binary_mul;
+    case NN_OP_DIV: return dnnl_binary_div;
+    default: return dnnl_binary_add;
+    }
+}
+
+/* Shape of tensor t padded on the left with 1s to `rank`. */
+static nn_shape expand_rank(const nn_shape *s, int rank) {
+    nn_shape r = {.rank = rank};
+    int off = rank - s->rank;
+    for (int i = 0; i < rank; i++) r.d[i] = i < off ? 1 : s->d[i - off];
+    return r;
+}
+
+static bool same_dims(const nn_shape *a, const nn_shape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i]) return false;
+    return true;
+}
+
+static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *ys = shape_of(g, n->out[0]);
+    int a = n->in[0], b = n->in[1];
+    nn_shape as = expand_rank(shape_of(g, a), ys->rank), bs = expand_rank(shape_of(g, b), ys->rank);
+    bool negate = false;
+    /* oneDNN broadcasts only the second source: put the full-shape operand first */
+    if (!same_dims(&as, ys) || nn_is_const(g, a)) {
+        if (!same_dims(&bs, ys) || nn_is_const(g, b))
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): broadcasting both operands (%s and %s) is not supported",
+                            n->name, n->op_type, g->tensors[a].name, g->tensors[b].name);
+        if (n->op == NN_OP_DIV)
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Div): dividing a broadcast or constant tensor by a full "
+                            "tensor is not supported", n->name);
+        int t = a;
+        a = b;
+        b = t;
+        nn_shape ts = as;
+        as = bs;
+        bs = ts;
+        negate = n->op == NN_OP_SUB; /* b - a = -(a - b) */
+    }
+    int src0 = p->tval[a], src1;
+    dnnl_memory_desc_t md0 = p->vals[src0].md, md1;
+    if (nn_is_const(g, b)) {
+        dnnl_memory_desc_t plain;
+        cpu_plain_md(&plain, &bs, dnnl_f32);
+        FTL_TRY(cpu_const_value(p, g->tensors[b].data, &plain, &plain, &src1));
+    } else if (same_dims(&bs, ys)) {
+        FTL_TRY(cpu_ensure(p, b, &md0, &src1));
+    } else {
+        int v = p->tval[b];
+        cpu_plain_md(&md1, &bs, p->vals[v].md.data_type);
+        if (shape_of(g, b)->rank != ys->rank) {
+            dnnl_memory_desc_t plain_b;
+            cpu_plain_md(&plain_b, shape_of(g, b), p->vals[v].md.data_type);
+            FTL_TRY(cpu_ensure(p, b, &plain_b, &v));
+            src1 = cpu_new_value(p, &md1, p->vals[v].buf); /* same bytes, rank padded with 1s */
+        } else {
+            FTL_TRY(cpu_ensure(p, b, &md1, &src1));
+        }
+    }
+    md1 = p->vals[src1].md;
+    dnnl_memory_desc_t dst_md = md0;
+    dnnl_binary_desc_t bdsc;
+    CPU_TRY(dnnl_binary_desc_init(&bdsc, binary_alg(n->op), &md0, &md1, &dst_md), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(n, &attr, negate));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bdsc, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "binary"), "node '%s' (%s)", n->name, n->op_type);
+    int dst = inplace_output(p, n->out[0], src0, &dst_md);
+    int keys[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, vals[3] = {src0, src1, dst};
+    return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
+}
+
+static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
+    int src = p->tval[n->in[0]];
+    dnnl_memory_desc_t src_md = p->vals[src].md, dst_any;
+    any_md(&dst_any, ys, src_md.data_type);
+    dnnl_dims_t k, st, dil = {0, 0}, pl = {0, 0}, pr = {0, 0};
+    dnnl_alg_kind_t alg;
+    if (n->op == NN_OP_GLOBALAVGPOOL || n->op == NN_OP_GLOBALMAXPOOL || n->op == NN_OP_REDUCEMEAN) {
+        k[0] = xs->d[2];
+        k[1] = xs->d[3];
+        st[0] = st[1] = 1;
+        alg = n->op == NN_OP_GLOBALMAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+    } else {
+        const nn_params *pp = &n->p;
+        for (int i = 0; i < 2; i++) {
+            k[i] = pp->kernel[i];
+            st[i] = pp->stride[i];
+            dil[i] = pp->dilation[i] - 1;
+            pl[i] = pp->pad_begin[i];
+            int64_t span = (int64_t)pp->dilation[i] * (pp->kernel[i] - 1) + 1;
+            pr[i] = (ys->d[2 + i] - 1) * pp->stride[i] + span - xs->d[2 + i] - pl[i]; /* incl. ceil_mode overhang */
+        }
+        if (n->op == NN_OP_MAXPOOL) alg = dnnl_pooling_max;
+        else if (!pp->count_include_pad) alg = dnnl_pooling_avg_exclude_padding;
+        else {
+            alg = dnnl_pooling_avg_include_padding;
+            for (int i = 0; i < 2; i++)
+                if (pr[i] > pp->pad_end[i])
+                    return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (AveragePool): ceil_mode with count_include_pad=1 "
+                                    "where the last window passes the padding is not supported", n->name);
+        }
+    }
+    nn_shape ys4 = *ys;
+    if (n->op == NN_OP_REDUCEMEAN && ys->rank != 4) ys4 = (nn_shape){.rank = 4, .d = {xs->d[0], xs->d[1], 1, 1}};
+    any_md(&dst_any, &ys4, src_md.data_type);
+    dnnl_pooling_v2_desc_t pdsc;
+    CPU_TRY(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &src_md, &dst_any, st, k, dil, pl, pr), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(NULL, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &pdsc, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "pooling"), "node '%s' (%s)", n->name, n->op_type);
+    dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    int dst;
+    if (ys4.rank == ys->rank) {
+        dst = new_output(p, n->out[0], &dst_md);
+    } else { /* ReduceMean without keepdims: pool to [N,C,1,1], then view as [N,C] */
+        int b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
+        dst = cpu_new_value(p, &dst_md, b);
+    }
+    int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {src, dst};
+    FTL_TRY(cpu_emit_prim(p, pd, keys, vals, 2, 1, label));
+    if (ys4.rank != ys->rank) {
+        dnnl_memory_desc_t plain4, plain;
+        cpu_plain_md(&plain4, &ys4, dst_md.data_type);
+        int pv = dst;
+        if (!dnnl_memory_desc_equal(&plain4, &dst_md)) {
+            pv = cpu_new_value(p, &plain4, cpu_new_buf(p, 0, p->last_node[n->out[0]]));
+            FTL_TRY(cpu_emit_reorder(p, dst, pv, label));
+        }
+        cpu_plain_md(&plain, ys, dst_md.data_type);
+        cpu_bind(p, n->out[0], cpu_new_value(p, &plain, p->vals[pv].buf));
+    }
+    return FTL_OK;
+}
+
+/* Reshape-like ops: the same bytes in plain row-major order, viewed with the new dims. */
+static ftl_status emit_view(nn_plan *p, nn_graph *g, const nn_node *n) {
+    int v = p->tval[n->in[0]];
+    dnnl_memory_desc_t plain;
+    cpu_plain_md(&plain, shape_of(g, n->in[0]), p->vals[v].md.data_type);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain, &v));
+    cpu_plain_md(&plain, shape_of(g, n->out[0]), p->vals[v].md.data_type);
+    cpu_bind(p, n->out[0], cpu_new_value(p, &plain, p->vals[v].buf));
+    return FTL_OK;
+}
+
+static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    int v = p->tval[n->in[0]];
+    int rank = shape_of(g, n->in[0])->rank;
+    int perm[NN_MAX_RANK];
+    for (int i = 0; i < rank; i++) perm[n->p.axes[i]] = i; /* dnnl: input axis perm[i] -> output axis i */
+    dnnl_memory_desc_t view, plain;
+    CPU_TRY(dnnl_memory_desc_permute_axes(&view, &p->vals[v].md, perm), label);
+    int vv = cpu_new_value(p, &view, p->vals[v].buf);
+    cpu_plain_md(&plain, shape_of(g, n->out[0]), p->vals[v].md.data_type);
+    int out = new_output(p, n->out[0], &plain);
+    return cpu_emit_reorder(p, vv, out, label);
+}
+
+static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    int nin = 0, vals[64];
+    dnnl_memory_desc_t mds[64];
+    if (n->n_in > 62) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): more than 62 inputs", n->name);
+    dnnl_data_type_t dt = dnnl_data_type_undef;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        if (nn_is_const(g, n->in[k]))
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): constant input '%s' is not supported", n->name,
+                            g->tensors[n->in[k]].name);
+        int v = p->tval[n->in[k]];
+        if (dt == dnnl_data_type_undef) dt = p->vals[v].md.data_type;
+        if (p->vals[v].md.data_type != dt) {
+            dnnl_memory_desc_t md;
+            cpu_plain_md(&md, shape_of(g, n->in[k]), dt);
+            FTL_TRY(cpu_ensure(p, n->in[k], &md, &v));
+        }
+        vals[nin] = v;
+        mds[nin++] = p->vals[v].md;
+    }
+    dnnl_memory_desc_t dst_any;
+    any_md(&dst_any, shape_of(g, n->out[0]), dt);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(NULL, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_concat_primitive_desc_create(&pd, &dst_any, nin, n->p.axis, mds, attr, p->engine);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "concat"), "node '%s' (%s)", n->name, n->op_type);
+    dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    int keys[64];
+    for (int k = 0; k < nin; k++) keys[k] = DNNL_ARG_MULTIPLE_SRC + k;
+    keys[nin] = DNNL_ARG_DST;
+    vals[nin] = new_output(p, n->out[0], &dst_md);
+    if (nin + 1 > CPU_MAX_ARGS) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): more than %d inputs", n->name, CPU_MAX_ARGS - 1);
+    return cpu_emit_prim(p, pd, keys, vals, nin + 1, nin, label);
+}
+
+static ftl_status emit_pad(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
+    int v = p->tval[n->in[0]];
+    dnnl_data_type_t dt = p->vals[v].md.data_type;
+    dnnl_memory_desc_t plain_in, plain_out, src_view, dst_view;
+    cpu_plain_md(&plain_in, xs, dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));
+    cpu_plain_md(&plain_out, ys, dt);
+    int out = new_output(p, n->out[0], &plain_out);
+    /* fill the whole output, then copy the kept part of the input into its place */
+    int r = xs->rank;
+    dnnl_dims_t dims, src_off, dst_off;
+    for (int i = 0; i < r; i++) {
+        int64_t b = n->p.pads[i], e = n->p.pads[i + r];
+        src_off[i] = b < 0 ? -b : 0;
+        dst_off[i] = b > 0 ? b : 0;
+        dims[i] = xs->d[i] - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);
+    }
+    CPU_TRY(dnnl_memory_desc_init_submemory(&src_view, &plain_in, dims, src_off), label);
+    CPU_TRY(dnnl_memory_desc_init_submemory(&dst_view, &plain_out, dims, dst_off), label);
+    int sv = cpu_new_value(p, &src_view, p->vals[v].buf), dv = cpu_new_value(p, &dst_view, p->vals[out].buf);
+    FTL_TRY(cpu_emit_fill(p, out, n->p.pad_value, label));
+    return cpu_emit_reorder(p, sv, dv, label);
+}
+
+/* Gemm and MatMul with constant B: an inner product over the last axis. */
+static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
+    const nn_tensor *bt = &g->tensors[n->in[1]];
+    bool gemm = n->op == NN_OP_GEMM;
+    int64_t k = xs->d[xs->rank - 1], outs = ys->d[ys->rank - 1], rows = nn_shape_count(xs) / k;
+    bool trans_b = gemm && n->p.trans_b;
+    float alpha = gemm ? n->p.alpha : 1.0f, beta = gemm ? n->p.beta : 1.0f;
+    const float *B = bt->data;
+    float *wt = ftl_xmalloc((size_t)(outs * k) * sizeof *wt); /* [outs, k] */
+    for (int64_t o = 0; o < outs; o++)
+        for (int64_t i = 0; i < k; i++) wt[o * k + i] = alpha * (trans_b ? B[o * k + i] : B[i * outs + o]);
+    float *bias = NULL;
+    if (gemm && n->n_in > 2 && n->in[2] >= 0) {
+        const nn_tensor *ct = &g->tensors[n->in[2]];
+        bias = ftl_xmalloc((size_t)outs * sizeof *bias);
+        for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
+    }
+    dnnl_data_type_t dt = cpu_compute_type(p);
+    dnnl_memory_desc_t src_md, wei_any, wei_plain, bias_md, dst_any;
+    dnnl_dims_t sd = {rows, k}, wd = {outs, k}, bd = {outs}, dd = {rows, outs};
+    dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dt, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&dst_any, 2, dd, dnnl_f32, dnnl_ab);
+    dnnl_inner_product_desc_t ipd;
+    dnnl_status_t s = dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &wei_any,
+                                                           bias ? &bias_md : NULL, &dst_any);
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    ftl_status st = cpu_check(s, label);
+    if (st == FTL_OK) st = cpu_make_attr(n, &attr, false);
+    if (st == FTL_OK) {
+        s = dnnl_primitive_desc_create(&pd, &ipd, attr, p->engine, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        if (s != dnnl_success) st = ftl_fail_context(cpu_check(s, "inner product"), "node '%s' (%s)", n->name, n->op_type);
+    }
+    int src_v = -1, wei_v = -1, bias_v = -1, dst_v;
+    if (st == FTL_OK) {
+        /* the input as a plain [rows, k] matrix of the compute type */
+        int v = p->tval[n->in[0]];
+        dnnl_memory_desc_t plain;
+        cpu_plain_md(&plain, xs, dt);
+        st = cpu_ensure(p, n->in[0], &plain, &v);
+        if (st == FTL_OK) src_v = cpu_new_value(p, &src_md, p->vals[v].buf);
+    }
+    if (st == FTL_OK) {
+        dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        st = cpu_const_value(p, wt, &wei_plain, &wei_md, &wei_v);
+    }
+    if (st == FTL_OK && bias) st = cpu_const_value(p, bias, &bias_md, &bias_md, &bias_v);
+    free(wt);
+    free(bias);
+    if (st != FTL_OK) {
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        return st;
+    }
+    dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), plain_y;
+    int b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
+    dst_v = cpu_new_value(p, &dst_md, b);
+    cpu_plain_md(&plain_y, ys, dnnl_f32);
+    cpu_bind(p, n->out[0], cpu_new_value(p, &plain_y, b));
+    int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    int vals[4] = {src_v, wei_v, dst_v, bias_v};
+    return cpu_emit_prim(p, pd, keys, vals, bias_v >= 0 ? 4 : 3, 2, label);
+}
+
+ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
+    const nn_node *n = &g->nodes[node];
+    switch (n->op) {
+    case NN_OP_CONV: return emit_conv(p, g, n);
+    case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID: case NN_OP_HARDSIGMOID:
+    case NN_OP_HARDSWISH: case NN_OP_TANH:
+        return emit_activation(p, g, n);
+    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV: return emit_binary(p, g, n);
+    case NN_OP_MAXPOOL: case NN_OP_AVGPOOL: case NN_OP_GLOBALAVGPOOL: case NN_OP_GLOBALMAXPOOL: case NN_OP_REDUCEMEAN:
+        return emit_pool(p, g, n);
+    case NN_OP_FLATTEN: case NN_OP_RESHAPE: case NN_OP_SQUEEZE: case NN_OP_UNSQUEEZE: case NN_OP_IDENTITY:
+    case NN_OP_DROPOUT:
+        return emit_view(p, g, n);
+    case NN_OP_TRANSPOSE: return emit_transpose(p, g, n);
+    case NN_OP_CONCAT: return emit_concat(p, g, n);
+    case NN_OP_PAD: return emit_pad(p, g, n);
+    case NN_OP_GEMM: case NN_OP_MATMUL: return emit_inner_product(p, g, n);
+    case NN_OP_BATCHNORM:
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (BatchNormalization): only 4-D inputs are supported", n->name);
+    default: return fail_node(n, "not supported by the CPU backend");
+    }
+}

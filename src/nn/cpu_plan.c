@@ -1,0 +1,482 @@
+/* oneDNN CPU backend: plan construction helpers, memory planning, execution.
+ * Threads: Debian's libdnnl 2.6 is built with the OpenMP runtime (DNNL_CPU_RUNTIME_OMP, GNU
+ * libgomp), so the thread count is omp_set_num_threads() on the calling thread; it is set before
+ * primitives are created (oneDNN sizes its work split then) and before each run. */
+#include "nn/cpu_plan.h"
+#include "nn/shape.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+
+#include <limits.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ARENA_ALIGN = 4096, BUF_ALIGN = 256 };
+
+ftl_status cpu_check(dnnl_status_t s, const char *what) {
+    if (s == dnnl_success) return FTL_OK;
+    const char *why = s == dnnl_unimplemented ? "no oneDNN implementation for this configuration"
+                      : s == dnnl_out_of_memory ? "out of memory"
+                      : s == dnnl_invalid_arguments ? "invalid arguments"
+                                                    : "oneDNN error";
+    return ftl_fail(s == dnnl_out_of_memory ? FTL_E_NOMEM : FTL_E_UNSUPPORTED, "%s: %s (dnnl status %d)", what, why, (int)s);
+}
+
+dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
+
+int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf) {
+    if (p->n_vals == p->cap_vals) {
+        p->cap_vals = p->cap_vals ? 2 * p->cap_vals : 256;
+        p->vals = ftl_xrealloc(p->vals, (size_t)p->cap_vals * sizeof *p->vals);
+    }
+    int v = p->n_vals++;
+    p->vals[v] = (cpu_value){.md = *md, .buf = buf};
+    if (buf >= 0) {
+        size_t sz = dnnl_memory_desc_get_size(md);
+        if (sz > p->bufs[buf].size) p->bufs[buf].size = sz;
+    }
+    return v;
+}
+
+int cpu_new_buf(nn_plan *p, size_t size, int last_node) {
+    if (p->n_bufs == p->cap_bufs) {
+        p->cap_bufs = p->cap_bufs ? 2 * p->cap_bufs : 256;
+        p->bufs = ftl_xrealloc(p->bufs, (size_t)p->cap_bufs * sizeof *p->bufs);
+    }
+    int b = p->n_bufs++;
+    p->bufs[b] = (cpu_buf){.size = size, .first_step = INT_MAX, .last_step = -1, .last_node = last_node};
+    return b;
+}
+
+void cpu_plain_md(dnnl_memory_desc_t *md, const nn_shape *s, dnnl_data_type_t dt) {
+    dnnl_dims_t dims, strides;
+    int64_t stride = 1;
+    int rank = s->rank > 0 ? s->rank : 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        dims[i] = s->rank > 0 ? s->d[i] : 1;
+        strides[i] = stride;
+        stride *= dims[i];
+    }
+    dnnl_memory_desc_init_by_strides(md, rank, dims, dt, strides);
+}
+
+void cpu_bind(nn_plan *p, int t, int v) {
+    p->tval[t] = v;
+    int b = p->vals[v].buf;
+    if (b >= 0 && p->last_node[t] > p->bufs[b].last_node) p->bufs[b].last_node = p->last_node[t];
+}
+
+bool cpu_can_overwrite(const nn_plan *p, int v) {
+    int b = p->vals[v].buf;
+    return b >= 0 && p->bufs[b].last_node <= p->cur_node;
+}
+
+static cpu_step *new_step(nn_plan *p, const char *label) {
+    if (p->n_steps == p->cap_steps) {
+        p->cap_steps = p->cap_steps ? 2 * p->cap_steps : 256;
+        p->steps = ftl_xrealloc(p->steps, (size_t)p->cap_steps * sizeof *p->steps);
+    }
+    cpu_step *s = &p->steps[p->n_steps++];
+    memset(s, 0, sizeof *s);
+    s->writes = -1;
+    snprintf(s->label, sizeof s->label, "%s", label);
+    return s;
+}
+
+static void touch(nn_plan *p, int v, int step) {
+    int b = p->vals[v].buf;
+    if (b < 0) return;
+    if (step < p->bufs[b].first_step) p->bufs[b].first_step = step;
+    if (step > p->bufs[b].last_step) p->bufs[b].last_step = step;
+}
+
+ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, const int *vals, int nargs,
+                         int writes, const char *label) {
+    dnnl_primitive_t prim;
+    dnnl_status_t s = dnnl_primitive_create(&prim, pd);
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t scratch = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    char impl_copy[64];
+    snprintf(impl_copy, sizeof impl_copy, "%s", impl ? impl : "?");
+    dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) return cpu_check(s, label);
+    cpu_step *st = new_step(p, label);
+    st->kind = CPU_STEP_PRIM;
+    st->prim = prim;
+    st->nargs = nargs;
+    st->writes = writes;
+    memcpy(st->impl, impl_copy, sizeof st->impl);
+    for (int i = 0; i < nargs; i++) {
+        st->arg_key[i] = keys[i];
+        st->arg_val[i] = vals[i];
+        touch(p, vals[i], p->n_steps - 1);
+    }
+    if (scratch) {
+        st->scratch = true;
+        if (scratch > p->scratch_size) p->scratch_size = scratch;
+    }
+    if (strncmp(impl_copy, "ref", 3) == 0) ftl_log_debug("nn: %s runs oneDNN's reference (slow) kernel", label);
+    return FTL_OK;
+}
+
+ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label) {
+    cpu_step *st = new_step(p, label);
+    st->kind = CPU_STEP_FILL;
+    st->nargs = 1;
+    st->arg_val[0] = v;
+    st->writes = 0;
+    st->fill_value = value;
+    touch(p, v, p->n_steps - 1);
+    return FTL_OK;
+}
+
+ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_attr_t attr;
+    CPU_TRY(dnnl_primitive_attr_create(&attr), label);
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, &p->vals[src].md, p->engine, &p->vals[dst].md, p->engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    CPU_TRY(s, label);
+    int keys[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, vals[2] = {src, dst};
+    p->n_reorders++;
+    return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
+}
+
+ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val) {
+    int v = p->tval[t];
+    if (v < 0) return ftl_fail(FTL_E_INTERNAL, "tensor %d has no value", t);
+    if (dnnl_memory_desc_equal(&p->vals[v].md, md)) {
+        *val = v;
+        return FTL_OK;
+    }
+    for (int i = 0; i < p->n_conv; i++)
+        if (p->conv[i].tensor == t && dnnl_memory_desc_equal(&p->vals[p->conv[i].value].md, md)) {
+            *val = p->conv[i].value;
+            return FTL_OK;
+        }
+    int b = cpu_new_buf(p, 0, p->last_node[t]);
+    int nv = cpu_new_value(p, md, b);
+    char label[96];
+    snprintf(label, sizeof label, "reorder for node %d", p->cur_node);
+    FTL_TRY(cpu_emit_reorder(p, v, nv, label));
+    if (p->n_conv == p->cap_conv) {
+        p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
+        p->conv = ftl_xrealloc(p->conv, (size_t)p->cap_conv * sizeof *p->conv);
+    }
+    p->conv[p->n_conv++] = (cpu_conv_cache){t, nv};
+    *val = nv;
+    return FTL_OK;
+}
+
+ftl_status cpu_const_value(nn_plan *p, const float *data, const dnnl_memory_desc_t *md_plain,
+                           const dnnl_memory_desc_t *md, int *val) {
+    dnnl_memory_t src, dst;
+    CPU_TRY(dnnl_memory_create(&src, md_plain, p->engine, (void *)data), "constant");
+    dnnl_status_t s = dnnl_memory_create(&dst, md, p->engine, DNNL_MEMORY_ALLOCATE);
+    if (s != dnnl_success) {
+        dnnl_memory_destroy(src);
+        return cpu_check(s, "constant");
+    }
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim = NULL;
+    s = dnnl_reorder_primitive_desc_create(&pd, md_plain, p->engine, md, p->engine, NULL);
+    if (s == dnnl_success) {
+        s = dnnl_primitive_create(&prim, pd);
+        dnnl_primitive_desc_destroy(pd);
+    }
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+        s = dnnl_primitive_execute(prim, p->stream, 2, args);
+        if (s == dnnl_success) s = dnnl_stream_wait(p->stream);
+    }
+    if (prim) dnnl_primitive_destroy(prim);
+    dnnl_memory_destroy(src);
+    if (s != dnnl_success) {
+        dnnl_memory_destroy(dst);
+        return cpu_check(s, "reordering weights");
+    }
+    int v = cpu_new_value(p, md, CPU_BUF_CONST);
+    p->vals[v].mem = dst;
+    *val = v;
+    return FTL_OK;
+}
+
+static void append_act(dnnl_post_ops_t po, const nn_act *a) {
+    switch (a->kind) {
+    case NN_ACT_RELU: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f); break;
+    case NN_ACT_LEAKYRELU: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, a->alpha, 0.0f); break;
+    case NN_ACT_CLIP: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, a->alpha, a->beta); break;
+    case NN_ACT_SIGMOID: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f); break;
+    case NN_ACT_HARDSWISH: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f); break;
+    case NN_ACT_TANH: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_tanh, 0.0f, 0.0f); break;
+    case NN_ACT_HARDSIGMOID:
+        dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, a->alpha, a->beta);
+        dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
+        break;
+    }
+}
+
+ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool negate_first) {
+    CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
+    dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    if ((!n || n->n_post == 0) && !negate_first) return FTL_OK;
+    dnnl_post_ops_t po;
+    CPU_TRY(dnnl_post_ops_create(&po), "post-ops");
+    if (negate_first) dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, -1.0f, 0.0f);
+    for (int k = 0; n && k < n->n_post; k++) {
+        if (n->post[k].kind == NN_POST_ACT) append_act(po, &n->post[k].act);
+        else dnnl_post_ops_append_sum(po, 1.0f);
+    }
+    dnnl_status_t s = dnnl_primitive_attr_set_post_ops(*attr, po);
+    dnnl_post_ops_destroy(po);
+    return cpu_check(s, "post-ops");
+}
+
+/* ---- memory planning: greedy by size, offsets never overlap for overlapping lifetimes ---- */
+
+static int by_size_desc(const void *a, const void *b, void *ctx) {
+    const cpu_buf *bufs = ctx;
+    size_t x = bufs[*(const int *)a].size, y = bufs[*(const int *)b].size;
+    return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+static void plan_offsets(nn_plan *p) {
+    int n = p->n_bufs;
+    int *order = ftl_xmalloc(((size_t)n + 1) * sizeof *order), *placed = ftl_xmalloc(((size_t)n + 1) * sizeof *placed);
+    for (int i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, (size_t)n, sizeof *order, by_size_desc, p->bufs);
+    int n_placed = 0;
+    size_t total = 0;
+    for (int oi = 0; oi < n; oi++) {
+        cpu_buf *b = &p->bufs[order[oi]];
+        if (b->last_step < 0 && b->first_step == INT_MAX) continue; /* never used */
+        size_t size = (b->size + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN, offset = 0;
+        /* lowest offset clear of every placed, time-overlapping buffer (placed sorted by offset) */
+        for (int k = 0; k < n_placed; k++) {
+            const cpu_buf *o = &p->bufs[placed[k]];
+            bool overlap_time = !(o->last_step < b->first_step || b->last_step < o->first_step);
+            if (!overlap_time) continue;
+            size_t osize = (o->size + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+            if (offset + size <= o->offset || o->offset + osize <= offset) continue;
+            offset = o->offset + osize;
+            k = -1; /* restart: moving up may collide with an earlier one */
+        }
+        b->offset = offset;
+        if (offset + size > total) total = offset + size;
+        int pos = n_placed++;
+        placed[pos] = order[oi];
+    }
+    p->arena_size = total;
+    free(order);
+    free(placed);
+}
+
+static ftl_status finalize(nn_plan *p) {
+    plan_offsets(p);
+    if (p->arena_size) {
+        size_t sz = (p->arena_size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        p->arena = aligned_alloc(ARENA_ALIGN, sz);
+        if (!p->arena) return ftl_fail(FTL_E_NOMEM, "cannot allocate %zu MiB of activation memory", sz >> 20);
+        memset(p->arena, 0, sz); /* fault the pages in now, not during the first run */
+    }
+    if (p->scratch_size) {
+        size_t sz = (p->scratch_size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        p->scratch = aligned_alloc(ARENA_ALIGN, sz);
+        if (!p->scratch) return ftl_fail(FTL_E_NOMEM, "cannot allocate the oneDNN scratchpad");
+        memset(p->scratch, 0, sz);
+        dnnl_memory_desc_t md;
+        dnnl_dims_t d = {(dnnl_dim_t)p->scratch_size};
+        dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_a);
+        CPU_TRY(dnnl_memory_create(&p->scratch_mem, &md, p->engine, p->scratch), "scratchpad");
+    }
+    for (int v = 0; v < p->n_vals; v++) {
+        cpu_value *x = &p->vals[v];
+        if (x->buf == CPU_BUF_CONST) continue;
+        void *h = x->buf >= 0 ? (char *)p->arena + p->bufs[x->buf].offset : NULL;
+        CPU_TRY(dnnl_memory_create(&x->mem, &x->md, p->engine, h ? h : DNNL_MEMORY_NONE), "memory");
+    }
+    for (int i = 0; i < p->n_steps; i++) {
+        cpu_step *s = &p->steps[i];
+        s->exec = ftl_xcalloc((size_t)s->nargs + 1, sizeof *s->exec);
+        for (int k = 0; k < s->nargs; k++) s->exec[k] = (dnnl_exec_arg_t){s->arg_key[k], p->vals[s->arg_val[k]].mem};
+        if (s->scratch) s->exec[s->nargs] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch_mem};
+    }
+    return FTL_OK;
+}
+
+static void plan_free(nn_plan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_steps; i++) {
+        if (p->steps[i].prim) dnnl_primitive_destroy(p->steps[i].prim);
+        free(p->steps[i].exec);
+    }
+    for (int v = 0; v < p->n_vals; v++)
+        if (p->vals[v].mem) dnnl_memory_destroy(p->vals[v].mem);
+    if (p->scratch_mem) dnnl_memory_destroy(p->scratch_mem);
+    if (p->stream) dnnl_stream_destroy(p->stream);
+    if (p->engine) dnnl_engine_destroy(p->engine);
+    free(p->vals);
+    free(p->bufs);
+    free(p->steps);
+    free(p->tval);
+    free(p->last_node);
+    free(p->conv);
+    free(p->arena);
+    free(p->scratch);
+    free(p);
+}
+
+static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) p->last_node[n->in[k]] = i;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM) p->last_node[n->post[k].sum_tensor] = i;
+    }
+    for (int i = 0; i < g->n_outputs; i++) p->last_node[g->outputs[i]] = INT_MAX;
+
+    int in = g->inputs[0];
+    dnnl_memory_desc_t md;
+    cpu_plain_md(&md, &g->tensors[in].shape, dnnl_f32);
+    int b = cpu_new_buf(p, 0, p->last_node[in]);
+    p->bufs[b].first_step = -1;
+    p->input_val = cpu_new_value(p, &md, b);
+    cpu_bind(p, in, p->input_val);
+
+    for (int i = 0; i < g->n_nodes; i++) {
+        p->cur_node = i;
+        FTL_TRY(cpu_emit_node(p, g, i));
+    }
+    p->cur_node = g->n_nodes;
+    int out = g->outputs[0];
+    cpu_plain_md(&md, &g->tensors[out].shape, dnnl_f32);
+    p->output_val = cpu_new_value(p, &md, CPU_BUF_EXTERNAL);
+    p->out_count = nn_shape_count(&g->tensors[out].shape);
+    return cpu_emit_reorder(p, p->tval[out], p->output_val, "features to caller");
+}
+
+static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
+    *out = NULL;
+    omp_set_num_threads(o->threads);
+    FTL_TRY(nn_infer_shapes(g, o->batch));
+    nn_plan *p = ftl_xcalloc(1, sizeof *p);
+    p->precision = o->precision;
+    p->batch = o->batch;
+    p->threads = o->threads;
+    p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
+    p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
+    for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;
+    ftl_status st = cpu_check(dnnl_engine_create(&p->engine, dnnl_cpu, 0), "oneDNN CPU engine");
+    if (st == FTL_OK) st = cpu_check(dnnl_stream_create(&p->stream, p->engine, dnnl_stream_default_flags), "oneDNN stream");
+    if (st == FTL_OK) st = compile_nodes(p, g);
+    if (st == FTL_OK) st = finalize(p);
+    if (st != FTL_OK) {
+        plan_free(p);
+        return st;
+    }
+    *out = p;
+    return FTL_OK;
+}
+
+static float *cpu_input(nn_plan *p) { return (float *)((char *)p->arena + p->bufs[p->vals[p->input_val].buf].offset); }
+
+static void fill(const cpu_value *v, float value) {
+    void *h = NULL;
+    dnnl_memory_get_data_handle(v->mem, &h);
+    const dnnl_memory_desc_t *md = &v->md;
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    if (md->data_type == dnnl_bf16) {
+        uint32_t u;
+        memcpy(&u, &value, 4);
+        uint16_t b = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+        uint16_t *q = h;
+        for (size_t i = 0; i < bytes / 2; i++) q[i] = b;
+    } else {
+        float *f = h;
+        for (size_t i = 0; i < bytes / 4; i++) f[i] = value;
+    }
+}
+
+static ftl_status cpu_run(nn_plan *p, float *output) {
+    omp_set_num_threads(p->threads);
+    CPU_TRY(dnnl_memory_set_data_handle(p->vals[p->output_val].mem, output), "output");
+    for (int i = 0; i < p->n_steps; i++) {
+        cpu_step *s = &p->steps[i];
+        if (s->kind == CPU_STEP_FILL) {
+            fill(&p->vals[s->arg_val[0]], s->fill_value);
+            continue;
+        }
+        CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
+    }
+    return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
+}
+
+/* "f32 16x32x112x112 acdb" or "... aBcd16b": dims, then axes from outermost stride, blocked axes in capitals. */
+static void md_text(const dnnl_memory_desc_t *md, char *buf, size_t size) {
+    size_t used = (size_t)snprintf(buf, size, "%s ", md->data_type == dnnl_bf16 ? "bf16" : md->data_type == dnnl_f32 ? "f32" : "?");
+    for (int i = 0; i < md->ndims && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "x" : "", (long long)md->dims[i]);
+    if (md->format_kind != dnnl_blocked || used + 1 >= size) return;
+    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+    bool done[DNNL_MAX_NDIMS] = {0}, blocked[DNNL_MAX_NDIMS] = {0};
+    for (int k = 0; k < bd->inner_nblks; k++) blocked[bd->inner_idxs[k]] = true;
+    buf[used++] = ' ';
+    for (int n = 0; n < md->ndims && used + 1 < size; n++) {
+        int best = -1;
+        for (int i = 0; i < md->ndims; i++)
+            if (!done[i] && (best < 0 || bd->strides[i] > bd->strides[best])) best = i;
+        done[best] = true;
+        buf[used++] = (char)((blocked[best] ? 'A' : 'a') + best);
+    }
+    for (int k = 0; k < bd->inner_nblks && used < size; k++)
+        used += (size_t)snprintf(buf + used, size - used, "%lld%c", (long long)bd->inner_blks[k], (int)('a' + bd->inner_idxs[k]));
+    buf[used < size ? used : size - 1] = 0;
+}
+
+static void cpu_describe(const nn_plan *p, FILE *out) {
+    fprintf(out, "plan: batch %d, %s, %d threads, %d steps (%d reorders), activations %.1f MiB, scratchpad %.1f MiB\n",
+            p->batch, p->precision == NN_PREC_BF16 ? "bf16" : "fp32", p->threads, p->n_steps, p->n_reorders,
+            (double)p->arena_size / 1048576.0, (double)p->scratch_size / 1048576.0);
+    for (int i = 0; i < p->n_steps; i++) {
+        const cpu_step *s = &p->steps[i];
+        char a[128] = "", b[128] = "";
+        if (s->nargs > 0) md_text(&p->vals[s->arg_val[0]].md, a, sizeof a);
+        if (s->writes >= 0) md_text(&p->vals[s->arg_val[s->writes]].md, b, sizeof b);
+        fprintf(out, "  %3d %-36.36s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "fill" : s->impl, a, b);
+    }
+}
+
+const nn_backend *nn_backend_cpu(void) {
+    static const nn_backend cpu = {
+        .name = "cpu (oneDNN)", .compile = cpu_compile, .input = cpu_input, .run = cpu_run,
+        .describe = cpu_describe, .free = plan_free,
+    };
+    return &cpu;
+}
+
+const char *nn_cpu_isa_name(void) {
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    default: return "unknown";
+    }
+}
+
+bool nn_cpu_has_bf16(void) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}

@@ -1,0 +1,118 @@
+/* `ftl inspect MODEL.onnx`: a human-readable summary of an ONNX backbone. */
+#include "ftl/nn.h"
+#include "nn/load.h"
+#include "nn/topo.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *with_commas(long long v, char *buf, size_t size) {
+    char raw[32];
+    snprintf(raw, sizeof raw, "%lld", v < 0 ? -v : v);
+    size_t len = strlen(raw), o = 0;
+    if (v < 0 && o + 1 < size) buf[o++] = '-';
+    for (size_t i = 0; i < len && o + 2 < size; i++) {
+        if (i && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+bool ftl_model_path_is_onnx(const char *path) {
+    size_t len = strlen(path);
+    if (len >= 5 && strcmp(path + len - 5, ".onnx") == 0) return true;
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    unsigned char head[4] = {0};
+    size_t n = fread(head, 1, 4, f);
+    fclose(f);
+    /* ModelProto starts with field 1 (ir_version, varint): tag byte 0x08; Parquet starts "PAR1" */
+    return n >= 2 && head[0] == 0x08 && memcmp(head, "PAR1", 4) != 0;
+}
+
+static void print_op_counts(const nn_graph *g, FILE *out) {
+    int counts[NN_OP_COUNT] = {0}, total = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead) {
+            counts[g->nodes[i].op]++;
+            total++;
+        }
+    fprintf(out, "nodes       %d:", total);
+    for (int shown = 0;; shown++) {
+        int best = -1;
+        for (int op = 0; op < NN_OP_COUNT; op++)
+            if (counts[op] && (best < 0 || counts[op] > counts[best])) best = op;
+        if (best < 0) break;
+        fprintf(out, "%s %s %d", shown ? "," : "", nn_op_name((nn_op)best), counts[best]);
+        counts[best] = 0;
+    }
+    fprintf(out, "\n");
+}
+
+static void print_tensor_line(const nn_graph *g, const char *label, int t, FILE *out) {
+    char s[128];
+    fprintf(out, "%-11s %s %s float32", label, g->tensors[t].name, nn_shape_str(&g->tensors[t].shape, true, s, sizeof s));
+    const nn_shape *x = &g->tensors[t].shape;
+    if (g->tensors[t].is_input && x->rank == 4) {
+        bool nhwc = (x->d[3] == 3 || x->d[3] == 1) && x->d[1] != 3 && x->d[1] != 1;
+        fprintf(out, " (%s, %lld channels, %lldx%lld)", nhwc ? "NHWC" : "NCHW", (long long)(nhwc ? x->d[3] : x->d[1]),
+                (long long)(nhwc ? x->d[1] : x->d[2]), (long long)(nhwc ? x->d[2] : x->d[3]));
+    }
+    fprintf(out, "\n");
+}
+
+ftl_status ftl_model_describe(const char *path, const ftl_model_options *options, FILE *out) {
+    nn_graph *g;
+    char sha[65];
+    FTL_TRY(nn_load_checked(path, &g, sha));
+    char a[64], b[64], s[128];
+    fprintf(out, "model       %s\nsha256      %s\nformat      ONNX IR %lld, opset %lld, producer \"%s\"\n", path, sha,
+            (long long)g->ir_version, (long long)g->opset, g->producer ? g->producer : "");
+    for (int i = 0; i < g->n_inputs; i++) print_tensor_line(g, "input", g->inputs[i], out);
+    for (int i = 0; i < g->n_outputs; i++) print_tensor_line(g, "output", g->outputs[i], out);
+    print_op_counts(g, out);
+    long long params, macs;
+    nn_graph_cost(g, &params, &macs);
+    fprintf(out, "parameters  %s float32 (%.1f MiB)\n", with_commas(params, a, sizeof a), (double)params * 4 / 1048576.0);
+    fprintf(out, "MACs/image  %s (%.3f GFLOP per image)\n", with_commas(macs, b, sizeof b), 2e-9 * (double)macs);
+    int feature;
+    ftl_status st = nn_select_features(g, options ? options->features_from : NULL, &feature);
+    nn_optimize_stats os;
+    if (st == FTL_OK) st = nn_graph_prune(g, feature);
+    long long fparams = 0, fmacs = 0;
+    if (st == FTL_OK) nn_graph_cost(g, &fparams, &fmacs);
+    if (st == FTL_OK) st = nn_prepare_for_run(g, feature, &os);
+    if (st == FTL_OK) {
+        const nn_shape *f = &g->tensors[g->outputs[0]].shape;
+        fprintf(out, "features    %s %s: %lld floats per image", g->tensors[g->outputs[0]].name,
+                nn_shape_str(f, true, s, sizeof s), (long long)(nn_shape_count(f) / (f->d[0] ? f->d[0] : 1)));
+        if (fmacs != macs || fparams != params)
+            fprintf(out, " (pruned graph: %s parameters, %s MACs/image)", with_commas(fparams, a, sizeof a),
+                    with_commas(fmacs, b, sizeof b));
+        fprintf(out, "\noptimised   %d nodes: %d BatchNormalization folded into Conv, %d as 1x1 depthwise Conv, %d "
+                "activations and %d residual Adds fused, %d Pads folded, %d Identity/Dropout dropped\n",
+                g->n_nodes, os.bn_folded, os.bn_to_conv, os.acts_fused, os.sums_fused, os.pads_folded, os.identities);
+    }
+    nn_graph_free(g);
+    if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
+    return FTL_OK;
+}
+
+ftl_status ftl_model_list_tensors(const char *path, FILE *out) {
+    nn_graph *g;
+    FTL_TRY(nn_load_checked(path, &g, NULL));
+    char s[128];
+    for (int i = 0; i < g->n_inputs; i++)
+        fprintf(out, "%s\t%s\t(graph input)\n", g->tensors[g->inputs[i]].name,
+                nn_shape_str(&g->tensors[g->inputs[i]].shape, true, s, sizeof s));
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        fprintf(out, "%s\t%s\t%s (%s)\n", g->tensors[n->out[0]].name,
+                nn_shape_str(&g->tensors[n->out[0]].shape, true, s, sizeof s), n->name, n->op_type);
+    }
+    nn_graph_free(g);
+    return FTL_OK;
+}

@@ -1,0 +1,167 @@
+/* Graph IR storage: tensor and node arrays, name lookup. */
+#include "nn/graph.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[NN_OP_COUNT] = {
+    [NN_OP_CONV] = "Conv", [NN_OP_BATCHNORM] = "BatchNormalization", [NN_OP_RELU] = "Relu",
+    [NN_OP_CLIP] = "Clip", [NN_OP_LEAKYRELU] = "LeakyRelu", [NN_OP_SIGMOID] = "Sigmoid",
+    [NN_OP_HARDSIGMOID] = "HardSigmoid", [NN_OP_HARDSWISH] = "HardSwish", [NN_OP_TANH] = "Tanh",
+    [NN_OP_ADD] = "Add", [NN_OP_SUB] = "Sub", [NN_OP_MUL] = "Mul", [NN_OP_DIV] = "Div",
+    [NN_OP_MAXPOOL] = "MaxPool", [NN_OP_AVGPOOL] = "AveragePool",
+    [NN_OP_GLOBALAVGPOOL] = "GlobalAveragePool", [NN_OP_GLOBALMAXPOOL] = "GlobalMaxPool",
+    [NN_OP_REDUCEMEAN] = "ReduceMean", [NN_OP_FLATTEN] = "Flatten", [NN_OP_RESHAPE] = "Reshape",
+    [NN_OP_SQUEEZE] = "Squeeze", [NN_OP_UNSQUEEZE] = "Unsqueeze", [NN_OP_CONCAT] = "Concat",
+    [NN_OP_GEMM] = "Gemm", [NN_OP_MATMUL] = "MatMul", [NN_OP_PAD] = "Pad",
+    [NN_OP_IDENTITY] = "Identity", [NN_OP_DROPOUT] = "Dropout", [NN_OP_TRANSPOSE] = "Transpose",
+    [NN_OP_CONSTANT] = "Constant",
+};
+
+const char *nn_op_name(nn_op op) { return op >= 0 && op < NN_OP_COUNT ? op_names[op] : "?"; }
+
+nn_graph *nn_graph_new(void) {
+    nn_graph *g = ftl_xcalloc(1, sizeof *g);
+    g->hash_cap = 1024;
+    g->hash = ftl_xmalloc((size_t)g->hash_cap * sizeof *g->hash);
+    for (int i = 0; i < g->hash_cap; i++) g->hash[i] = -1;
+    return g;
+}
+
+static void free_attrs(nn_node *n) {
+    for (int i = 0; i < n->n_attr; i++) {
+        free(n->attr[i].name);
+        free(n->attr[i].s);
+        free(n->attr[i].ints);
+        free(n->attr[i].floats);
+    }
+    free(n->attr);
+}
+
+void nn_graph_free(nn_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_tensors; i++) {
+        free(g->tensors[i].name);
+        free(g->tensors[i].data);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        free(n->name);
+        free(n->op_type);
+        free(n->in);
+        free(n->out);
+        free_attrs(n);
+    }
+    free(g->tensors);
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->hash);
+    free(g->producer);
+    free(g);
+}
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+int nn_graph_find(const nn_graph *g, const char *name) {
+    if (!name) return -1;
+    size_t mask = (size_t)g->hash_cap - 1;
+    for (size_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
+        int t = g->hash[i];
+        if (t < 0) return -1;
+        if (strcmp(g->tensors[t].name, name) == 0) return t;
+    }
+}
+
+static void hash_insert(nn_graph *g, int t) {
+    size_t mask = (size_t)g->hash_cap - 1;
+    size_t i = hash_name(g->tensors[t].name) & mask;
+    while (g->hash[i] >= 0) i = (i + 1) & mask;
+    g->hash[i] = t;
+}
+
+ftl_status nn_graph_add_tensor(nn_graph *g, const char *name, int *index) {
+    if (nn_graph_find(g, name) >= 0) return ftl_fail(FTL_E_FORMAT, "tensor '%s' is defined twice", name);
+    if (g->n_tensors == g->cap_tensors) {
+        g->cap_tensors = g->cap_tensors ? 2 * g->cap_tensors : 256;
+        g->tensors = ftl_xrealloc(g->tensors, (size_t)g->cap_tensors * sizeof *g->tensors);
+    }
+    if (2 * (g->n_tensors + 1) > g->hash_cap) {
+        free(g->hash);
+        g->hash_cap *= 2;
+        g->hash = ftl_xmalloc((size_t)g->hash_cap * sizeof *g->hash);
+        for (int i = 0; i < g->hash_cap; i++) g->hash[i] = -1;
+        for (int i = 0; i < g->n_tensors; i++) hash_insert(g, i);
+    }
+    int t = g->n_tensors++;
+    g->tensors[t] = (nn_tensor){.name = ftl_strdup(name), .producer = -1, .shape = {.rank = -1}};
+    hash_insert(g, t);
+    *index = t;
+    return FTL_OK;
+}
+
+int nn_graph_new_tensor(nn_graph *g, const char *base) {
+    for (int k = 0;; k++) {
+        char *name = ftl_format("%s/ftl%d", base, k);
+        int t;
+        bool ok = nn_graph_find(g, name) < 0 && nn_graph_add_tensor(g, name, &t) == FTL_OK;
+        free(name);
+        if (ok) return t;
+    }
+}
+
+int nn_graph_add_node(nn_graph *g) {
+    if (g->n_nodes == g->cap_nodes) {
+        g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 256;
+        g->nodes = ftl_xrealloc(g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
+    }
+    int n = g->n_nodes++;
+    memset(&g->nodes[n], 0, sizeof g->nodes[n]);
+    return n;
+}
+
+void nn_tensor_set_data(nn_tensor *t, nn_dtype dtype, void *data, const nn_shape *shape) {
+    free(t->data);
+    t->dtype = dtype;
+    t->data = data;
+    t->shape = *shape;
+    t->count = nn_shape_count(shape);
+}
+
+bool nn_is_const(const nn_graph *g, int t) { return t >= 0 && t < g->n_tensors && g->tensors[t].data != NULL; }
+
+int64_t nn_shape_count(const nn_shape *s) {
+    int64_t c = 1;
+    for (int i = 0; i < s->rank; i++) c *= s->d[i];
+    return c;
+}
+
+const char *nn_shape_str(const nn_shape *s, bool batch_symbolic, char *buf, size_t size) {
+    if (s->rank < 0) {
+        snprintf(buf, size, "[?]");
+        return buf;
+    }
+    size_t used = 0;
+    used += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < s->rank && used < size; i++) {
+        if (i == 0 && batch_symbolic)
+            used += (size_t)snprintf(buf + used, size - used, "N");
+        else
+            used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "", (long long)s->d[i]);
+    }
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+const nn_attr *nn_node_attr(const nn_node *n, const char *name) {
+    for (int i = 0; i < n->n_attr; i++)
+        if (strcmp(n->attr[i].name, name) == 0) return &n->attr[i];
+    return NULL;
+}

@@ -1,0 +1,153 @@
+/* The backbone graph IR: tensors (activations and constants) and nodes in execution order,
+ * independent of ONNX's protobuf structs and of any backend. Built by onnx_import.c, checked
+ * by topo.c / shape.c, rewritten by optimize.c, compiled by a backend (backend.h). */
+#ifndef FTL_NN_GRAPH_H
+#define FTL_NN_GRAPH_H
+
+#include "ftl/base.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { NN_MAX_RANK = 8, NN_MAX_POSTOPS = 8 };
+
+typedef struct nn_shape {
+    int rank;                 /* -1: not known yet */
+    int64_t d[NN_MAX_RANK];
+} nn_shape;
+
+typedef enum nn_dtype { NN_F32 = 0, NN_I64 } nn_dtype;
+
+typedef struct nn_tensor {
+    char *name;
+    nn_dtype dtype;
+    nn_shape shape;           /* for activations: the shape at the batch last inferred */
+    void *data;               /* constants only (float or int64_t), owned; NULL for activations */
+    int64_t count;            /* elements of data */
+    int producer;             /* node index, -1 for graph inputs and constants */
+    bool is_input;            /* a graph input fed at run time */
+} nn_tensor;
+
+typedef enum nn_op {
+    NN_OP_CONV, NN_OP_BATCHNORM, NN_OP_RELU, NN_OP_CLIP, NN_OP_LEAKYRELU, NN_OP_SIGMOID,
+    NN_OP_HARDSIGMOID, NN_OP_HARDSWISH, NN_OP_TANH, NN_OP_ADD, NN_OP_SUB, NN_OP_MUL, NN_OP_DIV,
+    NN_OP_MAXPOOL, NN_OP_AVGPOOL, NN_OP_GLOBALAVGPOOL, NN_OP_GLOBALMAXPOOL, NN_OP_REDUCEMEAN,
+    NN_OP_FLATTEN, NN_OP_RESHAPE, NN_OP_SQUEEZE, NN_OP_UNSQUEEZE, NN_OP_CONCAT, NN_OP_GEMM,
+    NN_OP_MATMUL, NN_OP_PAD, NN_OP_IDENTITY, NN_OP_DROPOUT, NN_OP_TRANSPOSE, NN_OP_CONSTANT,
+    NN_OP_COUNT
+} nn_op;
+
+typedef enum nn_attr_type {
+    NN_ATTR_INT, NN_ATTR_FLOAT, NN_ATTR_STRING, NN_ATTR_INTS, NN_ATTR_FLOATS, NN_ATTR_TENSOR, NN_ATTR_OTHER
+} nn_attr_type;
+
+typedef struct nn_attr {
+    char *name;
+    nn_attr_type type;
+    int64_t i;
+    float f;
+    char *s;
+    int64_t *ints;
+    float *floats;
+    int n;                    /* elements of ints / floats */
+    int tensor;               /* NN_ATTR_TENSOR: index of a constant tensor */
+} nn_attr;
+
+/* Element-wise activation in a form every backend can express (oneDNN eltwise algs, cuDNN
+ * activations). HARDSIGMOID = clip(alpha*x+beta, 0, 1). */
+typedef enum nn_act_kind {
+    NN_ACT_RELU, NN_ACT_LEAKYRELU, NN_ACT_CLIP, NN_ACT_SIGMOID, NN_ACT_HARDSIGMOID, NN_ACT_HARDSWISH,
+    NN_ACT_TANH
+} nn_act_kind;
+
+typedef struct nn_act {
+    nn_act_kind kind;
+    float alpha, beta;        /* leaky slope; clip min/max; hardsigmoid alpha/beta */
+} nn_act;
+
+/* Work fused into a node by the optimiser, applied in order to its output. */
+typedef struct nn_postop {
+    enum { NN_POST_ACT, NN_POST_SUM } kind;
+    nn_act act;
+    int sum_tensor;           /* NN_POST_SUM: out += this tensor (same shape) */
+} nn_postop;
+
+/* Operator parameters, parsed and checked from the attributes (ops.c). */
+typedef struct nn_params {
+    /* Conv, pools: spatial (2-D) geometry */
+    int kernel[2], stride[2], dilation[2];
+    int pad_begin[2], pad_end[2];     /* explicit, after auto_pad resolution at shape time */
+    char auto_pad[16];                /* "", "SAME_UPPER", "SAME_LOWER", "VALID" */
+    int group;
+    bool ceil_mode, count_include_pad;
+    /* activations */
+    nn_act act;
+    /* BatchNormalization */
+    float epsilon;
+    /* Gemm */
+    float alpha, beta;
+    int trans_a, trans_b;
+    /* axis ops */
+    int axis;                         /* Flatten, Concat */
+    int64_t axes[NN_MAX_RANK];        /* Squeeze/Unsqueeze/ReduceMean/Transpose perm */
+    int n_axes;                       /* -1: not given (Squeeze all ones, ReduceMean all) */
+    bool keepdims;
+    /* Pad: [begin..., end...] per axis, constant value */
+    int64_t pads[2 * NN_MAX_RANK];
+    int n_pads;
+    float pad_value;
+    bool allowzero;                   /* Reshape */
+} nn_params;
+
+typedef struct nn_node {
+    char *name;               /* never NULL: the ONNX name or "<op_type>#<index>" */
+    char *op_type;            /* as written in the model */
+    nn_op op;
+    int n_in, n_out;
+    int *in, *out;            /* tensor indices; -1 for an omitted optional input */
+    int n_attr;
+    nn_attr *attr;
+    nn_params p;
+    int n_post;
+    nn_postop post[NN_MAX_POSTOPS];
+    bool dead;                /* removed by the optimiser */
+} nn_node;
+
+typedef struct nn_graph {
+    nn_tensor *tensors;
+    int n_tensors, cap_tensors;
+    nn_node *nodes;           /* in execution (topological) order after nn_graph_sort */
+    int n_nodes, cap_nodes;
+    int *inputs;              /* runtime graph inputs (initializers excluded) */
+    int n_inputs;
+    int *outputs;
+    int n_outputs;
+    /* name lookup: open addressing over tensor indices */
+    int *hash;
+    int hash_cap;
+    /* model facts for inspect */
+    int64_t ir_version, opset;
+    char *producer;
+} nn_graph;
+
+nn_graph *nn_graph_new(void);
+void nn_graph_free(nn_graph *g);
+/* The tensor called `name`, or -1. */
+int nn_graph_find(const nn_graph *g, const char *name);
+/* Adds a tensor (the name is copied) and returns its index; fails on a duplicate name. */
+ftl_status nn_graph_add_tensor(nn_graph *g, const char *name, int *index);
+/* A fresh tensor whose name derives from `base` and does not clash. */
+int nn_graph_new_tensor(nn_graph *g, const char *base);
+/* Appends a node (fields zeroed) and returns its index. */
+int nn_graph_add_node(nn_graph *g);
+/* Sets a constant's data (takes ownership). */
+void nn_tensor_set_data(nn_tensor *t, nn_dtype dtype, void *data, const nn_shape *shape);
+
+bool nn_is_const(const nn_graph *g, int t);
+int64_t nn_shape_count(const nn_shape *s);
+/* "[N,3,224,224]"-style text into buf; batch_symbolic prints dims[0] as N. */
+const char *nn_shape_str(const nn_shape *s, bool batch_symbolic, char *buf, size_t size);
+const char *nn_op_name(nn_op op);
+/* The attribute called `name`, or NULL. */
+const nn_attr *nn_node_attr(const nn_node *n, const char *name);
+
+#endif

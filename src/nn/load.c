@@ -1,0 +1,91 @@
+/* Model-loading pipeline (see load.h). */
+#include "nn/load.h"
+#include "nn/onnx_import.h"
+#include "nn/ops.h"
+#include "nn/shape.h"
+#include "nn/topo.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ftl_status nn_load_checked(const char *path, nn_graph **out, char *sha256_hex) {
+    nn_graph *g;
+    FTL_TRY(nn_onnx_import(path, &g, sha256_hex));
+    ftl_status st = FTL_OK;
+    for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
+        if (!g->nodes[i].dead) st = nn_node_parse_params(g, &g->nodes[i]);
+    if (st == FTL_OK) {
+        nn_graph_compact(g);
+        st = nn_graph_sort(g);
+    }
+    if (st == FTL_OK && g->n_inputs == 0) st = ftl_fail(FTL_E_UNSUPPORTED, "the graph has no runtime input");
+    if (st == FTL_OK) st = nn_infer_shapes(g, 1);
+    if (st == FTL_OK) nn_graph_compact(g);
+    if (st != FTL_OK) {
+        nn_graph_free(g);
+        return ftl_fail_context(st, "%s", path);
+    }
+    *out = g;
+    return FTL_OK;
+}
+
+ftl_status nn_select_features(const nn_graph *g, const char *name, int *tensor) {
+    if (!name || !*name) {
+        *tensor = g->outputs[0];
+        return FTL_OK;
+    }
+    int t = nn_graph_find(g, name);
+    if (t >= 0 && (g->tensors[t].producer >= 0 || g->tensors[t].is_input)) {
+        *tensor = t;
+        return FTL_OK;
+    }
+    /* suggest computed tensors whose name contains the request (or vice versa) */
+    char hint[512] = "";
+    size_t used = 0;
+    int shown = 0;
+    for (int i = 0; i < g->n_tensors && shown < 5; i++) {
+        const nn_tensor *c = &g->tensors[i];
+        if (c->producer < 0 || !(strstr(c->name, name) || strstr(name, c->name))) continue;
+        used += (size_t)snprintf(hint + used, sizeof hint - used, "%s'%s'", shown ? ", " : "; similar: ", c->name);
+        shown++;
+        if (used >= sizeof hint) break;
+    }
+    return ftl_fail(FTL_E_NOT_FOUND, "--features-from '%s': no tensor of that name is computed by the graph%s "
+                    "(`ftl inspect MODEL --tensors` lists them)", name, hint);
+}
+
+void nn_graph_cost(const nn_graph *g, long long *params, long long *macs) {
+    bool *counted = calloc((size_t)g->n_tensors + 1, 1);
+    long long p = 0, m = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int t = n->in[k];
+            if (t >= 0 && g->tensors[t].data && g->tensors[t].dtype == NN_F32 && counted && !counted[t]) {
+                counted[t] = true;
+                if (g->tensors[t].count > 1 || n->op != NN_OP_CLIP) p += g->tensors[t].count;
+            }
+        }
+        const nn_shape *y = &g->tensors[n->out[0]].shape;
+        if (n->op == NN_OP_CONV) {
+            const nn_shape *w = &g->tensors[n->in[1]].shape;
+            m += nn_shape_count(y) * w->d[1] * w->d[2] * w->d[3];
+        } else if (n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL) {
+            const nn_shape *x = &g->tensors[n->in[0]].shape;
+            m += nn_shape_count(y) * x->d[x->rank - 1];
+        }
+    }
+    free(counted);
+    *params = p;
+    *macs = m;
+}
+
+ftl_status nn_prepare_for_run(nn_graph *g, int feature, nn_optimize_stats *stats) {
+    FTL_TRY(nn_graph_prune(g, feature));
+    FTL_TRY(nn_infer_shapes(g, 1));
+    nn_graph_compact(g);
+    return nn_optimize(g, stats);
+}

@@ -1,0 +1,219 @@
+/* Public model API: load (pipeline + compile), feature extraction in batches, info. */
+#include "ftl/nn.h"
+#include "nn/backend.h"
+#include "nn/load.h"
+#include "nn/topo.h"
+#include "nn/preprocess.h"
+#include "nn/resize.h"
+#include "nn/shape.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+
+#include <dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DEFAULT_BATCH = 16, MAX_BATCH = 4096 };
+
+struct ftl_model {
+    nn_graph *g;
+    ftl_model_info info;
+    char sha[65];
+    char *path, *input_name, *feature_name, *backend_name;
+    const nn_backend *be;
+    nn_compile_opts copts;
+    nn_plan *plan;           /* copts.batch rows */
+    nn_plan *tail;           /* a partial last batch of tail_batch rows, compiled on first use */
+    int tail_batch;
+    int64_t input_per_image; /* floats */
+    uint8_t *resized;        /* one resized image */
+};
+
+void ftl_model_options_init(ftl_model_options *o) {
+    memset(o, 0, sizeof *o);
+    o->precision = FTL_NN_FP32;
+    o->batch = DEFAULT_BATCH;
+}
+
+ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision) {
+    if (strcmp(text, "fp32") == 0 || strcmp(text, "f32") == 0 || strcmp(text, "float32") == 0) *precision = FTL_NN_FP32;
+    else if (strcmp(text, "bf16") == 0 || strcmp(text, "bfloat16") == 0) *precision = FTL_NN_BF16;
+    else return ftl_fail(FTL_E_INVALID_ARG, "--precision '%s': expected fp32 or bf16", text);
+    return FTL_OK;
+}
+
+const char *ftl_nn_precision_name(ftl_nn_precision precision) { return precision == FTL_NN_BF16 ? "bf16" : "fp32"; }
+
+void ftl_model_free(ftl_model *m) {
+    if (!m) return;
+    if (m->plan) m->be->free(m->plan);
+    if (m->tail) m->be->free(m->tail);
+    nn_graph_free(m->g);
+    free(m->path);
+    free(m->input_name);
+    free(m->feature_name);
+    free(m->backend_name);
+    free(m->resized);
+    free(m);
+}
+
+/* Image geometry of the input: [N,C,H,W] or [N,H,W,C] with C = 3 (or 1). */
+static void input_geometry(ftl_model *m, const nn_shape *s) {
+    ftl_model_info *i = &m->info;
+    if (s->rank != 4) return;
+    bool nhwc = (s->d[3] == 3 || s->d[3] == 1) && s->d[1] != 3 && s->d[1] != 1;
+    i->channels_last = nhwc;
+    i->channels = (int)(nhwc ? s->d[3] : s->d[1]);
+    i->height = (int)(nhwc ? s->d[1] : s->d[2]);
+    i->width = (int)(nhwc ? s->d[2] : s->d[3]);
+}
+
+static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *o) {
+    FTL_TRY(nn_load_checked(path, &m->g, m->sha));
+    nn_graph *g = m->g;
+    int feature;
+    FTL_TRY(nn_select_features(g, o->features_from, &feature));
+    m->feature_name = ftl_strdup(g->tensors[feature].name);
+    ftl_status st = nn_graph_prune(g, feature);
+    if (st == FTL_OK) {
+        long long params, macs;
+        nn_graph_cost(g, &params, &macs);
+        m->info.params = params;
+        m->info.macs_per_image = macs;
+    }
+    nn_optimize_stats stats;
+    if (st == FTL_OK) st = nn_prepare_for_run(g, feature, &stats);
+    if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
+    ftl_log_debug("nn: %s: %d nodes after optimisation (BN folded %d, BN as conv %d, activations fused %d, residual adds "
+                  "fused %d, pads folded %d, identities dropped %d)", path, g->n_nodes, stats.bn_folded, stats.bn_to_conv,
+                  stats.acts_fused, stats.sums_fused, stats.pads_folded, stats.identities);
+    int in = g->inputs[0], out = g->outputs[0];
+    /* features are per image: the output's first dimension must follow the batch */
+    nn_shape one = g->tensors[out].shape;
+    FTL_TRY(nn_infer_shapes(g, 2));
+    nn_shape two = g->tensors[out].shape;
+    FTL_TRY(nn_infer_shapes(g, 1));
+    if (one.rank < 1 || two.d[0] != 2 * one.d[0] || one.d[0] != 1) {
+        char a[96], b[96];
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: tensor '%s' has shape %s for 1 image and %s for 2: its first dimension "
+                        "is not the batch, so it cannot be a per-image feature tensor", path, g->tensors[out].name,
+                        nn_shape_str(&one, false, a, sizeof a), nn_shape_str(&two, false, b, sizeof b));
+    }
+    m->input_name = ftl_strdup(g->tensors[in].name);
+    input_geometry(m, &g->tensors[in].shape);
+    m->input_per_image = nn_shape_count(&g->tensors[in].shape) / g->tensors[in].shape.d[0];
+    m->info.feature_dim = nn_shape_count(&g->tensors[out].shape) / g->tensors[out].shape.d[0];
+    return FTL_OK;
+}
+
+ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ftl_model **model) {
+    *model = NULL;
+    ftl_model_options defaults;
+    ftl_model_options_init(&defaults);
+    const ftl_model_options *o = options ? options : &defaults;
+    if (o->batch < 1 || o->batch > MAX_BATCH)
+        return ftl_fail(FTL_E_INVALID_ARG, "--batch %d: must be between 1 and %d", o->batch, MAX_BATCH);
+    if (o->threads < 0) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be >= 0 (0 = all cores)", o->threads);
+    if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16)
+        return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
+    ftl_model *m = ftl_xcalloc(1, sizeof *m);
+    m->path = ftl_strdup(path);
+    m->be = nn_backend_cpu();
+    m->copts = (nn_compile_opts){.batch = o->batch, .precision = o->precision == FTL_NN_BF16 ? NN_PREC_BF16 : NN_PREC_F32,
+                                 .threads = o->threads ? o->threads : ftl_cpu_count()};
+    if (o->precision == FTL_NN_BF16 && !nn_cpu_has_bf16())
+        ftl_log_warn("this CPU has no native bf16 (oneDNN ISA %s): --precision bf16 will be emulated and slower than fp32",
+                     nn_cpu_isa_name());
+    ftl_status st = load(m, path, o);
+    if (st == FTL_OK) {
+        st = m->be->compile(m->g, &m->copts, &m->plan);
+        if (st != FTL_OK) ftl_fail_context(st, "%s", path);
+    }
+    if (st != FTL_OK) {
+        ftl_model_free(m);
+        return st;
+    }
+    const dnnl_version_t *v = dnnl_version();
+    m->backend_name = ftl_format("cpu (oneDNN %d.%d.%d, %s)", v->major, v->minor, v->patch, nn_cpu_isa_name());
+    ftl_model_info *i = &m->info;
+    i->path = m->path;
+    i->sha256 = m->sha;
+    i->input_name = m->input_name;
+    i->feature_name = m->feature_name;
+    i->precision = o->precision;
+    i->threads = m->copts.threads;
+    i->batch = m->copts.batch;
+    i->backend = m->backend_name;
+    *model = m;
+    return FTL_OK;
+}
+
+const ftl_model_info *ftl_model_get_info(const ftl_model *model) { return &model->info; }
+
+/* The plan for a chunk of `rows` (the full batch, or a partial last batch). */
+static ftl_status plan_for(ftl_model *m, int rows, nn_plan **plan) {
+    if (rows == m->copts.batch) {
+        *plan = m->plan;
+        return FTL_OK;
+    }
+    if (!m->tail || m->tail_batch != rows) {
+        if (m->tail) m->be->free(m->tail);
+        m->tail = NULL;
+        nn_compile_opts o = m->copts;
+        o.batch = rows;
+        ftl_status st = m->be->compile(m->g, &o, &m->tail);
+        if (st != FTL_OK) return ftl_fail_context(st, "%s: batch of %d", m->path, rows);
+        m->tail_batch = rows;
+    }
+    *plan = m->tail;
+    return FTL_OK;
+}
+
+ftl_status ftl_model_run(ftl_model *m, const float *input, int count, float *features) {
+    if (count < 0) return ftl_fail(FTL_E_INVALID_ARG, "negative image count %d", count);
+    for (int done = 0; done < count;) {
+        int rows = count - done < m->copts.batch ? count - done : m->copts.batch;
+        nn_plan *plan;
+        FTL_TRY(plan_for(m, rows, &plan));
+        memcpy(m->be->input(plan), input + (size_t)done * m->input_per_image,
+               (size_t)rows * (size_t)m->input_per_image * sizeof(float));
+        FTL_TRY(m->be->run(plan, features + (size_t)done * (size_t)m->info.feature_dim));
+        done += rows;
+    }
+    return FTL_OK;
+}
+
+ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
+                                      int image_size, float *features) {
+    const ftl_model_info *i = &m->info;
+    if (i->channels != 3 || i->height < 1)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: the input '%s' is not an RGB image tensor ([N,3,H,W] or [N,H,W,3])",
+                        m->path, m->input_name);
+    if (image_size < 1 || image_size > 65536) return ftl_fail(FTL_E_INVALID_ARG, "bad image size %d", image_size);
+    if (count < 0) return ftl_fail(FTL_E_INVALID_ARG, "negative image count %d", count);
+    bool resize = image_size != i->height || image_size != i->width;
+    if (resize && !m->resized) m->resized = ftl_xmalloc((size_t)i->height * (size_t)i->width * 3);
+    float table[3][256];
+    nn_preprocess_table(pp, table);
+    size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
+    for (int done = 0; done < count;) {
+        int rows = count - done < m->copts.batch ? count - done : m->copts.batch;
+        nn_plan *plan;
+        FTL_TRY(plan_for(m, rows, &plan));
+        float *in = m->be->input(plan);
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *img = images_hwc + (size_t)(done + r) * image_bytes;
+            if (resize) {
+                FTL_TRY(nn_resize_bilinear_rgb(img, image_size, image_size, m->resized, i->width, i->height));
+                img = m->resized;
+            }
+            nn_preprocess_image(table, img, i->height, i->width, i->channels_last, in + (size_t)r * m->input_per_image);
+        }
+        FTL_TRY(m->be->run(plan, features + (size_t)done * (size_t)i->feature_dim));
+        done += rows;
+    }
+    return FTL_OK;
+}
+
+void ftl_model_print_plan(const ftl_model *m, FILE *out) { m->be->describe(m->plan, out); }

@@ -1,0 +1,23 @@
+/* ONNX TensorProto -> constant tensor data, inline or from external-data files. */
+#ifndef FTL_NN_ONNX_TENSOR_H
+#define FTL_NN_ONNX_TENSOR_H
+
+#include "nn/graph.h"
+#include "onnx.pb-c.h"
+#include "util/sha256.h"
+
+/* External-data files opened so far (each read whole once, then sliced). */
+typedef struct nn_extdata {
+    char *model_dir;
+    int n;
+    struct nn_extfile { char *location; uint8_t *data; size_t size; } files[64];
+    ftl_sha256 *hash;         /* files are hashed as they are first read (may be NULL) */
+} nn_extdata;
+
+void nn_extdata_free(nn_extdata *x);
+
+/* Converts `tp` into `t`'s data (float for FLOAT/DOUBLE/FLOAT16/BFLOAT16, int64 for integer
+ * and bool types). May take ownership of tp's raw bytes. Errors name the tensor. */
+ftl_status nn_tensor_from_proto(Onnx__TensorProto *tp, nn_tensor *t, nn_extdata *x);
+
+#endif

@@ -1,0 +1,242 @@
+/* Graph rewrites that every backend benefits from (see optimize.h). Arithmetic on weights is
+ * done in double so folding does not add rounding of its own. */
+#include "nn/optimize.h"
+#include "nn/ops.h"
+#include "nn/topo.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_output(const nn_graph *g, int t) {
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == t) return true;
+    return false;
+}
+
+/* Every live reader of `from` reads `to` instead. */
+static void replace_uses(nn_graph *g, int from, int to) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == from) n->in[k] = to;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == from) n->post[k].sum_tensor = to;
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == from) g->outputs[i] = to;
+}
+
+/* The only live node reading t (as a plain input), or -1. */
+static int sole_consumer(const nn_graph *g, int t, int after) {
+    int found = -1;
+    for (int i = after + 1; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == t) {
+                if (found >= 0 && found != i) return -1;
+                found = i;
+            }
+    }
+    return found;
+}
+
+static void remove_identities(nn_graph *g, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        if (n->dead || (n->op != NN_OP_IDENTITY && n->op != NN_OP_DROPOUT)) continue;
+        replace_uses(g, n->out[0], n->in[0]);
+        n->dead = true;
+        s->identities++;
+    }
+}
+
+static bool pad_is_spatial_zero(const nn_graph *g, const nn_node *n) {
+    if (n->p.pad_value != 0.0f || g->tensors[n->in[0]].shape.rank != 4 || n->p.n_pads != 8) return false;
+    const int64_t *p = n->p.pads;
+    for (int i = 0; i < 8; i++)
+        if (p[i] < 0) return false;
+    return p[0] == 0 && p[1] == 0 && p[4] == 0 && p[5] == 0;
+}
+
+static void fold_pads(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *pad = &g->nodes[i];
+        if (pad->dead || pad->op != NN_OP_PAD || !pad_is_spatial_zero(g, pad)) continue;
+        int t = pad->out[0];
+        if (is_output(g, t)) continue;
+        int readers = 0, convs = 0;
+        for (int j = i + 1; j < g->n_nodes; j++) {
+            nn_node *c = &g->nodes[j];
+            if (c->dead) continue;
+            for (int k = 0; k < c->n_in; k++)
+                if (c->in[k] == t) {
+                    readers++;
+                    if (k == 0 && c->op == NN_OP_CONV && !c->p.auto_pad[0]) convs++;
+                }
+        }
+        if (readers != convs || readers != uses[t]) continue;
+        for (int j = i + 1; j < g->n_nodes; j++) {
+            nn_node *c = &g->nodes[j];
+            if (c->dead || c->op != NN_OP_CONV || c->in[0] != t) continue;
+            c->p.pad_begin[0] += (int)pad->p.pads[2];
+            c->p.pad_begin[1] += (int)pad->p.pads[3];
+            c->p.pad_end[0] += (int)pad->p.pads[6];
+            c->p.pad_end[1] += (int)pad->p.pads[7];
+            c->in[0] = pad->in[0];
+        }
+        pad->dead = true;
+        s->pads_folded++;
+    }
+}
+
+/* scale[c] = gamma / sqrt(var + eps), shift[c] = beta - mean * scale (double precision). */
+static void bn_affine(const nn_graph *g, const nn_node *bn, int64_t c, double *scale, double *shift) {
+    const float *gamma = g->tensors[bn->in[1]].data, *beta = g->tensors[bn->in[2]].data;
+    const float *mean = g->tensors[bn->in[3]].data, *var = g->tensors[bn->in[4]].data;
+    for (int64_t i = 0; i < c; i++) {
+        scale[i] = (double)gamma[i] / sqrt((double)var[i] + (double)bn->p.epsilon);
+        shift[i] = (double)beta[i] - (double)mean[i] * scale[i];
+    }
+}
+
+static int new_const(nn_graph *g, const char *base, float *data, nn_shape shape) {
+    int t = nn_graph_new_tensor(g, base);
+    nn_tensor_set_data(&g->tensors[t], NN_F32, data, &shape);
+    return t;
+}
+
+static void set_conv_inputs(nn_node *n, int x, int w, int b) {
+    if (n->n_in < 3) {
+        n->in = ftl_xrealloc(n->in, 3 * sizeof *n->in);
+        n->n_in = 3;
+    }
+    n->in[0] = x;
+    n->in[1] = w;
+    n->in[2] = b;
+}
+
+static void fold_batchnorms(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *bn = &g->nodes[i];
+        if (bn->dead || bn->op != NN_OP_BATCHNORM) continue;
+        int x = bn->in[0];
+        const nn_shape *xs = &g->tensors[x].shape;
+        int64_t c = xs->d[1];
+        double *scale = ftl_xmalloc((size_t)c * sizeof *scale), *shift = ftl_xmalloc((size_t)c * sizeof *shift);
+        bn_affine(g, bn, c, scale, shift);
+        int pi = g->tensors[x].producer;
+        nn_node *conv = pi >= 0 ? &g->nodes[pi] : NULL;
+        if (conv && conv->op == NN_OP_CONV && conv->n_post == 0 && uses[x] == 1 && !is_output(g, x)) {
+            const nn_tensor *w = &g->tensors[conv->in[1]];
+            const float *b = conv->n_in > 2 && conv->in[2] >= 0 ? g->tensors[conv->in[2]].data : NULL;
+            int64_t per = w->count / c;
+            float *nw = ftl_xmalloc((size_t)w->count * sizeof *nw), *nb = ftl_xmalloc((size_t)c * sizeof *nb);
+            for (int64_t m = 0; m < c; m++) {
+                for (int64_t k = 0; k < per; k++)
+                    nw[m * per + k] = (float)((double)((const float *)w->data)[m * per + k] * scale[m]);
+                nb[m] = (float)((b ? (double)b[m] : 0.0) * scale[m] + shift[m]);
+            }
+            nn_shape ws = w->shape, bs = {.rank = 1, .d = {c}};
+            char *base = ftl_strdup(w->name); /* new tensors may move the tensor array */
+            int tw = new_const(g, base, nw, ws);
+            int tb = new_const(g, base, nb, bs);
+            free(base);
+            conv = &g->nodes[pi];
+            set_conv_inputs(conv, conv->in[0], tw, tb);
+            conv->out[0] = bn->out[0];
+            g->tensors[bn->out[0]].producer = pi;
+            bn->dead = true;
+            s->bn_folded++;
+        } else if (xs->rank == 4) {
+            /* y = x * scale + shift per channel: a 1x1 depthwise convolution, which fuses like any conv */
+            float *nw = ftl_xmalloc((size_t)c * sizeof *nw), *nb = ftl_xmalloc((size_t)c * sizeof *nb);
+            for (int64_t m = 0; m < c; m++) {
+                nw[m] = (float)scale[m];
+                nb[m] = (float)shift[m];
+            }
+            int tw = new_const(g, bn->name, nw, (nn_shape){.rank = 4, .d = {c, 1, 1, 1}});
+            int tb = new_const(g, bn->name, nb, (nn_shape){.rank = 1, .d = {c}});
+            bn = &g->nodes[i];
+            set_conv_inputs(bn, x, tw, tb);
+            bn->op = NN_OP_CONV;
+            memset(&bn->p, 0, sizeof bn->p);
+            bn->p.kernel[0] = bn->p.kernel[1] = 1;
+            bn->p.stride[0] = bn->p.stride[1] = bn->p.dilation[0] = bn->p.dilation[1] = 1;
+            bn->p.group = (int)c;
+            s->bn_to_conv++;
+        }
+        free(scale);
+        free(shift);
+    }
+}
+
+static bool same_shape(const nn_shape *a, const nn_shape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i]) return false;
+    return true;
+}
+
+static bool accepts_act(nn_op op) {
+    return op == NN_OP_CONV || op == NN_OP_GEMM || op == NN_OP_MATMUL || op == NN_OP_ADD || op == NN_OP_SUB ||
+           op == NN_OP_MUL || op == NN_OP_DIV;
+}
+
+static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
+    int *uses = nn_graph_use_counts(g);
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *p = &g->nodes[i];
+        if (p->dead || !accepts_act(p->op)) continue;
+        for (;;) {
+            int out = p->out[0];
+            if (uses[out] != 1 || is_output(g, out) || p->n_post >= NN_MAX_POSTOPS) break;
+            int ci = sole_consumer(g, out, i);
+            if (ci < 0) break;
+            nn_node *c = &g->nodes[ci];
+            if (nn_op_is_activation(c->op) && c->in[0] == out) {
+                p->post[p->n_post++] = (nn_postop){.kind = NN_POST_ACT, .act = c->p.act};
+                s->acts_fused++;
+            } else if (p->op == NN_OP_CONV && c->op == NN_OP_ADD) {
+                bool has_sum = false;
+                for (int k = 0; k < p->n_post; k++)
+                    if (p->post[k].kind == NN_POST_SUM) has_sum = true;
+                int other = c->in[0] == out ? c->in[1] : c->in[0];
+                if (has_sum || other == out || nn_is_const(g, other)) break;
+                if (!same_shape(&g->tensors[other].shape, &g->tensors[out].shape)) break;
+                if (g->tensors[other].producer >= i) break; /* must be computed before this conv runs */
+                p->post[p->n_post++] = (nn_postop){.kind = NN_POST_SUM, .sum_tensor = other};
+                s->sums_fused++;
+            } else {
+                break;
+            }
+            p->out[0] = c->out[0];
+            g->tensors[c->out[0]].producer = i;
+            c->dead = true;
+        }
+    }
+    free(uses);
+}
+
+ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
+    nn_optimize_stats local = {0};
+    nn_optimize_stats *s = stats ? stats : &local;
+    memset(s, 0, sizeof *s);
+    remove_identities(g, s);
+    nn_graph_compact(g);
+    int *uses = nn_graph_use_counts(g);
+    fold_pads(g, uses, s);
+    nn_graph_compact(g);
+    free(uses);
+    uses = nn_graph_use_counts(g);
+    fold_batchnorms(g, uses, s);
+    free(uses);
+    nn_graph_compact(g);
+    fuse_postops(g, s);
+    nn_graph_compact(g);
+    return FTL_OK;
+}

@@ -1,0 +1,415 @@
+/* Shape inference: one function per op family, in execution order. */
+#include "nn/shape.h"
+#include "util/error.h"
+
+#include <stdio.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SHAPE_TXT(s) nn_shape_str(&(s), false, (char[128]){0}, 128)
+
+static ftl_status node_err(const nn_node *n, const char *fmt, const char *a, const char *b) {
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): %s", n->name, n->op_type, msg);
+}
+
+int64_t nn_window_out(int64_t in, int k, int stride, int dilation, int pad_begin, int pad_end, bool ceil_mode) {
+    int64_t span = (int64_t)dilation * (k - 1) + 1;
+    int64_t avail = in + pad_begin + pad_end - span;
+    if (avail < 0) return 0;
+    int64_t out = avail / stride + 1;
+    if (ceil_mode && avail % stride) {
+        out++;
+        /* PyTorch/ONNX Runtime: the last window must start inside the input or the left padding */
+        if ((out - 1) * stride >= in + pad_begin) out--;
+    }
+    return out;
+}
+
+static const nn_shape *in_shape(const nn_graph *g, const nn_node *n, int k) { return &g->tensors[n->in[k]].shape; }
+
+static ftl_status need_rank(const nn_graph *g, const nn_node *n, int k, int rank) {
+    const nn_tensor *t = &g->tensors[n->in[k]];
+    if (t->shape.rank == rank) return FTL_OK;
+    char msg[256];
+    snprintf(msg, sizeof msg, "input '%s' has shape %s, expected rank %d", t->name, SHAPE_TXT(t->shape), rank);
+    return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): %s", n->name, n->op_type, msg);
+}
+
+static void resolve_auto_pad(nn_params *p, const nn_shape *x) {
+    if (!p->auto_pad[0]) return;
+    for (int i = 0; i < 2; i++) {
+        int64_t in = x->d[2 + i];
+        if (strcmp(p->auto_pad, "VALID") == 0) {
+            p->pad_begin[i] = p->pad_end[i] = 0;
+            continue;
+        }
+        int64_t out = (in + p->stride[i] - 1) / p->stride[i];
+        int64_t span = (int64_t)p->dilation[i] * (p->kernel[i] - 1) + 1;
+        int64_t total = (out - 1) * p->stride[i] + span - in;
+        if (total < 0) total = 0;
+        int64_t small = total / 2, big = total - small;
+        bool upper = strcmp(p->auto_pad, "SAME_UPPER") == 0;
+        p->pad_begin[i] = (int)(upper ? small : big);
+        p->pad_end[i] = (int)(upper ? big : small);
+    }
+}
+
+static ftl_status spatial_out(const nn_node *n, const nn_shape *x, int64_t channels, nn_shape *y) {
+    const nn_params *p = &n->p;
+    *y = (nn_shape){.rank = 4, .d = {x->d[0], channels}};
+    for (int i = 0; i < 2; i++) {
+        int64_t o = nn_window_out(x->d[2 + i], p->kernel[i], p->stride[i], p->dilation[i], p->pad_begin[i], p->pad_end[i],
+                                  p->ceil_mode);
+        if (o < 1) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "the %dx%d window (dilation %d, pads %d+%d) does not fit the %s input",
+                     p->kernel[0], p->kernel[1], p->dilation[i], p->pad_begin[i], p->pad_end[i], SHAPE_TXT(*x));
+            return node_err(n, "%s%s", msg, "");
+        }
+        y->d[2 + i] = o;
+    }
+    return FTL_OK;
+}
+
+static ftl_status infer_conv(nn_graph *g, nn_node *n, nn_shape *y) {
+    FTL_TRY(need_rank(g, n, 0, 4));
+    const nn_shape *x = in_shape(g, n, 0);
+    const nn_tensor *w = &g->tensors[n->in[1]];
+    if (!w->data || w->dtype != NN_F32)
+        return node_err(n, "the weights '%s' must be a float initializer%s", w->name, "");
+    if (w->shape.rank != 4)
+        return node_err(n, "the weights '%s' have shape %s, expected 4-D [M, C/group, kH, kW]", w->name, SHAPE_TXT(w->shape));
+    nn_params *p = &n->p;
+    int64_t c = x->d[1], m = w->shape.d[0];
+    if (c % p->group || m % p->group || w->shape.d[1] * p->group != c) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the input has %lld channels but the weights '%s' %s with group %d expect %lld",
+                 (long long)c, w->name, SHAPE_TXT(w->shape), p->group, (long long)(w->shape.d[1] * p->group));
+        return node_err(n, "%s%s", msg, "");
+    }
+    for (int i = 0; i < 2; i++) {
+        if (p->kernel[i] && p->kernel[i] != w->shape.d[2 + i])
+            return node_err(n, "kernel_shape does not match the weights '%s' %s", w->name, SHAPE_TXT(w->shape));
+        p->kernel[i] = (int)w->shape.d[2 + i];
+    }
+    if (n->n_in > 2 && n->in[2] >= 0) {
+        const nn_tensor *b = &g->tensors[n->in[2]];
+        if (!b->data || b->dtype != NN_F32 || b->count != m || b->shape.rank != 1)
+            return node_err(n, "the bias '%s' must be a float initializer of shape [M] (it is %s)", b->name, SHAPE_TXT(b->shape));
+    }
+    resolve_auto_pad(p, x);
+    return spatial_out(n, x, m, y);
+}
+
+static ftl_status infer_pool(nn_graph *g, nn_node *n, nn_shape *y) {
+    FTL_TRY(need_rank(g, n, 0, 4));
+    const nn_shape *x = in_shape(g, n, 0);
+    resolve_auto_pad(&n->p, x);
+    return spatial_out(n, x, x->d[1], y);
+}
+
+static ftl_status infer_batchnorm(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    if (x->rank < 2) return need_rank(g, n, 0, 4);
+    for (int k = 1; k < 5; k++) {
+        const nn_tensor *t = &g->tensors[n->in[k]];
+        if (!t->data || t->dtype != NN_F32 || t->count != x->d[1])
+            return node_err(n, "parameter '%s' must be a float initializer with one value per channel (it is %s)",
+                            t->name, SHAPE_TXT(t->shape));
+    }
+    *y = *x;
+    return FTL_OK;
+}
+
+static ftl_status infer_broadcast(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *a = in_shape(g, n, 0), *b = in_shape(g, n, 1);
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    y->rank = r;
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "cannot broadcast '%s' %s with '%s' %s", g->tensors[n->in[0]].name, SHAPE_TXT(*a),
+                     g->tensors[n->in[1]].name, SHAPE_TXT(*b));
+            return node_err(n, "%s%s", msg, "");
+        }
+        y->d[i] = da == 1 ? db : da;
+    }
+    return FTL_OK;
+}
+
+static ftl_status norm_axis(const nn_node *n, int64_t axis, int rank, bool inclusive, int *out) {
+    int64_t lim = inclusive ? rank + 1 : rank;
+    if (axis < -lim || axis >= lim) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "axis %lld is out of range for rank %d", (long long)axis, rank);
+        return node_err(n, "%s%s", msg, "");
+    }
+    *out = (int)(axis < 0 ? axis + lim : axis);
+    return FTL_OK;
+}
+
+static ftl_status infer_reduce_mean(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    bool red[NN_MAX_RANK] = {0};
+    if (n->p.n_axes <= 0) {
+        for (int i = 0; i < x->rank; i++) red[i] = true;
+    } else {
+        for (int i = 0; i < n->p.n_axes; i++) {
+            int a = 0;
+            FTL_TRY(norm_axis(n, n->p.axes[i], x->rank, false, &a));
+            red[a] = true;
+        }
+    }
+    if (x->rank != 4 || red[0] || red[1] || !red[2] || !red[3])
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (ReduceMean): only the mean over H and W (axes 2,3) of a 4-D "
+                        "tensor is supported", n->name);
+    y->rank = 0;
+    for (int i = 0; i < x->rank; i++) {
+        if (!red[i]) y->d[y->rank++] = x->d[i];
+        else if (n->p.keepdims) y->d[y->rank++] = 1;
+    }
+    return FTL_OK;
+}
+
+static ftl_status infer_reshape(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    const nn_tensor *s = &g->tensors[n->in[1]];
+    const int64_t *v = s->data;
+    int infer = -1;
+    int64_t known = 1;
+    y->rank = (int)s->count;
+    for (int i = 0; i < y->rank; i++) {
+        int64_t d = v[i];
+        if (d == 0 && !n->p.allowzero) {
+            if (i >= x->rank) return node_err(n, "shape value 0 at a position past the input's rank%s%s", "", "");
+            d = x->d[i];
+        } else if (d == -1) {
+            if (infer >= 0) return node_err(n, "the shape has more than one -1%s%s", "", "");
+            infer = i;
+            d = 1;
+        } else if (d < 0) {
+            return node_err(n, "the shape has a negative value%s%s", "", "");
+        }
+        y->d[i] = d;
+        known *= d;
+    }
+    int64_t total = nn_shape_count(x);
+    if (infer >= 0) {
+        if (known == 0 || total % known) return node_err(n, "cannot reshape %s into the requested shape", SHAPE_TXT(*x), "");
+        y->d[infer] = total / known;
+    } else if (known != total) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot reshape %s (%lld values) into %s", SHAPE_TXT(*x), (long long)total, SHAPE_TXT(*y));
+        return node_err(n, "%s%s", msg, "");
+    }
+    return FTL_OK;
+}
+
+static ftl_status infer_squeeze(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    bool drop[NN_MAX_RANK] = {0};
+    if (n->p.n_axes < 0) {
+        for (int i = 1; i < x->rank; i++) drop[i] = x->d[i] == 1; /* never squeeze the batch away */
+    } else {
+        for (int i = 0; i < n->p.n_axes; i++) {
+            int a = 0;
+            FTL_TRY(norm_axis(n, n->p.axes[i], x->rank, false, &a));
+            if (x->d[a] != 1) return node_err(n, "squeezes an axis whose size is not 1 (input %s)", SHAPE_TXT(*x), "");
+            drop[a] = true;
+        }
+    }
+    y->rank = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (!drop[i]) y->d[y->rank++] = x->d[i];
+    return FTL_OK;
+}
+
+static ftl_status infer_unsqueeze(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    int r = x->rank + n->p.n_axes;
+    if (r > NN_MAX_RANK) return node_err(n, "the result has too many dimensions%s%s", "", "");
+    bool ins[NN_MAX_RANK] = {0};
+    for (int i = 0; i < n->p.n_axes; i++) {
+        int a = 0;
+        FTL_TRY(norm_axis(n, n->p.axes[i], r, false, &a));
+        if (ins[a]) return node_err(n, "an axis is repeated%s%s", "", "");
+        ins[a] = true;
+    }
+    y->rank = r;
+    for (int i = 0, k = 0; i < r; i++) y->d[i] = ins[i] ? 1 : x->d[k++];
+    return FTL_OK;
+}
+
+static ftl_status infer_concat(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x0 = in_shape(g, n, 0);
+    int a;
+    FTL_TRY(norm_axis(n, n->p.axis, x0->rank, false, &a));
+    n->p.axis = a;
+    *y = *x0;
+    for (int k = 1; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        const nn_shape *x = in_shape(g, n, k);
+        bool ok = x->rank == x0->rank;
+        for (int i = 0; ok && i < x->rank; i++)
+            if (i != a && x->d[i] != x0->d[i]) ok = false;
+        if (!ok) return node_err(n, "input '%s' %s does not match the others", g->tensors[n->in[k]].name, SHAPE_TXT(*x));
+        y->d[a] += x->d[a];
+    }
+    return FTL_OK;
+}
+
+static ftl_status infer_gemm(nn_graph *g, nn_node *n, nn_shape *y) {
+    FTL_TRY(need_rank(g, n, 0, 2));
+    const nn_shape *a = in_shape(g, n, 0);
+    const nn_tensor *b = &g->tensors[n->in[1]];
+    if (!b->data || b->dtype != NN_F32 || b->shape.rank != 2)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gemm): input B ('%s') must be a 2-D float initializer", n->name, b->name);
+    if (n->p.trans_a) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gemm): attribute 'transA': only 0 is supported", n->name);
+    int64_t k = b->shape.d[n->p.trans_b ? 1 : 0], m = b->shape.d[n->p.trans_b ? 0 : 1];
+    if (a->d[1] != k) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "A is %s but B '%s' is %s (transB=%d)", SHAPE_TXT(*a), b->name, SHAPE_TXT(b->shape), n->p.trans_b);
+        return node_err(n, "%s%s", msg, "");
+    }
+    if (n->n_in > 2 && n->in[2] >= 0) {
+        const nn_tensor *c = &g->tensors[n->in[2]];
+        bool ok = c->data && c->dtype == NN_F32 &&
+                  (c->count == 1 || (c->count == m && c->shape.d[c->shape.rank - 1] == m));
+        if (!ok)
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gemm): input C ('%s') must be a float initializer of shape "
+                            "[%lld] or [1,%lld] (or a scalar)", n->name, c->name, (long long)m, (long long)m);
+    }
+    *y = (nn_shape){.rank = 2, .d = {a->d[0], m}};
+    return FTL_OK;
+}
+
+static ftl_status infer_matmul(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *a = in_shape(g, n, 0);
+    const nn_tensor *b = &g->tensors[n->in[1]];
+    if (!b->data || b->dtype != NN_F32 || b->shape.rank != 2)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (MatMul): input B ('%s') must be a 2-D float initializer", n->name, b->name);
+    if (a->rank < 2) return need_rank(g, n, 0, 2);
+    if (a->d[a->rank - 1] != b->shape.d[0]) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "A is %s but B '%s' is %s", SHAPE_TXT(*a), b->name, SHAPE_TXT(b->shape));
+        return node_err(n, "%s%s", msg, "");
+    }
+    *y = *a;
+    y->d[a->rank - 1] = b->shape.d[1];
+    return FTL_OK;
+}
+
+static ftl_status infer_pad(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    if (n->p.n_pads != 2 * x->rank) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "pads has %d values, the input %s needs %d", n->p.n_pads, SHAPE_TXT(*x), 2 * x->rank);
+        return node_err(n, "%s%s", msg, "");
+    }
+    *y = *x;
+    for (int i = 0; i < x->rank; i++) {
+        y->d[i] = x->d[i] + n->p.pads[i] + n->p.pads[i + x->rank];
+        if (y->d[i] < 1) return node_err(n, "the padding removes a whole axis of %s", SHAPE_TXT(*x), "");
+    }
+    if (n->p.pads[0] || n->p.pads[x->rank])
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Pad): padding the batch axis is not supported", n->name);
+    return FTL_OK;
+}
+
+static ftl_status infer_transpose(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    if (n->p.n_axes < 0) {
+        n->p.n_axes = x->rank;
+        for (int i = 0; i < x->rank; i++) n->p.axes[i] = x->rank - 1 - i;
+    }
+    if (n->p.n_axes != x->rank) return node_err(n, "perm does not match the input %s", SHAPE_TXT(*x), "");
+    bool seen[NN_MAX_RANK] = {0};
+    y->rank = x->rank;
+    for (int i = 0; i < x->rank; i++) {
+        int64_t a = n->p.axes[i];
+        if (a < 0 || a >= x->rank || seen[a]) return node_err(n, "perm is not a permutation%s%s", "", "");
+        seen[a] = true;
+        y->d[i] = x->d[a];
+    }
+    if (n->p.axes[0] != 0)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Transpose): moving the batch axis is not supported", n->name);
+    return FTL_OK;
+}
+
+static ftl_status infer_node(nn_graph *g, nn_node *n, nn_shape *y) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && g->tensors[n->in[k]].shape.rank < 0)
+            return node_err(n, "input '%s' has no known shape%s", g->tensors[n->in[k]].name, "");
+    const nn_shape *x = in_shape(g, n, 0);
+    switch (n->op) {
+    case NN_OP_CONV: return infer_conv(g, n, y);
+    case NN_OP_MAXPOOL: case NN_OP_AVGPOOL: return infer_pool(g, n, y);
+    case NN_OP_BATCHNORM: return infer_batchnorm(g, n, y);
+    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV: return infer_broadcast(g, n, y);
+    case NN_OP_GLOBALAVGPOOL: case NN_OP_GLOBALMAXPOOL:
+        FTL_TRY(need_rank(g, n, 0, 4));
+        *y = (nn_shape){.rank = 4, .d = {x->d[0], x->d[1], 1, 1}};
+        return FTL_OK;
+    case NN_OP_REDUCEMEAN: return infer_reduce_mean(g, n, y);
+    case NN_OP_FLATTEN: {
+        int a = 0;
+        FTL_TRY(norm_axis(n, n->p.axis, x->rank, true, &a));
+        *y = (nn_shape){.rank = 2, .d = {1, 1}};
+        for (int i = 0; i < x->rank; i++) y->d[i < a ? 0 : 1] *= x->d[i];
+        if (a == 0) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Flatten): axis 0 would merge the batch", n->name);
+        return FTL_OK;
+    }
+    case NN_OP_RESHAPE: return infer_reshape(g, n, y);
+    case NN_OP_SQUEEZE: return infer_squeeze(g, n, y);
+    case NN_OP_UNSQUEEZE: return infer_unsqueeze(g, n, y);
+    case NN_OP_CONCAT: return infer_concat(g, n, y);
+    case NN_OP_GEMM: return infer_gemm(g, n, y);
+    case NN_OP_MATMUL: return infer_matmul(g, n, y);
+    case NN_OP_PAD: return infer_pad(g, n, y);
+    case NN_OP_TRANSPOSE: return infer_transpose(g, n, y);
+    default: *y = *x; return FTL_OK; /* element-wise activations, Identity, Dropout */
+    }
+}
+
+static bool is_const_foldable(nn_op op) {
+    return op == NN_OP_IDENTITY || op == NN_OP_DROPOUT || op == NN_OP_RESHAPE || op == NN_OP_FLATTEN ||
+           op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE;
+}
+
+ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
+    for (int t = 0; t < g->n_tensors; t++)
+        if (!g->tensors[t].data && !g->tensors[t].is_input) g->tensors[t].shape.rank = -1;
+    for (int i = 0; i < g->n_inputs; i++) g->tensors[g->inputs[i]].shape.d[0] = batch;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        bool all_const = true;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !nn_is_const(g, n->in[k]) && !(k > 0 && n->op == NN_OP_RESHAPE)) all_const = false;
+        nn_shape y;
+        FTL_TRY(infer_node(g, n, &y));
+        nn_tensor *out = &g->tensors[n->out[0]];
+        if (all_const && is_const_foldable(n->op) && g->tensors[n->in[0]].data) {
+            /* a re-indexing of a constant is that constant with a new shape */
+            nn_tensor *src = &g->tensors[n->in[0]];
+            size_t bytes = (size_t)(src->count ? src->count : 1) * (src->dtype == NN_F32 ? sizeof(float) : sizeof(int64_t));
+            void *copy = malloc(bytes);
+            if (!copy) return ftl_fail(FTL_E_NOMEM, "out of memory");
+            memcpy(copy, src->data, bytes);
+            nn_tensor_set_data(out, src->dtype, copy, &y);
+            out->producer = -1;
+            n->dead = true;
+            continue;
+        }
+        if (all_const)
+            return node_err(n, "all its inputs are constants; computing constants at load time is not supported for "
+                            "this op%s%s", "", "");
+        out->shape = y;
+    }
+    return FTL_OK;
+}

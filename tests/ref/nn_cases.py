@@ -1,0 +1,267 @@
+#!/usr/bin/python3
+"""Builds the ONNX graphs for the nn per-op tests (Debian's python3-onnx + numpy).
+
+usage: nn_cases.py OUTDIR
+Writes OUTDIR/<case>.onnx and OUTDIR/<case>.in.npy for every case, OUTDIR/manifest.txt (one line per
+case: name model input expected tolerance), and OUTDIR/bad/*.onnx (malformed models). The expected
+outputs (<case>.out.npy) are then computed by ONNX Runtime (nn_ort_batch.mjs), not here.
+Inputs are seeded random normals; odd sizes, asymmetric pads, groups and broadcasting on purpose.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+RNG = np.random.default_rng(20261130)
+CASES = []
+
+
+def rand(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def init(name, arr):
+    arr = np.asarray(arr)
+    return numpy_helper.from_array(arr.astype(np.int64 if arr.dtype.kind in "iu" else np.float32), name)
+
+
+class G:
+    """Tiny graph builder: one float input 'x', one output."""
+
+    def __init__(self, name, in_shape, opset=13):
+        self.name, self.in_shape, self.opset = name, list(in_shape), opset
+        self.nodes, self.inits, self.k = [], [], 0
+
+    def t(self, prefix="t"):
+        self.k += 1
+        return f"{prefix}{self.k}"
+
+    def const(self, arr, prefix="c"):
+        n = self.t(prefix)
+        self.inits.append(init(n, arr))
+        return n
+
+    def op(self, op_type, inputs, **attrs):
+        out = self.t(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{op_type}_{self.k}", **attrs))
+        return out
+
+    def conv(self, x, cin, cout, k=(3, 3), group=1, bias=True, **attrs):
+        w = self.const(rand(cout, cin // group, *k, scale=1.0 / np.sqrt(cin // group * k[0] * k[1])), "w")
+        ins = [x, w] + ([self.const(rand(cout, scale=0.1), "b")] if bias else [])
+        return self.op("Conv", ins, kernel_shape=list(k), group=group, **attrs)
+
+    def bn(self, x, c):
+        ins = [x, self.const(RNG.uniform(0.5, 1.5, c)), self.const(rand(c, scale=0.1)),
+               self.const(rand(c, scale=0.1)), self.const(RNG.uniform(0.5, 1.5, c))]
+        return self.op("BatchNormalization", ins, epsilon=1e-3)
+
+    def save(self, outdir, out, tol=1e-4, batch_dim=None):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + self.in_shape[1:])
+        graph = helper.make_graph(self.nodes, self.name, [x], [], initializer=self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)], producer_name="nn_cases.py")
+        model.ir_version = 8
+        inferred = onnx.shape_inference.infer_shapes(model)  # the output's shape, for a checker-valid graph
+        vi = [v for v in inferred.graph.value_info if v.name == out]
+        if not vi:
+            raise SystemExit(f"{self.name}: no inferred shape for {out}")
+        model.graph.output.append(vi[0])
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(outdir, f"{self.name}.onnx"))
+        np.save(os.path.join(outdir, f"{self.name}.in.npy"), rand(*self.in_shape))
+        CASES.append((self.name, tol))
+
+
+def build_cases(d):
+    # ---- Conv: groups, depthwise, asymmetric pads, strides, dilations, bias, auto_pad
+    g = G("conv_basic", [2, 3, 11, 13]); g.save(d, g.conv("x", 3, 8, pads=[1, 1, 1, 1]))
+    g = G("conv_asym_pads_stride2", [2, 4, 10, 10])
+    g.save(d, g.conv("x", 4, 16, bias=False, pads=[0, 0, 1, 1], strides=[2, 2]))
+    g = G("conv_group2_rect_dilated", [2, 8, 12, 9])
+    g.save(d, g.conv("x", 8, 6, k=(3, 2), group=2, pads=[1, 0, 2, 1], dilations=[2, 1]))
+    g = G("conv_depthwise_s2", [3, 16, 15, 15]); g.save(d, g.conv("x", 16, 16, group=16, pads=[1, 1, 1, 1], strides=[2, 2]))
+    g = G("conv_depthwise_mult2", [2, 8, 9, 7]); g.save(d, g.conv("x", 8, 16, group=8, pads=[0, 1, 2, 1]))
+    g = G("conv_1x1_s2", [2, 24, 9, 9]); g.save(d, g.conv("x", 24, 40, k=(1, 1), strides=[2, 2]))
+    g = G("conv_same_upper_s2", [2, 5, 9, 10]); g.save(d, g.conv("x", 5, 7, auto_pad="SAME_UPPER", strides=[2, 2]))
+    g = G("conv_same_lower", [2, 5, 8, 7]); g.save(d, g.conv("x", 5, 7, k=(4, 4), auto_pad="SAME_LOWER"))
+    g = G("conv_valid_5x5_dil2", [2, 3, 17, 16]); g.save(d, g.conv("x", 3, 5, k=(5, 5), auto_pad="VALID", dilations=[2, 2]))
+    # ---- BatchNormalization: folded into a conv, and alone (becomes a 1x1 depthwise conv)
+    g = G("conv_bn_relu", [2, 6, 10, 11]); g.save(d, g.op("Relu", [g.bn(g.conv("x", 6, 12, bias=False, pads=[1, 1, 1, 1]), 12)]))
+    g = G("conv_bias_bn", [2, 6, 7, 7]); g.save(d, g.bn(g.conv("x", 6, 12, k=(1, 1)), 12))
+    g = G("bn_alone", [2, 5, 6, 7]); g.save(d, g.bn("x", 5))
+    # ---- activations: alone (eltwise primitive) and after a conv (fused post-op)
+    acts = [("relu", "Relu", [], {}, 13), ("leakyrelu", "LeakyRelu", [], {"alpha": 0.1}, 13),
+            ("sigmoid", "Sigmoid", [], {}, 13), ("tanh", "Tanh", [], {}, 13),
+            ("hardsigmoid", "HardSigmoid", [], {"alpha": 0.3, "beta": 0.4}, 13), ("hardswish", "HardSwish", [], {}, 14),
+            ("clip06", "Clip", [0.0, 6.0], {}, 13), ("clip_min_only", "Clip", [-0.5], {}, 13)]
+    for name, op, clip, attrs, opset in acts:
+        for fused in (False, True):
+            g = G(f"act_{name}_{'fused' if fused else 'alone'}", [2, 5, 9, 8], opset=opset)
+            x = g.conv("x", 5, 6, pads=[1, 1, 1, 1]) if fused else "x"
+            g.save(d, g.op(op, [x] + [g.const(np.array(v, np.float32)) for v in clip], **attrs))
+    g = G("clip_attrs_opset10", [2, 3, 5, 5], opset=10)
+    g.save(d, g.op("Clip", [g.conv("x", 3, 4)], min=-0.2, max=0.3))
+    # ---- binary ops and broadcasting
+    g = G("add_residual_relu", [2, 8, 9, 9])  # ResNet: relu(bn(conv(x)) + x): sum post-op
+    g.save(d, g.op("Relu", [g.op("Add", [g.bn(g.conv("x", 8, 8, pads=[1, 1, 1, 1], bias=False), 8), "x"])]))
+    g = G("add_two_convs", [2, 6, 7, 9])  # Xception-style: conv + conv shortcut
+    a = g.conv("x", 6, 10, pads=[1, 1, 1, 1]); b = g.conv("x", 6, 10, k=(1, 1))
+    g.save(d, g.op("Add", [a, b]))
+    g = G("add_summand_reused", [2, 4, 6, 6])  # the summand is read again after the add: no in-place
+    r = g.op("Relu", ["x"]); s = g.op("Add", [g.conv(r, 4, 4, pads=[1, 1, 1, 1]), r])
+    g.save(d, g.op("Concat", [s, r], axis=1))
+    g = G("mul_squeeze_excite", [2, 12, 7, 5])
+    gap = g.op("GlobalAveragePool", ["x"])
+    se = g.op("Sigmoid", [g.conv(g.op("Relu", [g.conv(gap, 12, 3, k=(1, 1))]), 3, 12, k=(1, 1))])
+    g.save(d, g.op("Mul", ["x", se]))
+    g = G("mul_broadcast_first", [2, 6, 5, 5])  # the broadcast operand first: swapped
+    g.save(d, g.op("Mul", [g.op("GlobalAveragePool", ["x"]), "x"]))
+    g = G("add_const_per_channel", [2, 6, 5, 4]); g.save(d, g.op("Add", ["x", g.const(rand(6, 1, 1))]))
+    g = G("mul_const_scalar_relu", [2, 3, 5, 4]); g.save(d, g.op("Relu", [g.op("Mul", [g.conv("x", 3, 5), g.const(np.float32(0.7))])]))
+    g = G("sub_const_minus_x", [2, 4, 3, 5]); g.save(d, g.op("Sub", [g.const(rand(1, 4, 1, 1)), "x"]))
+    g = G("sub_x_minus_const", [2, 4, 3, 5]); g.save(d, g.op("Sub", ["x", g.const(rand(4, 3, 5))]))
+    g = G("div_const", [2, 4, 3, 5]); g.save(d, g.op("Div", ["x", g.const(RNG.uniform(0.5, 2, (1, 4, 1, 1)))]))
+    g = G("hardswish_mul_pattern", [2, 4, 6, 6])  # opset-13 exports of hardswish: x * HardSigmoid(x)
+    g.save(d, g.op("Mul", ["x", g.op("HardSigmoid", ["x"], alpha=1 / 6, beta=0.5)]))
+    # ---- pooling (padded cells never win a max: inputs are shifted negative)
+    neg = lambda g: g.op("Add", ["x", g.const(np.float32(-3.0))])
+    g = G("maxpool_3x3_s2_p1", [2, 5, 13, 12]); g.save(d, g.op("MaxPool", [neg(g)], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    g = G("maxpool_asym_pads", [2, 5, 10, 10]); g.save(d, g.op("MaxPool", [neg(g)], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1]))
+    g = G("maxpool_ceil", [2, 3, 10, 11]); g.save(d, g.op("MaxPool", [neg(g)], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
+    g = G("maxpool_dilated", [2, 3, 11, 11]); g.save(d, g.op("MaxPool", ["x"], kernel_shape=[3, 2], dilations=[2, 2], pads=[1, 1, 2, 0]))
+    g = G("maxpool_same_upper", [2, 3, 9, 8]); g.save(d, g.op("MaxPool", [neg(g)], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"))
+    g = G("avgpool_exclude_pad", [2, 4, 9, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 2]))
+    g = G("avgpool_include_pad", [2, 4, 9, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1))
+    g = G("avgpool_ceil", [2, 4, 10, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
+    g = G("gap", [2, 7, 5, 6]); g.save(d, g.op("GlobalAveragePool", [g.conv("x", 7, 9)]))
+    g = G("gmp", [2, 7, 5, 6]); g.save(d, g.op("GlobalMaxPool", ["x"]))
+    g = G("reducemean_hw_keep", [2, 6, 5, 7]); g.save(d, g.op("ReduceMean", [g.conv("x", 6, 8)], axes=[2, 3], keepdims=1))
+    g = G("reducemean_hw_nokeep", [2, 6, 5, 7]); g.save(d, g.op("ReduceMean", [g.conv("x", 6, 8)], axes=[-1, -2], keepdims=0))
+    # ---- shape ops on blocked layouts (after a conv)
+    g = G("flatten_axis1", [2, 3, 4, 5]); g.save(d, g.op("Flatten", [g.conv("x", 3, 5, pads=[1, 1, 1, 1])], axis=1))
+    g = G("flatten_axis2_reshape", [2, 3, 4, 5])  # Flatten(axis=2) mixes the batch into rows; Reshape restores it
+    g.save(d, g.op("Reshape", [g.op("Flatten", [g.conv("x", 3, 5)], axis=2), g.const(np.array([-1, 30], np.int64))]))
+    g = G("reshape_0_minus1", [2, 3, 4, 5]); g.save(d, g.op("Reshape", [g.conv("x", 3, 6), g.const(np.array([0, -1, 4], np.int64))]))
+    g = G("squeeze_unsqueeze", [2, 6, 4, 4])
+    s = g.op("Squeeze", [g.op("GlobalAveragePool", [g.conv("x", 6, 8)]), g.const(np.array([2, 3], np.int64))])
+    g.save(d, g.op("Unsqueeze", [s, g.const(np.array([1], np.int64))]))
+    g = G("squeeze_opset11_attr", [2, 6, 4, 4], opset=11)
+    g.save(d, g.op("Squeeze", [g.op("GlobalMaxPool", ["x"])], axes=[3, 2]))
+    g = G("concat_channels_odd", [2, 4, 7, 6])
+    g.save(d, g.op("Concat", [g.conv("x", 4, 5, pads=[1, 1, 1, 1]), g.conv("x", 4, 7, k=(1, 1)), "x"], axis=1))
+    g = G("concat_axis2", [2, 3, 4, 5]); g.save(d, g.op("Concat", [g.conv("x", 3, 3, pads=[1, 1, 1, 1]), "x"], axis=2))
+    g = G("transpose_nhwc_input", [2, 9, 7, 3])  # a channels-last input adapter
+    g.save(d, g.conv(g.op("Transpose", ["x"], perm=[0, 3, 1, 2]), 3, 8, pads=[1, 1, 1, 1]))
+    g = G("transpose_to_nhwc", [2, 3, 5, 4]); g.save(d, g.op("Transpose", [g.conv("x", 3, 6)], perm=[0, 2, 3, 1]))
+    g = G("pad_zero_folded", [2, 4, 8, 9])
+    g.save(d, g.conv(g.op("Pad", ["x", g.const(np.array([0, 0, 1, 0, 0, 0, 2, 1], np.int64))]), 4, 6, strides=[2, 2]))
+    g = G("pad_value", [2, 4, 5, 6])
+    g.save(d, g.op("Pad", [g.conv("x", 4, 3), g.const(np.array([0, 0, 2, 1, 0, 1, 0, 3], np.int64)), g.const(np.float32(0.5))]))
+    g = G("pad_negative_crop", [2, 3, 8, 8]); g.save(d, g.op("Pad", ["x", g.const(np.array([0, 0, -1, 2, 0, 0, 1, -2], np.int64))]))
+    g = G("identity_dropout", [2, 3, 6, 6])
+    g.save(d, g.op("Dropout", [g.op("Identity", [g.conv("x", 3, 4)])]))
+    # ---- Gemm / MatMul heads
+    g = G("gemm_transb_alpha_beta", [3, 8, 5, 5])
+    f = g.op("Flatten", [g.op("GlobalAveragePool", [g.conv("x", 8, 12)])], axis=1)
+    g.save(d, g.op("Gemm", [f, g.const(rand(10, 12)), g.const(rand(10))], transB=1, alpha=0.5, beta=2.0))
+    g = G("gemm_nontrans_scalar_c_relu", [3, 6, 4, 4])
+    f = g.op("Flatten", [g.op("GlobalAveragePool", ["x"])])
+    g.save(d, g.op("Relu", [g.op("Gemm", [f, g.const(rand(6, 9)), g.const(np.array([0.25], np.float32))])]))
+    g = G("matmul_2d", [3, 16, 1, 1]); g.save(d, g.op("MatMul", [g.op("Flatten", ["x"]), g.const(rand(16, 7))]))
+    g = G("matmul_3d", [2, 5, 3, 4])
+    g.save(d, g.op("MatMul", [g.op("Reshape", ["x", g.const(np.array([0, 15, 4], np.int64))]), g.const(rand(4, 6))]))
+
+
+def bad_models(d):
+    """Malformed models: each must give a clear error, never a crash."""
+    os.makedirs(d, exist_ok=True)
+
+    def model(nodes, inits, outputs=("y",), inputs=(("x", [1, 3, 8, 8]),), opset=13):
+        ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs]
+        outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+        g = helper.make_graph(nodes, "bad", ins, outs, initializer=inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        return m
+
+    w = init("W", rand(4, 3, 3, 3))
+    conv = helper.make_node("Conv", ["x", "W"], ["y"], name="conv1", kernel_shape=[3, 3])
+    onnx.save(model([conv], []), f"{d}/missing_initializer.onnx")
+    onnx.save(model([conv], [init("W", rand(4, 5, 3, 3))]), f"{d}/wrong_shapes.onnx")
+    onnx.save(model([helper.make_node("FooBar", ["x"], ["y"], name="mystery")], []), f"{d}/unknown_op.onnx")
+    onnx.save(model([helper.make_node("Conv", ["x", "W"], ["y"], name="conv1", kernel_shape=[3, 3], foo=1)], [w]),
+              f"{d}/unknown_attribute.onnx")
+    onnx.save(model([helper.make_node("MaxPool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2], storage_order=1)], []),
+              f"{d}/unsupported_attribute_value.onnx")
+    cyc = [helper.make_node("Relu", ["x2"], ["x1"], name="a"), helper.make_node("Relu", ["x1"], ["x2"], name="b"),
+           helper.make_node("Add", ["x", "x2"], ["y"], name="c")]
+    onnx.save(model(cyc, []), f"{d}/cycle.onnx")
+    onnx.save(model([helper.make_node("Relu", ["x"], ["x"], name="self")], [], outputs=("x",)), f"{d}/self_loop.onnx")
+    onnx.save(model([helper.make_node("Add", ["x", "z"], ["y"], name="add")], [], inputs=(("x", [1, 3, 8, 8]), ("z", [1, 3, 8, 8]))),
+              f"{d}/two_inputs.onnx")
+    onnx.save(model([helper.make_node("Relu", ["x"], ["y"], name="r1"), helper.make_node("Relu", ["x"], ["y"], name="r2")], []),
+              f"{d}/duplicate_output.onnx")
+
+    def external(name, location, offset, length, data_bytes=None):
+        t = init("W", rand(4, 3, 3, 3))
+        t.ClearField("raw_data")
+        t.ClearField("float_data")
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        onnx.save(model([conv], [t]), f"{d}/{name}.onnx")
+        if data_bytes is not None:
+            with open(f"{d}/{name}.bin", "wb") as f:
+                f.write(data_bytes)
+
+    external("missing_external_file", "missing_external_file.bin", 0, 432)
+    external("offset_past_end", "offset_past_end.bin", 4096, 432, b"\0" * 1000)
+    external("length_past_end", "length_past_end.bin", 640, 432, b"\0" * 1000)
+    external("external_escapes_folder", "../offset_past_end.bin", 0, 432)
+    external("external_wrong_length", "external_wrong_length.bin", 0, 400, b"\0" * 1000)
+    t = init("W", rand(4, 3, 3, 3))
+    t.raw_data = t.raw_data[:100]
+    onnx.save(model([conv], [t]), f"{d}/raw_data_short.onnx")
+    onnx.save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [], opset=3), f"{d}/old_opset.onnx")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "dyn", [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, f"{d}/dynamic_hw.onnx")
+    flat = helper.make_node("Flatten", ["x"], ["y"], name="flat2", axis=2)
+    onnx.save(model([flat], []), f"{d}/batch_mixed_output.onnx")
+
+
+def resize_refs(d):
+    """Pillow Image.resize(BILINEAR) of random RGB images: the reference for ftl's input resize."""
+    from PIL import Image
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "manifest.txt"), "w") as f:
+        for sw, sh, dw, dh in ((299, 299, 224, 224), (256, 256, 224, 224), (128, 128, 224, 224), (224, 224, 299, 299),
+                               (97, 61, 13, 40), (50, 50, 50, 31), (33, 20, 7, 20)):
+            src = RNG.integers(0, 256, (sh, sw, 3), dtype=np.uint8)
+            dst = np.asarray(Image.fromarray(src).resize((dw, dh), Image.BILINEAR))
+            name = f"{sw}x{sh}_to_{dw}x{dh}"
+            src.tofile(os.path.join(d, f"{name}.src.rgb"))
+            dst.tofile(os.path.join(d, f"{name}.dst.rgb"))
+            f.write(f"{name} {sw} {sh} {dw} {dh}\n")
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    build_cases(outdir)
+    bad_models(os.path.join(outdir, "bad"))
+    resize_refs(os.path.join(outdir, "resize"))
+    with open(os.path.join(outdir, "manifest.txt"), "w") as f:
+        for name, tol in CASES:
+            f.write(f"{name} {name}.onnx {name}.in.npy {name}.out.npy {tol}\n")
+    print(f"{len(CASES)} cases")
+
+
+if __name__ == "__main__":
+    main()

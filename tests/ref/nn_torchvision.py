@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""torchvision mobilenet_v2 and resnet50 (random weights, seeded; BatchNorm statistics randomised
+so folding matters) exported with torch.onnx, with PyTorch's own outputs as the reference.
+
+usage: nn_torchvision.py OUTDIR
+Writes per model: <m>.onnx (opset 13, dynamic batch), <m>.in.npy (float input) and <m>.out.npy
+(PyTorch logits for it), <m>.images.rgb (3 random uint8 256x256x3 images) and <m>.images.out.npy
+(logits for those images after Pillow BILINEAR resize to 224 and torchvision normalisation), and
+for resnet50 <m>.features.npy + <m>.features_name.txt (the pooled 2048-d features under fc).
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torchvision
+from PIL import Image
+
+MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def randomize_bn(model, gen):
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            c = m.num_features
+            m.weight.data = torch.rand(c, generator=gen) + 0.5
+            m.bias.data = torch.randn(c, generator=gen) * 0.1
+            m.running_mean = torch.randn(c, generator=gen) * 0.1
+            m.running_var = torch.rand(c, generator=gen) + 0.5
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(2)
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 256, (3, 256, 256, 3), dtype=np.uint8)
+    # the reference preprocessing: Pillow resize, then (q/255 - mean) / std, computed in float64
+    resized = np.stack([np.asarray(Image.fromarray(im).resize((224, 224), Image.BILINEAR)) for im in images])
+    pre = ((resized.astype(np.float64) / 255.0 - MEAN.astype(np.float64)) / STD.astype(np.float64)).astype(np.float32)
+    pre = np.ascontiguousarray(pre.transpose(0, 3, 1, 2))
+    for name in ("mobilenet_v2", "resnet50"):
+        gen = torch.Generator().manual_seed(1)
+        torch.manual_seed(1)
+        model = getattr(torchvision.models, name)(weights=None).eval()
+        randomize_bn(model, gen)
+        x = torch.randn(3, 3, 224, 224, generator=gen)
+        path = os.path.join(out, f"{name}.onnx")
+        torch.onnx.export(model, x, path, opset_version=13, input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+        with torch.no_grad():
+            np.save(os.path.join(out, f"{name}.in.npy"), x.numpy())
+            np.save(os.path.join(out, f"{name}.out.npy"), model(x).numpy())
+            np.save(os.path.join(out, f"{name}.images.out.npy"), model(torch.from_numpy(pre)).numpy())
+            images.tofile(os.path.join(out, f"{name}.images.rgb"))
+            if name == "resnet50":
+                import onnx
+                g = onnx.load(path, load_external_data=False).graph
+                gemm = [n for n in g.node if n.op_type == "Gemm"][-1]
+                with open(os.path.join(out, f"{name}.features_name.txt"), "w") as f:
+                    f.write(gemm.input[0] + "\n")
+                model.fc = torch.nn.Identity()
+                np.save(os.path.join(out, f"{name}.features.npy"), model(x).numpy())
+        print(f"exported {name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+/* Helpers shared by the nn unit tests (see nn_testutil.h). */
+#include "nn_testutil.h"
+#include "test.h"
+#include "util/fsutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint8_t *nn_test_read(const char *path, size_t *size) {
+    uint8_t *data;
+    if (ftl_read_file(path, &data, size) != FTL_OK) return NULL;
+    return data;
+}
+
+bool nn_npy_read(const char *path, nn_npy *out) {
+    memset(out, 0, sizeof *out);
+    size_t size;
+    uint8_t *b = nn_test_read(path, &size);
+    if (!b) {
+        printf("  cannot read %s (reference data missing: run tests/ref/gen_nn.sh)\n", path);
+        return false;
+    }
+    bool ok = false;
+    size_t hlen = 0, start = 0;
+    if (size >= 10 && memcmp(b, "\x93NUMPY", 6) == 0) {
+        if (b[6] == 1) hlen = b[8] | (size_t)b[9] << 8, start = 10;
+        else if (size >= 12) hlen = b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24, start = 12;
+    }
+    if (start && start + hlen <= size) {
+        char *h = strndup((const char *)b + start, hlen);
+        char *shape = strstr(h, "'shape': (");
+        if (strstr(h, "'descr': '<f4'") && strstr(h, "'fortran_order': False") && shape) {
+            char *p = shape + 10;
+            out->count = 1;
+            while (*p && *p != ')' && out->rank < 8) {
+                char *end;
+                long long d = strtoll(p, &end, 10);
+                if (end == p) break;
+                out->shape[out->rank++] = d;
+                out->count *= d;
+                p = end;
+                while (*p == ',' || *p == ' ') p++;
+            }
+            size_t bytes = (size_t)out->count * 4;
+            if (start + hlen + bytes == size) {
+                out->data = malloc(bytes ? bytes : 4);
+                memcpy(out->data, b + start + hlen, bytes);
+                ok = true;
+            }
+        }
+        free(h);
+    }
+    if (!ok) printf("  %s: not a float32 C-order .npy file\n", path);
+    free(b);
+    return ok;
+}
+
+void nn_npy_free(nn_npy *a) {
+    free(a->data);
+    a->data = NULL;
+}
+
+double nn_max_abs_diff(const float *a, const float *b, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates as the maximum */
+    }
+    return m;
+}
+
+double nn_cosine(const float *a, const float *b, int64_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+double nn_min_row_cosine(const float *a, const float *b, int rows, int64_t dim) {
+    double m = 1.0;
+    for (int r = 0; r < rows; r++) {
+        double c = nn_cosine(a + (size_t)r * dim, b + (size_t)r * dim, dim);
+        if (!(c >= m)) m = c;
+    }
+    return m;
+}

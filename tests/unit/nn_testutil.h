@@ -1,0 +1,26 @@
+/* Helpers shared by the nn unit tests: reference files (.npy, raw float32), comparisons. */
+#ifndef FTL_NN_TESTUTIL_H
+#define FTL_NN_TESTUTIL_H
+
+#include "ftl.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct nn_npy {
+    float *data;         /* float32 arrays only */
+    int rank;
+    int64_t shape[8];
+    int64_t count;
+} nn_npy;
+
+/* Reads a little-endian float32 .npy (v1/v2 header, C order); false with a message on failure. */
+bool nn_npy_read(const char *path, nn_npy *out);
+void nn_npy_free(nn_npy *a);
+/* Reads a whole file; NULL when missing. */
+uint8_t *nn_test_read(const char *path, size_t *size);
+double nn_max_abs_diff(const float *a, const float *b, int64_t n);
+double nn_cosine(const float *a, const float *b, int64_t n);
+/* Smallest per-row cosine over `rows` rows of `dim` floats. */
+double nn_min_row_cosine(const float *a, const float *b, int rows, int64_t dim);
+
+#endif

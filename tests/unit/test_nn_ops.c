@@ -1,0 +1,91 @@
+/* Per-op tests: every graph built by tests/ref/nn_cases.py (Conv variants, BatchNormalization,
+ * activations fused and alone, broadcasting binary ops, pools, shape ops, Gemm/MatMul) run by
+ * ftl and compared with ONNX Runtime's outputs (tests/ref/nn_ort_batch.mjs), in fp32 with the
+ * whole batch, in fp32 one image at a time, and in bf16 (cosine). */
+#include "nn_testutil.h"
+#include "test.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec, int64_t out_count) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = batch;
+    o.precision = prec;
+    ftl_model *m;
+    if (ftl_model_load(model, &o, &m) != FTL_OK) {
+        printf("  load %s: %s\n", model, ftl_last_error());
+        return NULL;
+    }
+    int n = (int)in->shape[0];
+    float *out = NULL;
+    if (ftl_model_get_info(m)->feature_dim * n != out_count) {
+        printf("  %s: %lld features per image, ONNX Runtime has %lld\n", model, ftl_model_get_info(m)->feature_dim,
+               (long long)(out_count / n));
+    } else {
+        out = malloc((size_t)out_count * sizeof *out);
+        if (ftl_model_run(m, in->data, n, out) != FTL_OK) {
+            printf("  run %s: %s\n", model, ftl_last_error());
+            free(out);
+            out = NULL;
+        }
+    }
+    ftl_model_free(m);
+    return out;
+}
+
+TEST(nn_ops_vs_onnxruntime) {
+    char *dir = ftl_format("%s/ref/nn/ops", ftl_test_build_dir());
+    char *manifest = ftl_format("%s/manifest.txt", dir);
+    size_t size;
+    char *text = (char *)nn_test_read(manifest, &size);
+    if (!text) {
+        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_nn.sh (tests/run_tests.sh does)", manifest);
+        free(dir);
+        free(manifest);
+        return;
+    }
+    text = realloc(text, size + 1);
+    text[size] = 0;
+    int cases = 0, bad = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[128], model[160], input[160], output[160];
+        double tol;
+        if (sscanf(line, "%127s %159s %159s %159s %lf", name, model, input, output, &tol) != 5) continue;
+        cases++;
+        char *mp = ftl_format("%s/%s", dir, model), *ip = ftl_format("%s/%s", dir, input), *op = ftl_format("%s/%s", dir, output);
+        nn_npy x, y;
+        bool ok = nn_npy_read(ip, &x) && nn_npy_read(op, &y);
+        if (ok) {
+            int n = (int)x.shape[0];
+            float *whole = run_case(mp, &x, n, FTL_NN_FP32, y.count);
+            float *single = run_case(mp, &x, 1, FTL_NN_FP32, y.count);
+            float *bf = run_case(mp, &x, n, FTL_NN_BF16, y.count);
+            double d1 = whole ? nn_max_abs_diff(whole, y.data, y.count) : -1;
+            double d2 = single ? nn_max_abs_diff(single, y.data, y.count) : -1;
+            double c = bf ? nn_min_row_cosine(bf, y.data, n, y.count / n) : -1;
+            ok = whole && single && bf && d1 <= tol && d2 <= tol && c >= 0.999;
+            printf("  %-32s %s fp32 max|diff| %.2g (batch %d), %.2g (batch 1); bf16 cosine %.6f\n", name,
+                   ok ? "ok  " : "FAIL", d1, n, d2, c);
+            free(whole);
+            free(single);
+            free(bf);
+        }
+        if (!ok) {
+            bad++;
+            ftl_test_fail(__FILE__, __LINE__, "case %s differs from ONNX Runtime (or failed to run)", name);
+        }
+        nn_npy_free(&x);
+        nn_npy_free(&y);
+        free(mp);
+        free(ip);
+        free(op);
+    }
+    if (cases < 60) ftl_test_fail(__FILE__, __LINE__, "only %d cases in %s", cases, manifest);
+    printf("  %d cases, %d failed\n", cases, bad);
+    free(text);
+    free(dir);
+    free(manifest);
+}

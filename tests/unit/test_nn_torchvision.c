@@ -1,0 +1,109 @@
+/* torchvision mobilenet_v2 and resnet50 (random weights, exported by tests/ref/nn_torchvision.py
+ * with torch.onnx) against PyTorch's outputs: float input, the uint8 path with torch scaling and a
+ * 256 -> 224 Pillow-BILINEAR resize, and --features-from the pooled features under fc. */
+#include "nn_testutil.h"
+#include "test.h"
+#include "util/fsutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double max_abs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return m;
+}
+
+/* |ftl - torch| <= rel * max(1, max|torch|): random-weight ResNet-50 logits reach ~600. */
+static void compare(const char *what, const float *got, const nn_npy *ref, double rel) {
+    double d = nn_max_abs_diff(got, ref->data, ref->count), scale = max_abs(ref->data, ref->count);
+    double tol = rel * (scale > 1 ? scale : 1);
+    printf("  %-34s max |ftl - torch| %.3g (max |torch| %.4g, tolerance %.3g)\n", what, d, scale, tol);
+    if (!(d <= tol)) ftl_test_fail(__FILE__, __LINE__, "%s: %g > %g", what, d, tol);
+}
+
+static ftl_model *load(const char *path, int batch, const char *features_from) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = batch;
+    o.features_from = features_from;
+    ftl_model *m = NULL;
+    if (ftl_model_load(path, &o, &m) != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "load %s: %s", path, ftl_last_error());
+    return m;
+}
+
+static void check_model(const char *name) {
+    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), name);
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    char *img_p = ftl_format("%s.images.rgb", base), *img_out_p = ftl_format("%s.images.out.npy", base);
+    nn_npy x = {0}, y = {0}, yi = {0};
+    size_t img_size = 0;
+    uint8_t *images = NULL;
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || !nn_npy_read(img_out_p, &yi) ||
+        !(images = nn_test_read(img_p, &img_size)) || img_size != 3u * 256 * 256 * 3) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for %s missing: run tests/ref/gen_nn.sh", name);
+    } else {
+        ftl_model *m = load(onnx, 2, NULL); /* batches of 2: one full, one partial */
+        if (m) {
+            float *out = malloc((size_t)y.count * sizeof *out);
+            if (ftl_model_run(m, x.data, 3, out) == FTL_OK) compare("fp32, float input", out, &y, 2e-5);
+            else ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+            ftl_nn_preprocess pp;
+            ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TORCH);
+            if (ftl_model_extract_features(m, &pp, images, 3, 256, out) == FTL_OK)
+                compare("uint8 256px, torch scale, resize", out, &yi, 2e-5);
+            else ftl_test_fail(__FILE__, __LINE__, "extract: %s", ftl_last_error());
+            free(out);
+            ftl_model_free(m);
+        }
+    }
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    nn_npy_free(&yi);
+    free(images);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
+    free(img_p);
+    free(img_out_p);
+}
+
+TEST(nn_torchvision_mobilenet_v2) { check_model("mobilenet_v2"); }
+TEST(nn_torchvision_resnet50) { check_model("resnet50"); }
+
+TEST(nn_torchvision_resnet50_features_from) {
+    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base);
+    char *f_p = ftl_format("%s.features.npy", base), *name_p = ftl_format("%s.features_name.txt", base);
+    nn_npy x = {0}, f = {0};
+    size_t len = 0;
+    char *name = (char *)nn_test_read(name_p, &len);
+    if (!name || !nn_npy_read(in_p, &x) || !nn_npy_read(f_p, &f)) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data missing: run tests/ref/gen_nn.sh");
+    } else {
+        name = realloc(name, len + 1);
+        name[len] = 0;
+        name[strcspn(name, "\n")] = 0;
+        ftl_model *m = load(onnx, 3, name);
+        if (m) {
+            const ftl_model_info *i = ftl_model_get_info(m);
+            CHECK_EQ_INT(i->feature_dim, 2048);
+            CHECK_STR_EQ(i->feature_name, name);
+            float *out = malloc((size_t)f.count * sizeof *out);
+            if (i->feature_dim == 2048 && ftl_model_run(m, x.data, 3, out) == FTL_OK)
+                compare("--features-from pooled features", out, &f, 2e-5);
+            free(out);
+            ftl_model_free(m);
+        }
+    }
+    free(name);
+    nn_npy_free(&x);
+    nn_npy_free(&f);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(f_p);
+    free(name_p);
+}
