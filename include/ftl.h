@@ -12,5 +12,7 @@
 #include "ftl/image.h"
 #include "ftl/prep.h"
 #include "ftl/nn.h"
+#include "ftl/loader.h"
+#include "ftl/embed.h"
 
 #endif

@@ -45,6 +45,7 @@ bool cli_parse_bytes(const char *text, int64_t *bytes);
 /* One function per subcommand; argv[0] is the subcommand name. */
 int cli_cmd_prep(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
+int cli_cmd_embed(int argc, char **argv);
 int cli_cmd_inspect_model(int argc, char **argv); /* ftl inspect MODEL.onnx */
 
 #endif

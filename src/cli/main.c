@@ -12,6 +12,7 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"prep", cli_cmd_prep, "image folders -> Parquet dataset (the article's thumbnail recipe)"},
+    {"embed", cli_cmd_embed, "dataset -> feature vectors through a frozen ONNX backbone (the feature cache)"},
     {"inspect", cli_cmd_inspect, "describe a Parquet dataset or an ONNX model"},
 };
 enum { SUBCOMMAND_COUNT = sizeof subcommands / sizeof subcommands[0] };

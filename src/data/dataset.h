@@ -19,6 +19,19 @@
 #define FTL_META_VAL_FRACTION  "ftl.val_fraction"
 #define FTL_META_RESIZE        "ftl.resize"        /* the recipe, e.g. "pillow-9.4-thumbnail-lanczos+pad-white" */
 
+/* Feature files (`ftl embed`, the feature cache): label, features (FIXED_LEN_BYTE_ARRAY of
+ * 4*D bytes: D float32, little-endian), path; plus these keys and the source's ftl.classes. */
+#define FTL_META_FEATURES_FORMAT  "ftl-features-1"
+#define FTL_META_BACKBONE_SHA256  "ftl.backbone_sha256"
+#define FTL_META_BACKBONE_PATH    "ftl.backbone_path"
+#define FTL_META_FEATURE_TENSOR   "ftl.feature_tensor"
+#define FTL_META_FEATURE_DIM      "ftl.feature_dim"
+#define FTL_META_PREPROCESS       "ftl.preprocess"         /* JSON: scaling, mean/std, resize, layout */
+#define FTL_META_PRECISION        "ftl.precision"          /* fp32 or bf16 */
+#define FTL_META_SOURCE_FINGERPRINT "ftl.source_fingerprint"
+#define FTL_META_SOURCE_IMAGE_SIZE  "ftl.source_image_size"
+#define FTL_COLUMN_FEATURES "features"
+
 #define FTL_COLUMN_LABEL "label"
 #define FTL_COLUMN_IMAGE "image"
 #define FTL_COLUMN_PATH  "path"

@@ -115,7 +115,8 @@ static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int grou
     int64_t rows = rb->label.rows;
     if (rb->value.rows != rows || (with_paths && rb->path.rows != rows))
         return ftl_fail(FTL_E_FORMAT, "%s: row group %d: columns have different row counts", f->path, group);
-    loader_rows_reserve(&rb->whole, rows, row_bytes, with_paths, with_paths ? rb->path.offsets[rows] : 0);
+    /* Paths are stored NUL-terminated (one extra byte each) so rows can hand out C strings. */
+    loader_rows_reserve(&rb->whole, rows, row_bytes, with_paths, with_paths ? rb->path.offsets[rows] + rows : 0);
     const char *label_name = l->o.label_column, *value_name = l->o.value_column;
     for (int64_t i = 0; i < rows; i++) {
         if (rb->label.validity && !rb->label.validity[i])
@@ -154,9 +155,15 @@ static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int grou
         memcpy(rb->whole.values, rb->value.values, (size_t)(rows * row_bytes));
     }
     if (with_paths) {
-        memcpy(rb->whole.path_offsets, rb->path.offsets, (size_t)(rows + 1) * sizeof(int64_t));
-        memcpy(rb->whole.path_data, rb->path.data, (size_t)rb->path.offsets[rows]);
-        rb->whole.path_data[rb->path.offsets[rows]] = '\0';
+        int64_t at = 0;
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t n = rb->path.offsets[i + 1] - rb->path.offsets[i];
+            rb->whole.path_offsets[i] = at;
+            memcpy(rb->whole.path_data + at, rb->path.data + rb->path.offsets[i], (size_t)n);
+            rb->whole.path_data[at + n] = '\0';
+            at += n + 1;
+        }
+        rb->whole.path_offsets[rows] = at;
     }
     return FTL_OK;
 }

@@ -58,10 +58,10 @@ static ftl_status collect_folder(const char *dir, path_list *out, int depth) {
     return st;
 }
 
-static ftl_status expand_sources(const ftl_loader_options *o, path_list *out) {
-    if (o->source_count < 1) return ftl_fail(FTL_E_INVALID_ARG, "the loader needs at least one Parquet file or folder");
-    for (int i = 0; i < o->source_count; i++) {
-        const char *s = o->sources[i];
+static ftl_status expand_into(const char *const *sources, int source_count, path_list *out) {
+    if (source_count < 1) return ftl_fail(FTL_E_INVALID_ARG, "the loader needs at least one Parquet file or folder");
+    for (int i = 0; i < source_count; i++) {
+        const char *s = sources[i];
         if (!ftl_path_exists(s)) return ftl_fail(FTL_E_NOT_FOUND, "dataset %s does not exist", s);
         if (ftl_is_directory(s)) {
             int before = out->count;
@@ -71,6 +71,19 @@ static ftl_status expand_sources(const ftl_loader_options *o, path_list *out) {
             path_list_push(out, ftl_strdup(s));
         }
     }
+    return FTL_OK;
+}
+
+ftl_status loader_expand_sources(const char *const *sources, int source_count, char ***paths, int *count) {
+    path_list l = {0};
+    ftl_status st = expand_into(sources, source_count, &l);
+    if (st != FTL_OK) {
+        for (int i = 0; i < l.count; i++) free(l.items[i]);
+        free(l.items);
+        return st;
+    }
+    *paths = l.items;
+    *count = l.count;
     return FTL_OK;
 }
 
@@ -109,6 +122,10 @@ static ftl_status decide_row_bytes(const ftl_loader_options *o, loader_plan *p) 
     const char *meta = ftl_parquet_metadata_get(f->parquet, FTL_META_IMAGE_SIZE);
     const ftl_parquet_column_info *value = ftl_parquet_column(f->parquet, f->value_column);
     int size = o->image_size;
+    if (size == 0 && value->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY && value->fixed_length > 0) {
+        p->row_bytes = value->fixed_length; /* feature vectors */
+        return FTL_OK;
+    }
     if (size == 0 && meta) {
         char *end;
         long s = strtol(meta, &end, 10);
@@ -119,8 +136,6 @@ static ftl_status decide_row_bytes(const ftl_loader_options *o, loader_plan *p) 
     if (size > 0) {
         p->image_size = size;
         p->row_bytes = (int64_t)size * size * 3;
-    } else if (value->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY && value->fixed_length > 0) {
-        p->row_bytes = value->fixed_length;
     } else {
         return ftl_fail(FTL_E_INVALID_ARG,
                         "%s: cannot tell the size of the '%s' values (no %s metadata); pass the image size "
@@ -162,7 +177,7 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
     p->shard = o->shard;
     p->num_shards = o->num_shards;
     path_list paths = {0};
-    ftl_status st = expand_sources(o, &paths);
+    ftl_status st = expand_into(o->sources, o->source_count, &paths);
     p->files = ftl_xcalloc((size_t)(paths.count ? paths.count : 1), sizeof *p->files);
     p->file_count = paths.count;
     for (int i = 0; i < paths.count; i++) p->files[i].path = paths.items[i];

@@ -35,6 +35,8 @@ typedef struct loader_plan {
     int64_t batches_per_epoch;
 } loader_plan;
 
+/* Files named by `sources`: files as given, folders searched for *.parquet part files (sorted). */
+ftl_status loader_expand_sources(const char *const *sources, int source_count, char ***paths, int *count);
 ftl_status loader_plan_build(const ftl_loader_options *options, loader_plan *plan);
 void loader_plan_free(loader_plan *plan);
 /* order[0..piece_count): the pieces of pass `pass` (identity order when !shuffle). */

@@ -378,3 +378,33 @@ TEST(loader_errors_name_file_column_and_row) {
     ftl_loader_close(l);
     free(path);
 }
+
+TEST(loader_paths_belong_to_their_rows) {
+    const char *dir = ftl_test_scratch_dir();
+    int groups[] = {9, 4};
+    char *path = write_dataset(dir, "d.parquet", 60, groups, 2, 3, 1, ROW_BYTES);
+    char *cache = ftl_format("%s/cache", dir);
+    const char *src[1] = {path};
+    for (int with_cache = 0; with_cache < 2; with_cache++) {
+        ftl_loader_options o = options_for(src, 7);
+        o.path_column = "path", o.epochs = 2, o.shuffle_buffer = 20;
+        if (with_cache) o.cache_dir = cache;
+        ftl_loader *l;
+        REQUIRE_OK(ftl_loader_open(&o, &l));
+        ftl_batch b;
+        int64_t n = 0;
+        while (ftl_loader_next(l, &b) == FTL_OK && b.rows > 0)
+            for (int64_t i = 0; i < b.rows; i++, n++) {
+                char want[32];
+                snprintf(want, sizeof want, "img_%06lld.png", (long long)row_of(&b, i));
+                if (!b.paths || strcmp(b.paths[i], want) != 0) {
+                    ftl_test_fail(__FILE__, __LINE__, "row %lld has path '%s'", (long long)row_of(&b, i), b.paths ? b.paths[i] : "(none)");
+                    break;
+                }
+            }
+        ftl_loader_close(l);
+        CHECK_EQ_INT(n, 120);
+    }
+    free(cache);
+    free(path);
+}

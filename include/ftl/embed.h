@@ -1,0 +1,48 @@
+/* ftl public API: `ftl embed`, a dataset of images -> a dataset of feature vectors (the feature
+ * cache). Every image goes once through the frozen backbone; the output keeps the source's row
+ * order, labels and paths, and records what produced it (backbone sha256, feature tensor,
+ * preprocessing, precision, source dataset fingerprint) so a stale cache is never reused. */
+#ifndef FTL_EMBED_H
+#define FTL_EMBED_H
+
+#include "ftl/base.h"
+#include "ftl/nn.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct ftl_embed_options {
+    const char *const *sources;    /* dataset files or folders (ftl prep output, Spark parts, ...) */
+    int source_count;
+    const char *backbone_path;     /* ONNX model */
+    const char *output_path;       /* features .parquet */
+    const char *features_from;     /* NULL: the graph output */
+    ftl_nn_precision precision;
+    ftl_nn_preprocess preprocess;  /* defaults to tf scaling (x/127.5 - 1) */
+    int image_size;                /* 0: from the dataset metadata */
+    int batch;                     /* images per forward pass; default 32 */
+    int threads;                   /* backbone threads; 0 = all cores */
+    int loader_threads;            /* background readers; 0 = 1 */
+    bool overwrite;
+    bool show_progress;
+    int shard, num_shards;         /* embed only this shard's rows (data parallelism) */
+} ftl_embed_options;
+
+void ftl_embed_options_init(ftl_embed_options *options);
+
+typedef struct ftl_embed_summary {
+    int64_t rows;
+    int64_t feature_dim;
+    double seconds;            /* whole run */
+    double compute_seconds;    /* inside the backbone */
+    double wait_seconds;       /* waiting for the loader */
+    char backbone_sha256[65];
+    char dataset_fingerprint[65];
+} ftl_embed_summary;
+
+ftl_status ftl_embed_run(const ftl_embed_options *options, ftl_embed_summary *summary);
+
+/* A fingerprint of a dataset (sha256 over each file's name, size and Parquet footer): changes
+ * when the data is rewritten; byte-identical rewrites (same prep, same seed) keep it. */
+ftl_status ftl_dataset_fingerprint(const char *const *sources, int source_count, char hex[65]);
+
+#endif

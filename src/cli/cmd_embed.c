@@ -1,0 +1,56 @@
+/* ftl embed DATA --backbone MODEL.onnx OUT: the feature cache by hand. */
+#include "cli.h"
+
+#include <stdio.h>
+
+int cli_cmd_embed(int argc, char **argv) {
+    ftl_embed_options o;
+    ftl_embed_options_init(&o);
+    const char *backbone = NULL, *features_from = NULL, *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32";
+    bool quiet = false;
+    const cli_flag flags[] = {
+        {"backbone", CLI_STRING, &backbone, "MODEL.onnx", "the frozen backbone (required)"},
+        {"features-from", CLI_STRING, &features_from, "TENSOR", "take features from this tensor (default: the graph output)"},
+        {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
+        {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units: x = (q/255 - mean) / std"},
+        {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
+        {"batch", CLI_INT, &o.batch, "N", "images per forward pass; default 32"},
+        {"threads", CLI_INT, &o.threads, "N", "backbone threads; default: all cores"},
+        {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
+        {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
+        {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
+        {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},
+    };
+    const cli_command cmd = {"embed", "ftl embed DATA --backbone MODEL.onnx OUT [options]",
+                             "Runs every image of DATA (a .parquet file or folder of parts) through the backbone once and\n"
+                             "writes OUT (.parquet): label, features (float32 x D), path, and what produced them.",
+                             2, 2};
+    const char *pos[2];
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (!backbone) {
+        fprintf(stderr, "ftl embed: error: --backbone MODEL.onnx is required\n");
+        return 2;
+    }
+    ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
+    if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.preprocess, scale, mean, std);
+    if (st != FTL_OK) return cli_report(st);
+    o.sources = pos;
+    o.source_count = 1;
+    o.backbone_path = backbone;
+    o.output_path = pos[1];
+    o.features_from = features_from;
+    o.show_progress = !quiet;
+    if (quiet) ftl_log_set_level(FTL_LOG_WARN);
+    ftl_embed_summary s;
+    st = ftl_embed_run(&o, &s);
+    if (st == FTL_OK && !quiet)
+        printf("embed: %lld images -> %lld features each in %.2f s (%.1f images/s); backbone %.2f s, waiting for data %.2f s "
+               "(%.1f%%)\n  backbone sha256 %s\n  wrote %s\n",
+               (long long)s.rows, (long long)s.feature_dim, s.seconds, s.seconds > 0 ? (double)s.rows / s.seconds : 0.0,
+               s.compute_seconds, s.wait_seconds, s.seconds > 0 ? 100.0 * s.wait_seconds / s.seconds : 0.0,
+               s.backbone_sha256, o.output_path);
+    return cli_report(st);
+}
