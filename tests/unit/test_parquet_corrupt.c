@@ -60,6 +60,9 @@ static bool same_hashes(const file_hashes *a, const file_hashes *b) {
 }
 
 static bool write_bytes(const char *path, const uint8_t *data, size_t n) {
+    /* unlink first: ext4 flushes a file truncated and rewritten in place (auto_da_alloc), which
+     * made thousands of rewrites wait for the disk */
+    unlink(path);
     FILE *fp = fopen(path, "wb");
     if (!fp) return false;
     bool ok = fwrite(data, 1, n, fp) == n;
