@@ -116,8 +116,10 @@ typedef struct ftl_parquet_writer ftl_parquet_writer;
  * FTL_E_IO when the file cannot be created. */
 ftl_status ftl_parquet_writer_open(const char *path, const ftl_parquet_column_def *columns, int column_count,
                                    const ftl_parquet_writer_options *opts, ftl_parquet_writer **out);
-/* Writes one whole row group of `rows` rows (rows >= 1; 0 writes nothing); `columns` has one
- * entry per column, in definition order. After a failure the writer only accepts _abort. */
+/* Writes one whole row group of `rows` rows (0 writes nothing); `columns` has one entry per
+ * column, in definition order. Invalid input (FTL_E_INVALID_ARG, naming the column and row) is
+ * refused before anything is written and the writer stays usable; after a write error only
+ * ftl_parquet_writer_abort remains. */
 ftl_status ftl_parquet_writer_write_row_group(ftl_parquet_writer *w, int64_t rows, const ftl_parquet_column_data *columns);
 /* Sets (or replaces) a key-value metadata entry; written in the footer, in order of first set.
  * May be called any time before close. */

@@ -141,6 +141,22 @@ static ftl_status decode_values(chunk_ctx *c, pq_decoder *d, int encoding, const
     return page_fail(c, st, msg);
 }
 
+/* Output room for rows [0, rows): grown page by page as pages back their row counts with data,
+ * so counts claimed by a corrupt footer or page header cost no memory up front. */
+static ftl_status ensure_rows(chunk_ctx *c, pq_decoder *d, int64_t rows) {
+    ftl_parquet_column_values *v = d->out;
+    bool ok = true;
+    if (c->col->info.max_definition_level > 0) ok = pq_slot_reserve(v, SLOT_VALIDITY, (size_t)rows, true);
+    if (ok && d->type == FTL_PARQUET_BYTE_ARRAY)
+        ok = pq_slot_reserve(v, SLOT_VALUES, ((size_t)rows + 1) * 8, true);
+    else if (ok)
+        ok = (uint64_t)rows <= PQ_MAX_DECODED_BYTES / (uint64_t)d->width && pq_slot_reserve(v, SLOT_VALUES, (size_t)rows * (size_t)d->width, true);
+    if (ok) return FTL_OK;
+    char what[64];
+    snprintf(what, sizeof what, "%lld rows", (long long)rows);
+    return chunk_fail(c, FTL_E_NOMEM, "out of memory for %s (or over ftl's 16 GiB limit per column chunk)", what);
+}
+
 /* Required fixed-width PLAIN values are the whole (decompressed) page: decompress them straight
  * into the output. Returns false when the page is not of that kind. */
 static bool try_direct_page(chunk_ctx *c, pq_decoder *d, const pq_page_header *h, const uint8_t *body, ftl_status *st) {
@@ -153,15 +169,23 @@ static bool try_direct_page(chunk_ctx *c, pq_decoder *d, const pq_page_header *h
     size_t want = (size_t)h->num_values * (size_t)d->width;
     if ((size_t)h->uncompressed_size != want) return false; /* trailing bytes: take the general path */
     const char *err;
-    uint8_t *dst = (uint8_t *)pq_slot(d->out, SLOT_VALUES) + (size_t)d->row_base * (size_t)d->width;
-    if ((uint64_t)want > pq_codec_max_expansion(codec, (uint64_t)h->compressed_size))
+    if ((uint64_t)want > pq_codec_max_expansion(codec, (uint64_t)h->compressed_size)) {
         *st = page_fail(c, FTL_E_FORMAT, "uncompressed size is implausibly large for the compressed size");
-    else if (!pq_decompress(codec, body, (size_t)h->compressed_size, dst, want, &err))
-        *st = page_fail(c, FTL_E_FORMAT, err);
-    else
-        *st = FTL_OK;
+        return true;
+    }
+    *st = ensure_rows(c, d, d->row_base + h->num_values);
+    if (*st != FTL_OK) return true;
+    uint8_t *dst = (uint8_t *)pq_slot(d->out, SLOT_VALUES) + (size_t)d->row_base * (size_t)d->width;
+    if (!pq_decompress(codec, body, (size_t)h->compressed_size, dst, want, &err)) *st = page_fail(c, FTL_E_FORMAT, err);
     d->row_base += h->num_values;
     return true;
+}
+
+/* PLAIN values of a required column take at least this many bits each: a page claiming more
+ * values than its bytes can hold is corrupt (checked before making room for them). */
+static bool plain_page_too_short(const pq_decoder *d, int64_t values, size_t n) {
+    uint64_t bits = d->type == FTL_PARQUET_BOOLEAN ? 1 : d->type == FTL_PARQUET_BYTE_ARRAY ? 32 : (uint64_t)d->width * 8;
+    return (uint64_t)values > (uint64_t)n * 8 / bits;
 }
 
 static ftl_status decode_data_page(chunk_ctx *c, pq_decoder *d, const pq_page_header *h, const uint8_t *body) {
@@ -169,25 +193,36 @@ static ftl_status decode_data_page(chunk_ctx *c, pq_decoder *d, const pq_page_he
     ftl_status direct;
     if (try_direct_page(c, d, h, body, &direct)) return direct;
     bool optional = c->col->info.max_definition_level > 0;
-    uint8_t *valid = optional ? (uint8_t *)pq_slot(v, SLOT_VALIDITY) + d->row_base : NULL;
-    const uint8_t *p;
-    size_t n, used = 0;
+    const uint8_t *p, *levels_at;
+    size_t n, levels_len, used = 0;
     d->page_rows = h->num_values;
-    if (h->type == PQ_DATA_PAGE) {
+    if (h->type == PQ_DATA_PAGE) { /* levels and values, compressed together */
         FTL_TRY(page_payload(c, v, SLOT_PAGE, body, (size_t)h->compressed_size, (size_t)h->uncompressed_size, true, &p));
         n = (size_t)h->uncompressed_size;
-        if (optional) FTL_TRY(decode_levels(c, p, n, h->def_encoding, true, d->page_rows, valid, &used));
-        p += used;
-        n -= used;
-    } else {
+        levels_at = p;
+        levels_len = n;
+    } else { /* v2: uncompressed levels, then the (maybe compressed) values */
         size_t levels = (size_t)h->rep_length + (size_t)h->def_length;
         if (levels > (size_t)h->compressed_size || levels > (size_t)h->uncompressed_size)
             return page_fail(c, FTL_E_FORMAT, "v2 level lengths exceed the page size");
         if (h->rep_length > 0) return page_fail(c, FTL_E_FORMAT, "repetition levels in a flat column");
-        if (optional) FTL_TRY(decode_levels(c, body, (size_t)h->def_length, FTL_PARQUET_ENC_RLE, false, d->page_rows, valid, &used));
         FTL_TRY(page_payload(c, v, SLOT_PAGE, body + levels, (size_t)h->compressed_size - levels,
                              (size_t)h->uncompressed_size - levels, h->is_compressed, &p));
         n = (size_t)h->uncompressed_size - levels;
+        levels_at = body;
+        levels_len = (size_t)h->def_length;
+    }
+    if (!optional && h->encoding == FTL_PARQUET_ENC_PLAIN && plain_page_too_short(d, d->page_rows, n))
+        return page_fail(c, FTL_E_FORMAT, "page holds fewer values than its header says");
+    FTL_TRY(ensure_rows(c, d, d->row_base + d->page_rows));
+    uint8_t *valid = optional ? (uint8_t *)pq_slot(v, SLOT_VALIDITY) + d->row_base : NULL;
+    if (optional) {
+        FTL_TRY(decode_levels(c, levels_at, levels_len, h->type == PQ_DATA_PAGE ? h->def_encoding : FTL_PARQUET_ENC_RLE,
+                              h->type == PQ_DATA_PAGE, d->page_rows, valid, &used));
+        if (h->type == PQ_DATA_PAGE) {
+            p += used;
+            n -= used;
+        }
     }
     d->nonnull = optional ? count_valid(valid, d->page_rows) : d->page_rows;
     d->valid = optional && d->nonnull < d->page_rows ? valid : NULL;
@@ -199,24 +234,19 @@ static ftl_status decode_data_page(chunk_ctx *c, pq_decoder *d, const pq_page_he
     return FTL_OK;
 }
 
+/* Initial output room: enough for every row when pages hold at least one bit per row (true
+ * unless runs of nulls or repeats are RLE-compressed), grown page by page beyond that. */
 static ftl_status prepare_outputs(chunk_ctx *c, ftl_parquet_column_values *v, pq_decoder *d, int64_t rows) {
     const pq_chunk *ch = c->chunk;
-    if (c->col->info.max_definition_level > 0 && !pq_slot_reserve(v, SLOT_VALIDITY, (size_t)rows, false))
-        return chunk_fail(c, FTL_E_NOMEM, "out of memory for %s", "the validity");
+    int64_t backed = ch->length * 8 + 4096;
+    FTL_TRY(ensure_rows(c, d, rows < backed ? rows : backed));
     if (d->type == FTL_PARQUET_BYTE_ARRAY) {
-        if (!pq_slot_reserve(v, SLOT_VALUES, ((size_t)rows + 1) * 8, false))
-            return chunk_fail(c, FTL_E_NOMEM, "out of memory for %s", "the offsets");
         ((int64_t *)pq_slot(v, SLOT_VALUES))[0] = 0;
         /* one allocation in the common case: the chunk's uncompressed size bounds PLAIN values */
         uint64_t guess = (uint64_t)ch->total_uncompressed_size;
-        uint64_t most = pq_codec_max_expansion(ch->codec, (uint64_t)ch->length);
+        uint64_t most = (uint64_t)ch->length * 8 + (1 << 20);
         if (guess > most) guess = most;
-        if (guess > PQ_MAX_DECODED_BYTES / 4) guess = PQ_MAX_DECODED_BYTES / 4;
         if (!pq_slot_reserve(v, SLOT_DATA, (size_t)guess, false))
-            return chunk_fail(c, FTL_E_NOMEM, "out of memory for %s", "the values");
-    } else {
-        if ((uint64_t)rows > PQ_MAX_DECODED_BYTES / (uint64_t)d->width ||
-            !pq_slot_reserve(v, SLOT_VALUES, (size_t)rows * (size_t)d->width, false))
             return chunk_fail(c, FTL_E_NOMEM, "out of memory for %s", "the values");
     }
     return FTL_OK;

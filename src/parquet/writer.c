@@ -13,6 +13,8 @@
 #include <string.h>
 #include <zlib.h>
 
+enum { PAGE_MAX_ROWS = 1 << 24 };
+
 typedef struct write_chunk {
     int64_t start, data_page_offset;
     int64_t uncompressed, compressed, num_values;
@@ -270,16 +272,19 @@ static ftl_status write_chunk_data(ftl_parquet_writer *w, int col, int64_t rows,
     int64_t from = 0;
     while (from < rows) {
         int64_t to = from;
+        /* page value counts are int32 in the format; nulls take no value bytes */
+        int64_t max_rows = rows - from < PAGE_MAX_ROWS ? rows - from : PAGE_MAX_ROWS;
         if (c->type == FTL_PARQUET_BYTE_ARRAY) {
             int64_t bytes = 0;
             do {
                 if (is_valid(d, to)) bytes += 4 + value_length(d, to);
                 to++;
-            } while (to < rows && bytes + 4 + (is_valid(d, to) ? value_length(d, to) : 0) <= limit);
+            } while (to - from < max_rows && bytes + 4 + (is_valid(d, to) ? value_length(d, to) : 0) <= limit);
         } else {
-            int64_t per_page = width == 1 && c->type == FTL_PARQUET_BOOLEAN ? limit * 8 : limit / width;
+            int64_t per_page = c->type == FTL_PARQUET_BOOLEAN ? limit * 8 : limit / width;
             if (per_page < 1) per_page = 1;
-            to = rows - from < per_page ? rows : from + per_page;
+            if (per_page > max_rows) per_page = max_rows;
+            to = from + per_page;
         }
         build_page(w, c, d, from, to);
         FTL_TRY(write_page(w, col, ch, to - from));

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Compares `ftl inspect --json --checksums` output with parquet_inspect.mjs output (DuckDB,
-hyparquet and arrow-rs): row counts, row groups, codecs and every column checksum the engines
-computed. With --classes, also checks the per-class counts ftl printed against the labels of
+"""Compares `ftl inspect --json --checksums --pages` output with parquet_inspect.mjs output
+(DuckDB, hyparquet and arrow-rs): row counts, row groups, codecs, page counts by type/encoding
+and every column checksum the engines computed. With --classes, also checks the per-class counts ftl printed against the labels of
 the interop data definition, regenerated here (splitmix64 from tests/colhash_ref.py).
 usage: parquet_compare.py FTL.json INSPECT.json [--classes ROWS SEED K]
 Prints nothing and exits 0 when everything agrees; prints the differences and exits 1."""
@@ -26,6 +26,8 @@ def main():
             for k in ("path", "codec", "num_values", "total_compressed_size", "total_uncompressed_size"):
                 if ca[k] != cb[k]:
                     diffs.append(f"row group {g} column {ca['path']}: {k} {ca[k]} vs {cb[k]}")
+            if "pages" in ca and ca["pages"] != cb.get("pages"):
+                diffs.append(f"row group {g} column {ca['path']}: pages {ca['pages']} vs {cb.get('pages')}")
             if cb.get("page_walk_error") or (cb.get("page_crc") and cb["page_crc"]["ok"] != cb["page_crc"]["present"]):
                 diffs.append(f"row group {g} column {cb['path']}: pages: {cb.get('page_walk_error')} {cb.get('page_crc')}")
     ref_kv = {kv["key"]: kv["value"] for kv in ref.get("key_value_metadata", [])}

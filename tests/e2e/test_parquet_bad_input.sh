@@ -25,6 +25,7 @@ size=$(stat -c %s "$T/good.parquet")
 
 # ---- truncations: the footer magic is gone, so always a clean "not a Parquet file" ----
 for len in 0 3 4 8 11 12 13 100 1000 $((size / 2)) $((size - 200)) $((size - 9)) $((size - 8)) $((size - 5)) $((size - 1)); do
+    rm -f "$T/cut.parquet"
     head -c "$len" "$T/good.parquet" >"$T/cut.parquet"
     expect_error "truncated to $len of $size bytes" 1 "cut\.parquet: (not a Parquet file|footer length)" "$FTL_SAN" inspect --checksums "$T/cut.parquet"
 done

@@ -5,6 +5,7 @@
  * anywhere in the pages must be an error or leave the data as it was. */
 #include "test.h"
 #include "ftl/parquet.h"
+#include "parquet/thrift.h"
 #include "util/fsutil.h"
 #include "util/rng.h"
 
@@ -59,6 +60,9 @@ static bool same_hashes(const file_hashes *a, const file_hashes *b) {
 }
 
 static bool write_bytes(const char *path, const uint8_t *data, size_t n) {
+    /* unlink first: ext4 flushes a file truncated and rewritten in place (auto_da_alloc), which
+     * made thousands of rewrites wait for the disk */
+    unlink(path);
     FILE *fp = fopen(path, "wb");
     if (!fp) return false;
     bool ok = fwrite(data, 1, n, fp) == n;
@@ -308,4 +312,111 @@ TEST(parquet_crc_verification_can_be_turned_off) {
     free(data);
     free(src);
     free(dst);
+}
+
+TEST(parquet_corrupt_random_footers) {
+    /* random bytes (biased towards thrift field headers) between valid magic numbers */
+    const char *dir = ftl_test_scratch_dir();
+    char *path = ftl_format("%s/rand.parquet", dir);
+    ftl_rng rng;
+    ftl_rng_seed(&rng, 2024);
+    static const uint8_t common[] = {0x00, 0x15, 0x16, 0x18, 0x19, 0x1c, 0x26, 0x29, 0x2c, 0x35, 0x3c, 0xf5, 0xff, 0x01, 0x02};
+    uint8_t buf[4 + 64 + 256 + 8];
+    int accepted = 0;
+    for (int i = 0; i < 3000; i++) {
+        size_t data = (size_t)ftl_rng_below(&rng, 64), flen = 1 + (size_t)ftl_rng_below(&rng, 256);
+        memcpy(buf, "PAR1", 4);
+        for (size_t k = 0; k < data + flen; k++)
+            buf[4 + k] = ftl_rng_below(&rng, 3) ? common[ftl_rng_below(&rng, sizeof common)] : (uint8_t)ftl_rng_next(&rng);
+        size_t n = 4 + data + flen;
+        for (int b = 0; b < 4; b++) buf[n + (size_t)b] = (uint8_t)(flen >> (8 * b));
+        memcpy(buf + n + 4, "PAR1", 4);
+        REQUIRE(write_bytes(path, buf, n + 8));
+        file_hashes h;
+        if (read_everything(path, &h) == FTL_OK) accepted++;
+        else if (!ftl_last_error()[0]) ftl_test_fail(__FILE__, __LINE__, "error without a message");
+    }
+    CHECK(accepted < 3000);
+    free(path);
+}
+
+/* A well-formed footer whose counts are huge: refused before anything that size is allocated
+ * (ASan would report an allocation of that size). */
+TEST(parquet_corrupt_huge_counts_allocate_nothing) {
+    const char *dir = ftl_test_scratch_dir();
+    char *path = ftl_format("%s/huge.parquet", dir);
+    thrift_writer page = {0}, foot = {0};
+    /* one data page: 2^31 - 1 values claimed, 2 GiB uncompressed claimed from 16 zstd bytes */
+    thrift_write_struct_begin(&page, 0);
+    thrift_write_i32_field(&page, 1, 0);
+    thrift_write_i32_field(&page, 2, INT32_MAX);
+    thrift_write_i32_field(&page, 3, 16);
+    thrift_write_struct_begin(&page, 5);
+    thrift_write_i32_field(&page, 1, INT32_MAX);
+    thrift_write_i32_field(&page, 2, 0);
+    thrift_write_i32_field(&page, 3, 3);
+    thrift_write_i32_field(&page, 4, 3);
+    thrift_write_struct_end(&page);
+    thrift_write_struct_end(&page);
+    uint8_t body[16] = {0x28, 0xb5, 0x2f, 0xfd};
+    int64_t chunk = (int64_t)page.size + 16;
+    for (int variant = 0; variant < 2; variant++) {
+        int64_t rows = variant ? INT32_MAX : (int64_t)1 << 40;
+        thrift_writer_reset(&foot);
+        thrift_write_struct_begin(&foot, 0);
+        thrift_write_i32_field(&foot, 1, 1);
+        thrift_write_list_begin(&foot, 2, THRIFT_STRUCT, 2);
+        thrift_write_struct_begin(&foot, 0);
+        thrift_write_string_field(&foot, 4, "schema");
+        thrift_write_i32_field(&foot, 5, 1);
+        thrift_write_struct_end(&foot);
+        thrift_write_struct_begin(&foot, 0);
+        thrift_write_i32_field(&foot, 1, FTL_PARQUET_INT64);
+        thrift_write_i32_field(&foot, 3, 0);
+        thrift_write_string_field(&foot, 4, "x");
+        thrift_write_struct_end(&foot);
+        thrift_write_i64_field(&foot, 3, rows);
+        thrift_write_list_begin(&foot, 4, THRIFT_STRUCT, 1);
+        thrift_write_struct_begin(&foot, 0);
+        thrift_write_list_begin(&foot, 1, THRIFT_STRUCT, 1);
+        thrift_write_struct_begin(&foot, 0);
+        thrift_write_i64_field(&foot, 2, 4);
+        thrift_write_struct_begin(&foot, 3);
+        thrift_write_i32_field(&foot, 1, FTL_PARQUET_INT64);
+        thrift_write_list_begin(&foot, 2, THRIFT_I32, 1);
+        thrift_write_zigzag(&foot, 0);
+        thrift_write_list_begin(&foot, 3, THRIFT_BINARY, 1);
+        thrift_write_binary(&foot, "x", 1);
+        thrift_write_i32_field(&foot, 4, FTL_PARQUET_CODEC_ZSTD);
+        thrift_write_i64_field(&foot, 5, rows);
+        thrift_write_i64_field(&foot, 6, (int64_t)1 << 45);
+        thrift_write_i64_field(&foot, 7, chunk);
+        thrift_write_i64_field(&foot, 9, 4);
+        thrift_write_struct_end(&foot);
+        thrift_write_struct_end(&foot);
+        thrift_write_i64_field(&foot, 2, (int64_t)1 << 45);
+        thrift_write_i64_field(&foot, 3, rows);
+        thrift_write_struct_end(&foot);
+        thrift_write_struct_end(&foot);
+        size_t n = 4 + page.size + 16 + foot.size + 8;
+        uint8_t *file = malloc(n);
+        memcpy(file, "PAR1", 4);
+        memcpy(file + 4, page.data, page.size);
+        memcpy(file + 4 + page.size, body, 16);
+        memcpy(file + 4 + page.size + 16, foot.data, foot.size);
+        for (int b = 0; b < 4; b++) file[n - 8 + (size_t)b] = (uint8_t)(foot.size >> (8 * b));
+        memcpy(file + n - 4, "PAR1", 4);
+        REQUIRE(write_bytes(path, file, n));
+        free(file);
+        ftl_parquet_file *f;
+        REQUIRE_OK(ftl_parquet_open(path, &f));
+        ftl_parquet_column_values v = {0};
+        CHECK(ftl_parquet_read_column(f, 0, 0, &v) == FTL_E_FORMAT);
+        CHECK_CONTAINS(ftl_last_error(), variant ? "implausibly large" : "row group has 1099511627776 rows");
+        ftl_parquet_column_values_free(&v);
+        ftl_parquet_close(f);
+    }
+    thrift_writer_free(&page);
+    thrift_writer_free(&foot);
+    free(path);
 }
