@@ -19,6 +19,8 @@ typedef struct ftl_embed_options {
     ftl_nn_precision precision;
     ftl_nn_preprocess preprocess;  /* defaults to tf scaling (x/127.5 - 1) */
     int image_size;                /* 0: from the dataset metadata */
+    const char *image_column;      /* default "image" */
+    const char *label_column;      /* default "label" */
     int batch;                     /* images per forward pass; default 32 */
     int threads;                   /* backbone threads; 0 = all cores */
     int loader_threads;            /* background readers; 0 = 1 */

@@ -29,6 +29,7 @@ typedef struct ftl_loader_options {
     const char *value_column;    /* default "image" */
     const char *label_column;    /* default "label" */
     const char *path_column;     /* NULL: not read; e.g. "path" to get each row's path */
+    bool path_optional;          /* a missing path column is not an error (batches get no paths) */
     int image_size;              /* S when the metadata has no ftl.image_size (rows are S*S*3 bytes); 0 = auto */
     int shard, num_shards;       /* default 0 of 1 */
     int batch_size;              /* default 16 */

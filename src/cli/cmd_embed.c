@@ -19,6 +19,8 @@ int cli_cmd_embed(int argc, char **argv) {
         {"threads", CLI_INT, &o.threads, "N", "backbone threads; default: all cores"},
         {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
+        {"image-col", CLI_STRING, &o.image_column, "NAME", "column holding the S*S*3 image bytes; default image"},
+        {"label-col", CLI_STRING, &o.label_column, "NAME", "column holding the int label; default label"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},
     };

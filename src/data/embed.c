@@ -147,7 +147,10 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     ftl_loader_options_init(&lo);
     lo.sources = o->sources;
     lo.source_count = o->source_count;
+    if (o->image_column) lo.value_column = o->image_column;
+    if (o->label_column) lo.label_column = o->label_column;
     lo.path_column = FTL_COLUMN_PATH;
+    lo.path_optional = true; /* Spark/pyarrow datasets may have no path column */
     lo.image_size = o->image_size;
     lo.batch_size = o->batch;
     lo.shuffle = false;
@@ -202,7 +205,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
         if (st != FTL_OK) break;
         for (int64_t i = 0; i < b.rows; i++) {
             f.labels[f.rows + i] = b.labels[i];
-            f.paths[f.rows + i] = ftl_strdup(b.paths[i]);
+            f.paths[f.rows + i] = ftl_strdup(b.paths ? b.paths[i] : "");
         }
         f.rows += b.rows;
         s->rows += b.rows;

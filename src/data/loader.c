@@ -481,6 +481,7 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
         free(l);
         return st;
     }
+    if (l->o.path_column && l->plan.file_count > 0 && l->plan.files[0].path_column < 0) l->o.path_column = NULL;
     l->columns_desc = ftl_format("%s|%s|%s", l->o.label_column, l->o.value_column, l->o.path_column ? l->o.path_column : "");
     if (options->resume_position) {
         l->o.resume_position = options->resume_position;

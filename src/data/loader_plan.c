@@ -94,6 +94,7 @@ static ftl_status find_columns(const ftl_loader_options *o, loader_file *f) {
         *slots[k] = -1;
         if (!names[k]) continue;
         int c = ftl_parquet_find_column(f->parquet, names[k]);
+        if (c < 0 && k == 2 && o->path_optional) continue;
         if (c < 0) {
             ftl_strbuf have = {0};
             for (int j = 0; j < ftl_parquet_num_columns(f->parquet); j++)
