@@ -79,11 +79,18 @@ void ftl_loader_close(ftl_loader *loader);
 int64_t ftl_loader_batches_per_epoch(const ftl_loader *loader);
 int64_t ftl_loader_total_rows(const ftl_loader *loader);  /* all shards */
 int64_t ftl_loader_shard_rows(const ftl_loader *loader);  /* this shard */
+int64_t ftl_loader_epoch_rows(const ftl_loader *loader);  /* rows one pass delivers (after the equal-batches trim) */
 int64_t ftl_loader_row_bytes(const ftl_loader *loader);
 int ftl_loader_image_size(const ftl_loader *loader);      /* S, or 0 when rows are not images */
 /* Key-value metadata of the first source file (e.g. ftl.classes); NULL when absent. */
 const char *ftl_loader_metadata(const ftl_loader *loader, const char *key);
 void ftl_loader_stats_get(const ftl_loader *loader, ftl_loader_stats *stats);
+
+/* The global row indices (file order over all sources) that pass `pass` (0-based) of a loader
+ * with these options delivers, in delivery order: the same sequence ftl_loader_next hands out,
+ * computed from the files' footers alone. Sources that keep rows in memory (the feature cache)
+ * use it to visit rows exactly as the streaming loader would. *rows is malloc'd. */
+ftl_status ftl_loader_pass_rows(const ftl_loader_options *options, int64_t pass, int64_t **rows, int64_t *count);
 
 /* The position after the last batch returned, as an opaque blob (malloc'd, caller frees) that
  * ftl_loader_options.resume_position accepts; resuming yields exactly the remaining sequence.

@@ -365,6 +365,50 @@ static void *assembler_main(void *arg) {
     return NULL;
 }
 
+/* ---------------------------------------------------------------- the order alone */
+
+typedef struct index_sink {
+    int64_t *rows;
+    int64_t count, limit;
+} index_sink;
+
+static void collect_index(void *ctx, int32_t label, const uint8_t *value, const char *path) {
+    (void)label, (void)path;
+    index_sink *s = ctx;
+    if (s->count >= s->limit) return; /* the equal-batches trim, as emit_row */
+    memcpy(&s->rows[s->count++], value, sizeof(int64_t));
+}
+
+ftl_status ftl_loader_pass_rows(const ftl_loader_options *o, int64_t pass, int64_t **rows, int64_t *count) {
+    *rows = NULL;
+    *count = 0;
+    loader_plan p;
+    FTL_TRY(loader_plan_build(o, &p));
+    /* The same decisions as the assembler, made on row indices instead of row bytes. */
+    int *order = ftl_xmalloc((size_t)(p.piece_count ? p.piece_count : 1) * sizeof *order);
+    loader_plan_pass_order(&p, o->seed, pass, o->shuffle, order);
+    shuffle_buffer sb;
+    shuffle_buffer_init(&sb, o->shuffle ? o->shuffle_buffer : 0, (int64_t)sizeof(int64_t), false);
+    shuffle_buffer_reseed(&sb, loader_mix_seed(o->seed, pass, p.shard, 2));
+    index_sink sink = {.rows = ftl_xmalloc((size_t)(p.rows_per_pass ? p.rows_per_pass : 1) * sizeof(int64_t)),
+                       .limit = p.rows_per_pass};
+    for (int i = 0; i < p.piece_count; i++) {
+        const loader_piece *pc = &p.pieces[order[i]];
+        int64_t first = p.files[pc->file].row_group_first_row[pc->row_group];
+        for (int64_t r = pc->row_begin; r < pc->row_end; r++) {
+            int64_t global = first + r;
+            shuffle_buffer_push(&sb, 0, (const uint8_t *)&global, NULL, collect_index, &sink);
+        }
+    }
+    shuffle_buffer_drain(&sb, collect_index, &sink);
+    shuffle_buffer_free(&sb);
+    free(order);
+    loader_plan_free(&p);
+    *rows = sink.rows;
+    *count = sink.count;
+    return FTL_OK;
+}
+
 /* ---------------------------------------------------------------- position */
 
 typedef struct position_record {
@@ -599,6 +643,7 @@ void ftl_loader_close(ftl_loader *l) {
 int64_t ftl_loader_batches_per_epoch(const ftl_loader *l) { return l->plan.batches_per_epoch; }
 int64_t ftl_loader_total_rows(const ftl_loader *l) { return l->plan.total_rows; }
 int64_t ftl_loader_shard_rows(const ftl_loader *l) { return l->plan.shard_end - l->plan.shard_begin; }
+int64_t ftl_loader_epoch_rows(const ftl_loader *l) { return l->plan.rows_per_pass; }
 int64_t ftl_loader_row_bytes(const ftl_loader *l) { return l->plan.row_bytes; }
 int ftl_loader_image_size(const ftl_loader *l) { return l->plan.image_size; }
 

@@ -205,7 +205,9 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
             if (begin < end) add_piece(p, i, g, begin - f->row_group_first_row[g], end - f->row_group_first_row[g]);
         }
     }
-    p->rows_per_pass = o->equal_batches ? n / s : p->shard_end - p->shard_begin;
+    /* Equal batches trim each pass to the smallest shard; an endless stream (steps_per_epoch)
+     * needs no trim, since its epochs are counted in batches. */
+    p->rows_per_pass = o->equal_batches && o->steps_per_epoch == 0 ? n / s : p->shard_end - p->shard_begin;
     if (o->steps_per_epoch > 0) {
         p->batches_per_epoch = o->steps_per_epoch;
     } else {
