@@ -12,5 +12,6 @@
 #include "ftl/image.h"
 #include "ftl/prep.h"
 #include "ftl/nn.h"
+#include "ftl/train.h"
 
 #endif
