@@ -426,7 +426,8 @@ typedef struct ftl_fit_result {
     bool stopped_early;
     bool restored_best;
     ftl_epoch_log last;        /* the last epoch's record */
-    ftl_metric_counts final_val; /* validation counts of the returned weights (if validation) */
+    /* Metrics of the returned weights: those of best_epoch when restored, else the last epoch. */
+    double final_loss, final_acc, final_val_loss, final_val_acc;
 } ftl_fit_result;
 
 typedef struct ftl_trainer ftl_trainer;
