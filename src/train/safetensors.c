@@ -136,7 +136,7 @@ static ftl_status parse_tensor(ftl_safetensors *st, const char *name, const ftl_
     size_t esize = ftl_dtype_size(t->dtype);
     if (too_big || elements > data_size / esize || elements * esize != end - begin) {
         char need[32] = "more than the file's";
-        if (!too_big && elements <= data_size / esize)
+        if (!too_big) /* elements <= data size here, so the product cannot overflow */
             snprintf(need, sizeof need, "%llu", (unsigned long long)(elements * esize));
         return ftl_fail(FTL_E_FORMAT, "%s: tensor \"%s\": shape and dtype %s need %s bytes but data_offsets span %llu",
                         st->path, name, dtype, need, (unsigned long long)(end - begin));
