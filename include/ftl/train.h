@@ -183,6 +183,7 @@ typedef struct ftl_optimizer {
     float *m, *v;        /* named slots in the block (m = momentum buffer for sgd); NULL if absent */
     int64_t step;        /* completed steps */
     double mu_product;   /* nadam: prod of mu_1..mu_step */
+    struct ftl_pool_site *pool_site; /* internal: whether threads pay for the update */
 } ftl_optimizer;
 
 ftl_status ftl_optimizer_init(ftl_optimizer *opt, const ftl_optimizer_config *config, size_t param_count);

@@ -278,15 +278,15 @@ static void gemm_part(void *ctx, int part, int parts) {
 void ftl_gemm(const ftl_gemm_args *g) {
     if (g->M == 0 || g->N == 0) return;
     const kernel_info *kern = active_kernel();
-    /* Below ~1 MFLOP per thread, waking a worker costs more than it saves. */
+    /* Below ~0.5 MFLOP per part, handing work to another thread costs more than it saves. */
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    int parts = ftl_pool_parts_for(flops, 1.0e6);
+    int parts = ftl_pool_parts_for(flops, 0.5e6);
     gemm_task task = {g, kern, false};
     size_t row_panels = (g->M + (size_t)kern->mr - 1) / (size_t)kern->mr;
     size_t col_panels = (g->N + (size_t)kern->nr - 1) / (size_t)kern->nr;
     /* Rows when there are enough panels (each part packs only its own A); columns otherwise. */
-    task.split_rows = row_panels >= (size_t)parts * 4 || row_panels >= col_panels;
+    task.split_rows = row_panels >= (size_t)parts * 2 || row_panels >= col_panels;
     size_t units = task.split_rows ? row_panels : col_panels;
     if ((size_t)parts > units) parts = (int)units;
-    ftl_pool_run(parts, gemm_part, &task);
+    ftl_pool_run_adaptive(g->site, parts, gemm_part, &task, flops);
 }

@@ -9,6 +9,8 @@
 #ifndef FTL_TRAIN_GEMM_H
 #define FTL_TRAIN_GEMM_H
 
+#include "train/pool.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -21,6 +23,7 @@ typedef struct ftl_gemm_args {
     float *C;
     size_t ldc;
     bool accumulate; /* false: C = A*B; true: C += A*B */
+    ftl_pool_site *site; /* optional: decides by measurement whether threads pay for this call site */
 } ftl_gemm_args;
 
 typedef enum ftl_gemm_isa {

@@ -67,6 +67,8 @@ ftl_status ftl_optimizer_init(ftl_optimizer *opt, const ftl_optimizer_config *co
     opt->config = *config;
     opt->param_count = param_count;
     opt->mu_product = 1.0;
+    opt->pool_site = calloc(1, sizeof *opt->pool_site);
+    if (!opt->pool_site) return ftl_fail(FTL_E_NOMEM, "out of memory");
     if (config->kind == FTL_OPTIMIZER_SGD) opt->slot_count = config->momentum > 0 ? 1 : 0;
     else opt->slot_count = 2;
     if (opt->slot_count) {
@@ -80,6 +82,7 @@ ftl_status ftl_optimizer_init(ftl_optimizer *opt, const ftl_optimizer_config *co
 void ftl_optimizer_free(ftl_optimizer *opt) {
     if (!opt) return;
     free(opt->state);
+    free(opt->pool_site);
     memset(opt, 0, sizeof *opt);
 }
 
@@ -222,9 +225,9 @@ void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, d
         a->nesterov = c->nesterov;
         a->neg_lr = (float)-lr;
     }
-    /* ~64k elements per thread: below that, waking a worker costs more than it saves. */
-    int parts = ftl_pool_parts_for((double)opt->param_count, 65536.0);
-    ftl_pool_run(parts, update_part, &task);
+    /* ~16k elements per part: below that, handing work to another thread costs more than it saves. */
+    int parts = ftl_pool_parts_for((double)opt->param_count, 16384.0);
+    ftl_pool_run_adaptive(opt->pool_site, parts, update_part, &task, (double)opt->param_count);
     opt->step = t;
 }
 

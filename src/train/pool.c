@@ -51,11 +51,12 @@ int ftl_pool_threads(void) {
 
 int ftl_train_threads(void) { return ftl_pool_threads(); }
 
-int ftl_pool_parts_for(double work, double min_work_per_thread) {
+int ftl_pool_parts_for(double work, double min_work_per_part) {
     int threads = ftl_pool_threads();
-    double parts = min_work_per_thread > 0 ? work / min_work_per_thread : threads;
-    if (parts < 1) return 1;
-    return parts < threads ? (int)parts : threads;
+    if (threads <= 1) return 1;
+    double parts = min_work_per_part > 0 ? work / min_work_per_part : 4.0 * threads;
+    if (parts < 2) return 1;
+    return parts < 4.0 * threads ? (int)parts : 4 * threads;
 }
 
 /* Claims and runs chunks of task `generation` until none are left. The task's fields are read
@@ -145,4 +146,26 @@ void ftl_pool_run(int parts, ftl_pool_fn fn, void *ctx) {
         }
     }
     pthread_mutex_unlock(&run_lock);
+}
+
+enum { SITE_WARMUP = 4, SITE_PROBE_EVERY = 64 };
+
+void ftl_pool_run_adaptive(ftl_pool_site *site, int parts, ftl_pool_fn fn, void *ctx, double work) {
+    if (parts <= 1 || !site || !(work > 0)) {
+        ftl_pool_run(parts, fn, ctx);
+        return;
+    }
+    site->calls++;
+    int mode;
+    if (site->samples[0] < SITE_WARMUP || site->samples[1] < SITE_WARMUP) mode = (int)(site->calls & 1u);
+    else {
+        mode = site->cost[1] < site->cost[0] ? 1 : 0;
+        if (site->calls % SITE_PROBE_EVERY == 0) mode = 1 - mode; /* keep the other estimate fresh */
+    }
+    double start = ftl_now();
+    ftl_pool_run(mode ? parts : 1, fn, ctx);
+    double cost = (ftl_now() - start) / work;
+    /* Moving average; the first sample seeds it. */
+    site->cost[mode] = site->samples[mode] ? 0.8 * site->cost[mode] + 0.2 * cost : cost;
+    site->samples[mode]++;
 }

@@ -42,7 +42,7 @@ TEST(train_gemm_matches_double_reference_all_kernels) {
                     train_fill_uniform(C0, M * N, 99, -1, 1);
                     for (int transposed = 0; transposed < 2; transposed++)
                         for (int acc = 0; acc < 2; acc++) {
-                            ftl_gemm_args g = {M, N, K, A, transposed ? 1 : K, transposed ? M : 1, B, N, C, N, acc};
+                            ftl_gemm_args g = {M, N, K, A, transposed ? 1 : K, transposed ? M : 1, B, N, C, N, acc, NULL};
                             memcpy(C, C0, M * N * 4);
                             gemm_reference(&g, C0, R, S);
                             ftl_gemm(&g);
