@@ -233,6 +233,17 @@ static ftl_status read_state(ftl_trainer *t, const ftl_safetensors *st, const ch
     return FTL_OK;
 }
 
+/* Whether expanding `pattern` for some epoch in 1..max_epoch gives `path`. */
+static bool pattern_produces(const char *pattern, const char *path, int64_t max_epoch) {
+    for (int64_t e = 1; e <= max_epoch; e++) {
+        char *p = ftl_train_expand_pattern(pattern, e);
+        bool same = p && strcmp(p, path) == 0;
+        free(p);
+        if (same) return true;
+    }
+    return false;
+}
+
 static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
     for (size_t i = 0; i < t->history_count; i++) free((char *)t->history[i].checkpoint);
     t->history_count = 0;
@@ -263,11 +274,15 @@ static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
     }
     ftl_json_free(v);
     v = NULL;
+    /* Files --keep-last may delete later: only names this run's pattern produces, so a checkpoint
+     * from elsewhere can never make ftl delete an unrelated file. */
     text = ftl_safetensors_metadata(st, "ftl.checkpoints");
-    if (text && ftl_json_parse(text, strlen(text), &v) == FTL_OK && v->type == FTL_JSON_ARRAY) {
+    if (text && t->config.checkpoint_pattern && ftl_json_parse(text, strlen(text), &v) == FTL_OK &&
+        v->type == FTL_JSON_ARRAY) {
         t->checkpoints = ftl_xrealloc(t->checkpoints, (v->count + 1) * sizeof(char *));
         for (size_t i = 0; i < v->count; i++)
-            if (v->items[i].type == FTL_JSON_STRING) t->checkpoints[t->checkpoint_count++] = ftl_strdup(v->items[i].string);
+            if (v->items[i].type == FTL_JSON_STRING && pattern_produces(t->config.checkpoint_pattern, v->items[i].string, t->epoch))
+                t->checkpoints[t->checkpoint_count++] = ftl_strdup(v->items[i].string);
     }
     ftl_json_free(v);
     return FTL_OK;

@@ -12,6 +12,7 @@
 #include "util/error.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,8 +172,12 @@ __attribute__((target("avx512f"))) static size_t update_avx512(const update_args
 static void update_range(const update_args *a, size_t begin, size_t end) {
     size_t i = begin;
 #ifdef OPT_X86
-    static int isa = -1; /* 2: avx512, 1: avx2, 0: plain; benign race (same value from every thread) */
-    if (isa < 0) isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    static atomic_int cached = -1; /* 2: avx512, 1: avx2, 0: plain */
+    int isa = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (isa < 0) {
+        isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&cached, isa, memory_order_relaxed);
+    }
     if (isa == 2) i = update_avx512(a, begin, end);
     else if (isa == 1) i = update_avx2(a, begin, end);
 #endif

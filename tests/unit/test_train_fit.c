@@ -571,3 +571,50 @@ TEST(train_model_file_round_trip) {
     ftl_head_free(&h);
     free(path), free(plain);
 }
+
+/* Rewrites a checkpoint with one metadata value replaced (everything else copied). */
+static ftl_status rewrite_metadata(const char *from, const char *to, const char *key, const char *value) {
+    ftl_safetensors *st;
+    FTL_TRY(ftl_safetensors_open(from, &st));
+    ftl_safetensors_writer *w = ftl_safetensors_writer_new();
+    for (size_t i = 0; i < ftl_safetensors_tensor_count(st); i++) {
+        const ftl_safetensors_tensor *t = ftl_safetensors_tensor_at(st, i);
+        ftl_safetensors_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    for (size_t i = 0; i < ftl_safetensors_metadata_count(st); i++) {
+        ftl_kv kv = ftl_safetensors_metadata_at(st, i);
+        ftl_safetensors_writer_set_metadata(w, kv.key, strcmp(kv.key, key) == 0 ? value : kv.value);
+    }
+    ftl_status s = ftl_safetensors_writer_write(w, to);
+    ftl_safetensors_writer_free(w);
+    ftl_safetensors_close(st);
+    return s;
+}
+
+TEST(train_fit_keep_last_survives_resume_and_never_deletes_foreign_files) {
+    static dataset d;
+    make_dataset(&d);
+    const char *dir = ftl_test_scratch_dir();
+    char *pattern = ftl_format("%s/k-{epoch}.ckpt", dir), *victim = ftl_format("%s/precious.txt", dir);
+    FILE *f = fopen(victim, "w");
+    REQUIRE(f);
+    fputs("not a checkpoint\n", f);
+    fclose(f);
+    ftl_fit_config cfg = base_config(3);
+    cfg.checkpoint_pattern = pattern;
+    cfg.keep_last = 2;
+    run r;
+    REQUIRE_OK(run_fit(&r, &d, &cfg, NULL, true));
+    run_free(&r);
+    for (int e = 1; e <= 3; e++) CHECK(checkpoint_exists(dir, e) == (e >= 2));
+    /* The checkpoint's list of files now also names an unrelated file. */
+    char *k3 = ftl_format("%s/k-3.ckpt", dir), *doctored = ftl_format("%s/doctored.ckpt", dir);
+    char *list = ftl_format("[\"%s\",\"%s/k-2.ckpt\",\"%s\"]", victim, dir, k3);
+    REQUIRE_OK(rewrite_metadata(k3, doctored, "ftl.checkpoints", list));
+    cfg.epochs = 5;
+    REQUIRE_OK(run_fit(&r, &d, &cfg, doctored, true));
+    run_free(&r);
+    for (int e = 1; e <= 5; e++) CHECK(checkpoint_exists(dir, e) == (e >= 4));
+    CHECK(ftl_path_exists(victim));
+    free(pattern), free(victim), free(k3), free(doctored), free(list);
+}
