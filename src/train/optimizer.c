@@ -1,8 +1,9 @@
 /* Optimizers over the parameter block: nadam (Keras Nadam = torch >= 2.0 NAdam), adam and sgd
  * (torch.optim semantics), plus the learning-rate schedule (scaling for the batch, warmup).
  *
- * The per-element updates are written once (UPDATE_* macros) and compiled for AVX-512, AVX2
- * and plain C. Each is a fixed sequence of IEEE add/mul/div/sqrt in float with no fused
+ * The per-element updates are written once (UPDATE_BODY) and compiled for AVX-512, AVX2 and
+ * plain C. Divisions and square roots bound their speed, so each element takes one sqrt and one
+ * division (torch divides three times; the results differ in the last bit at most). Each is a fixed sequence of IEEE add/mul/div/sqrt in float with no fused
  * multiply-adds (ISO C mode disables contraction), so all three paths give identical bits and the
  * split over threads cannot change a result. Step scalars are computed in double, as torch does
  * in Python, and rounded to float once. */
@@ -98,7 +99,7 @@ typedef struct update_args {
     float wd;             /* weight decay */
     float b1, omb1;       /* beta1, 1 - beta1 */
     float b2, omb2;       /* beta2, 1 - beta2 */
-    float bc2_sqrt, eps;
+    float inv_bc2_sqrt, eps; /* 1 / sqrt(1 - beta2^t) */
     float c_grad, c_m;    /* nadam: the two addcdiv values; adam: c_m = -lr / bc1 */
     float momentum, neg_lr;
     bool nesterov, has_momentum;
@@ -108,7 +109,7 @@ typedef struct update_args {
 #define UPDATE_BODY(V, W, L, S, B, SQ)                                                                    \
     size_t i = begin;                                                                                     \
     const V wd = B(a->wd), b1 = B(a->b1), omb1 = B(a->omb1), b2 = B(a->b2), omb2 = B(a->omb2);           \
-    const V bcs = B(a->bc2_sqrt), eps = B(a->eps), cg = B(a->c_grad), cm = B(a->c_m);                     \
+    const V ibcs = B(a->inv_bc2_sqrt), eps = B(a->eps), cg = B(a->c_grad), cm = B(a->c_m), one = B(1.0f);  \
     const V mom = B(a->momentum), nlr = B(a->neg_lr);                                                     \
     switch (a->kind) {                                                                                    \
     case FTL_OPTIMIZER_NADAM:                                                                             \
@@ -119,9 +120,9 @@ typedef struct update_args {
             V v = L(a->v + i) * b2 + omb2 * (g * g);                                                      \
             S(a->m + i, m);                                                                               \
             S(a->v + i, v);                                                                               \
-            V d = SQ(v) / bcs + eps;                                                                      \
-            p = p + cg * (g / d);                                                                         \
-            p = p + cm * (m / d);                                                                         \
+            V r = one / (SQ(v) * ibcs + eps);                                                             \
+            p = p + cg * (g * r);                                                                         \
+            p = p + cm * (m * r);                                                                         \
             S(a->p + i, p);                                                                               \
         }                                                                                                 \
         break;                                                                                            \
@@ -133,8 +134,7 @@ typedef struct update_args {
             V v = L(a->v + i) * b2 + omb2 * (g * g);                                                      \
             S(a->m + i, m);                                                                               \
             S(a->v + i, v);                                                                               \
-            V d = SQ(v) / bcs + eps;                                                                      \
-            S(a->p + i, p + cm * (m / d));                                                                \
+            S(a->p + i, p + cm * (m / (SQ(v) * ibcs + eps)));                                             \
         }                                                                                                 \
         break;                                                                                            \
     case FTL_OPTIMIZER_SGD:                                                                               \
@@ -212,7 +212,7 @@ void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, d
     a->omb2 = (float)(1.0 - c->beta2);
     a->eps = (float)c->eps;
     double bc2 = 1.0 - pow(c->beta2, (double)t);
-    a->bc2_sqrt = (float)sqrt(bc2);
+    a->inv_bc2_sqrt = (float)(1.0 / sqrt(bc2));
     if (c->kind == FTL_OPTIMIZER_NADAM) {
         /* Keras Nadam's momentum schedule; mu_product_next = prod(mu_1..mu_t) * mu_{t+1}
          * (torch 1.13's single-tensor NAdam multiplies by mu_t twice: pytorch/pytorch#92699). */
