@@ -363,7 +363,9 @@ ftl_batch_source ftl_memory_source_as_batch_source(ftl_memory_source *src);
 typedef struct ftl_collectives {
     void *ctx;
     int rank, world_size;
-    /* In-place sum over ranks. The trainer averages gradients (sum / world_size, as Horovod). */
+    /* In-place sum over ranks. The trainer averages gradients (sum / world_size, as Horovod);
+     * each rank's gradient is the mean over its own full batch (equal batches on every rank).
+     * Steps per epoch follow the smallest shard, so no rank waits for a missing step. */
     ftl_status (*allreduce_sum_f32)(void *ctx, float *data, size_t count);
     ftl_status (*allreduce_sum_f64)(void *ctx, double *data, size_t count);
     /* Rank 0's data to everyone (initial weights, resumed state). */
@@ -448,11 +450,13 @@ ftl_status ftl_trainer_fit(ftl_trainer *trainer, ftl_batch_source *train, ftl_ba
                            ftl_fit_result *result);
 
 /* Writes a checkpoint of the whole training state now (the trainer does this itself each epoch
- * when checkpoint_pattern is set). train may be NULL (no loader position). */
+ * when checkpoint_pattern is set). train may be NULL (no loader position). A resume continues
+ * with the epoch after the last completed one, so exact resumes need epoch-end checkpoints. */
 ftl_status ftl_trainer_save_checkpoint(ftl_trainer *trainer, const char *path, ftl_batch_source *train);
 /* Restores a checkpoint: refuses one from another backbone, class set or feature dimension
  * (comparing the checkpoint_meta identity keys) or another optimizer, with a message naming the
- * difference; restores the loader position into train (if given). */
+ * difference; restores the loader position into train (if given). On failure the trainer may be
+ * partly restored: free it. */
 ftl_status ftl_trainer_resume(ftl_trainer *trainer, const char *path, ftl_batch_source *train);
 /* The epoch history so far (including epochs before a resume, from the checkpoint). */
 size_t ftl_trainer_history(const ftl_trainer *trainer, const ftl_epoch_log **logs);

@@ -246,11 +246,32 @@ static ftl_status plan_epochs(const ftl_trainer *t, const ftl_batch_source *trai
     *wrap = false;
     if (train->size <= 0)
         return ftl_fail(FTL_E_INVALID_ARG, "the training data's size is unknown: give --steps-per-epoch");
-    *steps = c->drop_remainder ? train->size / c->batch_size : (train->size + c->batch_size - 1) / c->batch_size;
+    int64_t size = train->size;
+    const ftl_collectives *col = &c->collectives;
+    if (col->world_size > 1) {
+        /* Every rank must run the same number of steps, or the gradient allreduce hangs: use the
+         * smallest shard (sizes gathered with the sum-only hook, one slot per rank). */
+        if (!c->drop_remainder)
+            return ftl_fail(FTL_E_INVALID_ARG, "with %d ranks, batches must be full (drop_remainder)", col->world_size);
+        if (col->allreduce_sum_f64) {
+            double *sizes = ftl_xcalloc((size_t)col->world_size, sizeof(double));
+            sizes[col->rank] = (double)size;
+            ftl_status s = col->allreduce_sum_f64(col->ctx, sizes, (size_t)col->world_size);
+            double lo = sizes[0], hi = sizes[0];
+            for (int r = 1; r < col->world_size; r++) lo = sizes[r] < lo ? sizes[r] : lo, hi = sizes[r] > hi ? sizes[r] : hi;
+            free(sizes);
+            FTL_TRY(s);
+            if (lo != hi)
+                ftl_log_info("shards are uneven (%.0f to %.0f examples): every rank runs %lld steps per epoch", lo, hi,
+                             (long long)((int64_t)lo / c->batch_size));
+            size = (int64_t)lo;
+        }
+    }
+    *steps = c->drop_remainder ? size / c->batch_size : (size + c->batch_size - 1) / c->batch_size;
     if (*steps == 0)
         return ftl_fail(FTL_E_INVALID_ARG,
                         "%lld training examples make no full batch of %lld (remainders are dropped): lower --batch",
-                        (long long)train->size, (long long)c->batch_size);
+                        (long long)size, (long long)c->batch_size);
     return FTL_OK;
 }
 

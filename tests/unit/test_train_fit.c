@@ -411,6 +411,7 @@ TEST(train_fit_rejects_bad_configuration) {
  * counts, so sums are doubles; averaging must give the single-process result bit for bit. */
 typedef struct fake_world {
     int f32_calls, f64_calls;
+    double other_size; /* the other rank's shard size (0: same as ours) */
 } fake_world;
 
 static ftl_status fake_sum_f32(void *ctx, float *x, size_t n) {
@@ -419,7 +420,12 @@ static ftl_status fake_sum_f32(void *ctx, float *x, size_t n) {
     return FTL_OK;
 }
 static ftl_status fake_sum_f64(void *ctx, double *x, size_t n) {
-    ((fake_world *)ctx)->f64_calls++;
+    fake_world *w = ctx;
+    w->f64_calls++;
+    if (n == 2) { /* the shard sizes, one slot per rank; we are rank 0 */
+        x[1] = w->other_size > 0 ? w->other_size : x[0];
+        return FTL_OK;
+    }
     for (size_t i = 0; i < n; i++) x[i] *= 2.0;
     return FTL_OK;
 }
@@ -434,8 +440,8 @@ TEST(train_fit_allreduce_hook_averages_gradients) {
     cfg.collectives = (ftl_collectives){.ctx = &w, .rank = 0, .world_size = 2, .allreduce_sum_f32 = fake_sum_f32,
                                         .allreduce_sum_f64 = fake_sum_f64};
     REQUIRE_OK(run_fit(&pair, &d, &cfg, NULL, true));
-    CHECK_EQ_INT(w.f32_calls, 2 * 12); /* one allreduce per step */
-    CHECK_EQ_INT(w.f64_calls, 2 * 2);  /* train and validation counts per epoch */
+    CHECK_EQ_INT(w.f32_calls, 2 * 12);    /* one allreduce per step */
+    CHECK_EQ_INT(w.f64_calls, 1 + 2 * 2); /* shard sizes, then train and validation counts per epoch */
     ftl_head *a = ftl_trainer_head(single.trainer), *b = ftl_trainer_head(pair.trainer);
     CHECK(memcmp(a->params, b->params, a->param_count * sizeof(float)) == 0);
     const ftl_epoch_log *ha, *hb;
@@ -444,6 +450,17 @@ TEST(train_fit_allreduce_hook_averages_gradients) {
     CHECK(ha[1].loss == hb[1].loss && ha[1].val_acc == hb[1].val_acc);
     CHECK_EQ_INT(hb[1].examples, 2 * ha[1].examples);
     run_free(&single);
+    run_free(&pair);
+    /* Uneven shards (200 here, 150 on the other rank): both run floor(150 / 16) = 9 steps. */
+    w = (fake_world){.other_size = 150};
+    REQUIRE_OK(run_fit(&pair, &d, &cfg, NULL, true));
+    ftl_trainer_history(pair.trainer, &hb);
+    CHECK_EQ_INT(hb[0].steps, 9);
+    CHECK_EQ_INT(w.f32_calls, 2 * 9);
+    run_free(&pair);
+    cfg.drop_remainder = false;
+    CHECK(run_fit(&pair, &d, &cfg, NULL, true) == FTL_E_INVALID_ARG);
+    CHECK_CONTAINS(ftl_last_error(), "with 2 ranks, batches must be full");
     run_free(&pair);
 }
 
