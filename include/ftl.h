@@ -14,5 +14,7 @@
 #include "ftl/nn.h"
 #include "ftl/loader.h"
 #include "ftl/embed.h"
+#include "ftl/train.h"
+#include "ftl/pipeline.h"
 
 #endif

@@ -46,6 +46,9 @@ bool cli_parse_bytes(const char *text, int64_t *bytes);
 int cli_cmd_prep(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
 int cli_cmd_embed(int argc, char **argv);
+int cli_cmd_train(int argc, char **argv);
+int cli_cmd_eval(int argc, char **argv);
+int cli_cmd_predict(int argc, char **argv);
 int cli_cmd_inspect_model(int argc, char **argv); /* ftl inspect MODEL.onnx */
 
 #endif

@@ -13,6 +13,9 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"prep", cli_cmd_prep, "image folders -> Parquet dataset (the article's thumbnail recipe)"},
     {"embed", cli_cmd_embed, "dataset -> feature vectors through a frozen ONNX backbone (the feature cache)"},
+    {"train", cli_cmd_train, "train a softmax head on a frozen backbone (feature cache, early stopping, checkpoints)"},
+    {"eval", cli_cmd_eval, "loss, top-1/top-5, per-class accuracy and confusion matrix of a trained model"},
+    {"predict", cli_cmd_predict, "classify image files with a trained model"},
     {"inspect", cli_cmd_inspect, "describe a Parquet dataset or an ONNX model"},
 };
 enum { SUBCOMMAND_COUNT = sizeof subcommands / sizeof subcommands[0] };

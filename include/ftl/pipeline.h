@@ -1,0 +1,98 @@
+/* ftl public API: the whole jobs behind `ftl train`, `ftl eval` and `ftl predict`, built from
+ * the loader, the backbone, the feature cache and the trainer. */
+#ifndef FTL_PIPELINE_H
+#define FTL_PIPELINE_H
+
+#include "ftl/base.h"
+#include "ftl/embed.h"
+#include "ftl/train.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- train ---- */
+
+typedef struct ftl_train_options {
+    const char *train_path;       /* image dataset (ftl prep output, or any Parquet with label/image) */
+    const char *val_path;         /* NULL: no validation (monitor acc or loss then) */
+    const char *out_path;         /* MODEL.ftl */
+    ftl_embed_options embed;      /* backbone, feature tensor, preprocessing, precision, columns, batch, threads */
+    bool feature_cache;           /* default true: embed once, train on stored features */
+    const char *cache_dir;        /* default: ftl-feature-cache/ next to out_path */
+    int64_t max_memory;           /* cached features larger than this are streamed; default half the RAM */
+    int64_t shuffle_buffer;       /* rows; default 400 (the article's) */
+    const char *data_cache_dir;   /* local-disk cache of image row groups (--no-feature-cache) */
+    int64_t data_cache_limit;
+    ftl_fit_config fit;
+    const char *resume_path;      /* a checkpoint to continue from */
+    bool overwrite;
+    bool show_progress;
+    const char *command_line;     /* recorded in the model file */
+} ftl_train_options;
+
+void ftl_train_options_init(ftl_train_options *options);
+
+typedef struct ftl_train_summary {
+    ftl_fit_result fit;
+    int64_t train_rows, val_rows, dim, classes;
+    double seconds, features_seconds;
+    bool features_cached, features_in_memory, train_cache_reused, val_cache_reused;
+} ftl_train_summary;
+
+ftl_status ftl_train_run(const ftl_train_options *options, ftl_train_summary *summary);
+
+/* ---- eval ---- */
+
+typedef struct ftl_eval_options {
+    const char *model_path;       /* MODEL.ftl */
+    const char *data_path;        /* image dataset */
+    const char *backbone_path;    /* NULL: the path recorded in the model (its sha256 is checked) */
+    const char *cache_dir;        /* reuse cached features when present (NULL: none) */
+    int batch, threads, loader_threads, image_size;
+    const char *image_column, *label_column;
+    const char *predictions_path; /* CSV: path, label, predicted, probability (NULL: none) */
+    bool show_progress;
+} ftl_eval_options;
+
+void ftl_eval_options_init(ftl_eval_options *options);
+
+typedef struct ftl_eval_result {
+    int64_t rows, classes;
+    double loss, top1, top5;
+    char **class_names;
+    int64_t *confusion;           /* classes x classes: [true][predicted] */
+    double seconds;
+} ftl_eval_result;
+
+ftl_status ftl_eval_run(const ftl_eval_options *options, ftl_eval_result *result);
+void ftl_eval_result_free(ftl_eval_result *result);
+void ftl_eval_result_print(const ftl_eval_result *result, FILE *out);
+ftl_status ftl_eval_result_write_json(const ftl_eval_result *result, const char *path);
+ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *result, const char *path);
+
+/* ---- predict ---- */
+
+typedef struct ftl_predict_options {
+    const char *model_path;
+    const char *backbone_path;    /* NULL: as recorded in the model */
+    int top_k;                    /* default 5 */
+    int threads;
+} ftl_predict_options;
+
+void ftl_predict_options_init(ftl_predict_options *options);
+
+typedef struct ftl_predictor ftl_predictor;
+
+typedef struct ftl_prediction {
+    int count;                    /* top_k or fewer */
+    int class_index[16];
+    const char *class_name[16];
+    float probability[16];
+} ftl_prediction;
+
+ftl_status ftl_predictor_open(const ftl_predict_options *options, ftl_predictor **out);
+/* Runs the dataset recipe (decode, thumbnail, pad), the backbone and the head on one image file. */
+ftl_status ftl_predictor_run_file(ftl_predictor *p, const char *image_path, ftl_prediction *out);
+void ftl_predictor_close(ftl_predictor *p);
+
+#endif

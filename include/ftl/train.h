@@ -1,0 +1,470 @@
+/* ftl public API: training the softmax head on feature vectors, and the model/checkpoint files.
+ *
+ * Pieces, from the bottom up:
+ *   safetensors  reader/writer of the safetensors layout (model files, checkpoints)
+ *   ftl_head     Dropout -> Dense(D -> C) -> softmax cross-entropy, forward/backward on batches
+ *   optimizer    nadam (Keras), adam, sgd (torch semantics); LR scaling and warmup
+ *   early stop   Keras EarlyStopping semantics; the best weights are restored at the end
+ *   model file   MODEL.ftl: head tensors + metadata (class names, backbone, args, metrics)
+ *   trainer      the fit loop over a batch source, with validation, logs, checkpoints, resume
+ *
+ * Memory layout (llm.c style): the head's parameters are ONE float block `params` =
+ * [kernel D x C row-major | bias C]; gradients and each optimizer slot (m, v) are blocks of the
+ * same length and layout. Zeroing, allreduce, broadcast and checkpointing are one call each.
+ * The kernel is [D x C] (Keras' Dense layout; torch's Linear.weight is its transpose), so both
+ * the forward GEMM (X W) and the weight gradient (X^T dZ) stream contiguous rows of C floats.
+ *
+ * Determinism: with the same seed, data order and machine type (SIMD path), training is
+ * bit-identical for any thread count, and a run resumed from a checkpoint ends with exactly the
+ * parameters of an uninterrupted one. */
+#ifndef FTL_TRAIN_H
+#define FTL_TRAIN_H
+
+#include "ftl/base.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads for the head's GEMMs and optimizer (0 = one per available core, the default). */
+void ftl_train_set_threads(int threads);
+int ftl_train_threads(void);
+
+/* A string key/value pair (file metadata). */
+typedef struct ftl_kv {
+    const char *key, *value;
+} ftl_kv;
+
+/* ======================================================================== safetensors
+ * File: u64 little-endian N, then N bytes of JSON header {"name": {"dtype": "F32", "shape": [..],
+ * "data_offsets": [begin, end]}, ..., "__metadata__": {"k": "v"}}, then the data section.
+ * Offsets are relative to the data section; tensors cover it exactly, without gaps or overlap. */
+
+typedef enum ftl_dtype {
+    FTL_DTYPE_F32, FTL_DTYPE_F64, FTL_DTYPE_F16, FTL_DTYPE_BF16,
+    FTL_DTYPE_I8, FTL_DTYPE_I16, FTL_DTYPE_I32, FTL_DTYPE_I64,
+    FTL_DTYPE_U8, FTL_DTYPE_U16, FTL_DTYPE_U32, FTL_DTYPE_U64,
+    FTL_DTYPE_BOOL,
+} ftl_dtype;
+
+size_t ftl_dtype_size(ftl_dtype dtype);
+const char *ftl_dtype_name(ftl_dtype dtype); /* "F32", ... as in the safetensors header */
+
+enum { FTL_SAFETENSORS_MAX_DIMS = 8 };
+
+typedef struct ftl_safetensors_tensor {
+    const char *name;
+    ftl_dtype dtype;
+    int ndim;
+    int64_t shape[FTL_SAFETENSORS_MAX_DIMS];
+    uint64_t element_count;
+    uint64_t byte_size;
+    const uint8_t *data; /* inside the file's buffer; not necessarily aligned: copy out with memcpy */
+} ftl_safetensors_tensor;
+
+typedef struct ftl_safetensors ftl_safetensors;
+
+/* Reads and validates the whole file: header length vs file size, JSON, dtypes, shapes vs byte
+ * lengths, offsets inside the data section, no overlaps or holes. Errors name the file and the
+ * tensor. Never trusts a size from the file before checking it against the file size. */
+ftl_status ftl_safetensors_open(const char *path, ftl_safetensors **out);
+/* The same from a buffer (copied); `name` is used in error messages. */
+ftl_status ftl_safetensors_open_buffer(const void *data, size_t size, const char *name, ftl_safetensors **out);
+void ftl_safetensors_close(ftl_safetensors *st);
+const char *ftl_safetensors_path(const ftl_safetensors *st);
+size_t ftl_safetensors_tensor_count(const ftl_safetensors *st);
+const ftl_safetensors_tensor *ftl_safetensors_tensor_at(const ftl_safetensors *st, size_t index);
+const ftl_safetensors_tensor *ftl_safetensors_find(const ftl_safetensors *st, const char *name);
+/* Metadata value for key, or NULL. */
+const char *ftl_safetensors_metadata(const ftl_safetensors *st, const char *key);
+size_t ftl_safetensors_metadata_count(const ftl_safetensors *st);
+ftl_kv ftl_safetensors_metadata_at(const ftl_safetensors *st, size_t index);
+/* Copies tensor `name` into dst after checking it exists and has this dtype and shape
+ * (shape entries < 0 match any size; ndim < 0 skips the shape check); dst_bytes must equal its
+ * byte size. Errors: "FILE: tensor NAME: expected F32 [257], found F32 [256]". */
+ftl_status ftl_safetensors_read(const ftl_safetensors *st, const char *name, ftl_dtype dtype, int ndim,
+                                const int64_t *shape, void *dst, size_t dst_bytes);
+
+typedef struct ftl_safetensors_writer ftl_safetensors_writer;
+
+ftl_safetensors_writer *ftl_safetensors_writer_new(void);
+void ftl_safetensors_writer_free(ftl_safetensors_writer *w);
+/* Adds a tensor; `data` (little-endian, element_count * dtype size bytes) is borrowed until write.
+ * Tensors are written in the order added. Duplicate names fail at write time. */
+void ftl_safetensors_writer_add(ftl_safetensors_writer *w, const char *name, ftl_dtype dtype, int ndim,
+                                const int64_t *shape, const void *data);
+/* Sets (or replaces) a metadata entry; both strings are copied. */
+void ftl_safetensors_writer_set_metadata(ftl_safetensors_writer *w, const char *key, const char *value);
+/* Writes atomically: temporary name, fsync, rename (an interrupted write leaves no partial file). */
+ftl_status ftl_safetensors_writer_write(ftl_safetensors_writer *w, const char *path);
+
+/* ======================================================================== head */
+
+/* Exact sums over examples; add them across batches and ranks (allreduce one double[3]).
+ * Counts are integers held exactly in doubles (below 2^53). */
+typedef struct ftl_metric_counts {
+    double loss_sum; /* sum of per-example cross-entropy (natural log) */
+    double correct;  /* examples whose argmax (first maximum) is the label */
+    double count;    /* examples */
+} ftl_metric_counts;
+
+static inline double ftl_metric_loss(const ftl_metric_counts *m) { return m->count > 0 ? m->loss_sum / m->count : 0.0; }
+static inline double ftl_metric_accuracy(const ftl_metric_counts *m) { return m->count > 0 ? m->correct / m->count : 0.0; }
+
+struct ftl_head_workspace;
+
+typedef struct ftl_head {
+    int64_t dim;        /* D, features per example */
+    int64_t classes;    /* C */
+    size_t param_count; /* D*C + C */
+    float dropout;      /* drop probability for training batches (inverted dropout), 0 = none */
+    float *params;      /* the parameter block: kernel then bias */
+    float *kernel;      /* = params, [D x C] row-major */
+    float *bias;        /* = params + D*C, [C] */
+    float *grads;       /* the gradient block, same layout; written by ftl_head_train_batch */
+    float *grad_kernel, *grad_bias;
+    struct ftl_head_workspace *ws;
+} ftl_head;
+
+/* Allocates a head with zero parameters. Fails on D or C < 1 or sizes that overflow. */
+ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes);
+void ftl_head_free(ftl_head *head);
+/* Keras/torch default init: kernel ~ U(-a, a), a = sqrt(6 / (D + C)) (Glorot uniform); bias 0.
+ * Deterministic for a seed (xoshiro256**). */
+void ftl_head_init_glorot(ftl_head *head, uint64_t seed);
+
+/* One training batch: x [n x D] row-major, labels [n] in [0, C). Applies dropout (when
+ * head->dropout > 0, masks drawn from *dropout_rng_state, a 4-word xoshiro state advanced in
+ * place), computes logits, the mean cross-entropy over the n examples and its gradient into
+ * head->grads (overwritten). Adds the batch's loss sum / correct / count to *counts (metrics
+ * of the training-mode forward pass, as Keras reports). A label out of range fails, naming it. */
+ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
+                                uint64_t dropout_rng_state[4], ftl_metric_counts *counts);
+/* Evaluation forward pass (no dropout): adds loss/correct/count to *counts. */
+ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
+                                   ftl_metric_counts *counts);
+/* Softmax probabilities [n x C] (no dropout). logits_out may be NULL. */
+ftl_status ftl_head_predict(ftl_head *head, const float *x, size_t n, float *probs_out, float *logits_out);
+
+/* ======================================================================== optimizers */
+
+typedef enum ftl_optimizer_kind {
+    FTL_OPTIMIZER_NADAM,
+    FTL_OPTIMIZER_ADAM,
+    FTL_OPTIMIZER_SGD,
+} ftl_optimizer_kind;
+
+typedef struct ftl_optimizer_config {
+    ftl_optimizer_kind kind;
+    double lr;             /* base learning rate (before scaling and warmup) */
+    double beta1, beta2;   /* nadam/adam */
+    double eps;            /* nadam/adam; added to sqrt(v_hat) */
+    double momentum_decay; /* nadam: mu_t = beta1 * (1 - 0.5 * 0.96^(t * momentum_decay)) */
+    double momentum;       /* sgd */
+    bool nesterov;         /* sgd */
+    double weight_decay;   /* L2 added to the gradient (torch semantics), all parameters; 0 = off */
+} ftl_optimizer_config;
+
+/* Defaults: nadam lr 0.001, betas 0.9/0.999, eps 1e-7, momentum_decay 0.004 (Keras Nadam);
+ * adam lr 0.001, betas 0.9/0.999, eps 1e-7 (Keras' eps; torch's default is 1e-8);
+ * sgd lr 0.01, momentum 0, no nesterov (Keras SGD). */
+ftl_optimizer_config ftl_optimizer_config_default(ftl_optimizer_kind kind);
+const char *ftl_optimizer_kind_name(ftl_optimizer_kind kind);
+ftl_status ftl_optimizer_kind_parse(const char *name, ftl_optimizer_kind *out);
+
+typedef struct ftl_optimizer {
+    ftl_optimizer_config config;
+    size_t param_count;
+    int slot_count;      /* state vectors: 2 for nadam/adam (m, v), 1 for sgd with momentum, else 0 */
+    float *state;        /* ONE block [slot_count x param_count] */
+    float *m, *v;        /* named slots in the block (m = momentum buffer for sgd); NULL if absent */
+    int64_t step;        /* completed steps */
+    double mu_product;   /* nadam: prod of mu_1..mu_step */
+    struct ftl_pool_site *pool_site; /* internal: whether threads pay for the update */
+} ftl_optimizer;
+
+ftl_status ftl_optimizer_init(ftl_optimizer *opt, const ftl_optimizer_config *config, size_t param_count);
+void ftl_optimizer_free(ftl_optimizer *opt);
+/* One update of params from grads with learning rate lr (the schedule's value for this step). */
+void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, double lr);
+
+typedef enum ftl_lr_scaling {
+    FTL_LR_SCALE_NONE,
+    FTL_LR_SCALE_LINEAR, /* lr * B / B0 (Goyal et al.) */
+    FTL_LR_SCALE_SQRT,   /* lr * sqrt(B / B0) (Krizhevsky) */
+} ftl_lr_scaling;
+
+ftl_status ftl_lr_scaling_parse(const char *name, ftl_lr_scaling *out); /* "none" | "linear" | "sqrt" */
+
+/* Learning-rate schedule: scaling for the batch size, then linear warmup (per step), then constant.
+ *   factor k   = 1, B/B0 or sqrt(B/B0); B is the GLOBAL batch (per-rank batch x ranks)
+ *   target     = lr * k
+ *   warmup     lr(t) = target * (s + (1 - s) * min(1, (t + 1) / W)), t = 0-based global step,
+ *              W = warmup_epochs * steps_per_epoch steps
+ *   start s    = 1/k when k > 1: warmup starts at the base batch's LR (Goyal et al.; with k = ranks
+ *              this is exactly Horovod's LearningRateWarmupCallback, which starts at lr/size);
+ *              0 when k = 1 (a plain ramp from lr/W); or warmup_start_factor when >= 0. */
+typedef struct ftl_lr_schedule {
+    double lr;
+    ftl_lr_scaling scaling;
+    int64_t batch, base_batch;
+    double warmup_epochs;       /* 0 = none */
+    int64_t steps_per_epoch;
+    double warmup_start_factor; /* < 0: automatic (above) */
+} ftl_lr_schedule;
+
+double ftl_lr_schedule_target(const ftl_lr_schedule *s);
+double ftl_lr_schedule_at(const ftl_lr_schedule *s, int64_t step);
+
+/* ======================================================================== early stopping */
+
+typedef enum ftl_monitor {
+    FTL_MONITOR_VAL_ACC,
+    FTL_MONITOR_VAL_LOSS,
+    FTL_MONITOR_ACC,
+    FTL_MONITOR_LOSS,
+} ftl_monitor;
+
+typedef enum ftl_monitor_mode {
+    FTL_MODE_AUTO, /* accuracies -> max, losses -> min (Keras' rule) */
+    FTL_MODE_MIN,
+    FTL_MODE_MAX,
+} ftl_monitor_mode;
+
+typedef struct ftl_early_stopping_config {
+    bool stop;           /* stop when patience runs out (--early-stopping); false: only track the best */
+    ftl_monitor monitor;
+    ftl_monitor_mode mode;
+    int patience;        /* epochs without improvement before stopping */
+    double min_delta;    /* an improvement must exceed this (absolute) */
+    double baseline;     /* NaN = none; else the first improvement must beat it */
+    bool restore_best;   /* restore the best epoch's weights at the end (default true) */
+} ftl_early_stopping_config;
+
+/* Defaults: no stopping, monitor val_acc, auto mode, patience 3, min_delta 0, restore_best. */
+ftl_early_stopping_config ftl_early_stopping_config_default(void);
+/* Parses "monitor=val_acc,patience=3,min_delta=0.001[,mode=max][,baseline=0.5]" (sets stop = true). */
+ftl_status ftl_early_stopping_parse(const char *spec, ftl_early_stopping_config *config);
+const char *ftl_monitor_name(ftl_monitor monitor);
+ftl_status ftl_monitor_parse(const char *name, ftl_monitor *out);
+
+/* Keras EarlyStopping (restore_best_weights=True) semantics, with one difference: ftl restores
+ * the best weights at the end of training even when stopping never fired (Keras restores only
+ * when it stops early); restore_best = false keeps the last epoch's weights. */
+typedef struct ftl_early_stopping {
+    ftl_early_stopping_config config;
+    bool maximize;
+    bool has_best;
+    double best;            /* best monitored value so far (valid when has_best) */
+    int64_t best_epoch;     /* 1-based epoch of the best value (of the kept weights), 0 = none */
+    int wait;               /* epochs since the last improvement */
+    int64_t stopped_epoch;  /* 1-based epoch at which stopping fired, 0 = not stopped */
+    size_t param_count;
+    float *best_params;     /* copy of the parameters at best_epoch (when restore_best) */
+    bool has_best_params;   /* best_params holds weights (the first epoch's if none improved) */
+} ftl_early_stopping;
+
+ftl_status ftl_early_stopping_init(ftl_early_stopping *es, const ftl_early_stopping_config *config,
+                                   size_t param_count);
+void ftl_early_stopping_free(ftl_early_stopping *es);
+/* Records the monitored value at the end of 1-based `epoch` (params = the weights after it).
+ * Returns true when training should stop now. A NaN value never counts as an improvement. */
+bool ftl_early_stopping_update(ftl_early_stopping *es, int64_t epoch, double value, const float *params);
+/* Copies the best weights into params if restore_best and a best exists; returns whether it did. */
+bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
+
+/* ======================================================================== model file
+ * MODEL.ftl: safetensors with "head.kernel" F32 [D, C] and "head.bias" F32 [C] and metadata:
+ * ftl.format = "ftl-model-1", ftl.version, ftl.classes (JSON array), and whatever the caller adds
+ * (the FTL_MODEL_META_* keys below are the conventional ones). */
+
+#define FTL_MODEL_FORMAT               "ftl-model-1"
+#define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-1"
+#define FTL_MODEL_META_FORMAT          "ftl.format"
+#define FTL_MODEL_META_VERSION         "ftl.version"
+#define FTL_MODEL_META_CLASSES         "ftl.classes"         /* JSON array of class names */
+#define FTL_MODEL_META_FEATURE_DIM     "ftl.feature_dim"     /* D, decimal */
+#define FTL_MODEL_META_BACKBONE_PATH   "ftl.backbone_path"
+#define FTL_MODEL_META_BACKBONE_SHA256 "ftl.backbone_sha256"
+#define FTL_MODEL_META_FEATURE_TENSOR  "ftl.feature_tensor"  /* backbone output used as features */
+#define FTL_MODEL_META_INPUT_SIZE      "ftl.input_size"
+#define FTL_MODEL_META_INPUT_SCALING   "ftl.input_scaling"   /* e.g. "x/127.5-1" */
+#define FTL_MODEL_META_TRAINING_ARGS   "ftl.training_args"   /* JSON */
+#define FTL_MODEL_META_METRICS         "ftl.metrics"         /* JSON */
+#define FTL_MODEL_META_DROPOUT         "ftl.dropout"
+
+/* Writes MODEL.ftl atomically. meta must contain FTL_MODEL_META_CLASSES with C names; format,
+ * version and feature_dim are filled in. */
+ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count);
+
+typedef struct ftl_classifier {
+    ftl_head head;
+    char **class_names;   /* [head.classes] */
+    ftl_safetensors *file; /* for the remaining metadata (ftl_safetensors_metadata) */
+} ftl_classifier;
+
+/* Loads a model file (or the head of a checkpoint), checking shapes against the class list. */
+ftl_status ftl_classifier_load(const char *path, ftl_classifier *model);
+void ftl_classifier_free(ftl_classifier *model);
+const char *ftl_classifier_metadata(const ftl_classifier *model, const char *key);
+
+/* ======================================================================== training loop */
+
+/* One batch handed to the trainer; the memory stays valid until the next call on the source. */
+typedef struct ftl_feature_batch {
+    const float *features; /* [count x D] row-major */
+    const int32_t *labels; /* [count] */
+    size_t count;
+    double backbone_seconds; /* time this batch spent in a backbone (per-batch mode), else 0 */
+} ftl_feature_batch;
+
+/* Where batches come from: in-memory features, a feature cache, a streaming loader, or a loader
+ * plus a backbone run per batch (--no-feature-cache). */
+typedef struct ftl_batch_source {
+    void *ctx;
+    /* Examples in one pass over the data (for steps per epoch), 0 if unknown. */
+    int64_t size;
+    /* Start a fresh pass (epoch mode; not called when steps_per_epoch streams over passes). */
+    ftl_status (*begin_pass)(void *ctx);
+    /* Up to max_count examples. When the pass ends: wrap = true continues into a new pass
+     * (reshuffled) to fill the batch; wrap = false returns what is left (count 0 at the end). */
+    ftl_status (*next_batch)(void *ctx, size_t max_count, bool wrap, ftl_feature_batch *out);
+    /* Opaque position (for checkpoints; optional): a malloc'ed blob, and its restore. */
+    ftl_status (*save_position)(void *ctx, uint8_t **blob, size_t *size);
+    ftl_status (*restore_position)(void *ctx, const uint8_t *blob, size_t size);
+} ftl_batch_source;
+
+/* In-memory features (cache loaded in RAM). The arrays are borrowed. shuffle: a new permutation
+ * of all examples for each pass, from xoshiro256** seeded with `seed` (deterministic). */
+typedef struct ftl_memory_source {
+    const float *features;
+    const int32_t *labels;
+    int64_t count, dim;
+    bool shuffle;
+    uint64_t rng[4];         /* state after drawing the current permutation */
+    uint64_t pass_rng[4];    /* state before it (the position records this, not the permutation) */
+    int64_t pass;            /* passes started */
+    int64_t cursor;          /* next index in the permutation */
+    uint32_t *order;
+    float *batch_features;
+    int32_t *batch_labels;
+    size_t batch_capacity;
+} ftl_memory_source;
+
+ftl_status ftl_memory_source_init(ftl_memory_source *src, const float *features, const int32_t *labels,
+                                  int64_t count, int64_t dim, bool shuffle, uint64_t seed);
+void ftl_memory_source_free(ftl_memory_source *src);
+ftl_batch_source ftl_memory_source_as_batch_source(ftl_memory_source *src);
+
+/* Hooks for data parallelism (src/dist fills them; NULL functions = single process). */
+typedef struct ftl_collectives {
+    void *ctx;
+    int rank, world_size;
+    /* In-place sum over ranks. The trainer averages gradients (sum / world_size, as Horovod);
+     * each rank's gradient is the mean over its own full batch (equal batches on every rank).
+     * Steps per epoch follow the smallest shard, so no rank waits for a missing step. */
+    ftl_status (*allreduce_sum_f32)(void *ctx, float *data, size_t count);
+    ftl_status (*allreduce_sum_f64)(void *ctx, double *data, size_t count);
+    /* Rank 0's data to everyone (initial weights, resumed state). */
+    ftl_status (*broadcast_f32)(void *ctx, float *data, size_t count);
+} ftl_collectives;
+
+/* What happened in one epoch (also the JSONL record). Metrics are NaN when not measured. */
+typedef struct ftl_epoch_log {
+    int64_t epoch, epochs;   /* 1-based */
+    int64_t steps, examples; /* this epoch, all ranks */
+    double seconds;
+    double loss, acc, val_loss, val_acc;
+    double lr;               /* at the last step of the epoch */
+    double images_per_second;
+    double data_wait_s, backbone_s, head_s, allreduce_s, validation_s, checkpoint_s;
+    bool improved;           /* the monitored value improved */
+    int64_t best_epoch;
+    const char *checkpoint;  /* the file written this epoch, or NULL */
+} ftl_epoch_log;
+
+typedef struct ftl_fit_config {
+    int64_t batch_size;       /* per rank */
+    int64_t epochs;
+    int64_t steps_per_epoch;  /* 0: one pass per epoch (below); > 0: an endless stream of reshuffled
+                                 passes cut into epochs of this many steps (Petastorm style) */
+    bool drop_remainder;      /* pass mode: floor(N/B) full batches (default, as the article's
+                                 loaders); false: ceil(N/B), the last one partial (Keras fit on arrays) */
+    int64_t eval_batch_size;  /* validation batches (default 1024; any size gives the same counts) */
+    ftl_optimizer_config optimizer;
+    ftl_lr_scaling lr_scaling;
+    int64_t base_batch;       /* B0 for lr scaling */
+    double warmup_epochs;
+    double warmup_start_factor; /* < 0: automatic */
+    double dropout;
+    uint64_t seed;            /* weights init and dropout (the loader has its own) */
+    ftl_early_stopping_config early_stopping;
+    /* Checkpoints: a path pattern where {epoch} or {epoch:03d} is the 1-based epoch; NULL = none. */
+    const char *checkpoint_pattern;
+    bool save_best_only;      /* only epochs where the monitored value improved */
+    int keep_last;            /* delete older checkpoints of this run beyond the last K (0 = keep all) */
+    /* Stored in every checkpoint and compared on resume (backbone sha256, classes, feature dim);
+     * also the place for training args. Borrowed. */
+    const ftl_kv *checkpoint_meta;
+    size_t checkpoint_meta_count;
+    const char *log_path;     /* JSONL, one record per epoch, appended; NULL = none */
+    FILE *epoch_out;          /* Keras-style epoch lines; NULL = silent */
+    ftl_collectives collectives;
+    /* Called after each epoch (rank 0 and others); set *stop to end training. Optional. */
+    ftl_status (*on_epoch_end)(void *ctx, const ftl_epoch_log *log, bool *stop);
+    void *on_epoch_end_ctx;
+} ftl_fit_config;
+
+/* batch 16, epochs 30, drop_remainder, eval batch 1024, nadam lr 0.001, seed 42, dropout 0,
+ * early stopping defaults (track val_acc, restore best, no stopping), single process. */
+ftl_fit_config ftl_fit_config_default(void);
+
+typedef struct ftl_fit_result {
+    int64_t epochs_run;        /* completed epochs, including those before a resume */
+    int64_t best_epoch;        /* 0 when nothing was monitored */
+    double best_value;         /* the monitored value at best_epoch */
+    bool stopped_early;
+    bool restored_best;
+    ftl_epoch_log last;        /* the last epoch's record */
+    /* Metrics of the returned weights: those of best_epoch when restored, else the last epoch. */
+    double final_loss, final_acc, final_val_loss, final_val_acc;
+} ftl_fit_result;
+
+typedef struct ftl_trainer ftl_trainer;
+
+/* A trainer for features of dimension dim and `classes` classes: head (Glorot init from seed),
+ * optimizer and early stopping. The config is copied (its strings and arrays are borrowed). */
+ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int64_t dim, int64_t classes);
+void ftl_trainer_free(ftl_trainer *trainer);
+ftl_head *ftl_trainer_head(ftl_trainer *trainer);
+const ftl_optimizer *ftl_trainer_optimizer(const ftl_trainer *trainer);
+int64_t ftl_trainer_epoch(const ftl_trainer *trainer); /* completed epochs */
+int64_t ftl_trainer_step(const ftl_trainer *trainer);  /* completed steps */
+
+/* Trains from the current epoch up to config->epochs (validation each epoch if val != NULL),
+ * then restores the best weights (unless restore_best is off). */
+ftl_status ftl_trainer_fit(ftl_trainer *trainer, ftl_batch_source *train, ftl_batch_source *val,
+                           ftl_fit_result *result);
+
+/* Writes a checkpoint of the whole training state now (the trainer does this itself each epoch
+ * when checkpoint_pattern is set). train may be NULL (no loader position). A resume continues
+ * with the epoch after the last completed one, so exact resumes need epoch-end checkpoints. */
+ftl_status ftl_trainer_save_checkpoint(ftl_trainer *trainer, const char *path, ftl_batch_source *train);
+/* Restores a checkpoint: refuses one from another backbone, class set or feature dimension
+ * (comparing the checkpoint_meta identity keys) or another optimizer, with a message naming the
+ * difference; restores the loader position into train (if given). On failure the trainer may be
+ * partly restored: free it. */
+ftl_status ftl_trainer_resume(ftl_trainer *trainer, const char *path, ftl_batch_source *train);
+/* The epoch history so far (including epochs before a resume, from the checkpoint). */
+size_t ftl_trainer_history(const ftl_trainer *trainer, const ftl_epoch_log **logs);
+
+/* Evaluation over one pass of a source (no dropout). */
+ftl_status ftl_head_evaluate(ftl_head *head, ftl_batch_source *source, size_t batch_size, ftl_metric_counts *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,43 @@
+/* ftl eval MODEL.ftl DATA: loss, top-1/top-5, per-class accuracy, confusion matrix. */
+#include "cli.h"
+
+#include <stdio.h>
+
+int cli_cmd_eval(int argc, char **argv) {
+    ftl_eval_options o;
+    ftl_eval_options_init(&o);
+    const char *json = NULL, *confusion = NULL;
+    bool quiet = false;
+    const cli_flag flags[] = {
+        {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
+        {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "use cached features of this dataset from the feature cache when present"},
+        {"json", CLI_STRING, &json, "FILE", "write the metrics, per-class accuracy and confusion matrix as JSON"},
+        {"confusion", CLI_STRING, &confusion, "FILE.csv", "write the confusion matrix as CSV"},
+        {"predictions", CLI_STRING, &o.predictions_path, "FILE.csv", "write every image's prediction (path, label, predicted, probability)"},
+        {"batch", CLI_INT, &o.batch, "N", "images per backbone pass; default 32"},
+        {"threads", CLI_INT, &o.threads, "N", "compute threads; default: all cores"},
+        {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
+        {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
+        {"image-col", CLI_STRING, &o.image_column, "NAME", "image column; default image"},
+        {"label-col", CLI_STRING, &o.label_column, "NAME", "label column; default label"},
+        {"quiet", CLI_BOOL, &quiet, NULL, "no progress"},
+    };
+    const cli_command cmd = {"eval", "ftl eval MODEL.ftl DATA [options]",
+                             "Evaluates a trained model on a dataset (streamed, so it may be larger than memory).", 2, 2};
+    const char *pos[2];
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    o.model_path = pos[0];
+    o.data_path = pos[1];
+    o.show_progress = !quiet;
+    ftl_eval_result r;
+    ftl_status st = ftl_eval_run(&o, &r);
+    if (st == FTL_OK) {
+        ftl_eval_result_print(&r, stdout);
+        if (json) st = ftl_eval_result_write_json(&r, json);
+        if (st == FTL_OK && confusion) st = ftl_eval_result_write_confusion_csv(&r, confusion);
+        ftl_eval_result_free(&r);
+    }
+    return cli_report(st);
+}

@@ -1,0 +1,58 @@
+/* ftl predict MODEL.ftl IMAGE...: the top classes of each image, by name. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int cli_cmd_predict(int argc, char **argv) {
+    ftl_predict_options o;
+    ftl_predict_options_init(&o);
+    bool json = false;
+    const cli_flag flags[] = {
+        {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
+        {"top", CLI_INT, &o.top_k, "K", "classes to show per image; default 5"},
+        {"threads", CLI_INT, &o.threads, "N", "compute threads; default: all cores"},
+        {"json", CLI_BOOL, &json, NULL, "one JSON object per image instead of text"},
+    };
+    const cli_command cmd = {"predict", "ftl predict MODEL.ftl IMAGE... [options]",
+                             "Classifies image files (JPEG/PNG) with the same preparation as the training data.", 2, 1 << 20};
+    const char **pos = malloc((size_t)argc * sizeof *pos);
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
+    if (rc != 0) {
+        free(pos);
+        return rc < 0 ? 0 : rc;
+    }
+    o.model_path = pos[0];
+    ftl_predictor *p;
+    ftl_status st = ftl_predictor_open(&o, &p);
+    if (st != FTL_OK) {
+        free(pos);
+        return cli_report(st);
+    }
+    int failures = 0;
+    for (int i = 1; i < npos; i++) {
+        ftl_prediction pred;
+        st = ftl_predictor_run_file(p, pos[i], &pred);
+        if (st != FTL_OK) {
+            /* A bad file is reported and the others still run; the exit status says something failed. */
+            fprintf(stderr, "ftl: error: %s\n", ftl_last_error());
+            failures++;
+            continue;
+        }
+        if (json) {
+            printf("{\"path\": \"%s\", \"top\": [", pos[i]);
+            for (int k = 0; k < pred.count; k++)
+                printf("%s{\"class\": \"%s\", \"index\": %d, \"probability\": %.6f}", k ? ", " : "", pred.class_name[k],
+                       pred.class_index[k], pred.probability[k]);
+            printf("]}\n");
+        } else {
+            printf("%s:", pos[i]);
+            for (int k = 0; k < pred.count; k++) printf("  %s %.4f", pred.class_name[k], pred.probability[k]);
+            printf("\n");
+        }
+    }
+    ftl_predictor_close(p);
+    free(pos);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,137 @@
+/* ftl train TRAIN --val VAL --backbone MODEL.onnx --out MODEL.ftl: the article's recipe. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *join_args(int argc, char **argv) {
+    size_t n = 16;
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    strcpy(s, "ftl");
+    for (int i = 0; i < argc; i++) strcat(strcat(s, " "), argv[i]);
+    return s;
+}
+
+int cli_cmd_train(int argc, char **argv) {
+    ftl_train_options o;
+    ftl_train_options_init(&o);
+    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *optimizer = "nadam", *scale_lr = "none";
+    const char *early = NULL;
+    double lr = NAN, momentum = 0.9, dropout = 0;
+    int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
+    int64_t eval_batch = o.fit.eval_batch_size;
+    bool nesterov = false, restore_best = true, drop_remainder = true, quiet = false;
+    int keep_last = 0;
+    const cli_flag flags[] = {
+        {"val", CLI_STRING, &o.val_path, "VAL", "validation dataset (evaluated after every epoch)"},
+        {"backbone", CLI_STRING, &o.embed.backbone_path, "MODEL.onnx", "the frozen pretrained backbone (required)"},
+        {"out", CLI_STRING, &o.out_path, "MODEL.ftl", "where the trained model goes (required)"},
+        {"features-from", CLI_STRING, &o.embed.features_from, "TENSOR", "backbone tensor to use as features (default: its output)"},
+        {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
+        {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units"},
+        {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
+        {"image-size", CLI_INT, &o.embed.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
+        {"image-col", CLI_STRING, &o.embed.image_column, "NAME", "image column; default image"},
+        {"label-col", CLI_STRING, &o.embed.label_column, "NAME", "label column; default label"},
+        {"epochs", CLI_INT64, &epochs, "N", "epochs; default 30"},
+        {"batch", CLI_INT64, &batch, "B", "batch size; default 16"},
+        {"steps-per-epoch", CLI_INT64, &steps, "N", "an epoch is N batches of an endless reshuffled stream (default: one pass)"},
+        {"drop-remainder", CLI_BOOL, &drop_remainder, NULL, "only full batches (default; --no-drop-remainder keeps a short last batch)"},
+        {"optimizer", CLI_STRING, &optimizer, "nadam|adam|sgd", "default nadam (Keras semantics)"},
+        {"lr", CLI_DOUBLE, &lr, "LR", "learning rate (default 0.001 for nadam/adam, 0.01 for sgd)"},
+        {"momentum", CLI_DOUBLE, &momentum, "M", "sgd momentum; default 0.9"},
+        {"nesterov", CLI_BOOL, &nesterov, NULL, "sgd with Nesterov momentum"},
+        {"scale-lr", CLI_STRING, &scale_lr, "none|linear|sqrt", "scale the learning rate with the batch size relative to --base-batch"},
+        {"base-batch", CLI_INT64, &base_batch, "B0", "the batch size --lr was tuned for"},
+        {"warmup-epochs", CLI_DOUBLE, &o.fit.warmup_epochs, "N", "ramp the learning rate up linearly over N epochs (Goyal et al.)"},
+        {"dropout", CLI_DOUBLE, &dropout, "P", "dropout before the dense layer; default 0 (the article: 0.5)"},
+        {"seed", CLI_INT64, &seed, "N", "weights, dropout and data order; default 42"},
+        {"early-stopping", CLI_STRING, &early, "SPEC", "e.g. monitor=val_acc,patience=3,min_delta=0.001"},
+        {"restore-best", CLI_BOOL, &restore_best, NULL, "end with the best epoch's weights (default; --no-restore-best keeps the last)"},
+        {"checkpoint", CLI_STRING, &o.fit.checkpoint_pattern, "PATTERN", "checkpoint every epoch, e.g. 'ckpt/checkpoint-{epoch}.ckpt'"},
+        {"save-best-only", CLI_BOOL, &o.fit.save_best_only, NULL, "checkpoint only epochs that improved the monitored metric"},
+        {"keep-last", CLI_INT, &keep_last, "K", "keep only the last K checkpoints"},
+        {"resume", CLI_STRING, &o.resume_path, "CKPT", "continue from a checkpoint (bit-identical to an uninterrupted run)"},
+        {"log", CLI_STRING, &o.fit.log_path, "RUN.jsonl", "per-epoch metrics, learning rate, speed and time split as JSON lines"},
+        {"feature-cache", CLI_BOOL, &o.feature_cache, NULL, "embed every image once, train on stored features (default; --no-feature-cache: backbone on every batch, as the article)"},
+        {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "feature cache folder; default ftl-feature-cache/ next to --out"},
+        {"max-memory", CLI_BYTES, &o.max_memory, "BYTES", "stream cached features larger than this; default half the RAM"},
+        {"shuffle-buffer", CLI_INT64, &o.shuffle_buffer, "N", "rows in the shuffle buffer; default 400 (the article's)"},
+        {"data-cache-dir", CLI_STRING, &o.data_cache_dir, "DIR", "local-disk cache of image row groups (with --no-feature-cache)"},
+        {"data-cache-size-limit", CLI_BYTES, &o.data_cache_limit, "BYTES", "size limit of --data-cache-dir"},
+        {"eval-batch", CLI_INT64, &eval_batch, "N", "validation batch size; default 1024"},
+        {"embed-batch", CLI_INT, &o.embed.batch, "N", "images per backbone pass; default 32"},
+        {"threads", CLI_INT, &o.embed.threads, "N", "compute threads; default: all cores"},
+        {"loader-threads", CLI_INT, &o.embed.loader_threads, "N", "background readers; default 1"},
+        {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing --out"},
+        {"quiet", CLI_BOOL, &quiet, NULL, "only warnings, errors and the final line"},
+    };
+    const cli_command cmd = {"train", "ftl train TRAIN --val VAL --backbone MODEL.onnx --out MODEL.ftl [options]",
+                             "Trains a softmax head (optional dropout + dense) on a frozen backbone's features, with early\n"
+                             "stopping, learning-rate scaling and warmup, checkpoints and exact resume.",
+                             1, 1};
+    const char *pos[1];
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (!o.embed.backbone_path || !o.out_path) {
+        fprintf(stderr, "ftl train: error: --backbone MODEL.onnx and --out MODEL.ftl are required\n");
+        return 2;
+    }
+    if (batch < 1 || epochs < 1 || steps < 0 || seed < 0 || eval_batch < 1 || keep_last < 0 || !(dropout >= 0 && dropout < 1)) {
+        fprintf(stderr, "ftl train: error: --batch, --epochs and --eval-batch must be positive, --steps-per-epoch, --seed and "
+                        "--keep-last non-negative, --dropout in [0, 1)\n");
+        return 2;
+    }
+    o.train_path = pos[0];
+    ftl_optimizer_kind kind;
+    ftl_status st = ftl_optimizer_kind_parse(optimizer, &kind);
+    if (st == FTL_OK) {
+        o.fit.optimizer = ftl_optimizer_config_default(kind);
+        if (!isnan(lr)) o.fit.optimizer.lr = lr;
+        o.fit.optimizer.momentum = momentum;
+        o.fit.optimizer.nesterov = nesterov;
+        st = ftl_lr_scaling_parse(scale_lr, &o.fit.lr_scaling);
+    }
+    if (st == FTL_OK && o.fit.lr_scaling != FTL_LR_SCALE_NONE && base_batch < 1) {
+        fprintf(stderr, "ftl train: error: --scale-lr needs --base-batch B0 (the batch size the learning rate was tuned for)\n");
+        return 2;
+    }
+    if (st == FTL_OK && early) st = ftl_early_stopping_parse(early, &o.fit.early_stopping);
+    if (st == FTL_OK) st = ftl_nn_precision_parse(precision, &o.embed.precision);
+    if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.embed.preprocess, scale, mean, std);
+    if (st != FTL_OK) return cli_report(st);
+    o.fit.early_stopping.restore_best = restore_best;
+    o.fit.batch_size = batch;
+    o.fit.epochs = epochs;
+    o.fit.steps_per_epoch = steps;
+    o.fit.drop_remainder = drop_remainder;
+    o.fit.eval_batch_size = eval_batch;
+    o.fit.base_batch = base_batch;
+    o.fit.dropout = dropout;
+    o.fit.seed = (uint64_t)seed;
+    o.fit.keep_last = keep_last;
+    o.show_progress = !quiet;
+    o.embed.show_progress = !quiet;
+    if (quiet) ftl_log_set_level(FTL_LOG_WARN);
+    char *command = join_args(argc, argv);
+    o.command_line = command;
+    ftl_train_summary s;
+    st = ftl_train_run(&o, &s);
+    free(command);
+    if (st == FTL_OK) {
+        const ftl_fit_result *r = &s.fit;
+        printf("train: %lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "
+               "acc %.4f%s\n",
+               (long long)r->epochs_run, s.seconds, s.features_seconds,
+               !s.features_cached ? ", recomputed every batch" : s.train_cache_reused ? ", from the cache" : "",
+               (long long)r->best_epoch, o.out_path, r->final_val_acc, r->final_val_loss, r->final_acc,
+               r->stopped_early ? " (stopped early)" : "");
+    }
+    return cli_report(st);
+}

@@ -1,0 +1,246 @@
+/* `ftl eval MODEL.ftl DATA`: streams a dataset through the backbone (or its cached features) and
+ * the trained head; loss, top-1, top-5, per-class accuracy and the confusion matrix. */
+#include "ftl/pipeline.h"
+#include "ftl/loader.h"
+#include "data/dataset.h"
+#include "pipeline/classifier_backbone.h"
+#include "pipeline/feature_cache.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/progress.h"
+#include "util/timing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ftl_eval_options_init(ftl_eval_options *o) {
+    memset(o, 0, sizeof *o);
+    o->batch = 32;
+    o->loader_threads = 1;
+    o->show_progress = true;
+}
+
+typedef struct eval_state {
+    ftl_eval_result *r;
+    ftl_classifier *clf;
+    float *logits;
+    int64_t *class_correct, *class_total;
+    double loss_sum;
+    int64_t top1, top5;
+    FILE *csv;
+} eval_state;
+
+/* Accumulates one batch of features: argmax of the logits (first maximum, as the trainer's
+ * accuracy), log-sum-exp loss in double, top-5 membership. */
+static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *labels, const char *const *paths, int64_t n) {
+    int64_t c = e->clf->head.classes;
+    FTL_TRY(ftl_head_predict(&e->clf->head, x, (size_t)n, NULL, e->logits));
+    for (int64_t i = 0; i < n; i++) {
+        const float *z = e->logits + i * c;
+        int32_t y = labels[i];
+        if (y < 0 || y >= c)
+            return ftl_fail(FTL_E_FORMAT, "row %lld%s%s has label %d but the model knows %lld classes",
+                            (long long)(e->r->rows + i), paths ? " " : "", paths ? paths[i] : "", y, (long long)c);
+        int64_t best = 0;
+        double maxz = z[0];
+        for (int64_t k = 1; k < c; k++)
+            if (z[k] > z[best]) best = k;
+        for (int64_t k = 1; k < c; k++) maxz = z[k] > maxz ? z[k] : maxz;
+        double sum = 0;
+        for (int64_t k = 0; k < c; k++) sum += exp((double)z[k] - maxz);
+        e->loss_sum += log(sum) + maxz - (double)z[y];
+        int64_t above = 0; /* classes ranked strictly above the true one */
+        for (int64_t k = 0; k < c; k++) above += z[k] > z[y] || (z[k] == z[y] && k < y);
+        e->top1 += best == y;
+        e->top5 += above < 5;
+        e->class_total[y]++;
+        e->class_correct[y] += best == y;
+        e->r->confusion[y * c + best]++;
+        if (e->csv) {
+            double p = exp((double)z[best] - maxz) / sum;
+            fprintf(e->csv, "\"%s\",%d,%lld,%.6f\n", paths ? paths[i] : "", y, (long long)best, p);
+        }
+    }
+    e->r->rows += n;
+    return FTL_OK;
+}
+
+ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
+    memset(r, 0, sizeof *r);
+    double start = ftl_now();
+    classifier_backbone cb;
+    FTL_TRY(classifier_backbone_open(&cb, o->model_path, o->backbone_path, o->batch, o->threads));
+    int64_t c = cb.clf.head.classes;
+    r->classes = c;
+    r->class_names = ftl_xcalloc((size_t)c, sizeof *r->class_names);
+    for (int64_t k = 0; k < c; k++) r->class_names[k] = ftl_strdup(cb.clf.class_names[k]);
+    r->confusion = ftl_xcalloc((size_t)(c * c), sizeof *r->confusion);
+    eval_state e = {.r = r, .clf = &cb.clf};
+    e.class_correct = ftl_xcalloc((size_t)c, sizeof(int64_t));
+    e.class_total = ftl_xcalloc((size_t)c, sizeof(int64_t));
+    ftl_status st = FTL_OK;
+    if (o->predictions_path) {
+        e.csv = fopen(o->predictions_path, "w");
+        if (!e.csv) st = ftl_fail(FTL_E_IO, "cannot create %s", o->predictions_path);
+        else fprintf(e.csv, "path,label,predicted,probability\n");
+    }
+    /* Cached features of exactly this dataset, backbone and preprocessing, when present. */
+    const char *src[1] = {o->data_path};
+    char *cached = NULL;
+    ftl_embed_options eo;
+    ftl_embed_options_init(&eo);
+    eo.backbone_path = cb.backbone_path;
+    eo.preprocess = cb.preprocess;
+    eo.precision = cb.precision;
+    eo.image_column = o->image_column;
+    eo.label_column = o->label_column;
+    eo.image_size = o->image_size;
+    if (st == FTL_OK && o->cache_dir) {
+        feature_cache_request req = {.sources = src, .source_count = 1, .what = "eval", .embed = &eo, .model = cb.backbone,
+                                     .cache_dir = o->cache_dir};
+        st = feature_cache_lookup(&req, &cached);
+    }
+    ftl_loader_options lo;
+    ftl_loader_options_init(&lo);
+    const char *cached_src[1] = {cached};
+    lo.sources = cached ? cached_src : src;
+    lo.source_count = 1;
+    lo.value_column = cached ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
+    if (o->label_column && !cached) lo.label_column = o->label_column;
+    lo.path_column = FTL_COLUMN_PATH;
+    lo.path_optional = true;
+    lo.image_size = cached ? 0 : o->image_size;
+    lo.batch_size = o->batch;
+    lo.shuffle = false;
+    lo.equal_batches = false;
+    lo.epochs = 1;
+    lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
+    ftl_loader *l = NULL;
+    if (st == FTL_OK) st = ftl_loader_open(&lo, &l);
+    if (st == FTL_OK && cached && ftl_loader_row_bytes(l) != cb.clf.head.dim * 4)
+        st = ftl_fail(FTL_E_FORMAT, "%s: features have %lld floats, the model expects %lld", cached,
+                      (long long)ftl_loader_row_bytes(l) / 4, (long long)cb.clf.head.dim);
+    float *features = NULL;
+    if (st == FTL_OK) {
+        e.logits = ftl_xmalloc((size_t)(o->batch * c) * sizeof(float));
+        if (!cached) features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float));
+    }
+    ftl_progress progress;
+    bool show = o->show_progress && st == FTL_OK;
+    if (show) ftl_progress_start(&progress, "eval", "images", ftl_loader_shard_rows(l));
+    ftl_batch b;
+    while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
+        const float *x = (const float *)b.values;
+        if (!cached) {
+            st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows, ftl_loader_image_size(l), features);
+            x = features;
+        }
+        if (st == FTL_OK) st = eval_batch(&e, x, b.labels, b.paths, b.rows);
+        if (show) ftl_progress_update(&progress, r->rows);
+    }
+    if (show) ftl_progress_finish(&progress, r->rows);
+    if (st == FTL_OK && r->rows == 0) st = ftl_fail(FTL_E_FORMAT, "%s has no rows", o->data_path);
+    if (st == FTL_OK) {
+        r->loss = e.loss_sum / (double)r->rows;
+        r->top1 = (double)e.top1 / (double)r->rows;
+        r->top5 = (double)e.top5 / (double)r->rows;
+    }
+    if (e.csv && fclose(e.csv) != 0 && st == FTL_OK) st = ftl_fail(FTL_E_IO, "cannot write %s", o->predictions_path);
+    ftl_loader_close(l);
+    free(features);
+    free(e.logits);
+    free(e.class_correct);
+    free(e.class_total);
+    free(cached);
+    classifier_backbone_close(&cb);
+    r->seconds = ftl_now() - start;
+    if (st != FTL_OK) ftl_eval_result_free(r);
+    return st;
+}
+
+void ftl_eval_result_free(ftl_eval_result *r) {
+    for (int64_t k = 0; r->class_names && k < r->classes; k++) free(r->class_names[k]);
+    free(r->class_names);
+    free(r->confusion);
+    memset(r, 0, sizeof *r);
+}
+
+void ftl_eval_result_print(const ftl_eval_result *r, FILE *out) {
+    fprintf(out, "eval: %lld images in %.2f s - loss: %.4f - top-1: %.4f - top-5: %.4f\n", (long long)r->rows, r->seconds,
+            r->loss, r->top1, r->top5);
+    int shown = r->classes < 50 ? (int)r->classes : 50;
+    fprintf(out, "  %-24s %8s %8s\n", "class", "images", "accuracy");
+    for (int k = 0; k < shown; k++) {
+        int64_t total = 0;
+        for (int64_t j = 0; j < r->classes; j++) total += r->confusion[k * r->classes + j];
+        fprintf(out, "  %-24.24s %8lld %8.4f\n", r->class_names[k], (long long)total,
+                total ? (double)r->confusion[k * r->classes + k] / (double)total : 0.0);
+    }
+    if (shown < r->classes) fprintf(out, "  ... %lld more classes (--json or --confusion for all)\n", (long long)(r->classes - shown));
+    if (r->classes <= 10) {
+        fprintf(out, "  confusion (rows: true class, columns: predicted)\n  %-12s", "");
+        for (int64_t j = 0; j < r->classes; j++) fprintf(out, " %10.10s", r->class_names[j]);
+        fprintf(out, "\n");
+        for (int64_t i = 0; i < r->classes; i++) {
+            fprintf(out, "  %-12.12s", r->class_names[i]);
+            for (int64_t j = 0; j < r->classes; j++) fprintf(out, " %10lld", (long long)r->confusion[i * r->classes + j]);
+            fprintf(out, "\n");
+        }
+    }
+}
+
+ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "{\"images\": %lld, \"loss\": ", (long long)r->rows);
+    ftl_json_append_number(&b, r->loss);
+    ftl_strbuf_printf(&b, ", \"top1\": ");
+    ftl_json_append_number(&b, r->top1);
+    ftl_strbuf_printf(&b, ", \"top5\": ");
+    ftl_json_append_number(&b, r->top5);
+    ftl_strbuf_printf(&b, ", \"classes\": [");
+    for (int64_t k = 0; k < r->classes; k++) {
+        int64_t total = 0;
+        for (int64_t j = 0; j < r->classes; j++) total += r->confusion[k * r->classes + j];
+        ftl_strbuf_printf(&b, "%s{\"name\": ", k ? ", " : "");
+        ftl_json_append_string(&b, r->class_names[k]);
+        ftl_strbuf_printf(&b, ", \"images\": %lld, \"accuracy\": ", (long long)total);
+        ftl_json_append_number(&b, total ? (double)r->confusion[k * r->classes + k] / (double)total : 0.0);
+        ftl_strbuf_printf(&b, "}");
+    }
+    ftl_strbuf_printf(&b, "], \"confusion\": [");
+    for (int64_t i = 0; i < r->classes; i++) {
+        ftl_strbuf_printf(&b, "%s[", i ? ", " : "");
+        for (int64_t j = 0; j < r->classes; j++) ftl_strbuf_printf(&b, "%s%lld", j ? ", " : "", (long long)r->confusion[i * r->classes + j]);
+        ftl_strbuf_printf(&b, "]");
+    }
+    ftl_strbuf_printf(&b, "]}\n");
+    ftl_atomic_file f;
+    ftl_status st = ftl_atomic_open(&f, path);
+    if (st == FTL_OK) st = ftl_write_all(f.fp, b.data, b.len, path);
+    if (st == FTL_OK) st = ftl_atomic_commit(&f);
+    else ftl_atomic_abort(&f);
+    ftl_strbuf_free(&b);
+    return st;
+}
+
+ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *r, const char *path) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "true\\predicted");
+    for (int64_t j = 0; j < r->classes; j++) ftl_strbuf_printf(&b, ",\"%s\"", r->class_names[j]);
+    ftl_strbuf_printf(&b, "\n");
+    for (int64_t i = 0; i < r->classes; i++) {
+        ftl_strbuf_printf(&b, "\"%s\"", r->class_names[i]);
+        for (int64_t j = 0; j < r->classes; j++) ftl_strbuf_printf(&b, ",%lld", (long long)r->confusion[i * r->classes + j]);
+        ftl_strbuf_printf(&b, "\n");
+    }
+    ftl_atomic_file f;
+    ftl_status st = ftl_atomic_open(&f, path);
+    if (st == FTL_OK) st = ftl_write_all(f.fp, b.data, b.len, path);
+    if (st == FTL_OK) st = ftl_atomic_commit(&f);
+    else ftl_atomic_abort(&f);
+    ftl_strbuf_free(&b);
+    return st;
+}

@@ -1,0 +1,391 @@
+/* `ftl train`: backbone -> (feature cache | per-batch backbone) -> trainer -> MODEL.ftl. */
+#include "ftl/pipeline.h"
+#include "ftl/loader.h"
+#include "ftl/parquet.h"
+#include "data/dataset.h"
+#include "data/loader_plan.h"
+#include "pipeline/feature_cache.h"
+#include "pipeline/loader_source.h"
+#include "pipeline/ordered_memory_source.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/timing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ftl_train_options_init(ftl_train_options *o) {
+    memset(o, 0, sizeof *o);
+    ftl_embed_options_init(&o->embed);
+    o->feature_cache = true;
+    o->shuffle_buffer = 400;
+    o->fit = ftl_fit_config_default();
+    o->show_progress = true;
+}
+
+static int64_t default_max_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)4 << 30;
+}
+
+/* The image loader a run reads (or would read) its training data through: its order is the
+ * training order in every mode. */
+static ftl_loader_options train_order(const ftl_train_options *o, const char *const *sources) {
+    ftl_loader_options lo;
+    ftl_loader_options_init(&lo);
+    lo.sources = sources;
+    lo.source_count = 1;
+    if (o->embed.image_column) lo.value_column = o->embed.image_column;
+    if (o->embed.label_column) lo.label_column = o->embed.label_column;
+    lo.image_size = o->embed.image_size;
+    lo.batch_size = (int)o->fit.batch_size;
+    lo.drop_remainder = o->fit.drop_remainder;
+    lo.shuffle = true;
+    lo.shuffle_buffer = o->shuffle_buffer;
+    lo.seed = o->fit.seed;
+    lo.epochs = 0; /* endless: the trainer decides when to stop */
+    lo.steps_per_epoch = o->fit.steps_per_epoch;
+    lo.equal_batches = true;
+    lo.shard = o->fit.collectives.rank;
+    lo.num_shards = o->fit.collectives.world_size > 0 ? o->fit.collectives.world_size : 1;
+    lo.threads = o->embed.loader_threads > 0 ? o->embed.loader_threads : 1;
+    lo.cache_dir = o->data_cache_dir;
+    lo.cache_size_limit = o->data_cache_limit;
+    return lo;
+}
+
+static ftl_loader_options val_order(const ftl_train_options *o, const char *const *sources) {
+    ftl_loader_options lo = train_order(o, sources);
+    lo.batch_size = (int)(o->fit.eval_batch_size > 0 ? o->fit.eval_batch_size : 256);
+    lo.drop_remainder = false;
+    lo.shuffle = false;
+    lo.steps_per_epoch = 0;
+    lo.equal_batches = false;
+    return lo;
+}
+
+/* Class names: the dataset's ftl.classes, else "0".."K-1" with K = largest label + 1. */
+static ftl_status read_classes(const char *const *sources, const char *label_column, char ***names, int64_t *count) {
+    char **paths;
+    int n;
+    FTL_TRY(loader_expand_sources(sources, 1, &paths, &n));
+    ftl_parquet_file *f = NULL;
+    ftl_status st = ftl_parquet_open(paths[0], &f);
+    const char *json = st == FTL_OK ? ftl_parquet_metadata_get(f, FTL_META_CLASSES) : NULL;
+    *names = NULL;
+    *count = 0;
+    if (st == FTL_OK && json) {
+        ftl_json *v;
+        st = ftl_json_parse(json, strlen(json), &v);
+        if (st == FTL_OK && (v->type != FTL_JSON_ARRAY || v->count == 0))
+            st = ftl_fail(FTL_E_FORMAT, "%s: %s is not a list of class names", paths[0], FTL_META_CLASSES);
+        for (size_t i = 0; st == FTL_OK && i < v->count; i++)
+            if (v->items[i].type != FTL_JSON_STRING) st = ftl_fail(FTL_E_FORMAT, "%s: class %zu is not a string", paths[0], i);
+        if (st == FTL_OK) {
+            *count = (int64_t)v->count;
+            *names = ftl_xcalloc(v->count, sizeof **names);
+            for (size_t i = 0; i < v->count; i++) (*names)[i] = ftl_strdup(v->items[i].string);
+        }
+        if (v) ftl_json_free(v);
+    } else if (st == FTL_OK) {
+        /* No class list (a Spark or pyarrow dataset): scan the labels. */
+        int64_t max_label = -1;
+        for (int k = 0; st == FTL_OK && k < n; k++) {
+            ftl_parquet_file *g = NULL;
+            st = ftl_parquet_open(paths[k], &g);
+            int c = st == FTL_OK ? ftl_parquet_find_column(g, label_column) : -1;
+            if (st == FTL_OK && c < 0) st = ftl_fail(FTL_E_NOT_FOUND, "%s: no column '%s'", paths[k], label_column);
+            ftl_parquet_column_values v = {0};
+            for (int rg = 0; st == FTL_OK && rg < ftl_parquet_num_row_groups(g); rg++) {
+                st = ftl_parquet_read_column(g, rg, c, &v);
+                for (int64_t i = 0; st == FTL_OK && i < v.rows; i++) {
+                    int64_t x = 0;
+                    if (v.validity && !v.validity[i]) continue;
+                    if (v.type == FTL_PARQUET_INT32) {
+                        int32_t y;
+                        memcpy(&y, (uint8_t *)v.values + 4 * i, 4);
+                        x = y;
+                    } else {
+                        memcpy(&x, (uint8_t *)v.values + 8 * i, 8);
+                    }
+                    if (x > max_label) max_label = x;
+                }
+            }
+            ftl_parquet_column_values_free(&v);
+            ftl_parquet_close(g);
+        }
+        if (st == FTL_OK && (max_label < 0 || max_label > 1000000))
+            st = ftl_fail(FTL_E_FORMAT, "%s: labels must be 0..K-1 (largest label %lld)", sources[0], (long long)max_label);
+        if (st == FTL_OK) {
+            *count = max_label + 1;
+            *names = ftl_xcalloc((size_t)*count, sizeof **names);
+            for (int64_t i = 0; i < *count; i++) (*names)[i] = ftl_format("%lld", (long long)i);
+            ftl_log_warn("%s has no class names (%s metadata); using 0..%lld", paths[0], FTL_META_CLASSES, (long long)max_label);
+        }
+    }
+    ftl_parquet_close(f);
+    for (int k = 0; k < n; k++) free(paths[k]);
+    free(paths);
+    return st;
+}
+
+static char *names_json(char **names, int64_t count) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_append(&b, "[", 1);
+    for (int64_t i = 0; i < count; i++) {
+        if (i) ftl_strbuf_append(&b, ", ", 2);
+        ftl_json_append_string(&b, names[i]);
+    }
+    ftl_strbuf_append(&b, "]", 1);
+    return b.data;
+}
+
+static char *training_args_json(const ftl_train_options *o) {
+    const ftl_fit_config *f = &o->fit;
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "{\"optimizer\": \"%s\", \"lr\": ", ftl_optimizer_kind_name(f->optimizer.kind));
+    ftl_json_append_number(&b, f->optimizer.lr);
+    ftl_strbuf_printf(&b, ", \"batch\": %lld, \"epochs\": %lld, \"steps_per_epoch\": %lld, \"seed\": %llu, \"dropout\": ",
+                      (long long)f->batch_size, (long long)f->epochs, (long long)f->steps_per_epoch, (unsigned long long)f->seed);
+    ftl_json_append_number(&b, f->dropout);
+    ftl_strbuf_printf(&b, ", \"scale_lr\": \"%s\", \"base_batch\": %lld, \"warmup_epochs\": ",
+                      f->lr_scaling == FTL_LR_SCALE_LINEAR ? "linear" : f->lr_scaling == FTL_LR_SCALE_SQRT ? "sqrt" : "none",
+                      (long long)f->base_batch);
+    ftl_json_append_number(&b, f->warmup_epochs);
+    ftl_strbuf_printf(&b, ", \"early_stopping\": %s, \"monitor\": \"%s\", \"patience\": %d, \"min_delta\": ",
+                      f->early_stopping.stop ? "true" : "false", ftl_monitor_name(f->early_stopping.monitor),
+                      f->early_stopping.patience);
+    ftl_json_append_number(&b, f->early_stopping.min_delta);
+    ftl_strbuf_printf(&b, ", \"restore_best\": %s, \"shuffle_buffer\": %lld, \"feature_cache\": %s, \"world_size\": %d",
+                      f->early_stopping.restore_best ? "true" : "false", (long long)o->shuffle_buffer,
+                      o->feature_cache ? "true" : "false", f->collectives.world_size);
+    if (o->command_line) {
+        ftl_strbuf_append(&b, ", \"command\": ", 13);
+        ftl_json_append_string(&b, o->command_line);
+    }
+    ftl_strbuf_append(&b, "}", 1);
+    return b.data;
+}
+
+static char *metrics_json(const ftl_fit_result *r) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "{\"epochs_run\": %lld, \"best_epoch\": %lld, \"stopped_early\": %s, \"restored_best\": %s",
+                      (long long)r->epochs_run, (long long)r->best_epoch, r->stopped_early ? "true" : "false",
+                      r->restored_best ? "true" : "false");
+    const struct { const char *name; double v; } m[] = {{"loss", r->final_loss}, {"acc", r->final_acc},
+                                                         {"val_loss", r->final_val_loss}, {"val_acc", r->final_val_acc}};
+    for (size_t i = 0; i < 4; i++) {
+        ftl_strbuf_printf(&b, ", \"%s\": ", m[i].name);
+        ftl_json_append_number(&b, m[i].v);
+    }
+    ftl_strbuf_append(&b, "}", 1);
+    return b.data;
+}
+
+/* The run's sources: everything ftl_train_run opens, so one cleanup frees it all. */
+typedef struct train_run {
+    ftl_model *backbone;
+    feature_table train_table, val_table;
+    ordered_memory_source train_mem, val_mem;
+    loader_source train_stream, val_stream;
+    bool have_train_mem, have_val_mem, have_train_stream, have_val_stream;
+    ftl_batch_source train, val;
+    char **class_names;
+    int64_t class_count, dim;
+    int image_size;
+    char *preprocess_json, *classes_json, *cache_dir;
+} train_run;
+
+static void train_run_free(train_run *r) {
+    if (r->have_train_mem) ordered_memory_source_free(&r->train_mem);
+    if (r->have_val_mem) ordered_memory_source_free(&r->val_mem);
+    if (r->have_train_stream) loader_source_close(&r->train_stream);
+    if (r->have_val_stream) loader_source_close(&r->val_stream);
+    feature_table_free(&r->train_table);
+    feature_table_free(&r->val_table);
+    ftl_model_free(r->backbone);
+    for (int64_t i = 0; i < r->class_count; i++) free(r->class_names[i]);
+    free(r->class_names);
+    free(r->preprocess_json);
+    free(r->classes_json);
+    free(r->cache_dir);
+}
+
+static char *default_cache_dir(const char *out_path) {
+    const char *slash = strrchr(out_path, '/');
+    if (!slash) return ftl_strdup("ftl-feature-cache");
+    return ftl_format("%.*s/ftl-feature-cache", (int)(slash - out_path), out_path);
+}
+
+/* Feature-cache mode: embed (or reuse), then hold in memory or stream the stored vectors. */
+static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+    const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
+    double t0 = ftl_now();
+    char *train_file = NULL, *val_file = NULL;
+    feature_cache_request req = {.sources = train_src, .source_count = 1, .what = "train", .embed = &o->embed,
+                                 .model = r->backbone, .cache_dir = r->cache_dir};
+    ftl_status st = feature_cache_get(&req, &train_file, &s->train_cache_reused);
+    if (st == FTL_OK && o->val_path) {
+        req.sources = val_src;
+        req.what = "val";
+        st = feature_cache_get(&req, &val_file, &s->val_cache_reused);
+    }
+    s->features_seconds = ftl_now() - t0;
+    int64_t train_rows = 0, val_rows = 0, dim = 0, vdim = 0;
+    if (st == FTL_OK) st = feature_file_shape(train_file, &train_rows, &dim);
+    if (st == FTL_OK && val_file) st = feature_file_shape(val_file, &val_rows, &vdim);
+    int64_t bytes = (train_rows + val_rows) * dim * 4;
+    int64_t limit = o->max_memory > 0 ? o->max_memory : default_max_memory();
+    s->features_in_memory = bytes <= limit;
+    ftl_loader_options torder = train_order(o, train_src), vorder = val_order(o, val_src);
+    if (st == FTL_OK && s->features_in_memory) {
+        st = feature_table_load(train_file, &r->train_table);
+        if (st == FTL_OK && val_file) st = feature_table_load(val_file, &r->val_table);
+        if (st == FTL_OK) {
+            r->have_train_mem = true;
+            st = ordered_memory_source_init(&r->train_mem, &torder, r->train_table.features, r->train_table.labels,
+                                            r->train_table.rows, r->train_table.dim);
+        }
+        if (st == FTL_OK && val_file) {
+            r->have_val_mem = true;
+            st = ordered_memory_source_init(&r->val_mem, &vorder, r->val_table.features, r->val_table.labels,
+                                            r->val_table.rows, r->val_table.dim);
+        }
+        if (st == FTL_OK) {
+            r->train = ordered_memory_source_as_batch_source(&r->train_mem);
+            if (val_file) r->val = ordered_memory_source_as_batch_source(&r->val_mem);
+        }
+    } else if (st == FTL_OK) {
+        ftl_log_info("feature cache: %.1f GiB of features exceed the memory limit; streaming them", (double)bytes / (1 << 30));
+        const char *tf[1] = {train_file}, *vf[1] = {val_file};
+        torder.sources = tf, vorder.sources = vf;
+        torder.value_column = vorder.value_column = FTL_COLUMN_FEATURES;
+        torder.label_column = vorder.label_column = FTL_COLUMN_LABEL;
+        torder.image_size = vorder.image_size = 0;
+        torder.cache_dir = vorder.cache_dir = NULL;
+        st = loader_source_open(&r->train_stream, &torder, NULL, NULL, dim);
+        r->have_train_stream = st == FTL_OK;
+        if (st == FTL_OK && val_file) {
+            st = loader_source_open(&r->val_stream, &vorder, NULL, NULL, dim);
+            r->have_val_stream = st == FTL_OK;
+        }
+        if (st == FTL_OK) {
+            r->train = loader_source_as_batch_source(&r->train_stream);
+            if (val_file) r->val = loader_source_as_batch_source(&r->val_stream);
+        }
+    }
+    r->dim = dim;
+    s->train_rows = train_rows;
+    s->val_rows = val_rows;
+    free(train_file);
+    free(val_file);
+    return st;
+}
+
+/* --no-feature-cache: the backbone runs on every training and validation batch. */
+static ftl_status setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+    const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
+    ftl_loader_options torder = train_order(o, train_src), vorder = val_order(o, val_src);
+    const ftl_model_info *info = ftl_model_get_info(r->backbone);
+    r->dim = info->feature_dim;
+    FTL_TRY(loader_source_open(&r->train_stream, &torder, r->backbone, &o->embed.preprocess, r->dim));
+    r->have_train_stream = true;
+    r->train = loader_source_as_batch_source(&r->train_stream);
+    s->train_rows = ftl_loader_total_rows(r->train_stream.loader);
+    if (o->val_path) {
+        FTL_TRY(loader_source_open(&r->val_stream, &vorder, r->backbone, &o->embed.preprocess, r->dim));
+        r->have_val_stream = true;
+        r->val = loader_source_as_batch_source(&r->val_stream);
+        s->val_rows = ftl_loader_total_rows(r->val_stream.loader);
+    }
+    return FTL_OK;
+}
+
+static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer, const ftl_fit_result *res) {
+    const ftl_model_info *info = ftl_model_get_info(r->backbone);
+    char *dim = ftl_format("%lld", (long long)r->dim);
+    char *size = ftl_format("%d", r->image_size);
+    char *dropout = ftl_format("%.9g", o->fit.dropout);
+    char *args = training_args_json(o);
+    char *metrics = metrics_json(res);
+    char *abs_backbone = realpath(o->embed.backbone_path, NULL);
+    ftl_kv meta[] = {
+        {FTL_MODEL_META_CLASSES, r->classes_json},
+        {FTL_MODEL_META_FEATURE_DIM, dim},
+        {FTL_MODEL_META_BACKBONE_PATH, abs_backbone ? abs_backbone : o->embed.backbone_path},
+        {FTL_MODEL_META_BACKBONE_SHA256, info->sha256},
+        {FTL_MODEL_META_FEATURE_TENSOR, info->feature_name},
+        {FTL_MODEL_META_INPUT_SIZE, size},
+        {FTL_MODEL_META_INPUT_SCALING, r->preprocess_json},
+        {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
+        {FTL_MODEL_META_TRAINING_ARGS, args},
+        {FTL_MODEL_META_METRICS, metrics},
+        {FTL_MODEL_META_DROPOUT, dropout},
+    };
+    ftl_status st = ftl_classifier_save(o->out_path, ftl_trainer_head(trainer), meta, sizeof meta / sizeof meta[0]);
+    free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone);
+    return st;
+}
+
+ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
+    memset(s, 0, sizeof *s);
+    double start = ftl_now();
+    if (!o->train_path || !o->out_path || !o->embed.backbone_path)
+        return ftl_fail(FTL_E_INVALID_ARG, "train needs a training dataset, --backbone and --out");
+    if (ftl_path_exists(o->out_path) && !o->overwrite && !o->resume_path)
+        return ftl_fail(FTL_E_EXISTS, "model %s already exists (use --overwrite to replace it)", o->out_path);
+    if (!o->val_path && (o->fit.early_stopping.monitor == FTL_MONITOR_VAL_ACC || o->fit.early_stopping.monitor == FTL_MONITOR_VAL_LOSS) &&
+        o->fit.early_stopping.stop)
+        return ftl_fail(FTL_E_INVALID_ARG, "early stopping on %s needs --val (or monitor=acc|loss)",
+                        ftl_monitor_name(o->fit.early_stopping.monitor));
+    train_run r;
+    memset(&r, 0, sizeof r);
+    const char *train_src[1] = {o->train_path};
+    ftl_status st = read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
+                                 &r.class_names, &r.class_count);
+    if (st == FTL_OK) st = dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
+    ftl_model_options mo;
+    ftl_model_options_init(&mo);
+    mo.features_from = o->embed.features_from;
+    mo.precision = o->embed.precision;
+    mo.threads = o->embed.threads;
+    mo.batch = o->embed.batch;
+    if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &mo, &r.backbone);
+    if (st == FTL_OK) {
+        r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);
+        r.classes_json = names_json(r.class_names, r.class_count);
+        r.cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
+        s->features_cached = o->feature_cache;
+        st = o->feature_cache ? setup_cached(&r, o, s) : setup_per_batch(&r, o, s);
+    }
+    s->dim = r.dim;
+    s->classes = r.class_count;
+
+    ftl_trainer *trainer = NULL;
+    char *dim_text = ftl_format("%lld", (long long)r.dim);
+    const ftl_model_info *info = st == FTL_OK ? ftl_model_get_info(r.backbone) : NULL;
+    ftl_kv ckpt_meta[] = {
+        {FTL_MODEL_META_BACKBONE_SHA256, info ? info->sha256 : ""},
+        {FTL_MODEL_META_CLASSES, r.classes_json ? r.classes_json : "[]"},
+        {FTL_MODEL_META_FEATURE_DIM, dim_text},
+        {FTL_MODEL_META_FEATURE_TENSOR, info ? info->feature_name : ""},
+        {FTL_MODEL_META_INPUT_SCALING, r.preprocess_json ? r.preprocess_json : ""},
+    };
+    ftl_fit_config fit = o->fit;
+    fit.checkpoint_meta = ckpt_meta;
+    fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
+    if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
+    if (st == FTL_OK) st = ftl_trainer_init(&trainer, &fit, r.dim, r.class_count);
+    if (st == FTL_OK && o->resume_path) st = ftl_trainer_resume(trainer, o->resume_path, &r.train);
+    if (st == FTL_OK) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
+    if (st == FTL_OK && fit.collectives.rank == 0) st = save_model(&r, o, trainer, &s->fit);
+    ftl_trainer_free(trainer);
+    free(dim_text);
+    train_run_free(&r);
+    s->seconds = ftl_now() - start;
+    return st;
+}

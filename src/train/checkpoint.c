@@ -1,0 +1,387 @@
+/* Checkpoints: the whole training state in one safetensors file, enough to resume bit-identically.
+ *
+ * tensors   head.kernel F32 [D, C], head.bias F32 [C]         (same names as MODEL.ftl)
+ *           optimizer.exp_avg / optimizer.exp_avg_sq F32 [P]   (nadam, adam: m and v over the
+ *           optimizer.momentum_buffer F32 [P]                   parameter block, sgd: buffer)
+ *           optimizer.step I64 [], optimizer.mu_product F64 []
+ *           rng.dropout U64 [4]                                 (xoshiro256** state)
+ *           early_stopping.best_params F32 [P]                  (when weights are kept)
+ *           loader.position U8 [n]                              (the batch source's opaque blob)
+ * metadata  ftl.format = ftl-checkpoint-1, ftl.version, ftl.feature_dim, the caller's
+ *           checkpoint_meta (backbone, classes, args), ftl.optimizer, ftl.train_state (epoch, step,
+ *           early-stopping scalars; doubles printed with 17 digits, so they read back exactly),
+ *           ftl.history (the epoch records), ftl.checkpoints (files written, for --keep-last). */
+#include "ftl/train.h"
+#include "train/gemm.h"
+#include "train/train_internal.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Metadata keys that identify what the head was trained on; a resume must match them. */
+static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_MODEL_META_CLASSES,
+                                            FTL_MODEL_META_FEATURE_TENSOR, FTL_MODEL_META_INPUT_SIZE,
+                                            FTL_MODEL_META_INPUT_SCALING};
+
+static const char *slot_name(const ftl_optimizer *opt, int slot) {
+    if (opt->config.kind == FTL_OPTIMIZER_SGD) return "optimizer.momentum_buffer";
+    return slot == 0 ? "optimizer.exp_avg" : "optimizer.exp_avg_sq";
+}
+
+static void append_optimizer_json(ftl_strbuf *b, const ftl_optimizer_config *c) {
+    ftl_strbuf_printf(b, "{\"kind\":\"%s\",\"lr\":", ftl_optimizer_kind_name(c->kind));
+    const char *names[] = {"beta1", "beta2", "eps", "momentum_decay", "momentum", "weight_decay"};
+    double values[] = {c->beta1, c->beta2, c->eps, c->momentum_decay, c->momentum, c->weight_decay};
+    ftl_json_append_number(b, c->lr);
+    for (int i = 0; i < 6; i++) {
+        ftl_strbuf_printf(b, ",\"%s\":", names[i]);
+        ftl_json_append_number(b, values[i]);
+    }
+    ftl_strbuf_printf(b, ",\"nesterov\":%s}", c->nesterov ? "true" : "false");
+}
+
+static void append_state_json(ftl_strbuf *b, const ftl_trainer *t) {
+    const ftl_early_stopping *es = &t->es;
+    ftl_strbuf_printf(b, "{\"epoch\":%lld,\"step\":%lld,\"steps_per_epoch\":%lld,\"finished\":%s,\"batch_size\":%lld,"
+                         "\"seed\":\"%llu\",\"dropout\":",
+                      (long long)t->epoch, (long long)t->step, (long long)t->steps_per_epoch,
+                      t->finished ? "true" : "false", (long long)t->config.batch_size,
+                      (unsigned long long)t->config.seed);
+    ftl_json_append_number(b, t->config.dropout);
+    ftl_strbuf_printf(b, ",\"simd\":\"%s\",\"early_stopping\":{\"monitor\":\"%s\",\"maximize\":%s,\"has_best\":%s,\"best\":",
+                      ftl_gemm_isa_name(ftl_gemm_active()), ftl_monitor_name(es->config.monitor),
+                      es->maximize ? "true" : "false", es->has_best ? "true" : "false");
+    ftl_json_append_number(b, es->has_best ? es->best : 0.0);
+    ftl_strbuf_printf(b, ",\"best_epoch\":%lld,\"wait\":%d,\"stopped_epoch\":%lld,\"has_best_params\":%s}}",
+                      (long long)es->best_epoch, es->wait, (long long)es->stopped_epoch,
+                      es->has_best_params ? "true" : "false");
+}
+
+ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_batch_source *train) {
+    const ftl_fit_config *c = &t->config;
+    ftl_safetensors_writer *w = ftl_safetensors_writer_new();
+    for (size_t i = 0; i < c->checkpoint_meta_count; i++)
+        ftl_safetensors_writer_set_metadata(w, c->checkpoint_meta[i].key, c->checkpoint_meta[i].value);
+    char dim[32];
+    snprintf(dim, sizeof dim, "%lld", (long long)t->head.dim);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FORMAT, FTL_CHECKPOINT_FORMAT);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_VERSION, FTL_VERSION);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FEATURE_DIM, dim);
+    ftl_strbuf b = {0};
+    append_optimizer_json(&b, &t->opt.config);
+    ftl_safetensors_writer_set_metadata(w, "ftl.optimizer", b.data);
+    ftl_strbuf_free(&b);
+    append_state_json(&b, t);
+    ftl_safetensors_writer_set_metadata(w, "ftl.train_state", b.data);
+    ftl_strbuf_free(&b);
+    ftl_strbuf_append(&b, "[", 1);
+    for (size_t i = 0; i < t->history_count; i++) {
+        if (i) ftl_strbuf_append(&b, ",", 1);
+        ftl_train_append_epoch_json(&b, &t->history[i]);
+    }
+    ftl_strbuf_append(&b, "]", 1);
+    ftl_safetensors_writer_set_metadata(w, "ftl.history", b.data);
+    ftl_strbuf_free(&b);
+    ftl_strbuf_append(&b, "[", 1);
+    for (size_t i = 0; i < t->checkpoint_count; i++) {
+        if (i) ftl_strbuf_append(&b, ",", 1);
+        ftl_json_append_string(&b, t->checkpoints[i]);
+    }
+    ftl_strbuf_append(&b, "]", 1);
+    ftl_safetensors_writer_set_metadata(w, "ftl.checkpoints", b.data);
+    ftl_strbuf_free(&b);
+
+    int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
+    int64_t pshape[1] = {(int64_t)t->head.param_count}, four[1] = {4};
+    ftl_safetensors_writer_add(w, "head.kernel", FTL_DTYPE_F32, 2, kshape, t->head.kernel);
+    ftl_safetensors_writer_add(w, "head.bias", FTL_DTYPE_F32, 1, bshape, t->head.bias);
+    for (int slot = 0; slot < t->opt.slot_count; slot++)
+        ftl_safetensors_writer_add(w, slot_name(&t->opt, slot), FTL_DTYPE_F32, 1, pshape,
+                                   t->opt.state + (size_t)slot * t->opt.param_count);
+    ftl_safetensors_writer_add(w, "optimizer.step", FTL_DTYPE_I64, 0, NULL, &t->opt.step);
+    ftl_safetensors_writer_add(w, "optimizer.mu_product", FTL_DTYPE_F64, 0, NULL, &t->opt.mu_product);
+    ftl_safetensors_writer_add(w, "rng.dropout", FTL_DTYPE_U64, 1, four, t->dropout_rng);
+    if (t->es.has_best_params)
+        ftl_safetensors_writer_add(w, "early_stopping.best_params", FTL_DTYPE_F32, 1, pshape, t->es.best_params);
+    uint8_t *blob = NULL;
+    size_t blob_size = 0;
+    ftl_status s = FTL_OK;
+    if (train && train->save_position) {
+        s = train->save_position(train->ctx, &blob, &blob_size);
+        if (s == FTL_OK) {
+            int64_t bs[1] = {(int64_t)blob_size};
+            ftl_safetensors_writer_add(w, "loader.position", FTL_DTYPE_U8, 1, bs, blob);
+        }
+    }
+    if (s == FTL_OK) s = ftl_safetensors_writer_write(w, path);
+    free(blob);
+    ftl_safetensors_writer_free(w);
+    return s;
+}
+
+/* ---------------------------------------------------------------- resume */
+
+static ftl_status compare_classes(const char *path, const char *saved, const char *current) {
+    char **a = NULL, **b = NULL;
+    size_t na = 0, nb = 0;
+    ftl_status s = ftl_train_parse_class_names(saved, path, &a, &na);
+    if (s == FTL_OK) s = ftl_train_parse_class_names(current, "this run", &b, &nb);
+    if (s == FTL_OK && na != nb)
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %zu classes, this dataset has %zu", path,
+                     na, nb);
+    for (size_t i = 0; s == FTL_OK && i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            s = ftl_fail(FTL_E_INVALID_ARG,
+                         "cannot resume from %s: another class set (class %zu is \"%s\" in the checkpoint, \"%s\" here)",
+                         path, i, a[i], b[i]);
+    ftl_train_free_class_names(a, na);
+    ftl_train_free_class_names(b, nb);
+    return s;
+}
+
+static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st, const char *path) {
+    const ftl_fit_config *c = &t->config;
+    for (size_t i = 0; i < sizeof identity_keys / sizeof identity_keys[0]; i++) {
+        const char *key = identity_keys[i];
+        const char *mine = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count, key);
+        if (!mine) continue;
+        const char *saved = ftl_safetensors_metadata(st, key);
+        if (!saved)
+            return ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it does not record %s, so it cannot be checked "
+                            "against this run", path, key);
+        if (strcmp(key, FTL_MODEL_META_CLASSES) == 0) {
+            FTL_TRY(compare_classes(path, saved, mine));
+        } else if (strcmp(saved, mine) != 0) {
+            if (strcmp(key, FTL_MODEL_META_BACKBONE_SHA256) == 0) {
+                const char *sp = ftl_safetensors_metadata(st, FTL_MODEL_META_BACKBONE_PATH);
+                const char *mp = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count,
+                                                   FTL_MODEL_META_BACKBONE_PATH);
+                return ftl_fail(FTL_E_INVALID_ARG,
+                                "cannot resume from %s: it was trained on features of another backbone "
+                                "(sha256 %.16s... %s, this run: %.16s... %s)",
+                                path, saved, sp ? sp : "", mine, mp ? mp : "");
+            }
+            return ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: %s is \"%s\" in the checkpoint but \"%s\" here",
+                            path, key, saved, mine);
+        }
+    }
+    return FTL_OK;
+}
+
+static bool json_bool(const ftl_json *o, const char *key, bool *out) {
+    const ftl_json *v = ftl_json_get(o, key);
+    if (!v || v->type != FTL_JSON_BOOL) return false;
+    *out = v->boolean;
+    return true;
+}
+
+static bool json_int(const ftl_json *o, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    double d;
+    if (!ftl_json_get_number(o, key, &d) || d != floor(d) || d < (double)lo || d > (double)hi) return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+/* Reads ftl.train_state into the trainer (and the early-stopping scalars). */
+static ftl_status read_state(ftl_trainer *t, const ftl_safetensors *st, const char *path) {
+    const char *text = ftl_safetensors_metadata(st, "ftl.train_state");
+    if (!text) return ftl_fail(FTL_E_FORMAT, "%s: ftl.train_state metadata is missing", path);
+    ftl_json *v = NULL;
+    ftl_status s = ftl_json_parse(text, strlen(text), &v);
+    if (s != FTL_OK) return ftl_fail_context(s, "%s: ftl.train_state", path);
+    const ftl_json *es = ftl_json_get(v, "early_stopping");
+    int64_t epoch, step, spe, best_epoch, wait, stopped, batch;
+    bool finished, has_best, has_best_params;
+    double best;
+    if (!json_int(v, "epoch", 0, INT32_MAX, &epoch) || !json_int(v, "step", 0, INT64_C(1) << 52, &step) ||
+        !json_int(v, "steps_per_epoch", 0, INT64_C(1) << 52, &spe) || !json_bool(v, "finished", &finished) ||
+        !json_int(v, "batch_size", 1, INT64_C(1) << 40, &batch) || !es || !json_bool(es, "has_best", &has_best) ||
+        !ftl_json_get_number(es, "best", &best) || !json_int(es, "best_epoch", 0, epoch, &best_epoch) ||
+        !json_int(es, "wait", 0, INT32_MAX, &wait) || !json_int(es, "stopped_epoch", 0, epoch, &stopped) ||
+        !json_bool(es, "has_best_params", &has_best_params)) {
+        ftl_json_free(v);
+        return ftl_fail(FTL_E_FORMAT, "%s: ftl.train_state is incomplete or out of range", path);
+    }
+    const char *monitor = ftl_json_get_string(es, "monitor");
+    const char *simd = ftl_json_get_string(v, "simd");
+    if (monitor && strcmp(monitor, ftl_monitor_name(t->es.config.monitor)) != 0)
+        ftl_log_warn("%s tracked %s, this run monitors %s: the best-epoch record starts over", path, monitor,
+                     ftl_monitor_name(t->es.config.monitor));
+    else {
+        t->es.has_best = has_best;
+        t->es.best = best;
+        t->es.best_epoch = best_epoch;
+        t->es.wait = (int)wait;
+        t->es.stopped_epoch = stopped;
+    }
+    if (batch != t->config.batch_size)
+        ftl_log_warn("%s was trained with batch %lld, resuming with %lld: the result will differ from an "
+                     "uninterrupted run", path, (long long)batch, (long long)t->config.batch_size);
+    if (simd && strcmp(simd, ftl_gemm_isa_name(ftl_gemm_active())) != 0)
+        ftl_log_warn("%s was written on a machine using %s kernels, this one uses %s: results can differ in the last bits",
+                     path, simd, ftl_gemm_isa_name(ftl_gemm_active()));
+    t->epoch = epoch;
+    t->step = step;
+    t->steps_per_epoch = spe;
+    t->finished = finished;
+    ftl_json_free(v);
+    if (!has_best_params) t->es.has_best_params = false;
+    return FTL_OK;
+}
+
+/* Whether expanding `pattern` for some epoch in 1..max_epoch gives `path`. */
+static bool pattern_produces(const char *pattern, const char *path, int64_t max_epoch) {
+    for (int64_t e = 1; e <= max_epoch; e++) {
+        char *p = ftl_train_expand_pattern(pattern, e);
+        bool same = p && strcmp(p, path) == 0;
+        free(p);
+        if (same) return true;
+    }
+    return false;
+}
+
+static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
+    for (size_t i = 0; i < t->history_count; i++) free((char *)t->history[i].checkpoint);
+    t->history_count = 0;
+    for (size_t i = 0; i < t->checkpoint_count; i++) free(t->checkpoints[i]);
+    t->checkpoint_count = 0;
+    const char *text = ftl_safetensors_metadata(st, "ftl.history");
+    ftl_json *v = NULL;
+    if (text && ftl_json_parse(text, strlen(text), &v) == FTL_OK && v->type == FTL_JSON_ARRAY) {
+        for (size_t i = 0; i < v->count; i++) {
+            const ftl_json *e = &v->items[i];
+            ftl_epoch_log l = {0};
+            int64_t x;
+            double d;
+            if (json_int(e, "epoch", 0, INT32_MAX, &x)) l.epoch = x;
+            if (json_int(e, "epochs", 0, INT32_MAX, &x)) l.epochs = x;
+            if (json_int(e, "steps", 0, INT64_C(1) << 52, &x)) l.steps = x;
+            if (json_int(e, "examples", 0, INT64_C(1) << 52, &x)) l.examples = x;
+            if (json_int(e, "best_epoch", 0, INT32_MAX, &x)) l.best_epoch = x;
+            double *fields[] = {&l.seconds, &l.loss, &l.acc, &l.val_loss, &l.val_acc, &l.lr, &l.images_per_second};
+            const char *names[] = {"time_s", "loss", "acc", "val_loss", "val_acc", "lr", "images_per_s"};
+            for (int k = 0; k < 7; k++) *fields[k] = ftl_json_get_number(e, names[k], &d) ? d : NAN;
+            bool improved = false;
+            json_bool(e, "improved", &improved);
+            l.improved = improved;
+            l.checkpoint = ftl_json_get_string(e, "checkpoint");
+            ftl_train_history_append(t, &l);
+        }
+    }
+    ftl_json_free(v);
+    v = NULL;
+    /* Files --keep-last may delete later: only names this run's pattern produces, so a checkpoint
+     * from elsewhere can never make ftl delete an unrelated file. */
+    text = ftl_safetensors_metadata(st, "ftl.checkpoints");
+    if (text && t->config.checkpoint_pattern && ftl_json_parse(text, strlen(text), &v) == FTL_OK &&
+        v->type == FTL_JSON_ARRAY) {
+        t->checkpoints = ftl_xrealloc(t->checkpoints, (v->count + 1) * sizeof(char *));
+        for (size_t i = 0; i < v->count; i++)
+            if (v->items[i].type == FTL_JSON_STRING && pattern_produces(t->config.checkpoint_pattern, v->items[i].string, t->epoch))
+                t->checkpoints[t->checkpoint_count++] = ftl_strdup(v->items[i].string);
+    }
+    ftl_json_free(v);
+    return FTL_OK;
+}
+
+ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source *train) {
+    ftl_safetensors *st;
+    FTL_TRY(ftl_safetensors_open(path, &st));
+    ftl_status s = FTL_OK;
+    const char *format = ftl_safetensors_metadata(st, FTL_MODEL_META_FORMAT);
+    const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
+    const char *opt_text = ftl_safetensors_metadata(st, "ftl.optimizer");
+    if (!format || strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: %s", path,
+                     format && strcmp(format, FTL_MODEL_FORMAT) == 0 ? "it is a final model, not a checkpoint"
+                                                                    : "not an ftl checkpoint");
+    else if (!k || k->ndim != 2)
+        s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"head.kernel\" is missing or not 2-D", path);
+    else if (k->shape[0] != t->head.dim)
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld-dimensional features, these have %lld",
+                     path, (long long)k->shape[0], (long long)t->head.dim);
+    else if (k->shape[1] != t->head.classes)
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld classes, this dataset has %lld", path,
+                     (long long)k->shape[1], (long long)t->head.classes);
+    if (s == FTL_OK) s = check_identity(t, st, path);
+    if (s == FTL_OK) {
+        ftl_json *o = NULL;
+        const char *kind = NULL;
+        if (opt_text && ftl_json_parse(opt_text, strlen(opt_text), &o) == FTL_OK) kind = ftl_json_get_string(o, "kind");
+        ftl_optimizer_kind saved;
+        bool nesterov = false;
+        double momentum = 0, lr = 0;
+        if (o) {
+            json_bool(o, "nesterov", &nesterov);
+            ftl_json_get_number(o, "momentum", &momentum);
+            ftl_json_get_number(o, "lr", &lr);
+        }
+        if (!kind || ftl_optimizer_kind_parse(kind, &saved) != FTL_OK)
+            s = ftl_fail(FTL_E_FORMAT, "%s: ftl.optimizer metadata is missing or names no known optimizer", path);
+        else if (saved != t->opt.config.kind)
+            s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained with %s, this run uses %s", path, kind,
+                         ftl_optimizer_kind_name(t->opt.config.kind));
+        else if (saved == FTL_OPTIMIZER_SGD && (momentum > 0) != (t->opt.config.momentum > 0))
+            s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it used sgd %s momentum, this run %s", path,
+                         momentum > 0 ? "with" : "without", t->opt.config.momentum > 0 ? "has momentum" : "has none");
+        else if (lr != t->opt.config.lr)
+            ftl_log_warn("%s was trained with --lr %g, resuming with %g", path, lr, t->opt.config.lr);
+        ftl_json_free(o);
+    }
+    int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
+    int64_t pshape[1] = {(int64_t)t->head.param_count}, four[1] = {4};
+    size_t pbytes = t->head.param_count * sizeof(float);
+    if (s == FTL_OK)
+        s = ftl_safetensors_read(st, "head.kernel", FTL_DTYPE_F32, 2, kshape, t->head.kernel,
+                                 (size_t)(t->head.dim * t->head.classes) * sizeof(float));
+    if (s == FTL_OK)
+        s = ftl_safetensors_read(st, "head.bias", FTL_DTYPE_F32, 1, bshape, t->head.bias,
+                                 (size_t)t->head.classes * sizeof(float));
+    for (int slot = 0; s == FTL_OK && slot < t->opt.slot_count; slot++)
+        s = ftl_safetensors_read(st, slot_name(&t->opt, slot), FTL_DTYPE_F32, 1, pshape,
+                                 t->opt.state + (size_t)slot * t->opt.param_count, pbytes);
+    int64_t step = 0;
+    if (s == FTL_OK) s = ftl_safetensors_read(st, "optimizer.step", FTL_DTYPE_I64, 0, NULL, &step, sizeof step);
+    if (s == FTL_OK) s = ftl_safetensors_read(st, "optimizer.mu_product", FTL_DTYPE_F64, 0, NULL, &t->opt.mu_product,
+                                              sizeof(double));
+    if (s == FTL_OK) s = ftl_safetensors_read(st, "rng.dropout", FTL_DTYPE_U64, 1, four, t->dropout_rng, sizeof t->dropout_rng);
+    if (s == FTL_OK && step < 0) s = ftl_fail(FTL_E_FORMAT, "%s: optimizer.step %lld is negative", path, (long long)step);
+    if (s == FTL_OK) {
+        t->opt.step = step;
+        s = read_state(t, st, path);
+    }
+    if (s == FTL_OK) {
+        bool has = ftl_safetensors_find(st, "early_stopping.best_params") != NULL;
+        t->es.has_best_params = false;
+        if (has && t->es.best_params) {
+            s = ftl_safetensors_read(st, "early_stopping.best_params", FTL_DTYPE_F32, 1, pshape, t->es.best_params, pbytes);
+            t->es.has_best_params = s == FTL_OK;
+        }
+    }
+    if (s == FTL_OK) s = read_history(t, st);
+    if (s == FTL_OK && train) {
+        const ftl_safetensors_tensor *pos = ftl_safetensors_find(st, "loader.position");
+        if (pos && train->restore_position) {
+            if (pos->dtype != FTL_DTYPE_U8 || pos->ndim != 1)
+                s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"loader.position\" should be U8 [n]", path);
+            else if ((s = train->restore_position(train->ctx, pos->data, (size_t)pos->byte_size)) != FTL_OK)
+                s = ftl_fail_context(s, "cannot resume from %s", path);
+        } else {
+            ftl_log_warn("%s: %s, so the data order after resuming differs from an uninterrupted run", path,
+                         pos ? "this loader cannot restore a position" : "no loader position saved");
+        }
+    }
+    if (s == FTL_OK && t->config.collectives.broadcast_f32) {
+        /* Ranks read the same file; broadcasting anyway guards against a stale copy on one host. */
+        s = t->config.collectives.broadcast_f32(t->config.collectives.ctx, t->head.params, t->head.param_count);
+        if (s == FTL_OK && t->opt.state)
+            s = t->config.collectives.broadcast_f32(t->config.collectives.ctx, t->opt.state,
+                                                    (size_t)t->opt.slot_count * t->opt.param_count);
+    }
+    ftl_safetensors_close(st);
+    return s;
+}

@@ -1,0 +1,448 @@
+/* The fit loop: epochs of optimizer steps over a batch source, validation, the Keras-style epoch
+ * line, the JSONL log, early stopping, checkpoints, and the final restore of the best weights. */
+#include "ftl/train.h"
+#include "train/gemm.h"
+#include "train/train_internal.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+#include "util/rng.h"
+#include "util/timing.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ftl_fit_config ftl_fit_config_default(void) {
+    return (ftl_fit_config){
+        .batch_size = 16, .epochs = 30, .steps_per_epoch = 0, .drop_remainder = true, .eval_batch_size = 1024,
+        .optimizer = ftl_optimizer_config_default(FTL_OPTIMIZER_NADAM), .lr_scaling = FTL_LR_SCALE_NONE,
+        .base_batch = 0, .warmup_epochs = 0, .warmup_start_factor = -1, .dropout = 0, .seed = 42,
+        .early_stopping = ftl_early_stopping_config_default(), .keep_last = 0,
+        .collectives = {.rank = 0, .world_size = 1},
+    };
+}
+
+/* Independent streams from one seed: stream 0 initialises the weights, 1 + rank drops out. */
+static uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+    uint64_t x = seed ^ (0xD1B54A32D192ED03ull * (stream + 1));
+    return ftl_splitmix64(&x);
+}
+
+char *ftl_train_expand_pattern(const char *pattern, int64_t epoch) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_append(&b, "", 0);
+    for (const char *p = pattern; *p;) {
+        if (*p != '{') {
+            ftl_strbuf_append(&b, p++, 1);
+            continue;
+        }
+        const char *close = strchr(p, '}');
+        int width = 0;
+        if (close && strncmp(p, "{epoch}", 7) == 0) {
+            ftl_strbuf_printf(&b, "%lld", (long long)epoch);
+        } else if (close && strncmp(p, "{epoch:0", 8) == 0 && close[-1] == 'd' &&
+                   sscanf(p + 8, "%d", &width) == 1 && width > 0 && width < 20) {
+            ftl_strbuf_printf(&b, "%0*lld", width, (long long)epoch);
+        } else {
+            ftl_fail(FTL_E_INVALID_ARG, "checkpoint pattern \"%s\": unknown field at \"%.20s\" (use {epoch} or {epoch:03d})",
+                     pattern, p);
+            ftl_strbuf_free(&b);
+            return NULL;
+        }
+        p = close + 1;
+    }
+    return b.data;
+}
+
+ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int64_t dim, int64_t classes) {
+    *out = NULL;
+    const ftl_fit_config *c = config;
+    if (c->batch_size < 1) return ftl_fail(FTL_E_INVALID_ARG, "--batch %lld must be at least 1", (long long)c->batch_size);
+    if (c->epochs < 0) return ftl_fail(FTL_E_INVALID_ARG, "--epochs %lld must be >= 0", (long long)c->epochs);
+    if (c->steps_per_epoch < 0)
+        return ftl_fail(FTL_E_INVALID_ARG, "--steps-per-epoch %lld must be >= 0", (long long)c->steps_per_epoch);
+    if (!(c->dropout >= 0 && c->dropout < 1)) return ftl_fail(FTL_E_INVALID_ARG, "--dropout %g must be in [0, 1)", c->dropout);
+    if (c->lr_scaling != FTL_LR_SCALE_NONE && c->base_batch < 1)
+        return ftl_fail(FTL_E_INVALID_ARG, "--scale-lr needs --base-batch (the batch size the learning rate was tuned for)");
+    if (!(c->warmup_epochs >= 0)) return ftl_fail(FTL_E_INVALID_ARG, "--warmup-epochs %g must be >= 0", c->warmup_epochs);
+    if (c->keep_last < 0) return ftl_fail(FTL_E_INVALID_ARG, "--keep-last %d must be >= 0", c->keep_last);
+    if (c->collectives.world_size < 1 || c->collectives.rank < 0 || c->collectives.rank >= c->collectives.world_size)
+        return ftl_fail(FTL_E_INVALID_ARG, "rank %d of %d is not valid", c->collectives.rank, c->collectives.world_size);
+    if (c->checkpoint_pattern) {
+        char *probe = ftl_train_expand_pattern(c->checkpoint_pattern, 1);
+        if (!probe) return FTL_E_INVALID_ARG;
+        free(probe);
+    }
+    ftl_trainer *t = ftl_xcalloc(1, sizeof *t);
+    t->config = *config;
+    if (t->config.eval_batch_size < 1) t->config.eval_batch_size = 1024;
+    ftl_status s = ftl_head_init(&t->head, dim, classes);
+    if (s == FTL_OK) s = ftl_optimizer_init(&t->opt, &c->optimizer, t->head.param_count);
+    if (s == FTL_OK) s = ftl_early_stopping_init(&t->es, &c->early_stopping, t->head.param_count);
+    if (s != FTL_OK) {
+        ftl_trainer_free(t);
+        return s;
+    }
+    t->head.dropout = (float)c->dropout;
+    ftl_head_init_glorot(&t->head, derive_seed(c->seed, 0));
+    ftl_rng r;
+    ftl_rng_seed(&r, derive_seed(c->seed, 1 + (uint64_t)c->collectives.rank));
+    memcpy(t->dropout_rng, r.s, sizeof r.s);
+    if (c->collectives.broadcast_f32) { /* every rank starts from rank 0's weights */
+        s = c->collectives.broadcast_f32(c->collectives.ctx, t->head.params, t->head.param_count);
+        if (s != FTL_OK) {
+            ftl_trainer_free(t);
+            return ftl_fail_context(s, "broadcasting the initial weights");
+        }
+    }
+    *out = t;
+    return FTL_OK;
+}
+
+void ftl_trainer_free(ftl_trainer *t) {
+    if (!t) return;
+    ftl_head_free(&t->head);
+    ftl_optimizer_free(&t->opt);
+    ftl_early_stopping_free(&t->es);
+    for (size_t i = 0; i < t->history_count; i++) free((char *)t->history[i].checkpoint);
+    free(t->history);
+    for (size_t i = 0; i < t->checkpoint_count; i++) free(t->checkpoints[i]);
+    free(t->checkpoints);
+    free(t);
+}
+
+ftl_head *ftl_trainer_head(ftl_trainer *t) { return &t->head; }
+const ftl_optimizer *ftl_trainer_optimizer(const ftl_trainer *t) { return &t->opt; }
+int64_t ftl_trainer_epoch(const ftl_trainer *t) { return t->epoch; }
+int64_t ftl_trainer_step(const ftl_trainer *t) { return t->step; }
+
+size_t ftl_trainer_history(const ftl_trainer *t, const ftl_epoch_log **logs) {
+    *logs = t->history;
+    return t->history_count;
+}
+
+void ftl_train_history_append(ftl_trainer *t, const ftl_epoch_log *log) {
+    if (t->history_count == t->history_cap) {
+        t->history_cap = t->history_cap ? t->history_cap * 2 : 32;
+        t->history = ftl_xrealloc(t->history, t->history_cap * sizeof *t->history);
+    }
+    ftl_epoch_log *h = &t->history[t->history_count++];
+    *h = *log;
+    h->checkpoint = log->checkpoint ? ftl_strdup(log->checkpoint) : NULL;
+}
+
+void ftl_train_append_epoch_json(ftl_strbuf *b, const ftl_epoch_log *l) {
+    ftl_strbuf_printf(b, "{\"epoch\":%lld,\"epochs\":%lld,\"steps\":%lld,\"examples\":%lld,\"time_s\":", (long long)l->epoch,
+                      (long long)l->epochs, (long long)l->steps, (long long)l->examples);
+    ftl_json_append_number(b, l->seconds);
+    const char *names[] = {"loss", "acc", "val_loss", "val_acc", "lr", "images_per_s"};
+    double values[] = {l->loss, l->acc, l->val_loss, l->val_acc, l->lr, l->images_per_second};
+    for (int i = 0; i < 6; i++) {
+        ftl_strbuf_printf(b, ",\"%s\":", names[i]);
+        ftl_json_append_number(b, values[i]);
+    }
+    const char *tn[] = {"data_wait_s", "backbone_s", "head_s", "allreduce_s", "validation_s", "checkpoint_s"};
+    double tv[] = {l->data_wait_s, l->backbone_s, l->head_s, l->allreduce_s, l->validation_s, l->checkpoint_s};
+    ftl_strbuf_append(b, ",\"time\":{", 9);
+    for (int i = 0; i < 6; i++) {
+        ftl_strbuf_printf(b, "%s\"%s\":", i ? "," : "", tn[i]);
+        ftl_json_append_number(b, tv[i]);
+    }
+    ftl_strbuf_printf(b, "},\"improved\":%s,\"best_epoch\":%lld,\"checkpoint\":", l->improved ? "true" : "false",
+                      (long long)l->best_epoch);
+    if (l->checkpoint) ftl_json_append_string(b, l->checkpoint);
+    else ftl_strbuf_append(b, "null", 4);
+    ftl_strbuf_append(b, "}", 1);
+}
+
+static double monitored_value(ftl_monitor m, const ftl_epoch_log *l) {
+    switch (m) {
+    case FTL_MONITOR_VAL_ACC: return l->val_acc;
+    case FTL_MONITOR_VAL_LOSS: return l->val_loss;
+    case FTL_MONITOR_ACC: return l->acc;
+    case FTL_MONITOR_LOSS: return l->loss;
+    }
+    return NAN;
+}
+
+static void print_epoch_line(FILE *out, const ftl_epoch_log *l, bool has_val) {
+    char line[512];
+    int n = snprintf(line, sizeof line, "Epoch %lld/%lld - %.2fs - loss: %.4f - acc: %.4f", (long long)l->epoch,
+                     (long long)l->epochs, l->seconds, l->loss, l->acc);
+    if (has_val && n > 0 && n < (int)sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, " - val_loss: %.4f - val_acc: %.4f", l->val_loss, l->val_acc);
+    fprintf(out, "%s\n", line);
+    fflush(out);
+}
+
+/* Deletes the oldest checkpoints of this run beyond keep_last (never the one just written). */
+static void prune_checkpoints(ftl_trainer *t, const char *written) {
+    for (size_t i = 0; i < t->checkpoint_count; i++)
+        if (strcmp(t->checkpoints[i], written) == 0) { /* same name again: move it to the end */
+            free(t->checkpoints[i]);
+            memmove(t->checkpoints + i, t->checkpoints + i + 1, (t->checkpoint_count - i - 1) * sizeof(char *));
+            t->checkpoint_count--;
+            break;
+        }
+    t->checkpoints = ftl_xrealloc(t->checkpoints, (t->checkpoint_count + 1) * sizeof(char *));
+    t->checkpoints[t->checkpoint_count++] = ftl_strdup(written);
+    if (t->config.keep_last <= 0) return;
+    while (t->checkpoint_count > (size_t)t->config.keep_last) {
+        if (unlink(t->checkpoints[0]) != 0 && errno != ENOENT)
+            ftl_log_warn("cannot delete old checkpoint %s: %s", t->checkpoints[0], strerror(errno));
+        free(t->checkpoints[0]);
+        memmove(t->checkpoints, t->checkpoints + 1, (t->checkpoint_count - 1) * sizeof(char *));
+        t->checkpoint_count--;
+    }
+}
+
+static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train, char **path_out) {
+    *path_out = NULL;
+    char *path = ftl_train_expand_pattern(t->config.checkpoint_pattern, t->epoch);
+    if (!path) return FTL_E_INVALID_ARG;
+    char *dir = ftl_strdup(path);
+    char *slash = strrchr(dir, '/');
+    ftl_status s = FTL_OK;
+    if (slash && slash != dir) {
+        *slash = '\0';
+        s = ftl_make_dirs(dir);
+    }
+    free(dir);
+    if (s == FTL_OK) s = ftl_trainer_save_checkpoint(t, path, train);
+    if (s != FTL_OK) {
+        free(path);
+        return s;
+    }
+    prune_checkpoints(t, path);
+    *path_out = path;
+    return FTL_OK;
+}
+
+static void scale_floats(float *x, size_t n, float factor) {
+    for (size_t i = 0; i < n; i++) x[i] *= factor;
+}
+
+static ftl_status reduce_counts(const ftl_collectives *col, ftl_metric_counts *c) {
+    if (!col->allreduce_sum_f64 || col->world_size <= 1) return FTL_OK;
+    double v[3] = {c->loss_sum, c->correct, c->count};
+    FTL_TRY(col->allreduce_sum_f64(col->ctx, v, 3));
+    c->loss_sum = v[0];
+    c->correct = v[1];
+    c->count = v[2];
+    return FTL_OK;
+}
+
+/* Steps per epoch and whether batches stream across passes. */
+static ftl_status plan_epochs(const ftl_trainer *t, const ftl_batch_source *train, int64_t *steps, bool *wrap) {
+    const ftl_fit_config *c = &t->config;
+    if (c->steps_per_epoch > 0) {
+        *steps = c->steps_per_epoch;
+        *wrap = true;
+        return FTL_OK;
+    }
+    *wrap = false;
+    if (train->size <= 0)
+        return ftl_fail(FTL_E_INVALID_ARG, "the training data's size is unknown: give --steps-per-epoch");
+    int64_t size = train->size;
+    const ftl_collectives *col = &c->collectives;
+    if (col->world_size > 1) {
+        /* Every rank must run the same number of steps, or the gradient allreduce hangs: use the
+         * smallest shard (sizes gathered with the sum-only hook, one slot per rank). */
+        if (!c->drop_remainder)
+            return ftl_fail(FTL_E_INVALID_ARG, "with %d ranks, batches must be full (drop_remainder)", col->world_size);
+        if (col->allreduce_sum_f64) {
+            double *sizes = ftl_xcalloc((size_t)col->world_size, sizeof(double));
+            sizes[col->rank] = (double)size;
+            ftl_status s = col->allreduce_sum_f64(col->ctx, sizes, (size_t)col->world_size);
+            double lo = sizes[0], hi = sizes[0];
+            for (int r = 1; r < col->world_size; r++) lo = sizes[r] < lo ? sizes[r] : lo, hi = sizes[r] > hi ? sizes[r] : hi;
+            free(sizes);
+            FTL_TRY(s);
+            if (lo != hi)
+                ftl_log_info("shards are uneven (%.0f to %.0f examples): every rank runs %lld steps per epoch", lo, hi,
+                             (long long)((int64_t)lo / c->batch_size));
+            size = (int64_t)lo;
+        }
+    }
+    *steps = c->drop_remainder ? size / c->batch_size : (size + c->batch_size - 1) / c->batch_size;
+    if (*steps == 0)
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "%lld training examples make no full batch of %lld (remainders are dropped): lower --batch",
+                        (long long)size, (long long)c->batch_size);
+    return FTL_OK;
+}
+
+static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, int64_t steps, bool wrap,
+                            const ftl_lr_schedule *sched, ftl_epoch_log *log) {
+    const ftl_fit_config *c = &t->config;
+    const ftl_collectives *col = &c->collectives;
+    double start = ftl_now();
+    if (!wrap && train->begin_pass) FTL_TRY(train->begin_pass(train->ctx));
+    ftl_metric_counts counts = {0};
+    double fetch_s = 0, backbone_s = 0, head_s = 0, allreduce_s = 0, lr = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        double t0 = ftl_now();
+        ftl_feature_batch b = {0};
+        FTL_TRY(train->next_batch(train->ctx, (size_t)c->batch_size, wrap, &b));
+        double t1 = ftl_now();
+        fetch_s += t1 - t0;
+        backbone_s += b.backbone_seconds;
+        if (b.count == 0)
+            return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld", (long long)s,
+                            (long long)steps, (long long)log->epoch);
+        ftl_status st = ftl_head_train_batch(&t->head, b.features, b.labels, b.count, t->dropout_rng, &counts);
+        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
+        double t2 = ftl_now();
+        if (col->allreduce_sum_f32 && col->world_size > 1) {
+            /* The allreduce point: gradients of the per-rank mean losses, averaged as Horovod does. */
+            FTL_TRY(col->allreduce_sum_f32(col->ctx, t->head.grads, t->head.param_count));
+            scale_floats(t->head.grads, t->head.param_count, 1.0f / (float)col->world_size);
+        }
+        double t3 = ftl_now();
+        lr = ftl_lr_schedule_at(sched, t->step);
+        ftl_optimizer_step(&t->opt, t->head.params, t->head.grads, lr);
+        t->step++;
+        double t4 = ftl_now();
+        head_s += (t2 - t1) + (t4 - t3);
+        allreduce_s += t3 - t2;
+    }
+    FTL_TRY(reduce_counts(col, &counts));
+    log->steps = steps;
+    log->examples = (int64_t)counts.count;
+    log->loss = ftl_metric_loss(&counts);
+    log->acc = ftl_metric_accuracy(&counts);
+    log->lr = lr;
+    log->data_wait_s = fetch_s - backbone_s;
+    log->backbone_s = backbone_s;
+    log->head_s = head_s;
+    log->allreduce_s = allreduce_s;
+    double train_s = ftl_now() - start;
+    log->images_per_second = train_s > 0 ? counts.count / train_s : 0;
+    if (!isfinite(log->loss))
+        return ftl_fail(FTL_E_INTERNAL, "training diverged: the loss is %s in epoch %lld (lower --lr?)",
+                        isnan(log->loss) ? "NaN" : "infinite", (long long)log->epoch);
+    log->val_loss = log->val_acc = NAN;
+    if (val) {
+        double v0 = ftl_now();
+        ftl_metric_counts vc;
+        ftl_status st = ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
+        if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
+        FTL_TRY(reduce_counts(col, &vc));
+        log->val_loss = ftl_metric_loss(&vc);
+        log->val_acc = ftl_metric_accuracy(&vc);
+        log->validation_s = ftl_now() - v0;
+    }
+    return FTL_OK;
+}
+
+static void fill_result(const ftl_trainer *t, bool restored, ftl_fit_result *r) {
+    memset(r, 0, sizeof *r);
+    r->epochs_run = t->epoch;
+    r->stopped_early = t->es.stopped_epoch > 0;
+    r->restored_best = restored;
+    r->best_epoch = t->tracking && t->es.has_best ? t->es.best_epoch : 0;
+    r->best_value = t->es.has_best ? t->es.best : NAN;
+    r->final_loss = r->final_acc = r->final_val_loss = r->final_val_acc = NAN;
+    if (t->history_count == 0) return;
+    r->last = t->history[t->history_count - 1];
+    r->last.checkpoint = NULL; /* owned by the trainer; read the history for it */
+    const ftl_epoch_log *f = &t->history[t->history_count - 1];
+    if (restored)
+        for (size_t i = 0; i < t->history_count; i++)
+            if (t->history[i].epoch == t->es.best_epoch) f = &t->history[i];
+    r->final_loss = f->loss;
+    r->final_acc = f->acc;
+    r->final_val_loss = f->val_loss;
+    r->final_val_acc = f->val_acc;
+}
+
+ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, ftl_fit_result *result) {
+    const ftl_fit_config *c = &t->config;
+    const ftl_collectives *col = &c->collectives;
+    bool rank0 = col->rank == 0;
+    ftl_fit_result local_result;
+    if (!result) result = &local_result;
+    memset(result, 0, sizeof *result);
+    ftl_monitor m = c->early_stopping.monitor;
+    bool val_metric = m == FTL_MONITOR_VAL_ACC || m == FTL_MONITOR_VAL_LOSS;
+    if (val_metric && !val && c->early_stopping.stop)
+        return ftl_fail(FTL_E_INVALID_ARG, "early stopping monitors %s but there is no validation data", ftl_monitor_name(m));
+    t->tracking = !(val_metric && !val);
+    int64_t steps;
+    bool wrap;
+    FTL_TRY(plan_epochs(t, train, &steps, &wrap));
+    if (t->steps_per_epoch && t->steps_per_epoch != steps && t->epoch > 0)
+        ftl_log_warn("resumed with %lld steps per epoch instead of %lld: the run differs from an uninterrupted one",
+                     (long long)steps, (long long)t->steps_per_epoch);
+    t->steps_per_epoch = steps;
+    ftl_lr_schedule sched = {.lr = c->optimizer.lr, .scaling = c->lr_scaling,
+                             .batch = c->batch_size * col->world_size, .base_batch = c->base_batch,
+                             .warmup_epochs = c->warmup_epochs, .steps_per_epoch = steps,
+                             .warmup_start_factor = c->warmup_start_factor};
+    FILE *jsonl = NULL;
+    if (c->log_path && rank0) {
+        jsonl = fopen(c->log_path, "a");
+        if (!jsonl) return ftl_fail(FTL_E_IO, "cannot open the log %s: %s", c->log_path, strerror(errno));
+    }
+    ftl_status s = FTL_OK;
+    while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {
+        ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs};
+        double start = ftl_now();
+        s = run_epoch(t, train, val, steps, wrap, &sched, &log);
+        if (s != FTL_OK) break;
+        t->epoch = log.epoch;
+        bool stop = false;
+        if (t->tracking) {
+            stop = ftl_early_stopping_update(&t->es, log.epoch, monitored_value(m, &log), t->head.params);
+            log.improved = t->es.has_best && t->es.best_epoch == log.epoch;
+            log.best_epoch = t->es.best_epoch;
+        }
+        if (stop) t->finished = true;
+        /* Hooks first may stop too; the checkpoint then records the finished state. */
+        log.seconds = ftl_now() - start;
+        if (c->on_epoch_end) {
+            bool hook_stop = false;
+            s = c->on_epoch_end(c->on_epoch_end_ctx, &log, &hook_stop);
+            if (s != FTL_OK) break;
+            if (hook_stop) t->finished = true;
+        }
+        char *ckpt = NULL;
+        if (c->checkpoint_pattern && rank0 && (!c->save_best_only || log.improved)) {
+            double c0 = ftl_now();
+            ftl_train_history_append(t, &log); /* the checkpoint carries this epoch's record too */
+            s = write_epoch_checkpoint(t, train, &ckpt);
+            t->history_count--;
+            free((char *)t->history[t->history_count].checkpoint);
+            if (s != FTL_OK) break;
+            log.checkpoint = ckpt;
+            log.checkpoint_s = ftl_now() - c0;
+        }
+        log.seconds = ftl_now() - start;
+        ftl_train_history_append(t, &log);
+        if (rank0 && c->epoch_out) print_epoch_line(c->epoch_out, &log, val != NULL);
+        if (jsonl) {
+            ftl_strbuf b = {0};
+            ftl_train_append_epoch_json(&b, &log);
+            ftl_strbuf_append(&b, "\n", 1);
+            if (fputs(b.data, jsonl) == EOF || fflush(jsonl) != 0)
+                s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+            ftl_strbuf_free(&b);
+        }
+        free(ckpt);
+        if (t->finished && rank0 && c->epoch_out && t->es.stopped_epoch == log.epoch)
+            fprintf(c->epoch_out, "Early stopping after epoch %lld: %s did not improve by more than %g for %d epochs\n",
+                    (long long)log.epoch, ftl_monitor_name(m), t->es.config.min_delta, t->es.config.patience);
+    }
+    if (jsonl && fclose(jsonl) != 0 && s == FTL_OK)
+        s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+    if (s != FTL_OK) return s;
+    bool restored = t->tracking && ftl_early_stopping_restore(&t->es, t->head.params);
+    if (restored && rank0 && c->epoch_out && t->es.best_epoch != t->epoch)
+        fprintf(c->epoch_out, "Restoring the weights of epoch %lld (best %s: %.4f)\n", (long long)t->es.best_epoch,
+                ftl_monitor_name(m), t->es.best);
+    fill_result(t, restored, result);
+    return FTL_OK;
+}

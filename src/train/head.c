@@ -1,0 +1,229 @@
+/* The softmax head: inverted dropout -> Dense(D -> C) -> softmax cross-entropy (mean over the batch).
+ * Parameters, gradients: one block each (see include/ftl/train.h). */
+#include "ftl/train.h"
+#include "train/gemm.h"
+#include "train/train_internal.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ftl_head_workspace {
+    size_t capacity; /* rows */
+    float *x_dropped; /* [capacity x D] dropout-masked inputs (training with dropout only) */
+    float *logits;    /* [capacity x C] */
+    float *dlogits;   /* [capacity x C] */
+    ftl_pool_site train_site, eval_site, backward_site; /* threading measurements per GEMM shape */
+};
+
+float *ftl_train_alloc_floats(size_t count) {
+    size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+    float *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory allocating %zu floats\n", count);
+        abort();
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes) {
+    memset(head, 0, sizeof *head);
+    if (dim < 1 || classes < 1)
+        return ftl_fail(FTL_E_INVALID_ARG, "head needs at least 1 feature and 1 class (got %lld features, %lld classes)",
+                        (long long)dim, (long long)classes);
+    /* Bounded so that every index fits comfortably: 2^20 features x 2^20 classes at most. */
+    if (dim > (1 << 20) || classes > (1 << 20) || (double)dim * (double)classes > 4.0e9)
+        return ftl_fail(FTL_E_UNSUPPORTED, "head of %lld features x %lld classes is too large", (long long)dim,
+                        (long long)classes);
+    head->dim = dim;
+    head->classes = classes;
+    head->param_count = (size_t)dim * (size_t)classes + (size_t)classes;
+    head->params = ftl_train_alloc_floats(head->param_count);
+    head->grads = ftl_train_alloc_floats(head->param_count);
+    head->kernel = head->params;
+    head->bias = head->params + (size_t)dim * (size_t)classes;
+    head->grad_kernel = head->grads;
+    head->grad_bias = head->grads + (size_t)dim * (size_t)classes;
+    head->ws = ftl_xcalloc(1, sizeof *head->ws);
+    return FTL_OK;
+}
+
+void ftl_head_free(ftl_head *head) {
+    if (!head) return;
+    free(head->params);
+    free(head->grads);
+    if (head->ws) {
+        free(head->ws->x_dropped);
+        free(head->ws->logits);
+        free(head->ws->dlogits);
+        free(head->ws);
+    }
+    memset(head, 0, sizeof *head);
+}
+
+void ftl_head_init_glorot(ftl_head *head, uint64_t seed) {
+    ftl_rng rng;
+    ftl_rng_seed(&rng, seed);
+    double limit = sqrt(6.0 / (double)(head->dim + head->classes));
+    size_t n = (size_t)head->dim * (size_t)head->classes;
+    for (size_t i = 0; i < n; i++) head->kernel[i] = (float)((2.0 * ftl_rng_uniform(&rng) - 1.0) * limit);
+    memset(head->bias, 0, (size_t)head->classes * sizeof(float));
+}
+
+static void ensure_capacity(ftl_head *head, size_t n, bool need_dropout_buffer) {
+    struct ftl_head_workspace *ws = head->ws;
+    if (n > ws->capacity) {
+        free(ws->logits);
+        free(ws->dlogits);
+        free(ws->x_dropped);
+        ws->x_dropped = NULL;
+        ws->logits = ftl_train_alloc_floats(n * (size_t)head->classes);
+        ws->dlogits = ftl_train_alloc_floats(n * (size_t)head->classes);
+        ws->capacity = n;
+    }
+    if (need_dropout_buffer && !ws->x_dropped) ws->x_dropped = ftl_train_alloc_floats(ws->capacity * (size_t)head->dim);
+}
+
+static ftl_status check_labels(const ftl_head *head, const int32_t *labels, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= head->classes)
+            return ftl_fail(FTL_E_FORMAT, "label %d of batch example %zu is outside [0, %lld) for a %lld-class head",
+                            labels[i], i, (long long)head->classes, (long long)head->classes);
+    return FTL_OK;
+}
+
+/* logits = x W + b */
+static void forward(ftl_head *head, const float *x, size_t n, ftl_pool_site *site) {
+    size_t C = (size_t)head->classes;
+    float *z = head->ws->logits;
+    for (size_t i = 0; i < n; i++) memcpy(z + i * C, head->bias, C * sizeof(float));
+    ftl_gemm_args g = {.M = n, .N = C, .K = (size_t)head->dim, .A = x, .a_row_stride = (size_t)head->dim,
+                       .a_col_stride = 1, .B = head->kernel, .ldb = C, .C = z, .ldc = C, .accumulate = true,
+                       .site = site};
+    ftl_gemm(&g);
+}
+
+/* Per row: loss = logsumexp(z) - z[y] (max-shifted, so no overflow), argmax (first maximum).
+ * If dz is given: dz = (softmax(z) - onehot(y)) * grad_scale; else if probs is given: softmax(z). */
+static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int32_t *labels, float grad_scale,
+                                  float *dz, float *probs, ftl_metric_counts *counts) {
+    for (size_t i = 0; i < n; i++) {
+        const float *row = z + i * C;
+        size_t arg = 0;
+        float m = row[0];
+        for (size_t j = 1; j < C; j++)
+            if (row[j] > m) m = row[j], arg = j;
+        float *e = dz ? dz + i * C : probs ? probs + i * C : NULL;
+        double sum = 0;
+        /* Arguments below -87 would underflow (and take libm's slow path); e^-87 ~ 1.6e-38 is as
+         * good as 0 next to the maximum's e^0 = 1. */
+        if (e) {
+            for (size_t j = 0; j < C; j++) sum += (e[j] = expf(fmaxf(row[j] - m, -87.0f)));
+        } else {
+            for (size_t j = 0; j < C; j++) sum += expf(fmaxf(row[j] - m, -87.0f));
+        }
+        if (labels) {
+            int32_t y = labels[i];
+            counts->loss_sum += log(sum) + (double)m - (double)row[y];
+            counts->correct += (size_t)y == arg;
+            counts->count += 1;
+        }
+        if (dz) {
+            float inv = (float)(1.0 / sum);
+            float *d = dz + i * C;
+            for (size_t j = 0; j < C; j++) d[j] = d[j] * inv * grad_scale;
+            if (labels) d[labels[i]] -= grad_scale;
+        } else if (probs) {
+            float inv = (float)(1.0 / sum);
+            for (size_t j = 0; j < C; j++) probs[i * C + j] *= inv;
+        }
+    }
+}
+
+/* Inverted dropout: keep each input with probability 1 - p and scale it by 1 / (1 - p). Each
+ * element takes 16 bits of a xoshiro256** output (four per output, low bits first) and is kept
+ * when they are below round((1 - p) * 65536): p is honoured to 1/65536, and drawing the masks
+ * costs a quarter of one RNG call per input, which matters at D = 2048. */
+static const float *apply_dropout(ftl_head *head, const float *x, size_t n, uint64_t state[4]) {
+    float p = head->dropout;
+    size_t count = n * (size_t)head->dim;
+    float *out = head->ws->x_dropped;
+    const uint32_t threshold = (uint32_t)lround((1.0 - (double)p) * 65536.0);
+    const float scale = (float)(1.0 / (1.0 - (double)p));
+    /* A table instead of `keep ? x * scale : 0`: a coin-flip branch mispredicts half the time. */
+    const float factor[2] = {0.0f, scale};
+    ftl_rng rng;
+    memcpy(rng.s, state, sizeof rng.s);
+    size_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+        uint64_t r = ftl_rng_next(&rng);
+        for (int k = 0; k < 4; k++)
+            out[i + (size_t)k] = x[i + (size_t)k] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
+    }
+    if (i < count) {
+        uint64_t r = ftl_rng_next(&rng);
+        for (int k = 0; i < count; i++, k++) out[i] = x[i] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
+    }
+    memcpy(state, rng.s, sizeof rng.s);
+    return out;
+}
+
+ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
+                                uint64_t dropout_rng_state[4], ftl_metric_counts *counts) {
+    if (n == 0) return ftl_fail(FTL_E_INVALID_ARG, "empty training batch");
+    if (!(head->dropout >= 0.0f && head->dropout < 1.0f))
+        return ftl_fail(FTL_E_INVALID_ARG, "dropout %g is outside [0, 1)", (double)head->dropout);
+    FTL_TRY(check_labels(head, labels, n));
+    bool dropout = head->dropout > 0.0f;
+    ensure_capacity(head, n, dropout);
+    const float *xin = dropout ? apply_dropout(head, x, n, dropout_rng_state) : x;
+    size_t C = (size_t)head->classes, D = (size_t)head->dim;
+    forward(head, xin, n, &head->ws->train_site);
+    softmax_cross_entropy(head->ws->logits, n, C, labels, (float)(1.0 / (double)n), head->ws->dlogits, NULL, counts);
+    /* dW = x^T dZ: A[d][b] = x[b][d], so rows of A have stride 1 and columns stride D. */
+    ftl_gemm_args g = {.M = D, .N = C, .K = n, .A = xin, .a_row_stride = 1, .a_col_stride = D,
+                       .B = head->ws->dlogits, .ldb = C, .C = head->grad_kernel, .ldc = C, .accumulate = false,
+                       .site = &head->ws->backward_site};
+    ftl_gemm(&g);
+    const float *dz = head->ws->dlogits;
+    memcpy(head->grad_bias, dz, C * sizeof(float));
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < C; j++) head->grad_bias[j] += dz[i * C + j];
+    return FTL_OK;
+}
+
+ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
+                                   ftl_metric_counts *counts) {
+    if (n == 0) return FTL_OK;
+    FTL_TRY(check_labels(head, labels, n));
+    ensure_capacity(head, n, false);
+    forward(head, x, n, &head->ws->eval_site);
+    softmax_cross_entropy(head->ws->logits, n, (size_t)head->classes, labels, 0.0f, NULL, NULL, counts);
+    return FTL_OK;
+}
+
+ftl_status ftl_head_predict(ftl_head *head, const float *x, size_t n, float *probs_out, float *logits_out) {
+    if (n == 0) return FTL_OK;
+    ensure_capacity(head, n, false);
+    forward(head, x, n, &head->ws->eval_site);
+    size_t C = (size_t)head->classes;
+    if (logits_out) memcpy(logits_out, head->ws->logits, n * C * sizeof(float));
+    if (probs_out) softmax_cross_entropy(head->ws->logits, n, C, NULL, 0.0f, NULL, probs_out, NULL);
+    return FTL_OK;
+}
+
+ftl_status ftl_head_evaluate(ftl_head *head, ftl_batch_source *source, size_t batch_size, ftl_metric_counts *out) {
+    memset(out, 0, sizeof *out);
+    if (batch_size == 0) batch_size = 1024;
+    if (source->begin_pass) FTL_TRY(source->begin_pass(source->ctx));
+    for (;;) {
+        ftl_feature_batch b = {0};
+        FTL_TRY(source->next_batch(source->ctx, batch_size, false, &b));
+        if (b.count == 0) return FTL_OK;
+        FTL_TRY(ftl_head_evaluate_batch(head, b.features, b.labels, b.count, out));
+    }
+}

@@ -1,0 +1,129 @@
+/* MODEL.ftl: the trained head and what is needed to use it (class names, backbone, preprocessing). */
+#include "ftl/train.h"
+#include "train/train_internal.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *ftl_train_kv_find(const ftl_kv *kv, size_t count, const char *key) {
+    for (size_t i = 0; i < count; i++)
+        if (kv[i].key && strcmp(kv[i].key, key) == 0) return kv[i].value;
+    return NULL;
+}
+
+void ftl_train_free_class_names(char **names, size_t count) {
+    if (!names) return;
+    for (size_t i = 0; i < count; i++) free(names[i]);
+    free(names);
+}
+
+ftl_status ftl_train_parse_class_names(const char *json, const char *what, char ***names, size_t *count) {
+    *names = NULL;
+    *count = 0;
+    ftl_json *v = NULL;
+    ftl_status s = ftl_json_parse(json, strlen(json), &v);
+    if (s != FTL_OK) return ftl_fail_context(s, "%s: class names", what);
+    if (v->type != FTL_JSON_ARRAY || v->count == 0) {
+        ftl_json_free(v);
+        return ftl_fail(FTL_E_FORMAT, "%s: class names are not a non-empty JSON array", what);
+    }
+    char **out = ftl_xcalloc(v->count, sizeof *out);
+    for (size_t i = 0; i < v->count; i++) {
+        if (v->items[i].type != FTL_JSON_STRING) {
+            ftl_train_free_class_names(out, i);
+            ftl_json_free(v);
+            return ftl_fail(FTL_E_FORMAT, "%s: class name %zu is not a string", what, i);
+        }
+        out[i] = ftl_strdup(v->items[i].string);
+    }
+    *names = out;
+    *count = v->count;
+    ftl_json_free(v);
+    return FTL_OK;
+}
+
+ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count) {
+    const char *classes = ftl_train_kv_find(meta, meta_count, FTL_MODEL_META_CLASSES);
+    if (!classes) return ftl_fail(FTL_E_INVALID_ARG, "%s: the model needs its class names (%s)", path, FTL_MODEL_META_CLASSES);
+    char **names;
+    size_t count;
+    FTL_TRY(ftl_train_parse_class_names(classes, path, &names, &count));
+    ftl_train_free_class_names(names, count);
+    if ((int64_t)count != head->classes)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s: %zu class names for a head with %lld classes", path, count,
+                        (long long)head->classes);
+    ftl_safetensors_writer *w = ftl_safetensors_writer_new();
+    for (size_t i = 0; i < meta_count; i++) ftl_safetensors_writer_set_metadata(w, meta[i].key, meta[i].value);
+    char dim[32];
+    snprintf(dim, sizeof dim, "%lld", (long long)head->dim);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FORMAT, FTL_MODEL_FORMAT);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_VERSION, FTL_VERSION);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FEATURE_DIM, dim);
+    int64_t kshape[2] = {head->dim, head->classes}, bshape[1] = {head->classes};
+    ftl_safetensors_writer_add(w, "head.kernel", FTL_DTYPE_F32, 2, kshape, head->kernel);
+    ftl_safetensors_writer_add(w, "head.bias", FTL_DTYPE_F32, 1, bshape, head->bias);
+    ftl_status s = ftl_safetensors_writer_write(w, path);
+    ftl_safetensors_writer_free(w);
+    return s;
+}
+
+ftl_status ftl_classifier_load(const char *path, ftl_classifier *model) {
+    memset(model, 0, sizeof *model);
+    ftl_safetensors *st;
+    FTL_TRY(ftl_safetensors_open(path, &st));
+    model->file = st;
+    ftl_status s = FTL_OK;
+    const char *format = ftl_safetensors_metadata(st, FTL_MODEL_META_FORMAT);
+    const char *classes = ftl_safetensors_metadata(st, FTL_MODEL_META_CLASSES);
+    const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
+    size_t class_count = 0;
+    if (!format)
+        s = ftl_fail(FTL_E_FORMAT, "%s: not an ftl model (a safetensors file without %s metadata)", path,
+                     FTL_MODEL_META_FORMAT);
+    else if (strcmp(format, FTL_MODEL_FORMAT) != 0 && strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
+        s = ftl_fail(FTL_E_UNSUPPORTED, "%s: format \"%s\" is not %s (written by a newer ftl?)", path, format,
+                     FTL_MODEL_FORMAT);
+    else if (!classes)
+        s = ftl_fail(FTL_E_FORMAT, "%s: no class names (%s metadata)", path, FTL_MODEL_META_CLASSES);
+    else if (!k)
+        s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"head.kernel\" is missing", path);
+    if (s == FTL_OK) s = ftl_train_parse_class_names(classes, path, &model->class_names, &class_count);
+    if (s == FTL_OK && (k->ndim != 2 || k->shape[0] < 1 || k->shape[1] != (int64_t)class_count))
+        s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"head.kernel\" should be [D, %zu] for %zu classes", path, class_count,
+                     class_count);
+    if (s == FTL_OK) s = ftl_head_init(&model->head, k->shape[0], (int64_t)class_count);
+    if (s == FTL_OK) {
+        int64_t kshape[2] = {k->shape[0], (int64_t)class_count}, bshape[1] = {(int64_t)class_count};
+        s = ftl_safetensors_read(st, "head.kernel", FTL_DTYPE_F32, 2, kshape, model->head.kernel,
+                                 (size_t)k->shape[0] * class_count * sizeof(float));
+        if (s == FTL_OK)
+            s = ftl_safetensors_read(st, "head.bias", FTL_DTYPE_F32, 1, bshape, model->head.bias, class_count * sizeof(float));
+    }
+    const char *dim = ftl_safetensors_metadata(st, FTL_MODEL_META_FEATURE_DIM);
+    if (s == FTL_OK && dim && strtoll(dim, NULL, 10) != model->head.dim)
+        s = ftl_fail(FTL_E_FORMAT, "%s: %s says %s features but head.kernel has %lld rows", path,
+                     FTL_MODEL_META_FEATURE_DIM, dim, (long long)model->head.dim);
+    if (s != FTL_OK) {
+        if (!model->class_names) class_count = 0;
+        ftl_train_free_class_names(model->class_names, class_count);
+        model->class_names = NULL;
+        ftl_head_free(&model->head);
+        ftl_safetensors_close(st);
+        memset(model, 0, sizeof *model);
+    }
+    return s;
+}
+
+void ftl_classifier_free(ftl_classifier *model) {
+    if (!model) return;
+    ftl_train_free_class_names(model->class_names, model->class_names ? (size_t)model->head.classes : 0);
+    ftl_head_free(&model->head);
+    ftl_safetensors_close(model->file);
+    memset(model, 0, sizeof *model);
+}
+
+const char *ftl_classifier_metadata(const ftl_classifier *model, const char *key) {
+    return model->file ? ftl_safetensors_metadata(model->file, key) : NULL;
+}

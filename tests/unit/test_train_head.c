@@ -1,0 +1,312 @@
+/* The head: GEMM kernels vs a double-precision reference, the cross-entropy + dense gradient vs
+ * central finite differences of an independent double-precision loss, dropout masks, thread-count
+ * invariance, evaluation and prediction. */
+#include "train/gemm.h"
+#include "train_test_util.h"
+
+/* ---- GEMM ---- */
+
+/* Exact-ish double result and the sum of |terms| for the rigorous float32 error bound. */
+static void gemm_reference(const ftl_gemm_args *g, const float *c_before, double *out, double *abs_sum) {
+    for (size_t i = 0; i < g->M; i++)
+        for (size_t j = 0; j < g->N; j++) {
+            double s = g->accumulate ? c_before[i * g->ldc + j] : 0.0, a = fabs(s);
+            for (size_t k = 0; k < g->K; k++) {
+                double t = (double)g->A[i * g->a_row_stride + k * g->a_col_stride] * (double)g->B[k * g->ldb + j];
+                s += t;
+                a += fabs(t);
+            }
+            out[i * g->N + j] = s;
+            abs_sum[i * g->N + j] = a;
+        }
+}
+
+TEST(train_gemm_matches_double_reference_all_kernels) {
+    /* Sizes around every tile edge: MR (4, 6, 8), NR (16, 48), the K block (256), plus 1s. */
+    const size_t Ms[] = {1, 5, 6, 7, 8, 9, 17, 33}, Ns[] = {1, 15, 16, 17, 47, 48, 49, 97, 257}, Ks[] = {0, 1, 7, 256, 300};
+    ftl_gemm_isa before = ftl_gemm_active();
+    for (int isa = FTL_GEMM_PORTABLE; isa <= FTL_GEMM_AVX512; isa++) {
+        if (!ftl_gemm_supported((ftl_gemm_isa)isa)) continue;
+        ftl_gemm_select((ftl_gemm_isa)isa);
+        double worst = 0;
+        int runs = 0;
+        for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+            for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+                for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                    size_t M = Ms[a], N = Ns[b], K = Ks[c];
+                    float *A = malloc((M * K + 1) * 4), *B = malloc((K * N + 1) * 4), *C0 = malloc(M * N * 4),
+                          *C = malloc(M * N * 4);
+                    double *R = malloc(M * N * 8), *S = malloc(M * N * 8);
+                    train_fill_uniform(A, M * K, M * 131 + K, -1, 1);
+                    train_fill_uniform(B, K * N, N * 7 + K, -1, 1);
+                    train_fill_uniform(C0, M * N, 99, -1, 1);
+                    for (int transposed = 0; transposed < 2; transposed++)
+                        for (int acc = 0; acc < 2; acc++) {
+                            ftl_gemm_args g = {M, N, K, A, transposed ? 1 : K, transposed ? M : 1, B, N, C, N, acc, NULL};
+                            memcpy(C, C0, M * N * 4);
+                            gemm_reference(&g, C0, R, S);
+                            ftl_gemm(&g);
+                            /* Worst-case bound of recursive float32 summation: |err| <= (K + 1) u sum|terms|
+                             * with u = 2^-24, doubled for separately rounded products (portable kernel). */
+                            for (size_t i = 0; i < M * N; i++) {
+                                double bound = 2.0 * (double)(K + 1) * 0x1p-24 * S[i] + 1e-30;
+                                worst = fmax(worst, fabs(C[i] - R[i]) / bound);
+                            }
+                            runs++;
+                        }
+                    free(A), free(B), free(C0), free(C), free(R), free(S);
+                }
+        printf("  %s: %d products, worst error %.4f of the float32 bound\n", ftl_gemm_isa_name((ftl_gemm_isa)isa), runs, worst);
+        if (!(worst <= 1.0)) ftl_test_fail(__FILE__, __LINE__, "%s GEMM error %.3g", ftl_gemm_isa_name((ftl_gemm_isa)isa), worst);
+    }
+    ftl_gemm_select(before);
+}
+
+/* ---- finite differences ---- */
+
+/* Independent double-precision loss: mean over rows of logsumexp(x W + b) - (x W + b)[y]. */
+static double reference_loss(const double *x, const int32_t *y, size_t n, size_t D, size_t C, const double *W,
+                             const double *b) {
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        double z[64], m = -INFINITY, s = 0;
+        for (size_t c = 0; c < C; c++) {
+            z[c] = b[c];
+            for (size_t d = 0; d < D; d++) z[c] += x[i * D + d] * W[d * C + c];
+            m = fmax(m, z[c]);
+        }
+        for (size_t c = 0; c < C; c++) s += exp(z[c] - m);
+        total += m + log(s) - z[y[i]];
+    }
+    return total / (double)n;
+}
+
+/* Our loss and gradient vs the reference loss and its central differences (h = 1e-5 in double:
+ * truncation ~h^2 and round-off ~1e-16/h are both below 1e-9). Ours runs in float32 (unit
+ * roundoff 6e-8) over sums of a few dozen terms of size <= 1, hence atol 1e-7 + rtol 1e-5. */
+static void check_gradient(float dropout) {
+    const size_t n = 5, D = 20, C = 7; /* D even: each row uses D/2 RNG outputs (see below) */
+    ftl_head h;
+    REQUIRE_OK(ftl_head_init(&h, (int64_t)D, (int64_t)C));
+    ftl_head_init_glorot(&h, 7);
+    train_fill_uniform(h.bias, C, 3, -0.5f, 0.5f);
+    h.dropout = dropout;
+    float x[5 * 20];
+    train_fill_uniform(x, n * D, 11, 0, 2);
+    int32_t y[5] = {0, 6, 3, 3, 1};
+    uint64_t rng[4] = {0x1234, 0x5678, 0x9abc, 0xdef0}, rng_start[4];
+    memcpy(rng_start, rng, sizeof rng);
+    ftl_metric_counts m = {0};
+    REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, rng, &m));
+
+    /* The inputs the dense layer saw: dropout scales kept inputs by 1/(1-p), zeroes the rest. */
+    double xd[5 * 20];
+    if (dropout > 0) {
+        /* Replay the RNG stream one row at a time (two mask values per xoshiro output, so with D
+         * even a row consumes exactly D/2 outputs, as inside the n-row batch). With x = 1, zero
+         * weights and 2 classes, grad_kernel[d][0] / grad_bias[0] is the dropped-out input. */
+        ftl_head probe;
+        REQUIRE_OK(ftl_head_init(&probe, (int64_t)D, 2));
+        probe.dropout = dropout;
+        float ones[5 * 20];
+        for (size_t i = 0; i < n * D; i++) ones[i] = 1.0f;
+        uint64_t r[4];
+        memcpy(r, rng_start, sizeof r);
+        int32_t zeros[5] = {0};
+        for (size_t i = 0; i < n; i++) {
+            /* Each row alone, consuming the RNG as the n-row batch did (D values per row). */
+            ftl_metric_counts mm = {0};
+            REQUIRE_OK(ftl_head_train_batch(&probe, ones + i * D, zeros, 1, r, &mm));
+            /* grad_kernel[d][0] = xd[d] * dz[0], grad_bias[0] = dz[0] */
+            for (size_t d = 0; d < D; d++) xd[i * D + d] = probe.grad_kernel[d * 2] / probe.grad_bias[0] * x[i * D + d];
+        }
+        ftl_head_free(&probe);
+        int kept = 0;
+        for (size_t i = 0; i < n * D; i++) {
+            double ratio = x[i] != 0 ? xd[i] / x[i] : 0;
+            CHECK(fabs(ratio) < 1e-6 || fabs(ratio - 1.0 / (1.0 - dropout)) < 1e-5);
+            kept += fabs(ratio) > 1e-6;
+        }
+        CHECK(kept > 0 && kept < (int)(n * D)); /* p = 0.5 over 100 draws: both outcomes occur */
+    } else {
+        for (size_t i = 0; i < n * D; i++) xd[i] = x[i];
+    }
+
+    double W[20 * 7], b[7];
+    for (size_t i = 0; i < D * C; i++) W[i] = h.kernel[i];
+    for (size_t i = 0; i < C; i++) b[i] = h.bias[i];
+    double ref = reference_loss(xd, y, n, D, C, W, b);
+    CHECK_NEAR(ftl_metric_loss(&m), ref, 1e-6 * fabs(ref));
+    const double step = 1e-5;
+    double worst = 0;
+    for (size_t i = 0; i < D * C + C; i++) {
+        double *p = i < D * C ? &W[i] : &b[i - D * C];
+        double saved = *p;
+        *p = saved + step;
+        double up = reference_loss(xd, y, n, D, C, W, b);
+        *p = saved - step;
+        double down = reference_loss(xd, y, n, D, C, W, b);
+        *p = saved;
+        double fd = (up - down) / (2 * step);
+        double ours = h.grads[i];
+        double err = fabs(ours - fd) / (1e-7 + 1e-5 * fabs(fd));
+        worst = fmax(worst, err);
+    }
+    printf("  dropout %.1f: worst gradient error %.3f of tolerance\n", (double)dropout, worst);
+    CHECK(worst <= 1.0);
+    ftl_head_free(&h);
+}
+
+TEST(train_head_gradient_matches_finite_differences) { check_gradient(0.0f); }
+TEST(train_head_gradient_with_dropout_matches_finite_differences) { check_gradient(0.5f); }
+
+TEST(train_head_dropout_keeps_expected_fraction_and_is_seeded) {
+    const size_t D = 4000;
+    ftl_head h;
+    REQUIRE_OK(ftl_head_init(&h, (int64_t)D, 2));
+    h.dropout = 0.3f;
+    float *ones = malloc(D * 4);
+    for (size_t i = 0; i < D; i++) ones[i] = 1.0f;
+    int32_t y = 1;
+    uint64_t r1[4] = {1, 2, 3, 4}, r2[4] = {1, 2, 3, 4}, r3[4] = {5, 6, 7, 8};
+    float *g1 = malloc(D * 2 * 4);
+    ftl_metric_counts m = {0};
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, r1, &m));
+    memcpy(g1, h.grad_kernel, D * 2 * 4);
+    int kept = 0;
+    for (size_t d = 0; d < D; d++) kept += g1[d * 2] != 0.0f;
+    /* Binomial(4000, 0.7): mean 2800, sd 29; 5 sd either side. */
+    CHECK(kept > 2800 - 145 && kept < 2800 + 145);
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, r2, &m));
+    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) == 0); /* same RNG state, same mask */
+    CHECK(memcmp(r1, r2, sizeof r1) == 0);
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, r3, &m));
+    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) != 0);
+    /* Evaluation never drops out: evaluating twice gives the same loss as the weights say. */
+    ftl_metric_counts e1 = {0}, e2 = {0};
+    CHECK_OK(ftl_head_evaluate_batch(&h, ones, &y, 1, &e1));
+    CHECK_OK(ftl_head_evaluate_batch(&h, ones, &y, 1, &e2));
+    CHECK(e1.loss_sum == e2.loss_sum);
+    CHECK_NEAR(e1.loss_sum, log(2.0), 1e-6); /* zero weights: uniform over 2 classes */
+    free(ones), free(g1);
+    ftl_head_free(&h);
+}
+
+TEST(train_head_rejects_bad_labels_and_sizes) {
+    ftl_head h;
+    CHECK(ftl_head_init(&h, 0, 5) == FTL_E_INVALID_ARG);
+    REQUIRE_OK(ftl_head_init(&h, 3, 4));
+    float x[6] = {0};
+    int32_t y[2] = {1, 4};
+    uint64_t r[4] = {1, 2, 3, 4};
+    ftl_metric_counts m = {0};
+    CHECK(ftl_head_train_batch(&h, x, y, 2, r, &m) == FTL_E_FORMAT);
+    CHECK_CONTAINS(ftl_last_error(), "label 4 of batch example 1 is outside [0, 4)");
+    y[1] = -1;
+    CHECK(ftl_head_evaluate_batch(&h, x, y, 2, &m) == FTL_E_FORMAT);
+    h.dropout = 1.0f;
+    y[1] = 0;
+    CHECK(ftl_head_train_batch(&h, x, y, 2, r, &m) == FTL_E_INVALID_ARG);
+    ftl_head_free(&h);
+}
+
+TEST(train_head_glorot_init_range_and_determinism) {
+    ftl_head a, b;
+    REQUIRE_OK(ftl_head_init(&a, 200, 57));
+    REQUIRE_OK(ftl_head_init(&b, 200, 57));
+    ftl_head_init_glorot(&a, 42);
+    ftl_head_init_glorot(&b, 42);
+    CHECK(memcmp(a.params, b.params, a.param_count * 4) == 0);
+    double limit = sqrt(6.0 / 257.0), sum = 0, sumsq = 0;
+    size_t n = 200 * 57;
+    bool in_range = true;
+    for (size_t i = 0; i < n; i++) {
+        in_range &= fabs(a.kernel[i]) <= limit;
+        sum += a.kernel[i];
+        sumsq += (double)a.kernel[i] * a.kernel[i];
+    }
+    CHECK(in_range);
+    /* U(-a, a): mean 0 (sd a/sqrt(3n)), variance a^2/3 = 2/(D+C). */
+    CHECK(fabs(sum / (double)n) < 5 * limit / sqrt(3.0 * (double)n));
+    CHECK_NEAR(sumsq / (double)n, 2.0 / 257.0, 0.05 * 2.0 / 257.0);
+    for (int c = 0; c < 57; c++) CHECK(a.bias[c] == 0.0f);
+    ftl_head_init_glorot(&b, 43);
+    CHECK(memcmp(a.params, b.params, a.param_count * 4) != 0);
+    ftl_head_free(&a);
+    ftl_head_free(&b);
+}
+
+/* Work is split over output elements only, so 1 and 2 threads give the same bits. */
+TEST(train_head_results_do_not_depend_on_thread_count) {
+    const size_t n = 64, D = 520, C = 97;
+    float *x = malloc(n * D * 4);
+    int32_t y[64];
+    train_fill_uniform(x, n * D, 5, 0, 2);
+    for (size_t i = 0; i < n; i++) y[i] = (int32_t)((i * 37) % C);
+    float *params[2];
+    int threads_before = ftl_train_threads();
+    for (int t = 0; t < 2; t++) {
+        ftl_train_set_threads(t + 1);
+        ftl_head h;
+        ftl_optimizer opt;
+        ftl_optimizer_config cfg = ftl_optimizer_config_default(FTL_OPTIMIZER_NADAM);
+        REQUIRE_OK(ftl_head_init(&h, (int64_t)D, (int64_t)C));
+        REQUIRE_OK(ftl_optimizer_init(&opt, &cfg, h.param_count));
+        ftl_head_init_glorot(&h, 1);
+        h.dropout = 0.2f;
+        uint64_t r[4] = {9, 8, 7, 6};
+        for (int step = 0; step < 5; step++) {
+            ftl_metric_counts m = {0};
+            REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, r, &m));
+            ftl_optimizer_step(&opt, h.params, h.grads, 0.01);
+        }
+        params[t] = malloc(h.param_count * 4);
+        memcpy(params[t], h.params, h.param_count * 4);
+        CHECK(memcmp(params[t], params[0], h.param_count * 4) == 0);
+        ftl_optimizer_free(&opt);
+        ftl_head_free(&h);
+    }
+    ftl_train_set_threads(threads_before);
+    free(params[0]), free(params[1]), free(x);
+}
+
+TEST(train_head_predict_and_evaluate_agree) {
+    const size_t n = 10, D = 8, C = 5;
+    ftl_head h;
+    REQUIRE_OK(ftl_head_init(&h, (int64_t)D, (int64_t)C));
+    ftl_head_init_glorot(&h, 3);
+    train_fill_uniform(h.bias, C, 4, -1, 1);
+    float x[80], probs[50], logits[50];
+    train_fill_uniform(x, n * D, 6, 0, 3);
+    int32_t y[10];
+    for (size_t i = 0; i < n; i++) y[i] = (int32_t)(i % C);
+    REQUIRE_OK(ftl_head_predict(&h, x, n, probs, logits));
+    double loss = 0;
+    int correct = 0;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        size_t arg = 0;
+        for (size_t c = 0; c < C; c++) {
+            s += probs[i * C + c];
+            if (logits[i * C + c] > logits[i * C + arg]) arg = c;
+            /* logits are x W + b, checked against a direct double sum */
+            double z = h.bias[c];
+            for (size_t d = 0; d < D; d++) z += (double)x[i * D + d] * h.kernel[d * C + c];
+            CHECK_NEAR(logits[i * C + c], z, 1e-5);
+        }
+        CHECK_NEAR(s, 1.0, 1e-6);
+        loss -= log(probs[i * C + (size_t)y[i]]);
+        correct += arg == (size_t)y[i];
+    }
+    ftl_metric_counts m = {0};
+    REQUIRE_OK(ftl_head_evaluate_batch(&h, x, y, n, &m));
+    CHECK_EQ_INT(m.count, 10);
+    CHECK_EQ_INT(m.correct, correct);
+    CHECK_NEAR(m.loss_sum, loss, 1e-5);
+    /* Large logits must not overflow: log-sum-exp is shifted by the maximum. */
+    for (size_t c = 0; c < C; c++) h.bias[c] = 1000.0f * (float)c;
+    ftl_metric_counts big = {0};
+    REQUIRE_OK(ftl_head_evaluate_batch(&h, x, y, 1, &big));
+    CHECK(isfinite(big.loss_sum));
+    ftl_head_free(&h);
+}

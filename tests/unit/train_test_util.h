@@ -1,0 +1,48 @@
+/* Helpers for the test_train_*.c unit tests: reference files from tests/ref/gen_train.sh. */
+#ifndef FTL_TRAIN_TEST_UTIL_H
+#define FTL_TRAIN_TEST_UTIL_H
+
+#include "ftl.h"
+#include "test.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+
+/* $BUILD/ref/train/<name>; caller frees. */
+static inline char *train_ref_path(const char *name) {
+    return ftl_format("%s/ref/train/%s", ftl_test_build_dir(), name);
+}
+
+/* Reads a reference file of exactly `bytes` bytes; NULL (and a recorded failure naming the
+ * generator) if it is missing or has another size: missing references fail, never skip. */
+static inline void *train_ref_read(const char *name, size_t bytes) {
+    char *path = train_ref_path(name);
+    uint8_t *data = NULL;
+    size_t size = 0;
+    if (ftl_read_file(path, &data, &size) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "reference %s missing (run tests/ref/gen_train.sh): %s", path, ftl_last_error());
+        free(path);
+        return NULL;
+    }
+    if (size != bytes) {
+        ftl_test_fail(__FILE__, __LINE__, "reference %s has %zu bytes, expected %zu", path, size, bytes);
+        free(data);
+        free(path);
+        return NULL;
+    }
+    free(path);
+    return data;
+}
+
+/* Deterministic pseudo-random floats in [lo, hi) for synthetic data. */
+static inline void train_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
+    }
+}
+
+#endif
