@@ -27,7 +27,6 @@ typedef struct ftl_train_options {
     const char *resume_path;      /* a checkpoint to continue from */
     bool overwrite;
     bool show_progress;
-    const char *command_line;     /* recorded in the model file */
 } ftl_train_options;
 
 void ftl_train_options_init(ftl_train_options *options);

@@ -6,16 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *join_args(int argc, char **argv) {
-    size_t n = 16;
-    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
-    char *s = malloc(n);
-    if (!s) return NULL;
-    strcpy(s, "ftl");
-    for (int i = 0; i < argc; i++) strcat(strcat(s, " "), argv[i]);
-    return s;
-}
-
 int cli_cmd_train(int argc, char **argv) {
     ftl_train_options o;
     ftl_train_options_init(&o);
@@ -119,11 +109,8 @@ int cli_cmd_train(int argc, char **argv) {
     o.show_progress = !quiet;
     o.embed.show_progress = !quiet;
     if (quiet) ftl_log_set_level(FTL_LOG_WARN);
-    char *command = join_args(argc, argv);
-    o.command_line = command;
     ftl_train_summary s;
     st = ftl_train_run(&o, &s);
-    free(command);
     if (st == FTL_OK) {
         const ftl_fit_result *r = &s.fit;
         printf("train: %lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "

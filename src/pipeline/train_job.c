@@ -163,10 +163,6 @@ static char *training_args_json(const ftl_train_options *o) {
     ftl_strbuf_printf(&b, ", \"restore_best\": %s, \"shuffle_buffer\": %lld, \"feature_cache\": %s, \"world_size\": %d",
                       f->early_stopping.restore_best ? "true" : "false", (long long)o->shuffle_buffer,
                       o->feature_cache ? "true" : "false", f->collectives.world_size);
-    if (o->command_line) {
-        ftl_strbuf_append(&b, ", \"command\": ", 13);
-        ftl_json_append_string(&b, o->command_line);
-    }
     ftl_strbuf_append(&b, "}", 1);
     return b.data;
 }

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# ftl train / eval / predict end to end on the real hymenoptera photos with the ImageNet-pretrained
+# MobileNet v1 embedding model: accuracy, eval reproducing the training run's val accuracy,
+# predict agreeing with eval, exact resume after SIGKILL, the feature cache's keys, the
+# per-batch backbone giving the same model, and bad inputs.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch train)
+MODEL="$SHARED/models/mobilenet_v1_1.0_224_embedding.onnx"
+READ_ST="$PY $(dirname "$0")/../ref/read_safetensors.py"
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --quiet 2>/dev/null || fail train_prep "prep failed"
+T="$d/ds/train.parquet"
+V="$d/ds/val.parquet"
+RECIPE=(--backbone "$MODEL" --batch 16 --lr 0.004 --dropout 0.5 --epochs 30
+        --early-stopping monitor=val_acc,patience=3,min_delta=0.001)
+
+# ---- the article's recipe: accuracy, eval and predict
+if "$FTL" train "$T" --val "$V" "${RECIPE[@]}" --out "$d/model.ftl" --log "$d/run.jsonl" >"$d/train.out" 2>"$d/train.err"; then
+    pass train_recipe_runs
+else
+    fail train_recipe_runs "$(tail -5 "$d/train.err")"
+fi
+grep -q '^Epoch 1/30 - ' "$d/train.out" && pass train_prints_keras_epoch_lines || fail train_prints_keras_epoch_lines "$(head -3 "$d/train.out")"
+$READ_ST "$d/model.ftl" >"$d/model.json" || fail train_model_file_readable "independent safetensors reader failed"
+$PY - "$d" <<'PYEOF' && pass train_val_accuracy_at_least_0.90 || fail train_val_accuracy_at_least_0.90 "see log"
+import json, sys
+d = sys.argv[1]
+m = json.load(open(d + "/model.json"))
+meta = m["metadata"]
+metrics = json.loads(meta["ftl.metrics"])
+print("metrics", metrics)
+assert metrics["val_acc"] >= 0.90, metrics
+assert json.loads(meta["ftl.classes"]) == ["ants", "bees"]
+assert meta["ftl.feature_dim"] == "1024"
+logs = [json.loads(l) for l in open(d + "/run.jsonl")]
+assert len(logs) == metrics["epochs_run"] and all("val_acc" in r and "lr" in r for r in logs), logs[:1]
+PYEOF
+
+"$FTL" eval "$d/model.ftl" "$V" --json "$d/eval.json" --predictions "$d/pred.csv" --confusion "$d/confusion.csv" --quiet >"$d/eval.out" 2>"$d/eval.err" ||
+    fail eval_runs "$(cat "$d/eval.err")"
+$PY - "$d" <<'PYEOF' && pass eval_reproduces_training_val_accuracy_exactly || fail eval_reproduces_training_val_accuracy_exactly "see log"
+import json, sys
+d = sys.argv[1]
+metrics = json.loads(json.load(open(d + "/model.json"))["metadata"]["ftl.metrics"])
+ev = json.load(open(d + "/eval.json"))
+print("train val_acc", metrics["val_acc"], "eval top1", ev["top1"], "| val_loss", metrics["val_loss"], ev["loss"])
+assert ev["images"] == 153
+assert ev["top1"] == metrics["val_acc"], (ev["top1"], metrics["val_acc"])
+assert abs(ev["loss"] - metrics["val_loss"]) < 1e-6
+conf = ev["confusion"]
+assert sum(map(sum, conf)) == 153 and sum(conf[i][i] for i in range(2)) == round(ev["top1"] * 153)
+PYEOF
+# predict on every val image agrees with eval's per-image prediction
+$PY -c 'import csv,sys; [print(sys.argv[1] + "/" + r["path"]) for r in csv.DictReader(open(sys.argv[2]))]' \
+    "$SHARED/data/hymenoptera" "$d/pred.csv" >"$d/val_files.txt"
+tr '\n' '\0' <"$d/val_files.txt" | xargs -0 "$FTL" predict "$d/model.ftl" --json --top 2 >"$d/predict.jsonl" 2>"$d/predict.err"
+$PY - "$d" "$SHARED/data/hymenoptera/" <<'PYEOF' && pass predict_agrees_with_eval || fail predict_agrees_with_eval "see log"
+import csv, json, sys
+d, root = sys.argv[1], sys.argv[2]
+ev = {r["path"]: int(r["predicted"]) for r in csv.DictReader(open(d + "/pred.csv"))}
+pr = [json.loads(l) for l in open(d + "/predict.jsonl")]
+assert len(pr) == len(ev) == 153, (len(pr), len(ev))
+for p in pr:
+    rel = p["path"][len(root):]
+    assert p["top"][0]["index"] == ev[rel], (rel, p, ev[rel])
+    assert p["top"][0]["probability"] >= p["top"][1]["probability"]
+PYEOF
+expect_error predict_bad_file_reported_others_run 1 'imageNotFound.gif: unsupported image format GIF' \
+    "$FTL_SAN" predict "$d/model.ftl" "$SHARED/data/hymenoptera/train/ants/imageNotFound.gif" "$SHARED/data/hymenoptera/val/ants/10308379_1b6c72e180.jpg"
+"$FTL" predict "$d/model.ftl" README.md "$SHARED/data/hymenoptera/val/ants/10308379_1b6c72e180.jpg" 2>/dev/null | grep -q '10308379_1b6c72e180.jpg:  ' &&
+    pass predict_continues_after_a_bad_file || fail predict_continues_after_a_bad_file "no prediction for the good image"
+
+# ---- the feature cache: reused, and rebuilt when a key changes
+"$FTL" train "$T" --val "$V" "${RECIPE[@]}" --out "$d/again.ftl" >/dev/null 2>"$d/again.err"
+grep -q 'feature cache: reusing .*train' "$d/again.err" && ! grep -q 'computing' "$d/again.err" &&
+    pass feature_cache_reused || fail feature_cache_reused "$(cat "$d/again.err")"
+"$FTL" train "$T" --val "$V" "${RECIPE[@]}" --input-scale torch --epochs 1 --out "$d/torch.ftl" >/dev/null 2>"$d/torch.err"
+grep -q 'feature cache: computing train features' "$d/torch.err" && pass feature_cache_rebuilt_for_other_preprocessing ||
+    fail feature_cache_rebuilt_for_other_preprocessing "$(cat "$d/torch.err")"
+cp "$MODEL" "$d/backbone.onnx"
+"$FTL" train "$T" --val "$V" --backbone "$d/backbone.onnx" --epochs 1 --out "$d/b1.ftl" >/dev/null 2>&1
+$PY - "$d/backbone.onnx" <<'PYEOF'
+import sys, onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+t = m.graph.initializer[0]
+a = numpy_helper.to_array(t).copy()
+a.flat[0] += 0.5
+t.CopyFrom(numpy_helper.from_array(a, t.name))
+onnx.save(m, sys.argv[1])
+PYEOF
+"$FTL" train "$T" --val "$V" --backbone "$d/backbone.onnx" --epochs 1 --out "$d/b2.ftl" >/dev/null 2>"$d/b2.err"
+grep -q 'feature cache: computing train features' "$d/b2.err" && pass feature_cache_rebuilt_for_changed_backbone ||
+    fail feature_cache_rebuilt_for_changed_backbone "$(cat "$d/b2.err")"
+
+# ---- the per-batch backbone (the article's way) trains the same model
+FIXED=(--backbone "$MODEL" --batch 16 --lr 0.004 --dropout 0.5 --epochs 3)
+"$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/cached.ftl" --quiet >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/recomputed.ftl" --no-feature-cache --quiet >/dev/null 2>&1
+$READ_ST "$d/cached.ftl" >"$d/cached.json" && $READ_ST "$d/recomputed.ftl" >"$d/recomputed.json"
+$PY - "$d" <<'PYEOF' && pass no_feature_cache_gives_the_same_model || fail no_feature_cache_gives_the_same_model "see log"
+import json, sys
+d = sys.argv[1]
+a, b = json.load(open(d + "/cached.json")), json.load(open(d + "/recomputed.json"))
+worst = 0.0
+for name, t in a["tensors"].items():
+    va, vb = [float(x) for x in t["values"]], [float(x) for x in b["tensors"][name]["values"]]
+    worst = max(worst, max(abs(x - y) for x, y in zip(va, vb)))
+print("max weight difference, cached vs recomputed features:", worst)
+assert worst <= 1e-4, worst
+PYEOF
+
+# ---- exact resume after SIGKILL (per-batch backbone, so epochs take long enough to interrupt)
+RESUME=(--backbone "$MODEL" --batch 16 --lr 0.004 --dropout 0.5 --epochs 5 --no-feature-cache --quiet)
+"$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/straight.ftl" >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/killed.ftl" --checkpoint "$d/ckpt/checkpoint-{epoch}.ckpt" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 6000); do [ -f "$d/ckpt/checkpoint-2.ckpt" ] && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+if [ -f "$d/ckpt/checkpoint-2.ckpt" ] && [ ! -f "$d/killed.ftl" ]; then pass train_killed_after_epoch_2; else fail train_killed_after_epoch_2 "no checkpoint-2 or already finished"; fi
+"$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/killed.ftl" --checkpoint "$d/ckpt/checkpoint-{epoch}.ckpt" \
+    --resume "$d/ckpt/checkpoint-2.ckpt" >/dev/null 2>"$d/resume.err" || fail train_resume_runs "$(cat "$d/resume.err")"
+cmp -s "$d/straight.ftl" "$d/killed.ftl" && pass resumed_model_byte_identical || fail resumed_model_byte_identical "models differ"
+head -c 5000 "$d/ckpt/checkpoint-2.ckpt" >"$d/truncated.ckpt"
+expect_error resume_truncated_checkpoint_refused 1 'truncated.ckpt' \
+    "$FTL_SAN" train "$T" --val "$V" "${RESUME[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"
+
+# ---- a checkpoint of another class set is refused
+mkdir -p "$d/three/ants" "$d/three/bees" "$d/three/wasps"
+cp "$SHARED"/data/hymenoptera/train/ants/0*.jpg "$d/three/ants/"
+cp "$SHARED"/data/hymenoptera/train/bees/1*.jpg "$d/three/bees/"
+cp "$SHARED"/data/hymenoptera/train/bees/2*.jpg "$d/three/wasps/"
+"$FTL" prep "$d/three" "$d/three-ds" --quiet 2>/dev/null
+"$FTL" train "$d/three-ds/train.parquet" --backbone "$MODEL" --epochs 1 --batch 4 --out "$d/three.ftl" \
+    --checkpoint "$d/three-ckpt/c-{epoch}.ckpt" --quiet >/dev/null 2>&1
+expect_error resume_other_class_set_refused 2 'class' \
+    "$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/x.ftl" --resume "$d/three-ckpt/c-1.ckpt"
+
+# ---- bad usage
+expect_error train_needs_backbone 2 'backbone' "$FTL_SAN" train "$T" --out "$d/x.ftl"
+expect_error train_existing_model_refused 2 'already exists' "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --out "$d/model.ftl"
+expect_error train_missing_dataset 2 'does not exist' "$FTL_SAN" train "$d/none.parquet" --backbone "$MODEL" --out "$d/x.ftl"
+expect_error train_bad_optimizer 2 'rmsprop' "$FTL_SAN" train "$T" --backbone "$MODEL" --out "$d/x.ftl" --optimizer rmsprop
+expect_error eval_missing_model 2 'does not exist|cannot open' "$FTL_SAN" eval "$d/none.ftl" "$V"
+printf 'not a model' >"$d/garbage.ftl"
+expect_error eval_garbage_model 1 'garbage.ftl' "$FTL_SAN" eval "$d/garbage.ftl" "$V"
+finish
