@@ -26,6 +26,11 @@ ftl_status cpu_check(dnnl_status_t s, const char *what) {
 
 dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
 
+bool cpu_blocked_layout_enabled(void) {
+    const char *e = getenv("FTL_NN_LAYOUT");
+    return !(e && strcmp(e, "any") == 0);
+}
+
 int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf) {
     if (p->n_vals == p->cap_vals) {
         p->cap_vals = p->cap_vals ? 2 * p->cap_vals : 256;
