@@ -400,7 +400,8 @@ static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     label_of(n, label, sizeof label);
     int nin = 0, vals[64];
     dnnl_memory_desc_t mds[64];
-    if (n->n_in > 62) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): more than 62 inputs", n->name);
+    if (n->n_in > CPU_MAX_ARGS - 1)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): more than %d inputs", n->name, CPU_MAX_ARGS - 1);
     dnnl_data_type_t dt = dnnl_data_type_undef;
     for (int k = 0; k < n->n_in; k++) {
         if (n->in[k] < 0) continue;
@@ -430,7 +431,6 @@ static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     for (int k = 0; k < nin; k++) keys[k] = DNNL_ARG_MULTIPLE_SRC + k;
     keys[nin] = DNNL_ARG_DST;
     vals[nin] = new_output(p, n->out[0], &dst_md);
-    if (nin + 1 > CPU_MAX_ARGS) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): more than %d inputs", n->name, CPU_MAX_ARGS - 1);
     return cpu_emit_prim(p, pd, keys, vals, nin + 1, nin, label);
 }
 

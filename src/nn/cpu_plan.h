@@ -13,7 +13,7 @@
 
 #include <dnnl.h>
 
-enum { CPU_MAX_ARGS = 8 };
+enum { CPU_MAX_ARGS = 16 };
 
 typedef struct cpu_value {
     dnnl_memory_desc_t md;
