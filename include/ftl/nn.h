@@ -76,6 +76,7 @@ char *ftl_nn_preprocess_json(const ftl_nn_preprocess *p, const ftl_model *m, int
 
 /* ---- models ---- */
 
+/* A model is not thread-safe (its plans own their buffers): use one per thread. */
 ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ftl_model **model);
 void ftl_model_free(ftl_model *model);
 
