@@ -33,7 +33,11 @@ typedef struct ftl_model_options {
                                    is pruned to what this tensor needs (e.g. drop a classifier). */
     ftl_nn_precision precision; /* default FTL_NN_FP32 */
     int threads;                /* 0 (default): every core this process may use */
-    int batch;                  /* images per forward pass; default 16 */
+    int batch;                  /* the most images per forward pass; default 16 */
+    int micro_batch;            /* 0 (default): auto. Images actually run together: the largest power of
+                                   two <= batch whose biggest layer (input + output activations) fits in
+                                   a third of the L3 cache, at least 2. Measured 3-10% faster than
+                                   batch 16 on ResNet-50 / MobileNetV2 (bench/backbone). */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);
@@ -72,6 +76,7 @@ char *ftl_nn_preprocess_json(const ftl_nn_preprocess *p, const ftl_model *m, int
 
 /* ---- models ---- */
 
+/* A model is not thread-safe (its plans own their buffers): use one per thread. */
 ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ftl_model **model);
 void ftl_model_free(ftl_model *model);
 
@@ -86,7 +91,7 @@ typedef struct ftl_model_info {
     long long params;          /* float weights used (incl. BatchNormalization statistics) */
     long long macs_per_image;  /* multiply-adds of Conv/Gemm/MatMul per image */
     ftl_nn_precision precision;
-    int threads, batch;
+    int threads, batch, micro_batch;
     const char *backend;       /* e.g. "cpu (oneDNN 2.6.3, avx512_core_bf16)" */
 } ftl_model_info;
 

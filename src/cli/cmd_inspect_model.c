@@ -35,7 +35,7 @@ int cli_cmd_inspect_model(int argc, char **argv) {
         st = ftl_model_load(pos[0], &o, &m);
         if (st == FTL_OK) {
             const ftl_model_info *i = ftl_model_get_info(m);
-            printf("backend     %s\n", i->backend);
+            printf("backend     %s; batch %d run as micro-batches of %d\n", i->backend, i->batch, i->micro_batch);
             ftl_model_print_plan(m, stdout);
             ftl_model_free(m);
         }

@@ -12,6 +12,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { ARENA_ALIGN = 4096, BUF_ALIGN = 256 };
 
@@ -25,6 +26,11 @@ ftl_status cpu_check(dnnl_status_t s, const char *what) {
 }
 
 dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
+
+bool cpu_blocked_layout_enabled(void) {
+    const char *e = getenv("FTL_NN_LAYOUT");
+    return !(e && strcmp(e, "any") == 0);
+}
 
 int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf) {
     if (p->n_vals == p->cap_vals) {
@@ -162,7 +168,7 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     int b = cpu_new_buf(p, 0, p->last_node[t]);
     int nv = cpu_new_value(p, md, b);
     char label[96];
-    snprintf(label, sizeof label, "reorder for node %d", p->cur_node);
+    snprintf(label, sizeof label, "reorder of tensor %d for node %d", t, p->cur_node);
     FTL_TRY(cpu_emit_reorder(p, v, nv, label));
     if (p->n_conv == p->cap_conv) {
         p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
@@ -278,6 +284,12 @@ static void plan_offsets(nn_plan *p) {
 
 static ftl_status finalize(nn_plan *p) {
     plan_offsets(p);
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double need = (double)p->arena_size + (double)p->scratch_size;
+    if (phys > 0 && need > 0.8 * phys)
+        return ftl_fail(FTL_E_NOMEM, "a forward pass of %d images needs %.1f GiB of activation memory, more than 80%% "
+                        "of this machine's %.1f GiB: lower the batch size", p->batch, need / 1073741824.0,
+                        phys / 1073741824.0);
     if (p->arena_size) {
         size_t sz = (p->arena_size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
         p->arena = aligned_alloc(ARENA_ALIGN, sz);

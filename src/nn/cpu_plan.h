@@ -13,7 +13,7 @@
 
 #include <dnnl.h>
 
-enum { CPU_MAX_ARGS = 8 };
+enum { CPU_MAX_ARGS = 16 };
 
 typedef struct cpu_value {
     dnnl_memory_desc_t md;
@@ -104,6 +104,8 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);
+/* Convolutions ask for nChw16c activations unless FTL_NN_LAYOUT=any (for A/B benchmarks). */
+bool cpu_blocked_layout_enabled(void);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

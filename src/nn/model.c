@@ -22,7 +22,7 @@ struct ftl_model {
     char sha[65];
     char *path, *input_name, *feature_name, *backend_name;
     const nn_backend *be;
-    nn_compile_opts copts;
+    nn_compile_opts copts;   /* copts.batch = the micro-batch */
     nn_plan *plan;           /* copts.batch rows */
     nn_plan *tail;           /* a partial last batch of tail_batch rows, compiled on first use */
     int tail_batch;
@@ -69,6 +69,37 @@ static void input_geometry(ftl_model *m, const nn_shape *s) {
     i->width = (int)(nhwc ? s->d[2] : s->d[3]);
 }
 
+/* Bytes of the L3 cache one core sees (sysfs; glibc may report the whole host's). */
+static int64_t l3_bytes(void) {
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    long long kb = 0;
+    if (f) {
+        if (fscanf(f, "%lldK", &kb) != 1) kb = 0;
+        fclose(f);
+    }
+    return kb > 0 ? kb * 1024 : 32ll << 20;
+}
+
+/* Largest input + output activation bytes of one node for one image. */
+static int64_t max_layer_bytes(const nn_graph *g, int elem) {
+    int64_t best = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        int64_t b = nn_shape_count(&g->tensors[n->out[0]].shape);
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !g->tensors[n->in[k]].data) b += nn_shape_count(&g->tensors[n->in[k]].shape);
+        if (b * elem > best) best = b * elem;
+    }
+    return best;
+}
+
+static int choose_micro_batch(const nn_graph *g, int batch, nn_precision prec) {
+    int64_t layer = max_layer_bytes(g, prec == NN_PREC_BF16 ? 2 : 4), budget = l3_bytes() / 3;
+    int micro = 1;
+    while (micro * 2 <= batch && (int64_t)micro * 2 * layer <= budget) micro *= 2;
+    return micro < 2 && batch >= 2 ? 2 : micro;
+}
+
 static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *o) {
     FTL_TRY(nn_load_checked(path, &m->g, m->sha));
     nn_graph *g = m->g;
@@ -104,6 +135,9 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     input_geometry(m, &g->tensors[in].shape);
     m->input_per_image = nn_shape_count(&g->tensors[in].shape) / g->tensors[in].shape.d[0];
     m->info.feature_dim = nn_shape_count(&g->tensors[out].shape) / g->tensors[out].shape.d[0];
+    m->info.batch = o->batch;
+    m->copts.batch = o->micro_batch > 0 ? (o->micro_batch < o->batch ? o->micro_batch : o->batch)
+                                        : choose_micro_batch(g, o->batch, m->copts.precision);
     return FTL_OK;
 }
 
@@ -114,6 +148,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     const ftl_model_options *o = options ? options : &defaults;
     if (o->batch < 1 || o->batch > MAX_BATCH)
         return ftl_fail(FTL_E_INVALID_ARG, "--batch %d: must be between 1 and %d", o->batch, MAX_BATCH);
+    if (o->micro_batch < 0) return ftl_fail(FTL_E_INVALID_ARG, "micro batch %d: must be >= 0 (0 = auto)", o->micro_batch);
     if (o->threads < 0) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be >= 0 (0 = all cores)", o->threads);
     if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
@@ -143,7 +178,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     i->feature_name = m->feature_name;
     i->precision = o->precision;
     i->threads = m->copts.threads;
-    i->batch = m->copts.batch;
+    i->micro_batch = m->copts.batch;
     i->backend = m->backend_name;
     *model = m;
     return FTL_OK;

@@ -189,6 +189,7 @@ static bool accepts_act(nn_op op) {
 
 static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
     int *uses = nn_graph_use_counts(g);
+    int moves = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *p = &g->nodes[i];
         if (p->dead || !accepts_act(p->op)) continue;
@@ -208,7 +209,24 @@ static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
                 int other = c->in[0] == out ? c->in[1] : c->in[0];
                 if (has_sum || other == out || nn_is_const(g, other)) break;
                 if (!same_shape(&g->tensors[other].shape, &g->tensors[out].shape)) break;
-                if (g->tensors[other].producer >= i) break; /* must be computed before this conv runs */
+                int op = g->tensors[other].producer;
+                if (op >= ci) break;
+                bool other_fuses = op > i && g->nodes[op].op == NN_OP_CONV && uses[other] == 1 && !is_output(g, other);
+                for (int k = 0; other_fuses && k < g->nodes[op].n_post; k++)
+                    if (g->nodes[op].post[k].kind == NN_POST_SUM) other_fuses = false;
+                if (other_fuses) break; /* the later conv takes the sum; moving this one could ping-pong */
+                if (op > i && moves < g->n_nodes) { /* (bounded: every move must make progress) */
+                    moves++;
+                    /* the other operand is computed after this conv: run the conv later, just
+                     * before the Add (valid: the Add is its only reader), then fuse there */
+                    nn_node moved = *p;
+                    memmove(&g->nodes[i], &g->nodes[i + 1], (size_t)(ci - 1 - i) * sizeof *g->nodes);
+                    g->nodes[ci - 1] = moved;
+                    nn_graph_update_producers(g);
+                    i--;
+                    break;
+                }
+                if (op > i) break;
                 p->post[p->n_post++] = (nn_postop){.kind = NN_POST_SUM, .sum_tensor = other};
                 s->sums_fused++;
             } else {

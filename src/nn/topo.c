@@ -27,11 +27,16 @@ void nn_graph_compact(nn_graph *g) {
         g->nodes[k++] = g->nodes[i];
     }
     g->n_nodes = k;
+    nn_graph_update_producers(g);
+}
+
+void nn_graph_update_producers(nn_graph *g) {
     for (int t = 0; t < g->n_tensors; t++)
         if (!g->tensors[t].data) g->tensors[t].producer = -1;
     for (int i = 0; i < g->n_nodes; i++)
-        for (int o = 0; o < g->nodes[i].n_out; o++)
-            if (g->nodes[i].out[o] >= 0) g->tensors[g->nodes[i].out[o]].producer = i;
+        if (!g->nodes[i].dead)
+            for (int o = 0; o < g->nodes[i].n_out; o++)
+                if (g->nodes[i].out[o] >= 0) g->tensors[g->nodes[i].out[o]].producer = i;
 }
 
 ftl_status nn_graph_sort(nn_graph *g) {

@@ -7,6 +7,8 @@
 
 /* Drops dead nodes and recomputes producers. */
 void nn_graph_compact(nn_graph *g);
+/* Recomputes tensor producers from the live nodes (after nodes moved). */
+void nn_graph_update_producers(nn_graph *g);
 /* Reorders nodes topologically (stable: keeps file order where valid); a cycle or a tensor
  * used before any node can produce it is an error naming a node on it. */
 ftl_status nn_graph_sort(nn_graph *g);

@@ -19,7 +19,8 @@ check inspect-tensors-listed test "$n" -ge 30
 out=$("$FTL" inspect "$M/mobilenet_v2_1.0_224.onnx" --features-from MobilenetV2/Logits/AvgPool/gpool 2>&1)
 check inspect-features-from grep -q "features    MobilenetV2/Logits/AvgPool/gpool \[N,1280,1,1\]: 1280 floats per image" <<<"$out"
 out=$("$FTL" inspect "$M/mobilenet_v1_0.25_128.onnx" --plan --batch 3 --precision bf16 2>&1)
-check inspect-plan grep -q "plan: batch 3, bf16" <<<"$out"
+check inspect-plan grep -q "batch 3 run as micro-batches of 2" <<<"$out"
+check inspect-plan-bf16 grep -q "plan: batch 2, bf16" <<<"$out"
 
 expect_error inspect-missing-file 2 "no such file" "$FTL_SAN" inspect "$tmp/nope.onnx"
 head -c 5000 "$M/mobilenet_v1_0.25_128.onnx" >"$tmp/truncated.onnx"

@@ -135,6 +135,10 @@ def build_cases(d):
     g = G("avgpool_exclude_pad", [2, 4, 9, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 2]))
     g = G("avgpool_include_pad", [2, 4, 9, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1))
     g = G("avgpool_ceil", [2, 4, 10, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
+    g = G("avgpool_ceil_include_pad", [2, 4, 6, 9])  # the last windows pass the padding: ORT does not count that part
+    g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1, count_include_pad=1))
+    g = G("avgpool_ceil_include_nopad", [2, 3, 6, 7])
+    g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 2], strides=[2, 2], ceil_mode=1, count_include_pad=1))
     g = G("gap", [2, 7, 5, 6]); g.save(d, g.op("GlobalAveragePool", [g.conv("x", 7, 9)]))
     g = G("gmp", [2, 7, 5, 6]); g.save(d, g.op("GlobalMaxPool", ["x"]))
     g = G("reducemean_hw_keep", [2, 6, 5, 7]); g.save(d, g.op("ReduceMean", [g.conv("x", 6, 8)], axes=[2, 3], keepdims=1))
