@@ -4,7 +4,7 @@
 #include "nn/load.h"
 #include "nn/topo.h"
 #include "nn/preprocess.h"
-#include "nn/resize.h"
+#include "ftl/image.h"
 #include "nn/shape.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -27,7 +27,7 @@ struct ftl_model {
     nn_plan *tail;           /* a partial last batch of tail_batch rows, compiled on first use */
     int tail_batch;
     int64_t input_per_image; /* floats */
-    uint8_t *resized;        /* one resized image */
+    ftl_image resized;       /* one resized image (Pillow BILINEAR, as the peer recipe) */
 };
 
 void ftl_model_options_init(ftl_model_options *o) {
@@ -54,7 +54,7 @@ void ftl_model_free(ftl_model *m) {
     free(m->input_name);
     free(m->feature_name);
     free(m->backend_name);
-    free(m->resized);
+    ftl_image_free(&m->resized);
     free(m);
 }
 
@@ -228,7 +228,6 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
     if (image_size < 1 || image_size > 65536) return ftl_fail(FTL_E_INVALID_ARG, "bad image size %d", image_size);
     if (count < 0) return ftl_fail(FTL_E_INVALID_ARG, "negative image count %d", count);
     bool resize = image_size != i->height || image_size != i->width;
-    if (resize && !m->resized) m->resized = ftl_xmalloc((size_t)i->height * (size_t)i->width * 3);
     float table[3][256];
     nn_preprocess_table(pp, table);
     size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
@@ -240,8 +239,9 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
         for (int r = 0; r < rows; r++) {
             const uint8_t *img = images_hwc + (size_t)(done + r) * image_bytes;
             if (resize) {
-                FTL_TRY(nn_resize_bilinear_rgb(img, image_size, image_size, m->resized, i->width, i->height));
-                img = m->resized;
+                const ftl_image src = {.width = image_size, .height = image_size, .pixels = (uint8_t *)img};
+                FTL_TRY(ftl_image_resize(&src, i->width, i->height, FTL_IMAGE_FILTER_BILINEAR, &m->resized));
+                img = m->resized.pixels;
             }
             nn_preprocess_image(table, img, i->height, i->width, i->channels_last, in + (size_t)r * m->input_per_image);
         }

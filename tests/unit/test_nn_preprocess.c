@@ -1,6 +1,6 @@
-/* Input preprocessing: the internal resize equals Pillow's Image.resize(BILINEAR) byte for byte
+/* Input preprocessing: the resize the backbone uses (ftl_image_resize BILINEAR) equals Pillow's Image.resize(BILINEAR) byte for byte
  * (pairs made by tests/ref/nn_cases.py), scale presets and command-line parsing. */
-#include "nn/resize.h"
+#include "ftl/image.h"
 #include "nn_testutil.h"
 #include "test.h"
 #include "util/fsutil.h"
@@ -23,13 +23,15 @@ TEST(nn_resize_matches_pillow) {
         size_t ss = 0, ds = 0;
         uint8_t *src = nn_test_read(sp, &ss), *want = nn_test_read(dp, &ds);
         if (src && want && ss == (size_t)sw * sh * 3 && ds == (size_t)dw * dh * 3) {
-            uint8_t *got = malloc(ds);
-            CHECK_OK(nn_resize_bilinear_rgb(src, sw, sh, got, dw, dh));
+            const ftl_image in = {.width = sw, .height = sh, .pixels = src};
+            ftl_image out = {0};
+            CHECK_OK(ftl_image_resize(&in, dw, dh, FTL_IMAGE_FILTER_BILINEAR, &out));
+            const uint8_t *got = out.pixels ? out.pixels : want;
             size_t diff = 0;
             for (size_t i = 0; i < ds; i++) diff += got[i] != want[i];
             printf("  %-20s %zu of %zu bytes differ from Pillow\n", name, diff, ds);
             if (diff) ftl_test_fail(__FILE__, __LINE__, "%s differs from Pillow in %zu bytes", name, diff);
-            free(got);
+            ftl_image_free(&out);
             cases++;
         } else {
             ftl_test_fail(__FILE__, __LINE__, "%s: reference files missing or wrong size", name);
