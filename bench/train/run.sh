@@ -2,20 +2,20 @@
 # Head-training epoch time over cached features: ftl vs the PyTorch recipe's loop, interleaved
 # (ftl, torch, ftl, torch, ...) because the machine is shared; prints the JSON lines and the
 # median ratio per configuration. Run from the repository root after `make`.
-# usage: bench/bench_train.sh [THREADS] [REPEATS]   (default 2 threads, 3 repeats)
+# usage: bench/train/run.sh [THREADS] [REPEATS]   (default 2 threads, 3 repeats)
 # env: EPOCHS (ftl, default 5), TORCH_EPOCHS (default 3; Debian's torch uses reference BLAS and
 # takes tens of seconds per epoch here).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 threads=${1:-2}
 repeats=${2:-3}
 BUILD=${BUILD:-build}
 PY=${PY:-/usr/bin/python3}
-cc -O2 -std=c17 -Iinclude -Isrc bench/bench_train_epoch.c "$BUILD/libftl.a" -lm -lpthread -o "$BUILD/bench_train_epoch"
+make -s "$BUILD/bench/train/bench_train_epoch"
 for shape in "30000 1024 257 16" "30000 1024 257 256" "30000 2048 257 16" "30000 2048 257 256"; do
     for r in $(seq "$repeats"); do
-        "$BUILD/bench_train_epoch" $shape "${EPOCHS:-5}" "$threads"
-        "$PY" bench/torch_head_epoch.py $shape "${TORCH_EPOCHS:-3}" "$threads"
+        "$BUILD/bench/train/bench_train_epoch" $shape "${EPOCHS:-5}" "$threads"
+        "$PY" bench/train/torch_head_epoch.py $shape "${TORCH_EPOCHS:-3}" "$threads"
     done
 done | tee "$BUILD/bench_train.jsonl"
 "$PY" - "$BUILD/bench_train.jsonl" <<'PYEOF'
