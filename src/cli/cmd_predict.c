@@ -4,6 +4,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A JSON string literal (quotes, backslashes and control characters escaped). */
+static void print_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
 int cli_cmd_predict(int argc, char **argv) {
     ftl_predict_options o;
     ftl_predict_options_init(&o);
@@ -41,10 +53,14 @@ int cli_cmd_predict(int argc, char **argv) {
             continue;
         }
         if (json) {
-            printf("{\"path\": \"%s\", \"top\": [", pos[i]);
-            for (int k = 0; k < pred.count; k++)
-                printf("%s{\"class\": \"%s\", \"index\": %d, \"probability\": %.6f}", k ? ", " : "", pred.class_name[k],
-                       pred.class_index[k], pred.probability[k]);
+            printf("{\"path\": ");
+            print_json_string(pos[i]);
+            printf(", \"top\": [");
+            for (int k = 0; k < pred.count; k++) {
+                printf("%s{\"class\": ", k ? ", " : "");
+                print_json_string(pred.class_name[k]);
+                printf(", \"index\": %d, \"probability\": %.6f}", pred.class_index[k], pred.probability[k]);
+            }
             printf("]}\n");
         } else {
             printf("%s:", pos[i]);

@@ -129,17 +129,6 @@ static ftl_status flush_row_group(ftl_parquet_writer *w, row_group_buffer *b, si
     return st;
 }
 
-static char *json_string_array(char *const *items, int count) {
-    ftl_strbuf b = {0};
-    ftl_strbuf_append(&b, "[", 1);
-    for (int i = 0; i < count; i++) {
-        if (i) ftl_strbuf_append(&b, ", ", 2);
-        ftl_json_append_string(&b, items[i]);
-    }
-    ftl_strbuf_append(&b, "]", 1);
-    return b.data;
-}
-
 static char *json_count_array(const int64_t *counts, int count) {
     ftl_strbuf b = {0};
     ftl_strbuf_append(&b, "[", 1);
@@ -167,8 +156,8 @@ static ftl_status open_split_writer(const char *path, const ftl_prep_options *o,
 
 static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_options *o, const prep_source *s,
                                      const char *split, const int64_t *counts) {
-    char *classes = json_string_array(s->class_names, s->class_count);
-    char *folders = json_string_array(s->class_folders, s->class_count);
+    char *classes = ftl_json_string_array(s->class_names, s->class_count);
+    char *folders = ftl_json_string_array(s->class_folders, s->class_count);
     char *count_list = json_count_array(counts, s->class_count);
     char *size = ftl_format("%d", o->image_size);
     char *seed = ftl_format("%llu", (unsigned long long)o->seed);

@@ -49,12 +49,7 @@ void row_group_cache_key(const char *path, uint64_t size, uint64_t mtime_ns, int
                          int64_t row_bytes, char key[65]) {
     char *text = ftl_format("%s\n%llu\n%llu\n%d\n%s\n%lld", path, (unsigned long long)size, (unsigned long long)mtime_ns,
                             row_group, columns, (long long)row_bytes);
-    ftl_sha256 h;
-    uint8_t digest[32];
-    ftl_sha256_init(&h);
-    ftl_sha256_update(&h, text, strlen(text));
-    ftl_sha256_final(&h, digest);
-    ftl_sha256_hex(digest, key);
+    ftl_sha256_hex_of_string(text, key);
     free(text);
 }
 

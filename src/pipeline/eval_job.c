@@ -30,8 +30,18 @@ typedef struct eval_state {
     int64_t *class_correct, *class_total;
     double loss_sum;
     int64_t top1, top5;
-    FILE *csv;
+    ftl_atomic_file csv;   /* --predictions, renamed into place only when complete */
 } eval_state;
+
+/* A CSV field: quoted, with quotes doubled. */
+static void csv_field(FILE *fp, const char *s) {
+    fputc('"', fp);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', fp);
+        fputc(*s, fp);
+    }
+    fputc('"', fp);
+}
 
 /* Accumulates one batch of features: argmax of the logits (first maximum, as the trainer's
  * accuracy), log-sum-exp loss in double, top-5 membership. */
@@ -59,9 +69,10 @@ static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *label
         e->class_total[y]++;
         e->class_correct[y] += best == y;
         e->r->confusion[y * c + best]++;
-        if (e->csv) {
+        if (e->csv.fp) {
             double p = exp((double)z[best] - maxz) / sum;
-            fprintf(e->csv, "\"%s\",%d,%lld,%.6f\n", paths ? paths[i] : "", y, (long long)best, p);
+            csv_field(e->csv.fp, paths ? paths[i] : "");
+            fprintf(e->csv.fp, ",%d,%lld,%.6f\n", y, (long long)best, p);
         }
     }
     e->r->rows += n;
@@ -83,9 +94,8 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     e.class_total = ftl_xcalloc((size_t)c, sizeof(int64_t));
     ftl_status st = FTL_OK;
     if (o->predictions_path) {
-        e.csv = fopen(o->predictions_path, "w");
-        if (!e.csv) st = ftl_fail(FTL_E_IO, "cannot create %s", o->predictions_path);
-        else fprintf(e.csv, "path,label,predicted,probability\n");
+        st = ftl_atomic_open(&e.csv, o->predictions_path);
+        if (st == FTL_OK) fprintf(e.csv.fp, "path,label,predicted,probability\n");
     }
     /* Cached features of exactly this dataset, backbone and preprocessing, when present. */
     const char *src[1] = {o->data_path};
@@ -148,7 +158,10 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         r->top1 = (double)e.top1 / (double)r->rows;
         r->top5 = (double)e.top5 / (double)r->rows;
     }
-    if (e.csv && fclose(e.csv) != 0 && st == FTL_OK) st = ftl_fail(FTL_E_IO, "cannot write %s", o->predictions_path);
+    if (e.csv.fp) {
+        if (st == FTL_OK) st = ftl_atomic_commit(&e.csv);
+        else ftl_atomic_abort(&e.csv);
+    }
     ftl_loader_close(l);
     free(features);
     free(e.logits);
@@ -217,30 +230,31 @@ ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path
         ftl_strbuf_printf(&b, "]");
     }
     ftl_strbuf_printf(&b, "]}\n");
-    ftl_atomic_file f;
-    ftl_status st = ftl_atomic_open(&f, path);
-    if (st == FTL_OK) st = ftl_write_all(f.fp, b.data, b.len, path);
-    if (st == FTL_OK) st = ftl_atomic_commit(&f);
-    else ftl_atomic_abort(&f);
+    ftl_status st = ftl_write_file_atomic(path, b.data, b.len);
     ftl_strbuf_free(&b);
     return st;
+}
+
+static void csv_append(ftl_strbuf *b, const char *s) {
+    ftl_strbuf_append(b, "\"", 1);
+    for (; *s; s++) ftl_strbuf_append(b, *s == '"' ? "\"\"" : s, *s == '"' ? 2 : 1);
+    ftl_strbuf_append(b, "\"", 1);
 }
 
 ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *r, const char *path) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "true\\predicted");
-    for (int64_t j = 0; j < r->classes; j++) ftl_strbuf_printf(&b, ",\"%s\"", r->class_names[j]);
+    for (int64_t j = 0; j < r->classes; j++) {
+        ftl_strbuf_append(&b, ",", 1);
+        csv_append(&b, r->class_names[j]);
+    }
     ftl_strbuf_printf(&b, "\n");
     for (int64_t i = 0; i < r->classes; i++) {
-        ftl_strbuf_printf(&b, "\"%s\"", r->class_names[i]);
+        csv_append(&b, r->class_names[i]);
         for (int64_t j = 0; j < r->classes; j++) ftl_strbuf_printf(&b, ",%lld", (long long)r->confusion[i * r->classes + j]);
         ftl_strbuf_printf(&b, "\n");
     }
-    ftl_atomic_file f;
-    ftl_status st = ftl_atomic_open(&f, path);
-    if (st == FTL_OK) st = ftl_write_all(f.fp, b.data, b.len, path);
-    if (st == FTL_OK) st = ftl_atomic_commit(&f);
-    else ftl_atomic_abort(&f);
+    ftl_status st = ftl_write_file_atomic(path, b.data, b.len);
     ftl_strbuf_free(&b);
     return st;
 }

@@ -85,13 +85,8 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     char *key_text = ftl_format("ftl-feature-cache-1\n%s\n%s\n%s\n%s\n%s\n%s\n%s", id.fingerprint, id.backbone_sha256,
                                 id.feature_tensor, id.preprocess, id.precision, e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label");
-    ftl_sha256 h;
-    uint8_t digest[32];
     char key[65];
-    ftl_sha256_init(&h);
-    ftl_sha256_update(&h, key_text, strlen(key_text));
-    ftl_sha256_final(&h, digest);
-    ftl_sha256_hex(digest, key);
+    ftl_sha256_hex_of_string(key_text, key);
     free(key_text);
     char stem[96];
     snprintf(stem, sizeof stem, "%.60s", base_name(r->sources[0]));

@@ -133,17 +133,6 @@ static ftl_status read_classes(const char *const *sources, const char *label_col
     return st;
 }
 
-static char *names_json(char **names, int64_t count) {
-    ftl_strbuf b = {0};
-    ftl_strbuf_append(&b, "[", 1);
-    for (int64_t i = 0; i < count; i++) {
-        if (i) ftl_strbuf_append(&b, ", ", 2);
-        ftl_json_append_string(&b, names[i]);
-    }
-    ftl_strbuf_append(&b, "]", 1);
-    return b.data;
-}
-
 static char *training_args_json(const ftl_train_options *o) {
     const ftl_fit_config *f = &o->fit;
     ftl_strbuf b = {0};
@@ -353,7 +342,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &mo, &r.backbone);
     if (st == FTL_OK) {
         r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);
-        r.classes_json = names_json(r.class_names, r.class_count);
+        r.classes_json = ftl_json_string_array(r.class_names, r.class_count);
         r.cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
         s->features_cached = o->feature_cache;
         st = o->feature_cache ? setup_cached(&r, o, s) : setup_per_batch(&r, o, s);

@@ -199,6 +199,17 @@ void ftl_sync_directory_of(const char *path) {
     free(dir);
 }
 
+ftl_status ftl_write_file_atomic(const char *path, const void *data, size_t size) {
+    ftl_atomic_file f;
+    FTL_TRY(ftl_atomic_open(&f, path));
+    ftl_status st = ftl_write_all(f.fp, data, size, path);
+    if (st != FTL_OK) {
+        ftl_atomic_abort(&f);
+        return st;
+    }
+    return ftl_atomic_commit(&f);
+}
+
 ftl_status ftl_write_all(FILE *fp, const void *data, size_t size, const char *path_for_errors) {
     if (size && fwrite(data, 1, size, fp) != size)
         return ftl_fail(FTL_E_IO, "cannot write %s: %s", path_for_errors, strerror(errno));

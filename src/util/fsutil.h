@@ -22,6 +22,8 @@ ftl_status ftl_atomic_commit(ftl_atomic_file *f);
 /* Closes and deletes the temporary; safe to call after a failed commit or twice. */
 void ftl_atomic_abort(ftl_atomic_file *f);
 
+/* Writes a whole file atomically (temporary name, fsync, rename). */
+ftl_status ftl_write_file_atomic(const char *path, const void *data, size_t size);
 /* fwrite that reports a short write (disk full) with the path. */
 ftl_status ftl_write_all(FILE *fp, const void *data, size_t size, const char *path_for_errors);
 ftl_status ftl_read_file(const char *path, uint8_t **data, size_t *size);

@@ -76,6 +76,17 @@ void ftl_json_append_string(ftl_strbuf *b, const char *s) {
     ftl_strbuf_append(b, "\"", 1);
 }
 
+char *ftl_json_string_array(char *const *items, int64_t count) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_append(&b, "[", 1);
+    for (int64_t i = 0; i < count; i++) {
+        if (i) ftl_strbuf_append(&b, ", ", 2);
+        ftl_json_append_string(&b, items[i]);
+    }
+    ftl_strbuf_append(&b, "]", 1);
+    return b.data;
+}
+
 void ftl_json_append_number(ftl_strbuf *b, double v) {
     if (!isfinite(v)) {
         ftl_strbuf_append(b, "null", 4);

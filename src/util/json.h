@@ -19,6 +19,8 @@ void ftl_strbuf_printf(ftl_strbuf *b, const char *fmt, ...) __attribute__((forma
 void ftl_strbuf_free(ftl_strbuf *b);
 /* Appends s as a quoted JSON string (escaping quotes, backslashes, control characters). */
 void ftl_json_append_string(ftl_strbuf *b, const char *s);
+/* A JSON array of strings, e.g. class names ("[\"ants\", \"bees\"]"); caller frees. */
+char *ftl_json_string_array(char *const *items, int64_t count);
 /* Appends a double that round-trips (%.17g; NaN/Inf become null). */
 void ftl_json_append_number(ftl_strbuf *b, double v);
 

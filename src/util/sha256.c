@@ -97,3 +97,12 @@ void ftl_sha256_hex(const uint8_t digest[32], char out[65]) {
     }
     out[64] = '\0';
 }
+
+void ftl_sha256_hex_of_string(const char *text, char out[65]) {
+    ftl_sha256 h;
+    uint8_t digest[32];
+    ftl_sha256_init(&h);
+    ftl_sha256_update(&h, text, strlen(text));
+    ftl_sha256_final(&h, digest);
+    ftl_sha256_hex(digest, out);
+}

@@ -15,6 +15,8 @@ typedef struct ftl_sha256 {
 void ftl_sha256_init(ftl_sha256 *h);
 void ftl_sha256_update(ftl_sha256 *h, const void *data, size_t size);
 void ftl_sha256_final(ftl_sha256 *h, uint8_t digest[32]);
+/* Lowercase hex of the SHA-256 of a NUL-terminated string (cache keys). */
+void ftl_sha256_hex_of_string(const char *text, char out[65]);
 /* Lowercase hex of a digest into out[65]. */
 void ftl_sha256_hex(const uint8_t digest[32], char out[65]);
 
