@@ -43,8 +43,9 @@ typedef struct ftl_embed_summary {
 
 ftl_status ftl_embed_run(const ftl_embed_options *options, ftl_embed_summary *summary);
 
-/* A fingerprint of a dataset (sha256 over each file's name, size and Parquet footer): changes
- * when the data is rewritten; byte-identical rewrites (same prep, same seed) keep it. */
+/* A fingerprint of a dataset's content (sha256 over each file's size, Parquet footer and CRC-32
+ * of all its bytes): any change to the data changes it; a byte-identical rewrite (same prep,
+ * same seed) or a renamed copy keeps it. */
 ftl_status ftl_dataset_fingerprint(const char *const *sources, int source_count, char hex[65]);
 
 #endif

@@ -23,6 +23,9 @@
 
 typedef struct ftl_loader ftl_loader;
 
+#define FTL_LOADER_MAX_IMAGE_SIZE 4096  /* S; as ftl prep's --size */
+#define FTL_LOADER_MAX_BATCH 65536
+
 typedef struct ftl_loader_options {
     const char *const *sources;  /* Parquet files, or folders of part files (*.parquet) */
     int source_count;

@@ -20,6 +20,7 @@ typedef struct ftl_prep_options {
     double val_fraction;      /* used when SRC has no train/val folders; default 0.1 */
     uint64_t seed;            /* split and row order; default 42 */
     bool stratify;            /* per-class split (default); false: per-image random draw like Spark's randomSplit */
+    bool split_flags_given;   /* the caller set val_fraction or stratify (warned about when SRC has train/val) */
     int64_t row_group_bytes;  /* image bytes per row group */
     const char *codec;        /* "none", "snappy" or "zstd" */
     int threads;              /* 0: all cores */

@@ -42,7 +42,7 @@ int cli_cmd_predict(int argc, char **argv) {
         free(pos);
         return cli_report(st);
     }
-    int failures = 0;
+    int failures = 0, exit_code = 0;
     for (int i = 1; i < npos; i++) {
         ftl_prediction pred;
         st = ftl_predictor_run_file(p, pos[i], &pred);
@@ -50,6 +50,9 @@ int cli_cmd_predict(int argc, char **argv) {
             /* A bad file is reported and the others still run; the exit status says something failed. */
             fprintf(stderr, "ftl: error: %s\n", ftl_last_error());
             failures++;
+            /* A missing file is an input error (2); anything else failed while running (1). */
+            int code = ftl_status_exit_code(st);
+            if (code > exit_code) exit_code = code;
             continue;
         }
         if (json) {
@@ -70,5 +73,5 @@ int cli_cmd_predict(int argc, char **argv) {
     }
     ftl_predictor_close(p);
     free(pos);
-    return failures ? 1 : 0;
+    return failures ? exit_code : 0;
 }

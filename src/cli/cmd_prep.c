@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int cli_cmd_prep(int argc, char **argv) {
     ftl_prep_options o;
@@ -33,6 +34,9 @@ int cli_cmd_prep(int argc, char **argv) {
         return 2;
     }
     o.seed = (uint64_t)seed;
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--val-fraction", 14) || !strcmp(argv[i], "--stratify") || !strcmp(argv[i], "--no-stratify"))
+            o.split_flags_given = true;
     o.source_dir = positional[0];
     o.output_dir = positional[1];
     o.show_progress = !quiet;

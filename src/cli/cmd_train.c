@@ -11,7 +11,7 @@ int cli_cmd_train(int argc, char **argv) {
     ftl_train_options_init(&o);
     const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *optimizer = "nadam", *scale_lr = "none";
     const char *early = NULL;
-    double lr = NAN, momentum = 0.9, dropout = 0;
+    double lr = NAN, momentum = NAN, dropout = 0;
     int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
     int64_t eval_batch = o.fit.eval_batch_size;
     bool nesterov = false, restore_best = true, drop_remainder = true, quiet = false;
@@ -73,18 +73,33 @@ int cli_cmd_train(int argc, char **argv) {
         fprintf(stderr, "ftl train: error: --backbone MODEL.onnx and --out MODEL.ftl are required\n");
         return 2;
     }
-    if (batch < 1 || epochs < 1 || steps < 0 || seed < 0 || eval_batch < 1 || keep_last < 0 || !(dropout >= 0 && dropout < 1)) {
-        fprintf(stderr, "ftl train: error: --batch, --epochs and --eval-batch must be positive, --steps-per-epoch, --seed and "
-                        "--keep-last non-negative, --dropout in [0, 1)\n");
+    if (batch < 1 || batch > FTL_LOADER_MAX_BATCH || eval_batch < 1 || eval_batch > FTL_LOADER_MAX_BATCH || epochs < 1 ||
+        steps < 0 || seed < 0 || keep_last < 0 || !(dropout >= 0 && dropout < 1) || o.shuffle_buffer < 0) {
+        fprintf(stderr, "ftl train: error: --batch and --eval-batch must be 1..%d, --epochs positive, --steps-per-epoch, "
+                        "--seed, --keep-last and --shuffle-buffer non-negative, --dropout in [0, 1)\n", FTL_LOADER_MAX_BATCH);
         return 2;
     }
     o.train_path = pos[0];
     ftl_optimizer_kind kind;
     ftl_status st = ftl_optimizer_kind_parse(optimizer, &kind);
+    /* A flag that cannot take effect is an error or a warning, never silently dropped. */
+    if (st == FTL_OK && kind != FTL_OPTIMIZER_SGD && (!isnan(momentum) || nesterov)) {
+        fprintf(stderr, "ftl train: error: --momentum and --nesterov apply to --optimizer sgd, not %s\n", optimizer);
+        return 2;
+    }
+    if ((keep_last > 0 || o.fit.save_best_only) && !o.fit.checkpoint_pattern) {
+        fprintf(stderr, "ftl train: error: --keep-last and --save-best-only need --checkpoint PATTERN\n");
+        return 2;
+    }
+    if (o.feature_cache && o.data_cache_dir)
+        fprintf(stderr, "ftl: warning: --data-cache-dir caches image row groups for --no-feature-cache; with the feature "
+                        "cache every image is read once, so it is not used\n");
+    if (!o.feature_cache && (o.cache_dir || o.max_memory))
+        fprintf(stderr, "ftl: warning: --cache-dir and --max-memory belong to the feature cache, which --no-feature-cache turns off\n");
     if (st == FTL_OK) {
         o.fit.optimizer = ftl_optimizer_config_default(kind);
         if (!isnan(lr)) o.fit.optimizer.lr = lr;
-        o.fit.optimizer.momentum = momentum;
+        if (!isnan(momentum)) o.fit.optimizer.momentum = momentum;
         o.fit.optimizer.nesterov = nesterov;
         st = ftl_lr_scaling_parse(scale_lr, &o.fit.lr_scaling);
     }

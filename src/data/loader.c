@@ -64,6 +64,7 @@ struct ftl_loader {
     int reader_count;
     pthread_t assembler;
     bool assembler_started;
+    shuffle_buffer shuffle;  /* used by the assembler only; allocated at open */
 
     /* where the consumer is: the next batch it will get */
     int64_t next_epoch, next_step;
@@ -325,12 +326,11 @@ static void *assembler_main(void *arg) {
     ftl_loader *l = arg;
     const loader_plan *p = &l->plan;
     assembly a = {.l = l, .epoch = l->next_epoch, .step = l->next_step, .skip = l->start_skip};
-    shuffle_buffer sb;
-    shuffle_buffer_init(&sb, l->o.shuffle ? l->o.shuffle_buffer : 0, p->row_bytes, l->o.path_column != NULL);
+    shuffle_buffer *sb = &l->shuffle;
     if (l->o.epochs > 0 && a.epoch >= l->o.epochs) a.finished = true;
     for (int64_t pass = l->start_pass; !a.finished && !a.failed; pass++) {
         a.emitted_in_pass = 0;
-        shuffle_buffer_reseed(&sb, loader_mix_seed(l->o.seed, pass, p->shard, 2));
+        shuffle_buffer_reseed(sb, loader_mix_seed(l->o.seed, pass, p->shard, 2));
         for (int i = 0; i < p->piece_count && !a.failed && !a.finished; i++) {
             int64_t seq = pass * p->piece_count + i;
             piece_slot *slot = &l->slots[seq % l->queue];
@@ -349,19 +349,18 @@ static void *assembler_main(void *arg) {
             }
             const loader_rows *r = &slot->rows;
             for (int64_t k = 0; k < r->rows && !a.finished && !a.failed; k++)
-                shuffle_buffer_push(&sb, r->labels[k], r->values + k * p->row_bytes,
-                                    r->path_offsets ? r->path_data + r->path_offsets[k] : NULL, emit_row, &a);
+                shuffle_buffer_push(sb, r->labels[k], r->values + k * p->row_bytes,
+                                    r->has_paths ? r->path_data + r->path_offsets[k] : NULL, emit_row, &a);
             pthread_mutex_lock(&l->lock);
             slot->ready = false;
             l->consumed = seq + 1;
             pthread_cond_broadcast(&l->piece_free);
             pthread_mutex_unlock(&l->lock);
         }
-        if (!a.failed && !a.finished) shuffle_buffer_drain(&sb, emit_row, &a);
-        sb.count = 0;
+        if (!a.failed && !a.finished) shuffle_buffer_drain(sb, emit_row, &a);
+        sb->count = 0;
     }
     if (!a.failed) publish_end(&a, FTL_OK, NULL);
-    shuffle_buffer_free(&sb);
     return NULL;
 }
 
@@ -388,7 +387,12 @@ ftl_status ftl_loader_pass_rows(const ftl_loader_options *o, int64_t pass, int64
     int *order = ftl_xmalloc((size_t)(p.piece_count ? p.piece_count : 1) * sizeof *order);
     loader_plan_pass_order(&p, o->seed, pass, o->shuffle, order);
     shuffle_buffer sb;
-    shuffle_buffer_init(&sb, o->shuffle ? o->shuffle_buffer : 0, (int64_t)sizeof(int64_t), false);
+    int64_t buffer = o->shuffle ? o->shuffle_buffer : 0, shard_rows = p.shard_end - p.shard_begin;
+    if (!shuffle_buffer_init(&sb, buffer < shard_rows ? buffer : shard_rows, (int64_t)sizeof(int64_t), false)) {
+        free(order);
+        loader_plan_free(&p);
+        return ftl_fail(FTL_E_NOMEM, "not enough memory for a shuffle buffer of %lld rows", (long long)buffer);
+    }
     shuffle_buffer_reseed(&sb, loader_mix_seed(o->seed, pass, p.shard, 2));
     index_sink sink = {.rows = ftl_xmalloc((size_t)(p.rows_per_pass ? p.rows_per_pass : 1) * sizeof(int64_t)),
                        .limit = p.rows_per_pass};
@@ -492,14 +496,7 @@ static ftl_status open_cache(ftl_loader *l) {
         keys[i] = ftl_xmalloc(65);
         row_group_cache_key(f->path, f->size, f->mtime_ns, p->pieces[i].row_group, l->columns_desc, p->row_bytes, keys[i]);
     }
-    ftl_status st = row_group_cache_open(&l->cache, l->o.cache_dir, l->o.cache_size_limit, keys, p->piece_count);
-    if (st != FTL_OK) {
-        if (!l->cache.dir) {
-            for (int i = 0; i < p->piece_count; i++) free(keys[i]);
-            free(keys);
-        }
-        return st;
-    }
+    FTL_TRY(row_group_cache_open(&l->cache, l->o.cache_dir, l->o.cache_size_limit, keys, p->piece_count));
     l->use_cache = true;
     return FTL_OK;
 }
@@ -526,6 +523,9 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
         return st;
     }
     if (l->o.path_column && l->plan.file_count > 0 && l->plan.files[0].path_column < 0) l->o.path_column = NULL;
+    /* A shuffle buffer larger than the shard holds the whole shard and emits the same order. */
+    int64_t shard_rows = l->plan.shard_end - l->plan.shard_begin;
+    if (l->o.shuffle_buffer > shard_rows) l->o.shuffle_buffer = shard_rows;
     l->columns_desc = ftl_format("%s|%s|%s", l->o.label_column, l->o.value_column, l->o.path_column ? l->o.path_column : "");
     if (options->resume_position) {
         l->o.resume_position = options->resume_position;
@@ -549,10 +549,24 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
     } else {
         l->end_seq = l->o.epochs * p->piece_count;
     }
+    /* Sizes come from flags and file metadata: allocate without aborting, and say what failed. */
     for (int i = 0; i < BATCH_RING; i++) {
-        l->batches[i].labels = ftl_xmalloc((size_t)l->o.batch_size * sizeof(int32_t));
-        l->batches[i].values = ftl_xmalloc((size_t)l->o.batch_size * (size_t)p->row_bytes);
-        if (l->o.path_column) l->batches[i].paths = ftl_xcalloc((size_t)l->o.batch_size, sizeof(char *));
+        l->batches[i].labels = malloc((size_t)l->o.batch_size * sizeof(int32_t));
+        l->batches[i].values = malloc((size_t)l->o.batch_size * (size_t)p->row_bytes);
+        if (l->o.path_column) l->batches[i].paths = calloc((size_t)l->o.batch_size, sizeof(char *));
+        if (!l->batches[i].labels || !l->batches[i].values || (l->o.path_column && !l->batches[i].paths)) {
+            ftl_status st = ftl_fail(FTL_E_NOMEM, "not enough memory for batches of %d rows of %lld bytes (%.1f GiB each)",
+                                     l->o.batch_size, (long long)p->row_bytes,
+                                     (double)l->o.batch_size * (double)p->row_bytes / (double)(1 << 30));
+            ftl_loader_close(l);
+            return st;
+        }
+    }
+    if (!shuffle_buffer_init(&l->shuffle, l->o.shuffle ? l->o.shuffle_buffer : 0, p->row_bytes, l->o.path_column != NULL)) {
+        ftl_status st = ftl_fail(FTL_E_NOMEM, "not enough memory for a shuffle buffer of %lld rows of %lld bytes",
+                                 (long long)l->o.shuffle_buffer, (long long)p->row_bytes);
+        ftl_loader_close(l);
+        return st;
     }
     l->readers = ftl_xcalloc((size_t)l->o.threads, sizeof *l->readers);
     for (; l->reader_count < l->o.threads; l->reader_count++)
@@ -629,6 +643,7 @@ void ftl_loader_close(ftl_loader *l) {
     }
     free(l->order[0]);
     free(l->order[1]);
+    shuffle_buffer_free(&l->shuffle);
     if (l->use_cache) row_group_cache_close(&l->cache);
     loader_plan_free(&l->plan);
     free(l->columns_desc);

@@ -5,27 +5,12 @@
 #include "util/fsutil.h"
 #include "util/json.h"
 #include "util/rng.h"
+#include "util/string_list.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-typedef struct path_list {
-    char **items;
-    int count, cap;
-} path_list;
-
-static void path_list_push(path_list *l, char *p) {
-    if (l->count == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 8;
-        l->items = ftl_xrealloc(l->items, (size_t)l->cap * sizeof *l->items);
-    }
-    l->items[l->count++] = p;
-}
-
-static int compare_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static bool is_part_file(const char *name) {
     size_t n = strlen(name);
@@ -33,32 +18,24 @@ static bool is_part_file(const char *name) {
     return name[0] != '.' && name[0] != '_' && n > 8 && strcmp(name + n - 8, ".parquet") == 0;
 }
 
-static ftl_status collect_folder(const char *dir, path_list *out, int depth) {
+static ftl_status collect_folder(const char *dir, ftl_string_list *out, int depth) {
     if (depth > 16) return FTL_OK;
-    DIR *d = opendir(dir);
-    if (!d) return ftl_fail(FTL_E_IO, "cannot open folder %s: %s", dir, strerror(errno));
-    path_list names = {0};
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') path_list_push(&names, ftl_strdup(e->d_name));
-    closedir(d);
-    if (names.count) qsort(names.items, (size_t)names.count, sizeof *names.items, compare_paths);
-    ftl_status st = FTL_OK;
-    for (int i = 0; i < names.count; i++) {
+    ftl_string_list names = {0};
+    ftl_status st = ftl_list_folder(dir, &names);
+    for (int64_t i = 0; st == FTL_OK && i < names.count; i++) {
         char *p = ftl_format("%s/%s", dir, names.items[i]);
-        if (st == FTL_OK && ftl_is_directory(p)) st = collect_folder(p, out, depth + 1);
-        else if (st == FTL_OK && is_part_file(names.items[i])) {
-            path_list_push(out, p);
+        if (ftl_is_directory(p)) st = collect_folder(p, out, depth + 1);
+        else if (is_part_file(names.items[i])) {
+            ftl_string_list_push(out, p);
             p = NULL;
         }
         free(p);
-        free(names.items[i]);
     }
-    free(names.items);
+    ftl_string_list_free(&names);
     return st;
 }
 
-static ftl_status expand_into(const char *const *sources, int source_count, path_list *out) {
+static ftl_status expand_into(const char *const *sources, int source_count, ftl_string_list *out) {
     if (source_count < 1) return ftl_fail(FTL_E_INVALID_ARG, "the loader needs at least one Parquet file or folder");
     for (int i = 0; i < source_count; i++) {
         const char *s = sources[i];
@@ -68,14 +45,14 @@ static ftl_status expand_into(const char *const *sources, int source_count, path
             FTL_TRY(collect_folder(s, out, 0));
             if (out->count == before) return ftl_fail(FTL_E_NOT_FOUND, "no *.parquet files in folder %s", s);
         } else {
-            path_list_push(out, ftl_strdup(s));
+            ftl_string_list_push(out, ftl_strdup(s));
         }
     }
     return FTL_OK;
 }
 
 ftl_status loader_expand_sources(const char *const *sources, int source_count, char ***paths, int *count) {
-    path_list l = {0};
+    ftl_string_list l = {0};
     ftl_status st = expand_into(sources, source_count, &l);
     if (st != FTL_OK) {
         for (int i = 0; i < l.count; i++) free(l.items[i]);
@@ -116,32 +93,58 @@ static ftl_status find_columns(const ftl_loader_options *o, loader_file *f) {
     return FTL_OK;
 }
 
+/* S from a file's ftl.image_size metadata: 0 when absent, an error when malformed. */
+static ftl_status metadata_image_size(ftl_parquet_file *f, const char *path, int *size) {
+    const char *meta = ftl_parquet_metadata_get(f, FTL_META_IMAGE_SIZE);
+    *size = 0;
+    if (!meta) return FTL_OK;
+    char *end;
+    long s = strtol(meta, &end, 10);
+    if (*end || s < 1 || s > FTL_LOADER_MAX_IMAGE_SIZE)
+        return ftl_fail(FTL_E_FORMAT, "%s: metadata %s = '%s' is not an image size (1..%d)", path, FTL_META_IMAGE_SIZE, meta,
+                        FTL_LOADER_MAX_IMAGE_SIZE);
+    *size = (int)s;
+    return FTL_OK;
+}
+
+ftl_status loader_dataset_image_size(const char *const *sources, int source_count, int override, int *size) {
+    if (override > 0) {
+        if (override > FTL_LOADER_MAX_IMAGE_SIZE)
+            return ftl_fail(FTL_E_INVALID_ARG, "image size %d is out of range (1..%d)", override, FTL_LOADER_MAX_IMAGE_SIZE);
+        *size = override;
+        return FTL_OK;
+    }
+    ftl_string_list paths = {0};
+    FTL_TRY(expand_into(sources, source_count, &paths));
+    ftl_parquet_file *f = NULL;
+    ftl_status st = ftl_parquet_open(paths.items[0], &f);
+    if (st == FTL_OK) st = metadata_image_size(f, paths.items[0], size);
+    if (st == FTL_OK && *size == 0)
+        st = ftl_fail(FTL_E_INVALID_ARG, "%s has no %s metadata; pass --image-size S", paths.items[0], FTL_META_IMAGE_SIZE);
+    ftl_parquet_close(f);
+    ftl_string_list_free(&paths);
+    return st;
+}
+
 /* Bytes per row: S*S*3 for images (S from the options or ftl.image_size metadata), else the
  * fixed length of a FIXED_LEN_BYTE_ARRAY value column (feature vectors). */
 static ftl_status decide_row_bytes(const ftl_loader_options *o, loader_plan *p) {
     loader_file *f = &p->files[0];
-    const char *meta = ftl_parquet_metadata_get(f->parquet, FTL_META_IMAGE_SIZE);
     const ftl_parquet_column_info *value = ftl_parquet_column(f->parquet, f->value_column);
     int size = o->image_size;
     if (size == 0 && value->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY && value->fixed_length > 0) {
         p->row_bytes = value->fixed_length; /* feature vectors */
         return FTL_OK;
     }
-    if (size == 0 && meta) {
-        char *end;
-        long s = strtol(meta, &end, 10);
-        if (*end || s < 1 || s > 65535)
-            return ftl_fail(FTL_E_FORMAT, "%s: metadata %s = '%s' is not an image size", f->path, FTL_META_IMAGE_SIZE, meta);
-        size = (int)s;
-    }
-    if (size > 0) {
-        p->image_size = size;
-        p->row_bytes = (int64_t)size * size * 3;
-    } else {
+    if (size == 0) FTL_TRY(metadata_image_size(f->parquet, f->path, &size));
+    if (size > FTL_LOADER_MAX_IMAGE_SIZE)
+        return ftl_fail(FTL_E_INVALID_ARG, "image size %d is out of range (1..%d)", size, FTL_LOADER_MAX_IMAGE_SIZE);
+    if (size <= 0)
         return ftl_fail(FTL_E_INVALID_ARG,
                         "%s: cannot tell the size of the '%s' values (no %s metadata); pass the image size "
                         "(--image-size S for S x S x 3 images)", f->path, value->name, FTL_META_IMAGE_SIZE);
-    }
+    p->image_size = size;
+    p->row_bytes = (int64_t)size * size * 3;
     return FTL_OK;
 }
 
@@ -174,10 +177,11 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
     memset(p, 0, sizeof *p);
     if (o->num_shards < 1 || o->shard < 0 || o->shard >= o->num_shards)
         return ftl_fail(FTL_E_INVALID_ARG, "shard %d of %d is out of range", o->shard, o->num_shards);
-    if (o->batch_size < 1) return ftl_fail(FTL_E_INVALID_ARG, "batch size %d must be positive", o->batch_size);
+    if (o->batch_size < 1 || o->batch_size > FTL_LOADER_MAX_BATCH)
+        return ftl_fail(FTL_E_INVALID_ARG, "batch size %d is out of range (1..%d)", o->batch_size, FTL_LOADER_MAX_BATCH);
     p->shard = o->shard;
     p->num_shards = o->num_shards;
-    path_list paths = {0};
+    ftl_string_list paths = {0};
     ftl_status st = expand_into(o->sources, o->source_count, &paths);
     p->files = ftl_xcalloc((size_t)(paths.count ? paths.count : 1), sizeof *p->files);
     p->file_count = paths.count;

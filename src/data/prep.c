@@ -200,9 +200,15 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
     const prep_source *s = job->source;
     int64_t rows_per_group = o->row_group_bytes / (int64_t)job->canvas_bytes;
     if (rows_per_group < 1) rows_per_group = 1;
+    if (rows_per_group > s->item_count) rows_per_group = s->item_count; /* a huge --row-group-bytes needs no more */
     row_group_buffer b = {.capacity = rows_per_group};
     b.labels = ftl_xmalloc((size_t)rows_per_group * sizeof *b.labels);
-    b.images = ftl_xmalloc((size_t)rows_per_group * job->canvas_bytes);
+    b.images = malloc((size_t)rows_per_group * job->canvas_bytes);
+    if (!b.images) {
+        free(b.labels);
+        return ftl_fail(FTL_E_NOMEM, "not enough memory for row groups of %lld images (%.1f GiB): lower --row-group-bytes",
+                        (long long)rows_per_group, (double)rows_per_group * (double)job->canvas_bytes / (double)(1 << 30));
+    }
     b.image_ptrs = ftl_xmalloc((size_t)rows_per_group * sizeof *b.image_ptrs);
     b.image_lengths = ftl_xmalloc((size_t)rows_per_group * sizeof *b.image_lengths);
     b.path_ptrs = ftl_xmalloc((size_t)rows_per_group * sizeof *b.path_ptrs);
@@ -285,6 +291,8 @@ static ftl_status check_output(const ftl_prep_options *o) {
     return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_dir);
 }
 
+static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum);
+
 /* Moves the finished temporary folder into place, replacing an old OUT only at the very end. */
 static ftl_status publish_output(const char *temp_dir, const char *output_dir) {
     char *old = NULL;
@@ -308,13 +316,28 @@ static ftl_status publish_output(const char *temp_dir, const char *output_dir) {
     return FTL_OK;
 }
 
-ftl_status ftl_prep_run(const ftl_prep_options *o, ftl_prep_summary *sum) {
+ftl_status ftl_prep_run(const ftl_prep_options *options, ftl_prep_summary *sum) {
     memset(sum, 0, sizeof *sum);
     double start = ftl_now();
-    FTL_TRY(validate_options(o));
+    FTL_TRY(validate_options(options));
+    /* "data/" and "data" name the same output; renames need the form without the slash. */
+    ftl_prep_options normalized = *options;
+    char *out_dir = ftl_strdup(options->output_dir);
+    for (size_t n = strlen(out_dir); n > 1 && out_dir[n - 1] == '/'; n--) out_dir[n - 1] = '\0';
+    normalized.output_dir = out_dir;
+    ftl_status result = prep_run_normalized(&normalized, sum);
+    free(out_dir);
+    sum->seconds = ftl_now() - start;
+    return result;
+}
+
+static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum) {
     FTL_TRY(check_output(o));
     prep_source source;
     FTL_TRY(prep_source_scan(o->source_dir, &source));
+    if (source.has_split_folders && o->split_flags_given)
+        ftl_log_warn("%s has train/ and val/ folders: their split is kept and --val-fraction / --stratify are not used",
+                     o->source_dir);
     prep_source_assign_splits(&source, o->val_fraction, o->seed, o->stratify);
 
     sum->class_count = source.class_count;
@@ -404,6 +427,5 @@ ftl_status ftl_prep_run(const ftl_prep_options *o, ftl_prep_summary *sum) {
     free(paths[1]);
     free(temp_dir);
     prep_source_free(&source);
-    sum->seconds = ftl_now() - start;
     return st;
 }

@@ -4,9 +4,9 @@
 #include "util/fsutil.h"
 #include "util/log.h"
 #include "util/rng.h"
+#include "util/string_list.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,27 +15,6 @@
 #include <sys/stat.h>
 
 enum { MAX_FOLDER_DEPTH = 32 };
-
-typedef struct string_list {
-    char **items;
-    int64_t count, cap;
-} string_list;
-
-static void string_list_push(string_list *l, char *s) {
-    if (l->count == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 16;
-        l->items = ftl_xrealloc(l->items, (size_t)l->cap * sizeof *l->items);
-    }
-    l->items[l->count++] = s;
-}
-
-static void string_list_free(string_list *l) {
-    for (int64_t i = 0; i < l->count; i++) free(l->items[i]);
-    free(l->items);
-    memset(l, 0, sizeof *l);
-}
-
-static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static bool has_extension(const char *name, const char *const *extensions) {
     const char *dot = strrchr(name, '.');
@@ -50,26 +29,26 @@ static const char *const readable_extensions[] = {"jpg", "jpeg", "png", NULL};
 static const char *const unsupported_extensions[] = {"gif", "bmp", "webp", "tif", "tiff", "heic", "avif", NULL};
 
 /* Immediate subfolders of `dir` (hidden ones skipped), sorted. */
-static ftl_status list_subfolders(const char *dir, string_list *out) {
-    DIR *d = opendir(dir);
-    if (!d) return ftl_fail(errno == ENOENT ? FTL_E_NOT_FOUND : FTL_E_IO, "cannot open folder %s: %s", dir, strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char *path = ftl_format("%s/%s", dir, e->d_name);
-        if (ftl_is_directory(path)) string_list_push(out, ftl_strdup(e->d_name));
+static ftl_status list_subfolders(const char *dir, ftl_string_list *out) {
+    ftl_string_list names = {0};
+    FTL_TRY(ftl_list_folder(dir, &names));
+    for (int64_t i = 0; i < names.count; i++) {
+        char *path = ftl_format("%s/%s", dir, names.items[i]);
+        if (ftl_is_directory(path)) {
+            ftl_string_list_push(out, names.items[i]);
+            names.items[i] = NULL;
+        }
         free(path);
     }
-    closedir(d);
-    if (out->count) qsort(out->items, (size_t)out->count, sizeof *out->items, compare_strings);
+    ftl_string_list_free(&names);
     return FTL_OK;
 }
 
 typedef struct walk_state {
     const char *root;
-    string_list images;       /* relative paths */
+    ftl_string_list images;       /* relative paths */
     prep_source *source;
-    string_list *unsupported, *unsupported_reasons;
+    ftl_string_list *unsupported, *unsupported_reasons;
 } walk_state;
 
 static ftl_status walk_folder(walk_state *w, const char *relative_dir, int depth) {
@@ -78,18 +57,12 @@ static ftl_status walk_folder(walk_state *w, const char *relative_dir, int depth
         return FTL_OK;
     }
     char *dir_path = ftl_format("%s/%s", w->root, relative_dir);
-    DIR *d = opendir(dir_path);
-    if (!d) {
-        ftl_status st = ftl_fail(FTL_E_IO, "cannot open folder %s: %s", dir_path, strerror(errno));
+    ftl_string_list names = {0};
+    ftl_status listed = ftl_list_folder(dir_path, &names);
+    if (listed != FTL_OK) {
         free(dir_path);
-        return st;
+        return listed;
     }
-    string_list names = {0};
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') string_list_push(&names, ftl_strdup(e->d_name));
-    closedir(d);
-    if (names.count) qsort(names.items, (size_t)names.count, sizeof *names.items, compare_strings);
     ftl_status st = FTL_OK;
     for (int64_t i = 0; i < names.count && st == FTL_OK; i++) {
         char *rel = ftl_format("%s/%s", relative_dir, names.items[i]);
@@ -100,14 +73,14 @@ static ftl_status walk_folder(walk_state *w, const char *relative_dir, int depth
         } else if (S_ISDIR(sb.st_mode)) {
             st = walk_folder(w, rel, depth + 1);
         } else if (S_ISREG(sb.st_mode) && has_extension(names.items[i], readable_extensions)) {
-            string_list_push(&w->images, rel);
+            ftl_string_list_push(&w->images, rel);
             rel = NULL;
         } else if (S_ISREG(sb.st_mode) && has_extension(names.items[i], unsupported_extensions)) {
             const char *dot = strrchr(names.items[i], '.');
             char upper[16] = {0};
             for (int k = 0; dot[k + 1] && k < 15; k++) upper[k] = (char)toupper((unsigned char)dot[k + 1]);
-            string_list_push(w->unsupported, rel);
-            string_list_push(w->unsupported_reasons,
+            ftl_string_list_push(w->unsupported, rel);
+            ftl_string_list_push(w->unsupported_reasons,
                              ftl_format("unsupported image format %s (ftl reads JPEG and PNG)", upper));
             rel = NULL;
         }
@@ -115,7 +88,7 @@ static ftl_status walk_folder(walk_state *w, const char *relative_dir, int depth
         free(abs);
     }
     free(dir_path);
-    string_list_free(&names);
+    ftl_string_list_free(&names);
     return st;
 }
 
@@ -158,19 +131,33 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
     if (!ftl_is_directory(root)) return ftl_fail(FTL_E_NOT_FOUND, "source %s is not a folder", root);
     s->root = ftl_strdup(root);
 
-    string_list top = {0};
+    ftl_string_list top = {0};
     ftl_status st = list_subfolders(root, &top);
     if (st != FTL_OK) return st;
-    bool has_train = false, has_val = false;
-    for (int64_t i = 0; i < top.count; i++) {
-        has_train |= strcmp(top.items[i], "train") == 0;
-        has_val |= strcmp(top.items[i], "val") == 0;
+    /* train/ with val/ (or valid/, validation/, test/, in that order of preference) is a split
+     * layout; train/ alone would make "train" a class, which is never what was meant. */
+    static const char *const val_names[] = {"val", "valid", "validation", "test"};
+    bool has_train = false;
+    const char *val_name = NULL;
+    for (int64_t i = 0; i < top.count; i++) has_train |= strcmp(top.items[i], "train") == 0;
+    for (size_t k = 0; k < sizeof val_names / sizeof val_names[0] && !val_name; k++)
+        for (int64_t i = 0; i < top.count; i++)
+            if (strcmp(top.items[i], val_names[k]) == 0) val_name = val_names[k];
+    if (has_train && !val_name) {
+        ftl_string_list_free(&top);
+        prep_source_free(s);
+        return ftl_fail(FTL_E_INVALID_ARG, "%s has a train/ folder but no val/ (or valid/, validation/, test/) beside it: "
+                        "add one, or give %s/train as SRC for a seeded split", root, root);
     }
-    string_list classes = {0};
-    if (has_train && has_val) {
+    ftl_string_list classes = {0};
+    if (has_train) {
         s->has_split_folders = true;
-        string_list val_classes = {0};
-        char *train_dir = ftl_format("%s/train", root), *val_dir = ftl_format("%s/val", root);
+        s->val_folder = val_name;
+        for (int64_t i = 0; i < top.count; i++)
+            if (strcmp(top.items[i], "train") != 0 && strcmp(top.items[i], val_name) != 0)
+                ftl_log_warn("%s/%s/ is ignored: the split comes from train/ and %s/", root, top.items[i], val_name);
+        ftl_string_list val_classes = {0};
+        char *train_dir = ftl_format("%s/train", root), *val_dir = ftl_format("%s/%s", root, val_name);
         st = list_subfolders(train_dir, &classes);
         if (st == FTL_OK) st = list_subfolders(val_dir, &val_classes);
         if (st == FTL_OK) {
@@ -178,22 +165,22 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
             for (int64_t i = 0; same && i < classes.count; i++) same = strcmp(classes.items[i], val_classes.items[i]) == 0;
             if (!same)
                 st = ftl_fail(FTL_E_INVALID_ARG,
-                              "%s/train and %s/val must hold the same class folders (train has %lld, val has %lld); "
+                              "%s/train and %s/%s must hold the same class folders (train has %lld, %s has %lld); "
                               "make them match, or move the images into one folder per class for a seeded split",
-                              root, root, (long long)classes.count, (long long)val_classes.count);
+                              root, root, val_name, (long long)classes.count, val_name, (long long)val_classes.count);
         }
         free(train_dir);
         free(val_dir);
-        string_list_free(&val_classes);
+        ftl_string_list_free(&val_classes);
     } else {
         classes = top;
         memset(&top, 0, sizeof top);
     }
-    string_list_free(&top);
+    ftl_string_list_free(&top);
     if (st == FTL_OK && classes.count == 0)
         st = ftl_fail(FTL_E_NOT_FOUND, "no class folders under %s (expected one folder per class, or train/ and val/)", root);
     if (st != FTL_OK) {
-        string_list_free(&classes);
+        ftl_string_list_free(&classes);
         prep_source_free(s);
         return st;
     }
@@ -201,12 +188,12 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
     s->class_count = (int)classes.count;
     s->class_folders = classes.items;
     set_class_names(s);
-    string_list unsupported = {0}, reasons = {0};
+    ftl_string_list unsupported = {0}, reasons = {0};
     walk_state w = {.root = root, .source = s, .unsupported = &unsupported, .unsupported_reasons = &reasons};
     for (int c = 0; c < s->class_count && st == FTL_OK; c++) {
         int64_t class_total = 0;
         for (int part = 0; part < (s->has_split_folders ? 2 : 1) && st == FTL_OK; part++) {
-            char *rel = s->has_split_folders ? ftl_format("%s/%s", part ? "val" : "train", s->class_folders[c])
+            char *rel = s->has_split_folders ? ftl_format("%s/%s", part ? s->val_folder : "train", s->class_folders[c])
                                              : ftl_strdup(s->class_folders[c]);
             st = walk_folder(&w, rel, 0);
             if (st == FTL_OK) add_class_items(s, &w, c, part ? PREP_SPLIT_VAL : PREP_SPLIT_TRAIN, &class_total);
@@ -217,7 +204,7 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
             ftl_log_warn("class folder '%s' under %s has no .jpg/.jpeg/.png images", s->class_folders[c], root);
         }
     }
-    string_list_free(&w.images);
+    ftl_string_list_free(&w.images);
     s->unsupported_paths = unsupported.items;
     s->unsupported_reasons = reasons.items;
     s->unsupported_count = unsupported.count;

@@ -22,7 +22,8 @@ typedef struct prep_source {
     char **class_names;    /* display names ("001.ak47" -> "ak47" when unambiguous) */
     prep_item *items;
     int64_t item_count;
-    bool has_split_folders;       /* SRC/train and SRC/val */
+    bool has_split_folders;       /* SRC/train and SRC/val (or valid, validation, test) */
+    const char *val_folder;       /* which of those holds the validation split */
     /* files that look like images in a format ftl does not read (e.g. .gif), and empty classes */
     char **unsupported_paths;
     char **unsupported_reasons;

@@ -34,6 +34,7 @@ void loader_rows_reserve(loader_rows *r, int64_t rows, int64_t row_bytes, bool w
     }
     r->rows = rows;
     r->row_bytes = row_bytes;
+    r->has_paths = with_paths;
     r->path_bytes = with_paths ? path_bytes : 0;
 }
 
@@ -57,7 +58,12 @@ static int compare_keys(const void *a, const void *b) { return strcmp(*(char *co
 
 ftl_status row_group_cache_open(row_group_cache *c, const char *dir, int64_t limit, char **keys, int64_t key_count) {
     memset(c, 0, sizeof *c);
-    FTL_TRY(ftl_make_dirs(dir));
+    ftl_status made = ftl_make_dirs(dir);
+    if (made != FTL_OK) {
+        for (int64_t i = 0; i < key_count; i++) free(keys[i]);
+        free(keys);
+        return made;
+    }
     c->dir = ftl_strdup(dir);
     c->limit = limit;
     c->keep_keys = keys;
@@ -65,7 +71,11 @@ ftl_status row_group_cache_open(row_group_cache *c, const char *dir, int64_t lim
     if (key_count) qsort(keys, (size_t)key_count, sizeof *keys, compare_keys);
     pthread_mutex_init(&c->lock, NULL);
     DIR *d = opendir(dir);
-    if (!d) return ftl_fail(FTL_E_IO, "cannot open cache folder %s: %s", dir, strerror(errno));
+    if (!d) {
+        ftl_status st = ftl_fail(FTL_E_IO, "cannot open cache folder %s: %s", dir, strerror(errno));
+        row_group_cache_close(c);
+        return st;
+    }
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
@@ -227,7 +237,7 @@ static bool make_room(row_group_cache *c, int64_t need) {
 }
 
 void row_group_cache_put(row_group_cache *c, const char *key, const loader_rows *r) {
-    bool with_paths = r->path_offsets != NULL;
+    bool with_paths = r->has_paths;
     uint64_t n = (uint64_t)r->rows, rb = (uint64_t)r->row_bytes, pb = (uint64_t)r->path_bytes;
     int64_t size = (int64_t)(ENTRY_HEADER_BYTES + n * 4 + n * rb + (with_paths ? (n + 1) * 8 + pb : 0));
     pthread_mutex_lock(&c->lock);

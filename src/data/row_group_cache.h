@@ -15,6 +15,7 @@
 /* One decoded row group (or piece of one): labels, fixed-size values and optional paths. */
 typedef struct loader_rows {
     int64_t rows, row_bytes;
+    bool has_paths;         /* path_offsets/path_data describe these rows (else stale buffers) */
     int32_t *labels;
     uint8_t *values;
     int64_t *path_offsets;  /* rows + 1, or NULL */
@@ -39,6 +40,7 @@ typedef struct row_group_cache {
 /* A key names one row group of one file version and column selection (hex sha256). */
 void row_group_cache_key(const char *path, uint64_t size, uint64_t mtime_ns, int row_group, const char *columns,
                          int64_t row_bytes, char key[65]);
+/* Takes ownership of keys (freed by _close, or here on failure). */
 ftl_status row_group_cache_open(row_group_cache *c, const char *dir, int64_t limit, char **keys, int64_t key_count);
 void row_group_cache_close(row_group_cache *c);
 /* Loads an entry into `rows`; false on a miss (absent, or corrupt: then it is deleted). */

@@ -6,16 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-void shuffle_buffer_init(shuffle_buffer *b, int64_t capacity, int64_t row_bytes, bool with_paths) {
+bool shuffle_buffer_init(shuffle_buffer *b, int64_t capacity, int64_t row_bytes, bool with_paths) {
     memset(b, 0, sizeof *b);
     b->capacity = capacity > 1 ? capacity : 0;
     b->row_bytes = row_bytes;
     b->with_paths = with_paths;
-    if (b->capacity) {
-        b->labels = ftl_xmalloc((size_t)b->capacity * sizeof *b->labels);
-        b->values = ftl_xmalloc((size_t)(b->capacity * row_bytes));
-        if (with_paths) b->paths = ftl_xcalloc((size_t)b->capacity, sizeof *b->paths);
+    if (!b->capacity) return true;
+    if ((uint64_t)b->capacity > SIZE_MAX / (uint64_t)(row_bytes > 4 ? row_bytes : 4)) return false;
+    b->labels = malloc((size_t)b->capacity * sizeof *b->labels);
+    b->values = malloc((size_t)(b->capacity * row_bytes));
+    if (with_paths) b->paths = calloc((size_t)b->capacity, sizeof *b->paths);
+    if (!b->labels || !b->values || (with_paths && !b->paths)) {
+        shuffle_buffer_free(b);
+        return false;
     }
+    return true;
 }
 
 void shuffle_buffer_reseed(shuffle_buffer *b, uint64_t seed) { ftl_rng_seed(&b->rng, seed); }

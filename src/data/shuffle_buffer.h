@@ -19,7 +19,8 @@ typedef struct shuffle_buffer {
     ftl_rng rng;
 } shuffle_buffer;
 
-void shuffle_buffer_init(shuffle_buffer *b, int64_t capacity, int64_t row_bytes, bool with_paths);
+/* False when the memory cannot be allocated (the capacity comes from a flag). */
+bool shuffle_buffer_init(shuffle_buffer *b, int64_t capacity, int64_t row_bytes, bool with_paths);
 void shuffle_buffer_reseed(shuffle_buffer *b, uint64_t seed);
 /* Adds a row; when the buffer is full first emits a random buffered row. capacity <= 1: the row
  * is emitted straight away. */

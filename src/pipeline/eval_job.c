@@ -3,7 +3,9 @@
 #include "ftl/pipeline.h"
 #include "ftl/loader.h"
 #include "data/dataset.h"
+#include "data/loader_plan.h"
 #include "pipeline/classifier_backbone.h"
+#include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -34,13 +36,10 @@ typedef struct eval_state {
 } eval_state;
 
 /* A CSV field: quoted, with quotes doubled. */
-static void csv_field(FILE *fp, const char *s) {
-    fputc('"', fp);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', fp);
-        fputc(*s, fp);
-    }
-    fputc('"', fp);
+static void csv_append(ftl_strbuf *b, const char *s) {
+    ftl_strbuf_append(b, "\"", 1);
+    for (; *s; s++) ftl_strbuf_append(b, *s == '"' ? "\"\"" : s, *s == '"' ? 2 : 1);
+    ftl_strbuf_append(b, "\"", 1);
 }
 
 /* Accumulates one batch of features: argmax of the logits (first maximum, as the trainer's
@@ -71,8 +70,11 @@ static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *label
         e->r->confusion[y * c + best]++;
         if (e->csv.fp) {
             double p = exp((double)z[best] - maxz) / sum;
-            csv_field(e->csv.fp, paths ? paths[i] : "");
-            fprintf(e->csv.fp, ",%d,%lld,%.6f\n", y, (long long)best, p);
+            ftl_strbuf line = {0};
+            csv_append(&line, paths ? paths[i] : "");
+            ftl_strbuf_printf(&line, ",%d,%lld,%.6f\n", y, (long long)best, p);
+            fputs(line.data, e->csv.fp);
+            ftl_strbuf_free(&line);
         }
     }
     e->r->rows += n;
@@ -97,8 +99,16 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         st = ftl_atomic_open(&e.csv, o->predictions_path);
         if (st == FTL_OK) fprintf(e.csv.fp, "path,label,predicted,probability\n");
     }
-    /* Cached features of exactly this dataset, backbone and preprocessing, when present. */
+    /* The dataset must mean the same classes and hold images of the size the model was trained on. */
     const char *src[1] = {o->data_path};
+    const char *label_col = o->label_column ? o->label_column : FTL_COLUMN_LABEL;
+    if (st == FTL_OK) st = dataset_check_classes(src, label_col, cb.clf.class_names, c, o->model_path);
+    int data_size = 0;
+    if (st == FTL_OK) st = loader_dataset_image_size(src, 1, o->image_size, &data_size);
+    if (st == FTL_OK && data_size != cb.input_size)
+        st = ftl_fail(FTL_E_INVALID_ARG, "%s holds %dx%d images but %s was trained on %dx%d: prep the data with --size %d",
+                      o->data_path, data_size, data_size, o->model_path, cb.input_size, cb.input_size, cb.input_size);
+    /* Cached features of exactly this dataset, backbone and preprocessing, when present. */
     char *cached = NULL;
     ftl_embed_options eo;
     ftl_embed_options_init(&eo);
@@ -233,12 +243,6 @@ ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path
     ftl_status st = ftl_write_file_atomic(path, b.data, b.len);
     ftl_strbuf_free(&b);
     return st;
-}
-
-static void csv_append(ftl_strbuf *b, const char *s) {
-    ftl_strbuf_append(b, "\"", 1);
-    for (; *s; s++) ftl_strbuf_append(b, *s == '"' ? "\"\"" : s, *s == '"' ? 2 : 1);
-    ftl_strbuf_append(b, "\"", 1);
 }
 
 ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *r, const char *path) {

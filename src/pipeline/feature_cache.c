@@ -11,31 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-ftl_status dataset_image_size(const char *const *sources, int source_count, int override, int *size) {
-    if (override > 0) {
-        *size = override;
-        return FTL_OK;
-    }
-    char **paths;
-    int count;
-    FTL_TRY(loader_expand_sources(sources, source_count, &paths, &count));
-    ftl_parquet_file *f = NULL;
-    ftl_status st = ftl_parquet_open(paths[0], &f);
-    if (st == FTL_OK) {
-        const char *v = ftl_parquet_metadata_get(f, FTL_META_IMAGE_SIZE);
-        char *end = NULL;
-        long s = v ? strtol(v, &end, 10) : 0;
-        if (!v || *end || s < 1 || s > 65535)
-            st = ftl_fail(FTL_E_INVALID_ARG, "%s has no usable %s metadata; pass --image-size S", paths[0], FTL_META_IMAGE_SIZE);
-        else
-            *size = (int)s;
-        ftl_parquet_close(f);
-    }
-    for (int i = 0; i < count; i++) free(paths[i]);
-    free(paths);
-    return st;
-}
-
 typedef struct cache_identity {
     char fingerprint[65];
     char *preprocess;       /* JSON */
@@ -77,7 +52,7 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     const ftl_embed_options *e = r->embed;
     const ftl_model_info *info = ftl_model_get_info(r->model);
     int image_size;
-    FTL_TRY(dataset_image_size(r->sources, r->source_count, e->image_size, &image_size));
+    FTL_TRY(loader_dataset_image_size(r->sources, r->source_count, e->image_size, &image_size));
     cache_identity id = {.backbone_sha256 = info->sha256, .feature_tensor = info->feature_name,
                          .precision = ftl_nn_precision_name(e->precision)};
     FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));

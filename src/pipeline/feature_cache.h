@@ -38,7 +38,5 @@ ftl_status feature_table_load(const char *path, feature_table *t);
 void feature_table_free(feature_table *t);
 /* Rows and dimension from the footer alone (to decide between memory and streaming). */
 ftl_status feature_file_shape(const char *path, int64_t *rows, int64_t *dim);
-/* S of the dataset's images: the override when > 0, else the first file's ftl.image_size. */
-ftl_status dataset_image_size(const char *const *sources, int source_count, int override, int *size);
 
 #endif

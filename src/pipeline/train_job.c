@@ -4,6 +4,7 @@
 #include "ftl/parquet.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
+#include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
 #include "pipeline/loader_source.h"
 #include "pipeline/ordered_memory_source.h"
@@ -66,71 +67,6 @@ static ftl_loader_options val_order(const ftl_train_options *o, const char *cons
     lo.steps_per_epoch = 0;
     lo.equal_batches = false;
     return lo;
-}
-
-/* Class names: the dataset's ftl.classes, else "0".."K-1" with K = largest label + 1. */
-static ftl_status read_classes(const char *const *sources, const char *label_column, char ***names, int64_t *count) {
-    char **paths;
-    int n;
-    FTL_TRY(loader_expand_sources(sources, 1, &paths, &n));
-    ftl_parquet_file *f = NULL;
-    ftl_status st = ftl_parquet_open(paths[0], &f);
-    const char *json = st == FTL_OK ? ftl_parquet_metadata_get(f, FTL_META_CLASSES) : NULL;
-    *names = NULL;
-    *count = 0;
-    if (st == FTL_OK && json) {
-        ftl_json *v;
-        st = ftl_json_parse(json, strlen(json), &v);
-        if (st == FTL_OK && (v->type != FTL_JSON_ARRAY || v->count == 0))
-            st = ftl_fail(FTL_E_FORMAT, "%s: %s is not a list of class names", paths[0], FTL_META_CLASSES);
-        for (size_t i = 0; st == FTL_OK && i < v->count; i++)
-            if (v->items[i].type != FTL_JSON_STRING) st = ftl_fail(FTL_E_FORMAT, "%s: class %zu is not a string", paths[0], i);
-        if (st == FTL_OK) {
-            *count = (int64_t)v->count;
-            *names = ftl_xcalloc(v->count, sizeof **names);
-            for (size_t i = 0; i < v->count; i++) (*names)[i] = ftl_strdup(v->items[i].string);
-        }
-        if (v) ftl_json_free(v);
-    } else if (st == FTL_OK) {
-        /* No class list (a Spark or pyarrow dataset): scan the labels. */
-        int64_t max_label = -1;
-        for (int k = 0; st == FTL_OK && k < n; k++) {
-            ftl_parquet_file *g = NULL;
-            st = ftl_parquet_open(paths[k], &g);
-            int c = st == FTL_OK ? ftl_parquet_find_column(g, label_column) : -1;
-            if (st == FTL_OK && c < 0) st = ftl_fail(FTL_E_NOT_FOUND, "%s: no column '%s'", paths[k], label_column);
-            ftl_parquet_column_values v = {0};
-            for (int rg = 0; st == FTL_OK && rg < ftl_parquet_num_row_groups(g); rg++) {
-                st = ftl_parquet_read_column(g, rg, c, &v);
-                for (int64_t i = 0; st == FTL_OK && i < v.rows; i++) {
-                    int64_t x = 0;
-                    if (v.validity && !v.validity[i]) continue;
-                    if (v.type == FTL_PARQUET_INT32) {
-                        int32_t y;
-                        memcpy(&y, (uint8_t *)v.values + 4 * i, 4);
-                        x = y;
-                    } else {
-                        memcpy(&x, (uint8_t *)v.values + 8 * i, 8);
-                    }
-                    if (x > max_label) max_label = x;
-                }
-            }
-            ftl_parquet_column_values_free(&v);
-            ftl_parquet_close(g);
-        }
-        if (st == FTL_OK && (max_label < 0 || max_label > 1000000))
-            st = ftl_fail(FTL_E_FORMAT, "%s: labels must be 0..K-1 (largest label %lld)", sources[0], (long long)max_label);
-        if (st == FTL_OK) {
-            *count = max_label + 1;
-            *names = ftl_xcalloc((size_t)*count, sizeof **names);
-            for (int64_t i = 0; i < *count; i++) (*names)[i] = ftl_format("%lld", (long long)i);
-            ftl_log_warn("%s has no class names (%s metadata); using 0..%lld", paths[0], FTL_META_CLASSES, (long long)max_label);
-        }
-    }
-    ftl_parquet_close(f);
-    for (int k = 0; k < n; k++) free(paths[k]);
-    free(paths);
-    return st;
 }
 
 static char *training_args_json(const ftl_train_options *o) {
@@ -198,6 +134,17 @@ static void train_run_free(train_run *r) {
     free(r->preprocess_json);
     free(r->classes_json);
     free(r->cache_dir);
+}
+
+/* Creates the folder an output goes into, so a long run cannot fail at its very end. */
+static ftl_status ensure_parent_folder(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return FTL_OK;
+    char *dir = ftl_format("%.*s", (int)(slash - path), path);
+    ftl_status st = ftl_make_dirs(dir);
+    if (st == FTL_OK && access(dir, W_OK) != 0) st = ftl_fail(FTL_E_IO, "cannot write into %s (for %s)", dir, path);
+    free(dir);
+    return st;
 }
 
 static char *default_cache_dir(const char *out_path) {
@@ -327,12 +274,32 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         o->fit.early_stopping.stop)
         return ftl_fail(FTL_E_INVALID_ARG, "early stopping on %s needs --val (or monitor=acc|loss)",
                         ftl_monitor_name(o->fit.early_stopping.monitor));
+    /* Everything that can be checked before hours of work is checked first. */
+    if (o->val_path && !ftl_path_exists(o->val_path))
+        return ftl_fail(FTL_E_NOT_FOUND, "validation dataset %s does not exist", o->val_path);
+    if (o->resume_path && !ftl_path_exists(o->resume_path))
+        return ftl_fail(FTL_E_NOT_FOUND, "checkpoint %s does not exist", o->resume_path);
+    FTL_TRY(ensure_parent_folder(o->out_path));
     train_run r;
     memset(&r, 0, sizeof r);
     const char *train_src[1] = {o->train_path};
-    ftl_status st = read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
+    ftl_status st = dataset_read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
                                  &r.class_names, &r.class_count);
-    if (st == FTL_OK) st = dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
+    if (st == FTL_OK && o->val_path) {
+        const char *val_src[1] = {o->val_path};
+        char *what = ftl_format("the training set %s", o->train_path);
+        st = dataset_check_classes(val_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL, r.class_names,
+                                   r.class_count, what);
+        free(what);
+        int val_size = 0;
+        if (st == FTL_OK) st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
+        if (st == FTL_OK) st = loader_dataset_image_size(val_src, 1, o->embed.image_size, &val_size);
+        if (st == FTL_OK && val_size != r.image_size)
+            st = ftl_fail(FTL_E_INVALID_ARG, "%s holds %dx%d images but %s holds %dx%d: prep both with the same --size",
+                          o->val_path, val_size, val_size, o->train_path, r.image_size, r.image_size);
+    } else if (st == FTL_OK) {
+        st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
+    }
     ftl_model_options mo;
     ftl_model_options_init(&mo);
     mo.features_from = o->embed.features_from;

@@ -15,52 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void *ftl_xmalloc(size_t size) {
-    void *p = malloc(size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "ftl: error: out of memory allocating %zu bytes\n", size);
-        abort();
-    }
-    return p;
-}
-
-void *ftl_xcalloc(size_t count, size_t size) {
-    void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "ftl: error: out of memory allocating %zu x %zu bytes\n", count, size);
-        abort();
-    }
-    return p;
-}
-
-void *ftl_xrealloc(void *old, size_t size) {
-    void *p = realloc(old, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "ftl: error: out of memory reallocating %zu bytes\n", size);
-        abort();
-    }
-    return p;
-}
-
-char *ftl_strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = ftl_xmalloc(n);
-    memcpy(d, s, n);
-    return d;
-}
-
-char *ftl_format(const char *fmt, ...) {
-    va_list ap, ap2;
-    va_start(ap, fmt);
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = ftl_xmalloc((size_t)(n > 0 ? n : 0) + 1);
-    vsnprintf(s, (size_t)(n > 0 ? n : 0) + 1, fmt, ap2);
-    va_end(ap2);
-    return s;
-}
-
 /* ---- interrupt cleanup: a fixed table so the signal handler needs no locks or malloc ---- */
 
 enum { CLEANUP_SLOTS = 64, CLEANUP_PATH_MAX = 4096 };
@@ -69,16 +23,17 @@ static atomic_int cleanup_used[CLEANUP_SLOTS];
 static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ftl_cleanup_register(const char *path) {
-    if (strlen(path) >= CLEANUP_PATH_MAX) return;
+    bool stored = false;
     pthread_mutex_lock(&cleanup_lock);
-    for (int i = 0; i < CLEANUP_SLOTS; i++) {
+    for (int i = 0; i < CLEANUP_SLOTS && !stored && strlen(path) < CLEANUP_PATH_MAX; i++) {
         if (!atomic_load(&cleanup_used[i])) {
             strcpy(cleanup_paths[i], path);
             atomic_store(&cleanup_used[i], 1);
-            break;
+            stored = true;
         }
     }
     pthread_mutex_unlock(&cleanup_lock);
+    if (!stored) fprintf(stderr, "ftl: warning: %s will not be removed if ftl is interrupted (too many open outputs)\n", path);
 }
 
 void ftl_cleanup_unregister(const char *path) {
@@ -100,6 +55,58 @@ static void remove_registered_paths(void) {
     for (int pass = 0; pass < 2; pass++)
         for (int i = CLEANUP_SLOTS - 1; i >= 0; i--)
             if (atomic_load(&cleanup_used[i])) rmdir(cleanup_paths[i]);
+}
+
+/* Out of memory is fatal, but temporaries must still go, as on Ctrl-C. */
+static void die_out_of_memory(void) {
+    remove_registered_paths();
+    abort();
+}
+
+void *ftl_xmalloc(size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory allocating %zu bytes\n", size);
+        die_out_of_memory();
+    }
+    return p;
+}
+
+void *ftl_xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory allocating %zu x %zu bytes\n", count, size);
+        die_out_of_memory();
+    }
+    return p;
+}
+
+void *ftl_xrealloc(void *old, size_t size) {
+    void *p = realloc(old, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ftl: error: out of memory reallocating %zu bytes\n", size);
+        die_out_of_memory();
+    }
+    return p;
+}
+
+char *ftl_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = ftl_xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+char *ftl_format(const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = ftl_xmalloc((size_t)(n > 0 ? n : 0) + 1);
+    vsnprintf(s, (size_t)(n > 0 ? n : 0) + 1, fmt, ap2);
+    va_end(ap2);
+    return s;
 }
 
 static void handle_interrupt(int sig) {
@@ -134,7 +141,10 @@ int ftl_cpu_count(void) {
 
 char *ftl_temp_name_for(const char *path) {
     static atomic_uint counter;
-    return ftl_format("%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
+    /* "out/" must give "out.tmp-..." beside it, not "out/.tmp-..." inside it. */
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    return ftl_format("%.*s.tmp-%ld-%u", (int)n, path, (long)getpid(), atomic_fetch_add(&counter, 1));
 }
 
 ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path) {
@@ -156,9 +166,9 @@ ftl_status ftl_atomic_commit(ftl_atomic_file *f) {
                                 f->final_path ? f->final_path : "?");
     ftl_status st = FTL_OK;
     if (fflush(f->fp) != 0 || (!f->skip_fsync && fsync(fileno(f->fp)) != 0))
-        st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->temp_path, strerror(errno));
+        st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->final_path, strerror(errno));
     if (fclose(f->fp) != 0 && st == FTL_OK)
-        st = ftl_fail(FTL_E_IO, "cannot close %s: %s", f->temp_path, strerror(errno));
+        st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->final_path, strerror(errno));
     f->fp = NULL;
     if (st == FTL_OK && rename(f->temp_path, f->final_path) != 0)
         st = ftl_fail(FTL_E_IO, "cannot rename %s to %s: %s", f->temp_path, f->final_path, strerror(errno));

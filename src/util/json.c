@@ -269,7 +269,7 @@ static ftl_status parse_number(json_parser *p, ftl_json *v) {
     size_t start = p->pos;
     if (p->pos < p->size && p->text[p->pos] == '-') p->pos++;
     size_t digits = p->pos;
-    while (p->pos < p->size && strchr("0123456789+-.eE", p->text[p->pos])) p->pos++;
+    while (p->pos < p->size && p->text[p->pos] != '\0' && strchr("0123456789+-.eE", p->text[p->pos])) p->pos++;
     if (p->pos == digits) return json_error(p, "expected a value");
     char buf[64];
     size_t n = p->pos - start;

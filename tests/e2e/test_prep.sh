@@ -109,6 +109,20 @@ for codec in snappy zstd; do
     if [ "$h1" = "$h2" ] && grep -qi "$codec" <<<"$codec_seen"; then pass "prep_codec_${codec}_same_images"; else fail "prep_codec_${codec}_same_images" "$h1 $h2 $codec_seen"; fi
 done
 
+# ---- layouts: train/ + test/ is a split; train/ alone is refused; OUT with a trailing slash
+mkdir -p "$d/tt" "$d/trainonly"
+ln -s "$SRC/train" "$d/tt/train"
+ln -s "$SRC/val" "$d/tt/test"
+"$FTL" prep "$d/tt" "$d/tt-out/" --val-fraction 0.3 >"$d/tt.out" 2>"$d/tt.err"
+if grep -q '244 train, 153 val' "$d/tt.out" && grep -q 'split is kept and --val-fraction' "$d/tt.err" &&
+    [ -f "$d/tt-out/train.parquet" ] && [ -z "$(ls -a "$d" | grep 'tt-out.tmp')" ]; then
+    pass prep_train_test_layout_and_trailing_slash
+else
+    fail prep_train_test_layout_and_trailing_slash "$(cat "$d/tt.out" "$d/tt.err" | head -5)"
+fi
+ln -s "$SRC/train" "$d/trainonly/train"
+expect_error prep_train_without_val_refused 2 'train/ folder but no val/' "$FTL_SAN" prep "$d/trainonly" "$d/x"
+
 # ---- bad input (under sanitizers)
 expect_error prep_missing_source_exit_2 2 'does not exist' "$FTL_SAN" prep "$d/no-such-folder" "$d/x"
 mkdir -p "$d/empty/ants" "$d/empty/bees"

@@ -92,22 +92,44 @@ PYEOF
 grep -q 'feature cache: computing train features' "$d/b2.err" && pass feature_cache_rebuilt_for_changed_backbone ||
     fail feature_cache_rebuilt_for_changed_backbone "$(cat "$d/b2.err")"
 
+# A changed pixel with every size unchanged (no footer change) still invalidates the cache.
+mkdir -p "$d/tiny/ants" "$d/tiny/bees"
+cp "$SHARED"/data/hymenoptera/train/ants/0013035.jpg "$SHARED"/data/hymenoptera/train/ants/formica.jpeg "$d/tiny/ants/"
+cp "$SHARED"/data/hymenoptera/train/bees/2405441001_b06c36fa72.jpg "$SHARED"/data/hymenoptera/train/bees/1092977343_cb42b38d62.jpg "$d/tiny/bees/"
+"$FTL" prep "$d/tiny" "$d/tiny-ds" --val-fraction 0 --quiet 2>/dev/null
+"$FTL" train "$d/tiny-ds/train.parquet" --backbone "$MODEL" --batch 2 --epochs 1 --out "$d/tiny1.ftl" --quiet >/dev/null 2>&1
+$PY - "$d/tiny/ants/0013035.jpg" <<'PYEOF'
+import sys
+from PIL import Image
+Image.open(sys.argv[1]).transpose(Image.FLIP_LEFT_RIGHT).save(sys.argv[1], quality=95)
+PYEOF
+"$FTL" prep "$d/tiny" "$d/tiny-ds" --val-fraction 0 --overwrite --quiet 2>/dev/null
+"$FTL" train "$d/tiny-ds/train.parquet" --backbone "$MODEL" --batch 2 --epochs 1 --out "$d/tiny2.ftl" >/dev/null 2>"$d/tiny2.err"
+grep -q 'feature cache: computing train features' "$d/tiny2.err" && pass feature_cache_rebuilt_for_changed_pixels ||
+    fail feature_cache_rebuilt_for_changed_pixels "$(cat "$d/tiny2.err")"
+
 # ---- the per-batch backbone (the article's way) trains the same model
 FIXED=(--backbone "$MODEL" --batch 16 --lr 0.004 --dropout 0.5 --epochs 3)
 "$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/cached.ftl" --quiet >/dev/null 2>&1
 "$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/recomputed.ftl" --no-feature-cache --quiet >/dev/null 2>&1
-$READ_ST "$d/cached.ftl" >"$d/cached.json" && $READ_ST "$d/recomputed.ftl" >"$d/recomputed.json"
-$PY - "$d" <<'PYEOF' && pass no_feature_cache_gives_the_same_model || fail no_feature_cache_gives_the_same_model "see log"
+"$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/streamed.ftl" --max-memory 1 --quiet >/dev/null 2>"$d/streamed.err"
+grep -q 'streaming them' "$d/streamed.err" && pass cached_features_streamed_when_over_memory_limit ||
+    fail cached_features_streamed_when_over_memory_limit "$(cat "$d/streamed.err")"
+for m in cached recomputed streamed; do $READ_ST "$d/$m.ftl" >"$d/$m.json"; done
+same_weights() {  # NAME A B
+    $PY - "$d/$2.json" "$d/$3.json" <<'PYEOF' && pass "$1" || fail "$1" "see log"
 import json, sys
-d = sys.argv[1]
-a, b = json.load(open(d + "/cached.json")), json.load(open(d + "/recomputed.json"))
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 worst = 0.0
 for name, t in a["tensors"].items():
     va, vb = [float(x) for x in t["values"]], [float(x) for x in b["tensors"][name]["values"]]
     worst = max(worst, max(abs(x - y) for x, y in zip(va, vb)))
-print("max weight difference, cached vs recomputed features:", worst)
+print("max weight difference", sys.argv[1], sys.argv[2], worst)
 assert worst <= 1e-4, worst
 PYEOF
+}
+same_weights no_feature_cache_gives_the_same_model cached recomputed
+same_weights streamed_feature_cache_gives_the_same_model cached streamed
 
 # ---- exact resume after SIGKILL (per-batch backbone, so epochs take long enough to interrupt)
 RESUME=(--backbone "$MODEL" --batch 16 --lr 0.004 --dropout 0.5 --epochs 5 --no-feature-cache --quiet)
@@ -135,6 +157,20 @@ cp "$SHARED"/data/hymenoptera/train/bees/2*.jpg "$d/three/wasps/"
     --checkpoint "$d/three-ckpt/c-{epoch}.ckpt" --quiet >/dev/null 2>&1
 expect_error resume_other_class_set_refused 2 'class' \
     "$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/x.ftl" --resume "$d/three-ckpt/c-1.ckpt"
+
+# ---- a validation set whose labels mean other classes is refused before any work
+mkdir -p "$d/onlybees/bees"
+cp "$SHARED"/data/hymenoptera/val/bees/1*.jpg "$d/onlybees/bees/"
+"$FTL" prep "$d/onlybees" "$d/onlybees-ds" --val-fraction 0 --quiet 2>/dev/null
+expect_error train_val_with_other_classes_refused 2 'has classes \["bees"\] but the training set' \
+    "$FTL_SAN" train "$T" --val "$d/onlybees-ds/train.parquet" --backbone "$MODEL" --out "$d/x.ftl"
+expect_error eval_data_with_other_classes_refused 2 'has classes \["bees"\] but .*model.ftl has' \
+    "$FTL_SAN" eval "$d/model.ftl" "$d/onlybees-ds/train.parquet"
+
+# ---- a Spark-style dataset whose label column is not an integer: a clear error, no crash
+node "$(dirname "$0")/../tools/duckdb_query.mjs" "COPY (SELECT (i % 2)::FLOAT AS label, repeat('a', 12)::BLOB AS image FROM range(10) t(i)) TO '$d/floatlabel.parquet' (FORMAT parquet)" >/dev/null
+expect_error train_float_labels_refused 1 "column 'label' is FLOAT; labels must be INT32 or INT64" \
+    "$FTL_SAN" train "$d/floatlabel.parquet" --backbone "$MODEL" --image-size 2 --out "$d/x.ftl"
 
 # ---- bad usage
 expect_error train_needs_backbone 2 'backbone' "$FTL_SAN" train "$T" --out "$d/x.ftl"

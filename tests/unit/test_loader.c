@@ -462,3 +462,60 @@ TEST(loader_pass_rows_equal_the_streamed_sequence) {
     }
     free(path);
 }
+
+/* Part files that differ in having a path column, and a lying ftl.image_size: no crash, clear error. */
+TEST(loader_mixed_parts_and_bad_image_size_metadata) {
+    const char *dir = ftl_test_scratch_dir();
+    int groups[] = {3};
+    char *folder = ftl_format("%s/parts", dir);
+    REQUIRE_OK(ftl_make_dirs(folder));
+    char *a = write_dataset(folder, "part-0.parquet", 4, groups, 1, 2, 1, ROW_BYTES);
+    /* part-1: label and image only */
+    char *b = ftl_format("%s/part-1.parquet", folder);
+    ftl_parquet_column_def cols[2] = {{.name = "label", .type = FTL_PARQUET_INT32}, {.name = "image", .type = FTL_PARQUET_BYTE_ARRAY}};
+    ftl_parquet_writer *w;
+    REQUIRE_OK(ftl_parquet_writer_open(b, cols, 2, NULL, &w));
+    int32_t labels[10];
+    uint8_t values[10][ROW_BYTES];
+    const uint8_t *vp[10];
+    uint32_t vl[10];
+    for (int i = 0; i < 10; i++) {
+        labels[i] = i % 2;
+        int64_t r = 100 + i;
+        memset(values[i], 0, ROW_BYTES);
+        memcpy(values[i], &r, 8);
+        vp[i] = values[i];
+        vl[i] = ROW_BYTES;
+    }
+    ftl_parquet_column_data data[2] = {{.values = labels}, {.byte_values = vp, .byte_lengths = vl}};
+    CHECK_OK(ftl_parquet_writer_write_row_group(w, 10, data));
+    CHECK_OK(ftl_parquet_writer_close(w));
+    const char *src[1] = {folder};
+    ftl_loader_options o = options_for(src, 5);
+    o.path_column = "path", o.path_optional = true, o.image_size = 2, o.shuffle_buffer = 6;
+    ftl_loader *l;
+    REQUIRE_OK(ftl_loader_open(&o, &l));
+    ftl_batch batch;
+    int64_t n = 0;
+    while (ftl_loader_next(l, &batch) == FTL_OK && batch.rows > 0)
+        for (int64_t i = 0; i < batch.rows; i++, n++) {
+            int64_t r = row_of(&batch, i);
+            char want[32] = "";
+            if (r < 100) snprintf(want, sizeof want, "img_%06lld.png", (long long)r);
+            if (strcmp(batch.paths[i], want) != 0) ftl_test_fail(__FILE__, __LINE__, "row %lld: path '%s'", (long long)r, batch.paths[i]);
+        }
+    ftl_loader_close(l);
+    CHECK_EQ_INT(n, 14);
+
+    /* ftl.image_size far beyond any real image: refused before allocating anything. */
+    char *c = ftl_format("%s/huge.parquet", dir);
+    REQUIRE_OK(ftl_parquet_writer_open(c, cols, 2, NULL, &w));
+    CHECK_OK(ftl_parquet_writer_write_row_group(w, 10, data));
+    CHECK_OK(ftl_parquet_writer_set_metadata(w, "ftl.image_size", "60000"));
+    CHECK_OK(ftl_parquet_writer_close(w));
+    const char *huge[1] = {c};
+    o = options_for(huge, 4);
+    CHECK_EQ_INT(ftl_loader_open(&o, &l), FTL_E_FORMAT);
+    CHECK_CONTAINS(ftl_last_error(), "is not an image size");
+    free(a), free(b), free(c), free(folder);
+}
