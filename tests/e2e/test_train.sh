@@ -112,7 +112,7 @@ grep -q 'feature cache: computing train features' "$d/tiny2.err" && pass feature
 FIXED=(--backbone "$MODEL" --batch 16 --lr 0.004 --dropout 0.5 --epochs 3)
 "$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/cached.ftl" --quiet >/dev/null 2>&1
 "$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/recomputed.ftl" --no-feature-cache --quiet >/dev/null 2>&1
-"$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/streamed.ftl" --max-memory 1 --quiet >/dev/null 2>"$d/streamed.err"
+"$FTL" train "$T" --val "$V" "${FIXED[@]}" --out "$d/streamed.ftl" --max-memory 1 >/dev/null 2>"$d/streamed.err"
 grep -q 'streaming them' "$d/streamed.err" && pass cached_features_streamed_when_over_memory_limit ||
     fail cached_features_streamed_when_over_memory_limit "$(cat "$d/streamed.err")"
 for m in cached recomputed streamed; do $READ_ST "$d/$m.ftl" >"$d/$m.json"; done
