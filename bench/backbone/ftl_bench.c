@@ -1,7 +1,8 @@
 /* Backbone forward throughput of ftl, measured like the peer (bench/peer/benchutil.py): warm-up
  * (first call = primitive creation, then >= 1 s), then reps of >= min_rep_s each; prints one
  * JSON line per configuration with every rep's images/s and the median.
- * usage: ftl_bench MODEL.onnx --batch B --precision fp32|bf16 --threads T [--reps N] [--min-rep-s S] */
+ * usage: ftl_bench MODEL.onnx --batch B --precision fp32|bf16 --threads T [--reps N] [--min-rep-s S]
+ *                  [--micro-batch M] (0 = the engine's choice) */
 #include "ftl.h"
 
 #include <stdio.h>
@@ -22,7 +23,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S]\n");
+        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M]\n");
         return 2;
     }
     ftl_model_options o;
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--min-rep-s") == 0) min_rep_s = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--features-from") == 0) o.features_from = argv[i + 1];
+        else if (strcmp(argv[i], "--micro-batch") == 0) o.micro_batch = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "ftl_bench: unknown option %s\n", argv[i]);
             return 2;
