@@ -80,8 +80,8 @@ int main(int argc, char **argv) {
         rates[r] = (double)k * o.batch / (now() - a);
     }
     printf("{\"engine\":\"ftl\",\"model\":\"%s\",\"batch\":%d,\"precision\":\"%s\",\"threads\":%d,\"macs_per_img\":%lld,"
-           "\"micro_batch\":%d,\"load_s\":%.3f,\"first_call_s\":%.3f,\"calls_per_rep\":%d,\"rates\":[",
-           argv[1], o.batch, precision, info->threads, info->macs_per_image, info->micro_batch, load_s, first, k);
+           "\"micro_batch\":%d,\"micro_batch_min\":%d,\"load_s\":%.3f,\"first_call_s\":%.3f,\"calls_per_rep\":%d,\"rates\":[",
+           argv[1], o.batch, precision, info->threads, info->macs_per_image, info->micro_batch, info->micro_batch_min, load_s, first, k);
     for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", rates[r]);
     qsort(rates, (size_t)reps, sizeof *rates, cmp_double);
     double med = reps % 2 ? rates[reps / 2] : 0.5 * (rates[reps / 2 - 1] + rates[reps / 2]);

@@ -258,7 +258,9 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     i->feature_name = m->feature_name;
     i->precision = o->precision;
     i->threads = m->copts.threads;
-    i->micro_batch = m->copts.batch;
+    i->micro_batch = i->micro_batch_min = m->copts.batch;
+    for (int k = 0; m->node_batch && k < m->g->n_nodes; k++)
+        if (m->node_batch[k] < i->micro_batch_min) i->micro_batch_min = m->node_batch[k];
     i->backend = m->backend_name;
     *model = m;
     return FTL_OK;
