@@ -31,7 +31,7 @@ PY=/usr/bin/python3
 
 make -s -j2 all >/dev/null
 cc -O2 -std=c17 -D_GNU_SOURCE -Iinclude bench/backbone/ftl_bench.c "$BUILD/libftl.a" \
-    -lprotobuf-c -ldnnl -lgomp -lm -lpthread -o "$BUILD/bench/ftl_bench"
+    -lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpthread -o "$BUILD/bench/ftl_bench"
 cc -O2 -mavx512f -mavx512bf16 -pthread bench/backbone/peak.c -o "$BUILD/bench/peak"
 $PY -W ignore bench/backbone/export_models.py "$BUILD/bench" "$SHARED" >&2
 

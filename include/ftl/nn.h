@@ -34,10 +34,12 @@ typedef struct ftl_model_options {
     ftl_nn_precision precision; /* default FTL_NN_FP32 */
     int threads;                /* 0 (default): every core this process may use */
     int batch;                  /* the most images per forward pass; default 16 */
-    int micro_batch;            /* 0 (default): auto. Images actually run together: the largest power of
-                                   two <= batch whose biggest layer (input + output activations) fits in
-                                   a third of the L3 cache, at least 2. Measured 3-10% faster than
-                                   batch 16 on ResNet-50 / MobileNetV2 (bench/backbone). */
+    int micro_batch;            /* 0 (default): auto, per layer: each layer runs the largest power of
+                                   two <= batch images whose input + output activations fit in a third
+                                   of the L3 cache (FTL_NN_CACHE_BYTES overrides the L3 size), at least
+                                   2, never more than a later layer (ResNet-50 at batch 16: 2 images in
+                                   the stem and layer1, 16 in layer4). > 0: that many images through
+                                   every layer. See docs/nn.md. */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);
@@ -91,7 +93,8 @@ typedef struct ftl_model_info {
     long long params;          /* float weights used (incl. BatchNormalization statistics) */
     long long macs_per_image;  /* multiply-adds of Conv/Gemm/MatMul per image */
     ftl_nn_precision precision;
-    int threads, batch, micro_batch;
+    int threads, batch, micro_batch; /* micro_batch: images per plan run (the largest per-layer one) */
+    int micro_batch_min;       /* the smallest per-layer micro-batch (== micro_batch when uniform) */
     const char *backend;       /* e.g. "cpu (oneDNN 2.6.3, avx512_core_bf16)" */
 } ftl_model_info;
 

@@ -35,7 +35,10 @@ int cli_cmd_inspect_model(int argc, char **argv) {
         st = ftl_model_load(pos[0], &o, &m);
         if (st == FTL_OK) {
             const ftl_model_info *i = ftl_model_get_info(m);
-            printf("backend     %s; batch %d run as micro-batches of %d\n", i->backend, i->batch, i->micro_batch);
+            if (i->micro_batch_min < i->micro_batch)
+                printf("backend     %s; batch %d run as micro-batches of %d to %d images, per layer\n", i->backend,
+                       i->batch, i->micro_batch_min, i->micro_batch);
+            else printf("backend     %s; batch %d run as micro-batches of %d\n", i->backend, i->batch, i->micro_batch);
             ftl_model_print_plan(m, stdout);
             ftl_model_free(m);
         }

@@ -14,6 +14,9 @@ typedef struct nn_compile_opts {
     int batch;                /* rows per run */
     nn_precision precision;
     int threads;              /* >= 1 */
+    /* Per graph node: images its primitives process at once (a divisor of batch; chunks of the
+     * batch run through consecutive nodes of equal size together). NULL: batch for every node. */
+    const int *node_batch;
 } nn_compile_opts;
 
 typedef struct nn_plan nn_plan;

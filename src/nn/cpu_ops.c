@@ -80,20 +80,22 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     }
     dnnl_primitive_attr_t attr;
     FTL_TRY(cpu_make_attr(n, &attr, false));
-    /* Channel-blocked activations (nChw16c) measured 0-18% faster than oneDNN's own pick
-     * (channels-last brgconv) on AVX-512 for MobileNetV2 / ResNet-50 / Xception, fp32 and bf16
-     * (bench/backbone); when that form only has a reference kernel, let oneDNN choose. */
+    /* A fixed activation layout for every conv (cpu_conv_layout: channels-last brgconv for fp32,
+     * nChw16c for bf16, measured per layer in bench/backbone), so no reorders between layers;
+     * when that form only has a reference kernel, let oneDNN choose. */
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t s = dnnl_unimplemented;
+    dnnl_format_tag_t layout = cpu_conv_layout(p);
     for (int attempt = 0; attempt < 2 && !pd; attempt++) {
         dnnl_memory_desc_t src = src_any, dst = dst_any;
         if (attempt == 0) {
-            if (!cpu_blocked_layout_enabled()) continue;
+            if (layout == dnnl_format_tag_any) continue;
             dnnl_dims_t sd, dd;
             dims_of(xs, sd);
             dims_of(ys, dd);
-            if (xs->d[1] >= 8) dnnl_memory_desc_init_by_tag(&src, 4, sd, dt, dnnl_aBcd16b);
-            dnnl_memory_desc_init_by_tag(&dst, 4, dd, dt, dnnl_aBcd16b);
+            /* a 3-channel stem keeps the blocked conv's own input pick (ncsp); channels-last is fine */
+            if (xs->d[1] >= 8 || layout == dnnl_acdb) dnnl_memory_desc_init_by_tag(&src, 4, sd, dt, layout);
+            dnnl_memory_desc_init_by_tag(&dst, 4, dd, dt, layout);
         }
         dnnl_convolution_desc_t cd;
         s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei_any,

@@ -27,9 +27,12 @@ ftl_status cpu_check(dnnl_status_t s, const char *what) {
 
 dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
 
-bool cpu_blocked_layout_enabled(void) {
+dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
     const char *e = getenv("FTL_NN_LAYOUT");
-    return !(e && strcmp(e, "any") == 0);
+    if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
+    if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
+    if (e && strcmp(e, "blocked") == 0) return dnnl_aBcd16b;
+    return p->precision == NN_PREC_BF16 ? dnnl_aBcd16b : dnnl_acdb;
 }
 
 int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf) {
@@ -38,7 +41,7 @@ int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf) {
         p->vals = ftl_xrealloc(p->vals, (size_t)p->cap_vals * sizeof *p->vals);
     }
     int v = p->n_vals++;
-    p->vals[v] = (cpu_value){.md = *md, .buf = buf};
+    p->vals[v] = (cpu_value){.md = *md, .buf = buf, .mb = p->cur_mb};
     if (buf >= 0) {
         size_t sz = dnnl_memory_desc_get_size(md);
         if (sz > p->bufs[buf].size) p->bufs[buf].size = sz;
@@ -74,6 +77,32 @@ void cpu_bind(nn_plan *p, int t, int v) {
     if (b >= 0 && p->last_node[t] > p->bufs[b].last_node) p->bufs[b].last_node = p->last_node[t];
 }
 
+/* Bytes between consecutive images of a value of mb images whose first dimension is outermost
+ * (mb images, or mb x k rows of a flattened view); 0 when the images are not contiguous. */
+static size_t image_bytes(const dnnl_memory_desc_t *md, int mb) {
+    if (md->format_kind != dnnl_blocked || md->ndims < 1 || mb < 1 || md->dims[0] % mb != 0 ||
+        md->padded_dims[0] != md->dims[0])
+        return 0;
+    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+    for (int k = 0; k < bd->inner_nblks; k++)
+        if (bd->inner_idxs[k] == 0) return 0;
+    for (int i = 1; i < md->ndims; i++)
+        if (bd->strides[i] > bd->strides[0]) return 0;
+    return (size_t)bd->strides[0] * dnnl_data_type_size(md->data_type) * (size_t)(md->dims[0] / mb);
+}
+
+ftl_status cpu_rebatch(nn_plan *p, int t) {
+    int v = p->tval[t];
+    if (v < 0 || p->vals[v].mb == p->cur_mb) return FTL_OK;
+    dnnl_memory_desc_t md = p->vals[v].md;
+    if (p->vals[v].buf < 0 || md.dims[0] != p->vals[v].mb || md.offset0 != 0 || !image_bytes(&md, p->vals[v].mb))
+        return ftl_fail(FTL_E_UNSUPPORTED, "tensor %d: its layout does not keep images contiguous, so it cannot be "
+                        "split into micro-batches", t);
+    md.dims[0] = md.padded_dims[0] = p->cur_mb;
+    cpu_bind(p, t, cpu_new_value(p, &md, p->vals[v].buf));
+    return FTL_OK;
+}
+
 bool cpu_can_overwrite(const nn_plan *p, int v) {
     int b = p->vals[v].buf;
     return b >= 0 && p->bufs[b].last_node <= p->cur_node;
@@ -87,6 +116,7 @@ static cpu_step *new_step(nn_plan *p, const char *label) {
     cpu_step *s = &p->steps[p->n_steps++];
     memset(s, 0, sizeof *s);
     s->writes = -1;
+    s->mb = p->cur_mb;
     snprintf(s->label, sizeof s->label, "%s", label);
     return s;
 }
@@ -282,7 +312,70 @@ static void plan_offsets(nn_plan *p) {
     free(placed);
 }
 
+/* Segments (runs of steps with the same micro-batch) decide which buffers hold the whole batch:
+ * those used by more than one segment. Such a buffer stays reserved from the start of the first
+ * segment using it to the end of the last one, since every chunk runs the whole segment. */
+static ftl_status plan_segments(nn_plan *p) {
+    int n = p->n_steps;
+    int *seg = ftl_xmalloc(((size_t)n + 1) * sizeof *seg), *seg_first = ftl_xmalloc(((size_t)n + 1) * sizeof *seg_first),
+        *seg_last = ftl_xmalloc(((size_t)n + 1) * sizeof *seg_last);
+    int n_seg = 0;
+    bool chunked = false;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || p->steps[i].mb != p->steps[i - 1].mb) seg_first[n_seg++] = i;
+        seg[i] = n_seg - 1;
+        seg_last[n_seg - 1] = i;
+        if (p->steps[i].mb < p->batch) chunked = true;
+    }
+    if (!chunked) { /* every step sees the whole batch: nothing to address by chunk */
+        for (int b = 0; b < p->n_bufs; b++) p->bufs[b].full = false;
+        free(seg);
+        free(seg_first);
+        free(seg_last);
+        return FTL_OK;
+    }
+    int nb = p->n_bufs;
+    int *lo = ftl_xmalloc(((size_t)nb + 1) * sizeof *lo), *hi = ftl_xmalloc(((size_t)nb + 1) * sizeof *hi);
+    for (int b = 0; b < nb; b++) {
+        lo[b] = INT_MAX;
+        hi[b] = -1;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < p->steps[i].nargs; k++) {
+            int b = p->vals[p->steps[i].arg_val[k]].buf;
+            if (b < 0) continue;
+            if (seg[i] < lo[b]) lo[b] = seg[i];
+            if (seg[i] > hi[b]) hi[b] = seg[i];
+        }
+    ftl_status st = FTL_OK;
+    for (int b = 0; b < nb && st == FTL_OK; b++) {
+        cpu_buf *x = &p->bufs[b];
+        if (hi[b] < 0 || (!x->full && lo[b] == hi[b])) continue;
+        x->full = true;
+        if (x->first_step >= 0) x->first_step = seg_first[lo[b]];
+        x->last_step = seg_last[hi[b]];
+    }
+    /* a full buffer is addressed by image: every value in it must have the same batch stride */
+    for (int v = 0; v < p->n_vals && st == FTL_OK; v++) {
+        int b = p->vals[v].buf;
+        if (b < 0 || !p->bufs[b].full) continue;
+        size_t stride = image_bytes(&p->vals[v].md, p->vals[v].mb);
+        if (p->bufs[b].image_bytes == 0) p->bufs[b].image_bytes = stride;
+        if (stride == 0 || stride != p->bufs[b].image_bytes)
+            st = ftl_fail(FTL_E_UNSUPPORTED, "a tensor shared between micro-batch sizes has no per-image layout");
+    }
+    for (int b = 0; b < nb; b++)
+        if (p->bufs[b].full) p->bufs[b].size = p->bufs[b].image_bytes * (size_t)p->batch;
+    free(seg);
+    free(seg_first);
+    free(seg_last);
+    free(lo);
+    free(hi);
+    return st;
+}
+
 static ftl_status finalize(nn_plan *p) {
+    FTL_TRY(plan_segments(p));
     plan_offsets(p);
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     double need = (double)p->arena_size + (double)p->scratch_size;
@@ -317,6 +410,10 @@ static ftl_status finalize(nn_plan *p) {
         s->exec = ftl_xcalloc((size_t)s->nargs + 1, sizeof *s->exec);
         for (int k = 0; k < s->nargs; k++) s->exec[k] = (dnnl_exec_arg_t){s->arg_key[k], p->vals[s->arg_val[k]].mem};
         if (s->scratch) s->exec[s->nargs] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch_mem};
+        for (int k = 0; k < s->nargs; k++) {
+            int b = p->vals[s->arg_val[k]].buf;
+            if (b == CPU_BUF_EXTERNAL || (b >= 0 && p->bufs[b].full && s->mb < p->batch)) s->chunked_arg[s->n_chunked++] = k;
+        }
     }
     return FTL_OK;
 }
@@ -338,6 +435,7 @@ static void plan_free(nn_plan *p) {
     free(p->tval);
     free(p->last_node);
     free(p->conv);
+    free(p->node_mb);
     free(p->arena);
     free(p->scratch);
     free(p);
@@ -353,20 +451,31 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
     }
     for (int i = 0; i < g->n_outputs; i++) p->last_node[g->outputs[i]] = INT_MAX;
 
-    int in = g->inputs[0];
+    int in = g->inputs[0], shapes_for = p->batch;
+    p->cur_mb = p->node_mb && g->n_nodes > 0 ? p->node_mb[0] : p->batch;
+    if (p->cur_mb != shapes_for) FTL_TRY(nn_infer_shapes(g, shapes_for = p->cur_mb));
     dnnl_memory_desc_t md;
     cpu_plain_md(&md, &g->tensors[in].shape, dnnl_f32);
     int b = cpu_new_buf(p, 0, p->last_node[in]);
     p->bufs[b].first_step = -1;
+    p->bufs[b].full = true; /* the caller writes all batch images before the run */
     p->input_val = cpu_new_value(p, &md, b);
     cpu_bind(p, in, p->input_val);
 
     for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
         p->cur_node = i;
+        p->cur_mb = p->node_mb ? p->node_mb[i] : p->batch;
+        if (p->cur_mb != shapes_for) FTL_TRY(nn_infer_shapes(g, shapes_for = p->cur_mb));
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !nn_is_const(g, n->in[k])) FTL_TRY(cpu_rebatch(p, n->in[k]));
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM) FTL_TRY(cpu_rebatch(p, n->post[k].sum_tensor));
         FTL_TRY(cpu_emit_node(p, g, i));
     }
     p->cur_node = g->n_nodes;
     int out = g->outputs[0];
+    FTL_TRY(cpu_rebatch(p, out));
     cpu_plain_md(&md, &g->tensors[out].shape, dnnl_f32);
     p->output_val = cpu_new_value(p, &md, CPU_BUF_EXTERNAL);
     p->out_count = nn_shape_count(&g->tensors[out].shape);
@@ -381,6 +490,13 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
     p->precision = o->precision;
     p->batch = o->batch;
     p->threads = o->threads;
+    if (o->node_batch) {
+        p->node_mb = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_mb);
+        for (int i = 0; i < g->n_nodes; i++) {
+            int mb = o->node_batch[i];
+            p->node_mb[i] = mb >= 1 && mb <= o->batch && o->batch % mb == 0 ? mb : o->batch;
+        }
+    }
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;
@@ -415,16 +531,32 @@ static void fill(const cpu_value *v, float value) {
     }
 }
 
+/* Points the step's full-buffer arguments at images [chunk * mb, (chunk + 1) * mb). */
+static ftl_status point_at_chunk(nn_plan *p, cpu_step *s, int chunk, float *output) {
+    for (int j = 0; j < s->n_chunked; j++) {
+        int k = s->chunked_arg[j];
+        cpu_value *v = &p->vals[s->arg_val[k]];
+        char *base = v->buf == CPU_BUF_EXTERNAL ? (char *)output : (char *)p->arena + p->bufs[v->buf].offset;
+        size_t stride = v->buf == CPU_BUF_EXTERNAL ? dnnl_memory_desc_get_size(&v->md) / (size_t)v->mb
+                                                   : p->bufs[v->buf].image_bytes;
+        CPU_TRY(dnnl_memory_set_data_handle(v->mem, base + (size_t)chunk * (size_t)s->mb * stride), s->label);
+    }
+    return FTL_OK;
+}
+
 static ftl_status cpu_run(nn_plan *p, float *output) {
     omp_set_num_threads(p->threads);
-    CPU_TRY(dnnl_memory_set_data_handle(p->vals[p->output_val].mem, output), "output");
-    for (int i = 0; i < p->n_steps; i++) {
-        cpu_step *s = &p->steps[i];
-        if (s->kind == CPU_STEP_FILL) {
-            fill(&p->vals[s->arg_val[0]], s->fill_value);
-            continue;
-        }
-        CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
+    for (int first = 0; first < p->n_steps;) {
+        int end = first, mb = p->steps[first].mb;
+        while (end < p->n_steps && p->steps[end].mb == mb) end++;
+        for (int chunk = 0; chunk < p->batch / mb; chunk++)
+            for (int i = first; i < end; i++) {
+                cpu_step *s = &p->steps[i];
+                FTL_TRY(point_at_chunk(p, s, chunk, output));
+                if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
+                else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
+            }
+        first = end;
     }
     return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
 }
@@ -460,6 +592,8 @@ static void cpu_describe(const nn_plan *p, FILE *out) {
         char a[128] = "", b[128] = "";
         if (s->nargs > 0) md_text(&p->vals[s->arg_val[0]].md, a, sizeof a);
         if (s->writes >= 0) md_text(&p->vals[s->arg_val[s->writes]].md, b, sizeof b);
+        if (i == 0 || s->mb != p->steps[i - 1].mb)
+            fprintf(out, "  -- %d images at a time (%d chunks)\n", s->mb, p->batch / s->mb);
         fprintf(out, "  %3d %-36.36s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "fill" : s->impl, a, b);
     }
 }

@@ -5,7 +5,15 @@
  * values may share a buffer (in-place ops, reshapes, sum post-ops). Buffers get offsets in one
  * arena after compilation from their step lifetimes, so memory is planned once and reused by
  * every run. Each graph tensor maps to the value holding it in its current layout; a consumer
- * that needs another layout or type gets a cached reorder of it. */
+ * that needs another layout or type gets a cached reorder of it.
+ *
+ * Micro-batches per node: a plan of `batch` images may run each node on mb images at a time
+ * (mb divides batch; from nn_compile_opts.node_batch). Consecutive steps with the same mb form a
+ * segment, run chunk by chunk (every step of the segment on images 0..mb-1, then mb..2mb-1, ...),
+ * so a chunk's activations stay in cache from layer to layer while later, smaller layers get
+ * bigger chunks. A buffer used by one segment holds one chunk and is reused by the next; a
+ * buffer used across segments is "full" (all batch images, batch outermost) and each step
+ * addresses its chunk in it. */
 #ifndef FTL_NN_CPU_PLAN_H
 #define FTL_NN_CPU_PLAN_H
 
@@ -20,6 +28,7 @@ typedef struct cpu_value {
     int buf;                  /* >= 0 arena buffer; CPU_BUF_CONST own allocation; CPU_BUF_EXTERNAL set at run */
     dnnl_memory_t mem;
     void *own;                /* CPU_BUF_CONST: allocated data */
+    int mb;                   /* images in md (its first dimension) */
 } cpu_value;
 enum { CPU_BUF_CONST = -1, CPU_BUF_EXTERNAL = -2 };
 
@@ -28,6 +37,8 @@ typedef struct cpu_buf {
     int first_step, last_step; /* lifetime in steps (first -1: written before the run) */
     int last_node;            /* last graph node that reads a tensor living here */
     size_t offset;
+    bool full;                /* holds all batch images (used by more than one segment) */
+    size_t image_bytes;       /* full: bytes per image (the values' batch stride) */
 } cpu_buf;
 
 typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL } cpu_step_kind;
@@ -42,6 +53,9 @@ typedef struct cpu_step {
     bool scratch;             /* pass the shared scratchpad */
     float fill_value;         /* CPU_STEP_FILL: value written over arg 0 */
     dnnl_exec_arg_t *exec;    /* built at finalize */
+    int mb;                   /* images per execution (the micro-batch of its node) */
+    int n_chunked;            /* args in full buffers: their data handle moves with the chunk */
+    int chunked_arg[CPU_MAX_ARGS];
     char label[96];
     char impl[64];
 } cpu_step;
@@ -66,6 +80,8 @@ struct nn_plan {
     cpu_conv_cache *conv;     /* reorders made for consumers: (tensor, value) */
     int n_conv, cap_conv;
     int cur_node;             /* node being compiled */
+    int cur_mb;               /* its micro-batch */
+    int *node_mb;             /* per node micro-batch (NULL: batch) */
     int input_val, output_val;
     size_t scratch_size;
     void *scratch;
@@ -96,6 +112,9 @@ ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, 
                          int writes, const char *label);
 /* True when the buffer of value v may be overwritten by the current node (nothing later reads it). */
 bool cpu_can_overwrite(const nn_plan *p, int v);
+/* Makes tensor t's value one of cur_mb images (a view of the same buffer) when it was made for
+ * another micro-batch. */
+ftl_status cpu_rebatch(nn_plan *p, int t);
 /* Records that tensor t now lives in value v. */
 void cpu_bind(nn_plan *p, int t, int v);
 /* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
@@ -104,8 +123,10 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);
-/* Convolutions ask for nChw16c activations unless FTL_NN_LAYOUT=any (for A/B benchmarks). */
-bool cpu_blocked_layout_enabled(void);
+/* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 (measured,
+ * see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
+ * own pick). Returns dnnl_format_tag_any for any. */
+dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

@@ -107,3 +107,62 @@ TEST(nn_torchvision_resnet50_features_from) {
     free(f_p);
     free(name_p);
 }
+
+/* Per-layer micro-batches: with the cache budget forced small (FTL_NN_CACHE_BYTES), ResNet-50 at
+ * batch 8 runs its early layers 2 images at a time and its late layers 8 at once (tensors crossing
+ * from one chunk size to the next live in whole-batch buffers); 11 images add a tail plan of 3 with
+ * its own split. Every row must still match PyTorch's row for its image. */
+TEST(nn_torchvision_resnet50_micro_batches) {
+    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 3 || y.count % 3) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for resnet50 missing: run tests/ref/gen_nn.sh");
+    } else {
+        int64_t in_per = x.count / 3, out_per = y.count / 3, n = 11;
+        float *in = malloc((size_t)(n * in_per) * sizeof *in), *want = malloc((size_t)(n * out_per) * sizeof *want);
+        float *got = malloc((size_t)(n * out_per) * sizeof *got);
+        for (int64_t i = 0; i < n; i++) { /* image i is reference image i % 3 */
+            memcpy(in + i * in_per, x.data + (i % 3) * in_per, (size_t)in_per * sizeof *in);
+            memcpy(want + i * out_per, y.data + (i % 3) * out_per, (size_t)out_per * sizeof *want);
+        }
+        const char *old = getenv("FTL_NN_CACHE_BYTES");
+        char *saved = old ? ftl_strdup(old) : NULL;
+        setenv("FTL_NN_CACHE_BYTES", "12582912", 1); /* 12 MiB: a 4 MiB budget per layer */
+        ftl_model *m = load(onnx, 8, NULL);
+        if (saved) setenv("FTL_NN_CACHE_BYTES", saved, 1);
+        else unsetenv("FTL_NN_CACHE_BYTES");
+        free(saved);
+        if (m) {
+            const ftl_model_info *i = ftl_model_get_info(m);
+            printf("  micro-batches %d to %d images per layer\n", i->micro_batch_min, i->micro_batch);
+            CHECK_EQ_INT(i->micro_batch_min, 2);
+            CHECK_EQ_INT(i->micro_batch, 8);
+            char *plan = NULL;
+            size_t plan_len = 0;
+            FILE *f = open_memstream(&plan, &plan_len);
+            ftl_model_print_plan(m, f);
+            fclose(f);
+            int segments = 0;
+            for (const char *q = plan; (q = strstr(q, "images at a time")); q++) segments++;
+            CHECK(segments >= 2); /* 2 images in the early layers, 8 in the late ones */
+            free(plan);
+            if (ftl_model_run(m, in, (int)n, got) == FTL_OK) {
+                nn_npy w = {.data = want, .count = n * out_per};
+                compare("batch 8 (+3), per-layer chunks", got, &w, 2e-5);
+            } else {
+                ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+            }
+            ftl_model_free(m);
+        }
+        free(in);
+        free(want);
+        free(got);
+    }
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
+}
