@@ -313,11 +313,14 @@ static void plan_offsets(nn_plan *p) {
 }
 
 /* Segments (runs of steps with the same micro-batch) decide which buffers hold the whole batch:
- * those used by more than one segment. Such a buffer stays reserved from the start of the first
- * segment using it to the end of the last one, since every chunk runs the whole segment. */
+ * those used by more than one segment. Run breadth-first (each segment on all images, then the
+ * next), such a buffer stays reserved from the start of the first segment using it to the end of
+ * the last one, since every chunk runs the whole segment. Run depth-first (cpu_run), a full
+ * buffer is in use from the first step to the last: segments take turns chunk by chunk. Buffers
+ * used by one segment only need to survive one pass of it over a chunk either way. */
 static ftl_status plan_segments(nn_plan *p) {
     int n = p->n_steps;
-    int *seg = ftl_xmalloc(((size_t)n + 1) * sizeof *seg), *seg_first = ftl_xmalloc(((size_t)n + 1) * sizeof *seg_first),
+    int *seg = ftl_xmalloc(((size_t)n + 1) * sizeof *seg), *seg_first = ftl_xmalloc(((size_t)n + 2) * sizeof *seg_first),
         *seg_last = ftl_xmalloc(((size_t)n + 1) * sizeof *seg_last);
     int n_seg = 0;
     bool chunked = false;
@@ -327,10 +330,14 @@ static ftl_status plan_segments(nn_plan *p) {
         seg_last[n_seg - 1] = i;
         if (p->steps[i].mb < p->batch) chunked = true;
     }
+    seg_first[n_seg] = n;
+    p->n_segs = n_seg;
+    p->seg_first = seg_first;
+    const char *sched = getenv("FTL_NN_SCHEDULE");
+    p->depth_first = n_seg > 1 && !(sched && strcmp(sched, "breadth") == 0);
     if (!chunked) { /* every step sees the whole batch: nothing to address by chunk */
         for (int b = 0; b < p->n_bufs; b++) p->bufs[b].full = false;
         free(seg);
-        free(seg_first);
         free(seg_last);
         return FTL_OK;
     }
@@ -352,8 +359,13 @@ static ftl_status plan_segments(nn_plan *p) {
         cpu_buf *x = &p->bufs[b];
         if (hi[b] < 0 || (!x->full && lo[b] == hi[b])) continue;
         x->full = true;
-        if (x->first_step >= 0) x->first_step = seg_first[lo[b]];
-        x->last_step = seg_last[hi[b]];
+        if (p->depth_first) {
+            if (x->first_step >= 0) x->first_step = 0;
+            x->last_step = n - 1;
+        } else {
+            if (x->first_step >= 0) x->first_step = seg_first[lo[b]];
+            x->last_step = seg_last[hi[b]];
+        }
     }
     /* a full buffer is addressed by image: every value in it must have the same batch stride */
     for (int v = 0; v < p->n_vals && st == FTL_OK; v++) {
@@ -367,7 +379,6 @@ static ftl_status plan_segments(nn_plan *p) {
     for (int b = 0; b < nb; b++)
         if (p->bufs[b].full) p->bufs[b].size = p->bufs[b].image_bytes * (size_t)p->batch;
     free(seg);
-    free(seg_first);
     free(seg_last);
     free(lo);
     free(hi);
@@ -436,6 +447,7 @@ static void plan_free(nn_plan *p) {
     free(p->last_node);
     free(p->conv);
     free(p->node_mb);
+    free(p->seg_first);
     free(p->arena);
     free(p->scratch);
     free(p);
@@ -544,19 +556,38 @@ static ftl_status point_at_chunk(nn_plan *p, cpu_step *s, int chunk, float *outp
     return FTL_OK;
 }
 
+static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output) {
+    for (int i = p->seg_first[seg]; i < p->seg_first[seg + 1]; i++) {
+        cpu_step *s = &p->steps[i];
+        FTL_TRY(point_at_chunk(p, s, chunk, output));
+        if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
+        else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
+    }
+    return FTL_OK;
+}
+
+/* Depth-first: a segment runs its next chunk as soon as the segments before it have produced the
+ * chunk's images, so a tensor crossing from a segment of 2-image chunks to one of 8 is read back
+ * while it is still in cache, not after the whole batch went through the first segment. Each image
+ * still goes through the steps in order, and images only meet in buffers private to one pass. */
 static ftl_status cpu_run(nn_plan *p, float *output) {
     omp_set_num_threads(p->threads);
-    for (int first = 0; first < p->n_steps;) {
-        int end = first, mb = p->steps[first].mb;
-        while (end < p->n_steps && p->steps[end].mb == mb) end++;
-        for (int chunk = 0; chunk < p->batch / mb; chunk++)
-            for (int i = first; i < end; i++) {
-                cpu_step *s = &p->steps[i];
-                FTL_TRY(point_at_chunk(p, s, chunk, output));
-                if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
-                else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
-            }
-        first = end;
+    if (!p->depth_first) {
+        for (int seg = 0; seg < p->n_segs; seg++)
+            for (int chunk = 0; chunk < p->batch / p->steps[p->seg_first[seg]].mb; chunk++)
+                FTL_TRY(run_chunk(p, seg, chunk, output));
+        return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
+    }
+    int done[64] = {0}; /* images through each segment */
+    int n = p->n_segs;
+    if (n > 64) return ftl_fail(FTL_E_INTERNAL, "plan has %d segments", n);
+    while (done[n - 1] < p->batch) {
+        /* the earliest segment whose next chunk has all its input: scan from the last one down */
+        int s = n - 1;
+        while (s > 0 && done[s - 1] < done[s] + p->steps[p->seg_first[s]].mb) s--;
+        int mb = p->steps[p->seg_first[s]].mb;
+        FTL_TRY(run_chunk(p, s, done[s] / mb, output));
+        done[s] += mb;
     }
     return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
 }

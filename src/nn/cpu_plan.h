@@ -90,6 +90,9 @@ struct nn_plan {
     size_t arena_size;
     int64_t out_count;        /* floats written by run */
     int n_reorders;           /* reorders executed per run (layout/type conversions) */
+    int n_segs;               /* runs of steps with the same micro-batch */
+    int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
+    bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
 };
 
 /* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
