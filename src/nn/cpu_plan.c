@@ -624,7 +624,8 @@ static void cpu_describe(const nn_plan *p, FILE *out) {
         if (s->nargs > 0) md_text(&p->vals[s->arg_val[0]].md, a, sizeof a);
         if (s->writes >= 0) md_text(&p->vals[s->arg_val[s->writes]].md, b, sizeof b);
         if (i == 0 || s->mb != p->steps[i - 1].mb)
-            fprintf(out, "  -- %d images at a time (%d chunks)\n", s->mb, p->batch / s->mb);
+            fprintf(out, "  -- %d images at a time (%d chunks%s)\n", s->mb, p->batch / s->mb,
+                    p->depth_first ? ", segments interleaved depth-first" : "");
         fprintf(out, "  %3d %-36.36s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "fill" : s->impl, a, b);
     }
 }

@@ -111,7 +111,8 @@ TEST(nn_torchvision_resnet50_features_from) {
 /* Per-layer micro-batches: with the cache budget forced small (FTL_NN_CACHE_BYTES), ResNet-50 at
  * batch 8 runs its early layers 2 images at a time and its late layers 8 at once (tensors crossing
  * from one chunk size to the next live in whole-batch buffers); 11 images add a tail plan of 3 with
- * its own split. Every row must still match PyTorch's row for its image. */
+ * its own split. Every row must still match PyTorch's row for its image, and be bit-identical to the
+ * rows of the same plan run segment after segment instead of depth-first. */
 TEST(nn_torchvision_resnet50_micro_batches) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
     char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
@@ -132,7 +133,6 @@ TEST(nn_torchvision_resnet50_micro_batches) {
         ftl_model *m = load(onnx, 8, NULL);
         if (saved) setenv("FTL_NN_CACHE_BYTES", saved, 1);
         else unsetenv("FTL_NN_CACHE_BYTES");
-        free(saved);
         if (m) {
             const ftl_model_info *i = ftl_model_get_info(m);
             printf("  micro-batches %d to %d images per layer\n", i->micro_batch_min, i->micro_batch);
@@ -146,6 +146,7 @@ TEST(nn_torchvision_resnet50_micro_batches) {
             int segments = 0;
             for (const char *q = plan; (q = strstr(q, "images at a time")); q++) segments++;
             CHECK(segments >= 2); /* 2 images in the early layers, 8 in the late ones */
+            CHECK(strstr(plan, "depth-first") != NULL);
             free(plan);
             if (ftl_model_run(m, in, (int)n, got) == FTL_OK) {
                 nn_npy w = {.data = want, .count = n * out_per};
@@ -154,7 +155,31 @@ TEST(nn_torchvision_resnet50_micro_batches) {
                 ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
             }
             ftl_model_free(m);
+            /* the segments one after another (FTL_NN_SCHEDULE=breadth) run the same primitives on
+             * the same images, only in another order: the rows must be bit-identical */
+            setenv("FTL_NN_CACHE_BYTES", "12582912", 1);
+            setenv("FTL_NN_SCHEDULE", "breadth", 1);
+            float *got2 = malloc((size_t)(n * out_per) * sizeof *got2);
+            ftl_model *m2 = load(onnx, 8, NULL);
+            bool ran = m2 && ftl_model_run(m2, in, (int)n, got2) == FTL_OK;
+            if (m2) {
+                char *plan2 = NULL;
+                size_t plan2_len = 0;
+                FILE *f2 = open_memstream(&plan2, &plan2_len);
+                ftl_model_print_plan(m2, f2);
+                fclose(f2);
+                CHECK(strstr(plan2, "depth-first") == NULL);
+                free(plan2);
+            }
+            unsetenv("FTL_NN_SCHEDULE");
+            if (saved) setenv("FTL_NN_CACHE_BYTES", saved, 1);
+            else unsetenv("FTL_NN_CACHE_BYTES");
+            CHECK(ran);
+            if (ran) CHECK(memcmp(got, got2, (size_t)(n * out_per) * sizeof *got) == 0);
+            ftl_model_free(m2);
+            free(got2);
         }
+        free(saved);
         free(in);
         free(want);
         free(got);
