@@ -98,7 +98,11 @@ static void conv_variants(const char *name, dnnl_format_tag_t tag, int fused_sum
     dnnl_dims_t s = {st, st}, p = {pad, pad}, pr;
     pr[0] = pr[1] = (oh - 1) * st + kh - ih - pad;
     dnnl_convolution_desc_t cd;
-    CK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei, &bias, &dst, s,
+    const char *alg = getenv("CONV_ALG"); /* CONV_ALG=winograd: the Winograd implementations instead */
+    CK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                          alg && strcmp(alg, "winograd") == 0 ? dnnl_convolution_winograd
+                                                                              : dnnl_convolution_direct,
+                                          &src, &wei, &bias, &dst, s,
                                           p, pr));
     dnnl_primitive_attr_t attr = make_attr(fused_sum, !unfused_add);
     dnnl_primitive_desc_iterator_t it;
@@ -212,7 +216,7 @@ int main(int argc, char **argv) {
     CK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CK(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags));
     printf("mb%d ic%d oc%d ih%d oh%d k%d s%d sum%d: %.1f MFLOP\n", mb, ic, oc, ih, oh, kh, st, sum, flops * 1e-6);
-    conv_variants("nhwc", dnnl_acdb, sum, 0);
+    if (!getenv("CONV_ALG")) conv_variants("nhwc", dnnl_acdb, sum, 0); /* Winograd has blocked layouts only */
     conv_variants("nChw16c", dnnl_aBcd16b, sum, 0);
     if (sum) {
         conv_variants("nhwc+add", dnnl_acdb, 0, 1);

@@ -23,7 +23,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M]\n");
+        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M] [--conv-algorithm auto|direct] [--debug 1]\n");
         return 2;
     }
     ftl_model_options o;
@@ -39,6 +39,12 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--min-rep-s") == 0) min_rep_s = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--features-from") == 0) o.features_from = argv[i + 1];
         else if (strcmp(argv[i], "--micro-batch") == 0) o.micro_batch = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--conv-algorithm") == 0) {
+            if (ftl_nn_conv_algorithm_parse(argv[i + 1], &o.conv_algorithm) != FTL_OK)
+                return fprintf(stderr, "ftl_bench: %s\n", ftl_last_error()), 2;
+        } else if (strcmp(argv[i], "--debug") == 0) {
+            if (atoi(argv[i + 1])) ftl_log_set_level(FTL_LOG_DEBUG);
+        }
         else {
             fprintf(stderr, "ftl_bench: unknown option %s\n", argv[i]);
             return 2;
@@ -80,8 +86,9 @@ int main(int argc, char **argv) {
         rates[r] = (double)k * o.batch / (now() - a);
     }
     printf("{\"engine\":\"ftl\",\"model\":\"%s\",\"batch\":%d,\"precision\":\"%s\",\"threads\":%d,\"macs_per_img\":%lld,"
-           "\"micro_batch\":%d,\"micro_batch_min\":%d,\"load_s\":%.3f,\"first_call_s\":%.3f,\"calls_per_rep\":%d,\"rates\":[",
-           argv[1], o.batch, precision, info->threads, info->macs_per_image, info->micro_batch, info->micro_batch_min, load_s, first, k);
+           "\"conv_algorithm\":\"%s\",\"winograd_convs\":%d,\"micro_batch\":%d,\"micro_batch_min\":%d,\"load_s\":%.3f,\"first_call_s\":%.3f,\"calls_per_rep\":%d,\"rates\":[",
+           argv[1], o.batch, precision, info->threads, info->macs_per_image, ftl_nn_conv_algorithm_name(info->conv_algorithm),
+           info->winograd_convs, info->micro_batch, info->micro_batch_min, load_s, first, k);
     for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", rates[r]);
     qsort(rates, (size_t)reps, sizeof *rates, cmp_double);
     double med = reps % 2 ? rates[reps / 2] : 0.5 * (rates[reps / 2 - 1] + rates[reps / 2]);

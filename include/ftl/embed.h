@@ -17,6 +17,7 @@ typedef struct ftl_embed_options {
     const char *output_path;       /* features .parquet */
     const char *features_from;     /* NULL: the graph output */
     ftl_nn_precision precision;
+    ftl_nn_conv_algorithm conv_algorithm; /* default auto (Winograd where it pays; see ftl/nn.h) */
     ftl_nn_preprocess preprocess;  /* defaults to tf scaling (x/127.5 - 1) */
     int image_size;                /* 0: from the dataset metadata */
     const char *image_column;      /* default "image" */

@@ -7,6 +7,7 @@ int cli_cmd_embed(int argc, char **argv) {
     ftl_embed_options o;
     ftl_embed_options_init(&o);
     const char *backbone = NULL, *features_from = NULL, *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32";
+    const char *conv_algorithm = "auto";
     bool quiet = false;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &backbone, "MODEL.onnx", "the frozen backbone (required)"},
@@ -15,6 +16,8 @@ int cli_cmd_embed(int argc, char **argv) {
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units: x = (q/255 - mean) / std"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
         {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
+        {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
+         "auto (default): Winograd for fp32 3x3 convs with >= 64 channels; direct: direct everywhere"},
         {"batch", CLI_INT, &o.batch, "N", "images per forward pass; default 32"},
         {"threads", CLI_INT, &o.threads, "N", "backbone threads; default: all cores"},
         {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
@@ -37,6 +40,7 @@ int cli_cmd_embed(int argc, char **argv) {
         return 2;
     }
     ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
+    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);
     o.sources = pos;

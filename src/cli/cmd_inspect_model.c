@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 int cli_cmd_inspect_model(int argc, char **argv) {
-    const char *features_from = NULL, *precision = "fp32";
+    const char *features_from = NULL, *precision = "fp32", *conv_algorithm = "auto";
     bool tensors = false, plan = false;
     int batch = 1, threads = 0;
     const cli_flag flags[] = {
@@ -13,6 +13,7 @@ int cli_cmd_inspect_model(int argc, char **argv) {
         {"tensors", CLI_BOOL, &tensors, NULL, "list every computed tensor (the names --features-from takes)"},
         {"plan", CLI_BOOL, &plan, NULL, "compile the model and print the oneDNN primitives it runs"},
         {"precision", CLI_STRING, &precision, "fp32|bf16", "precision of the --plan (default fp32)"},
+        {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct", "convolution algorithm of the --plan (default auto)"},
         {"batch", CLI_INT, &batch, "N", "batch size of the --plan (default 1)"},
         {"threads", CLI_INT, &threads, "N", "threads for the --plan (default: all cores)"},
     };
@@ -29,6 +30,7 @@ int cli_cmd_inspect_model(int argc, char **argv) {
     o.batch = batch;
     o.threads = threads;
     ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
+    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.conv_algorithm);
     if (st == FTL_OK) st = ftl_model_describe(pos[0], &o, stdout);
     if (st == FTL_OK && plan) {
         ftl_model *m;

@@ -9,7 +9,7 @@
 int cli_cmd_train(int argc, char **argv) {
     ftl_train_options o;
     ftl_train_options_init(&o);
-    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *optimizer = "nadam", *scale_lr = "none";
+    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
     const char *early = NULL;
     double lr = NAN, momentum = NAN, dropout = 0;
     int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
@@ -25,6 +25,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
         {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
+        {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
+         "auto (default): Winograd for fp32 3x3 convs with >= 64 channels; direct: direct everywhere"},
         {"image-size", CLI_INT, &o.embed.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.embed.image_column, "NAME", "image column; default image"},
         {"label-col", CLI_STRING, &o.embed.label_column, "NAME", "label column; default label"},
@@ -109,6 +111,7 @@ int cli_cmd_train(int argc, char **argv) {
     }
     if (st == FTL_OK && early) st = ftl_early_stopping_parse(early, &o.fit.early_stopping);
     if (st == FTL_OK) st = ftl_nn_precision_parse(precision, &o.embed.precision);
+    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.embed.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.embed.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);
     o.fit.early_stopping.restore_best = restore_best;

@@ -28,6 +28,7 @@
 #define FTL_META_FEATURE_DIM      "ftl.feature_dim"
 #define FTL_META_PREPROCESS       "ftl.preprocess"         /* JSON: scaling, mean/std, resize, layout */
 #define FTL_META_PRECISION        "ftl.precision"          /* fp32 or bf16 */
+#define FTL_META_CONV_ALGORITHM   "ftl.conv_algorithm"     /* auto or direct */
 #define FTL_META_SOURCE_FINGERPRINT "ftl.source_fingerprint"
 #define FTL_META_SOURCE_IMAGE_SIZE  "ftl.source_image_size"
 #define FTL_COLUMN_FEATURES "features"

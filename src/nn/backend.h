@@ -14,6 +14,7 @@ typedef struct nn_compile_opts {
     int batch;                /* rows per run */
     nn_precision precision;
     int threads;              /* >= 1 */
+    bool winograd;            /* fp32 3x3 stride-1 convs may use Winograd kernels (ftl_nn_conv_algorithm) */
     /* Per graph node: images its primitives process at once (a divisor of batch; chunks of the
      * batch run through consecutive nodes of equal size together). NULL: batch for every node. */
     const int *node_batch;
@@ -33,6 +34,8 @@ typedef struct nn_backend {
     ftl_status (*run)(nn_plan *plan, float *output);
     /* One line per executed primitive (implementation, layouts): for --verbose and tuning. */
     void (*describe)(const nn_plan *plan, FILE *out);
+    /* Convolutions run with Winograd kernels (0 when the backend has none). */
+    int (*winograd_convs)(const nn_plan *plan);
     void (*free)(nn_plan *plan);
 } nn_backend;
 

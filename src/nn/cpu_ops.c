@@ -44,6 +44,31 @@ static ftl_status fail_node(const nn_node *n, const char *what) {
     return ftl_fail_context(FTL_E_UNSUPPORTED, "node '%s' (%s): %s", n->name, n->op_type, what);
 }
 
+/* The Winograd implementation with 4x4 output tiles when oneDNN offers it (it lists the 2x3 one
+ * first; 4x3 measured 5-10% faster on ResNet's 56x56 and 28x28 layers), else its first. */
+static dnnl_status_t winograd_desc(nn_plan *p, const dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t attr,
+                                   dnnl_primitive_desc_t *pd) {
+    dnnl_primitive_desc_iterator_t it;
+    dnnl_status_t s = dnnl_primitive_desc_iterator_create(&it, cd, attr, p->engine, NULL);
+    if (s != dnnl_success) return s;
+    *pd = NULL;
+    do {
+        dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl);
+        bool tiles4 = impl && strstr(impl, "wino_4x3");
+        if (!*pd || tiles4) {
+            if (*pd) dnnl_primitive_desc_destroy(*pd);
+            *pd = cand;
+        } else {
+            dnnl_primitive_desc_destroy(cand);
+        }
+        if (tiles4) break;
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return *pd ? dnnl_success : dnnl_unimplemented;
+}
+
 static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -82,13 +107,23 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     FTL_TRY(cpu_make_attr(n, &attr, false));
     /* A fixed activation layout for every conv (cpu_conv_layout: channels-last brgconv for fp32,
      * nChw16c for bf16, measured per layer in bench/backbone), so no reorders between layers;
-     * when that form only has a reference kernel, let oneDNN choose. */
+     * when that form only has a reference kernel, let oneDNN choose. Winograd convs come first
+     * when eligible: their blocked layout costs a reorder each side (1.5% of ResNet-50's time)
+     * for a 1.7-2.2x faster conv. */
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t s = dnnl_unimplemented;
     dnnl_format_tag_t layout = cpu_conv_layout(p);
-    for (int attempt = 0; attempt < 2 && !pd; attempt++) {
+    bool wino = cpu_conv_winograd_eligible(p, n, xs, ys), used_winograd = false;
+    for (int attempt = wino ? -1 : 0; attempt < 2 && !pd; attempt++) {
         dnnl_memory_desc_t src = src_any, dst = dst_any;
-        if (attempt == 0) {
+        dnnl_alg_kind_t alg = attempt < 0 ? dnnl_convolution_winograd : dnnl_convolution_direct;
+        if (attempt < 0) {
+            dnnl_dims_t sd, dd;
+            dims_of(xs, sd);
+            dims_of(ys, dd);
+            dnnl_memory_desc_init_by_tag(&src, 4, sd, dt, dnnl_aBcd16b);
+            dnnl_memory_desc_init_by_tag(&dst, 4, dd, dt, dnnl_aBcd16b);
+        } else if (attempt == 0) {
             if (layout == dnnl_format_tag_any) continue;
             dnnl_dims_t sd, dd;
             dims_of(xs, sd);
@@ -98,22 +133,25 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
             dnnl_memory_desc_init_by_tag(&dst, 4, dd, dt, layout);
         }
         dnnl_convolution_desc_t cd;
-        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei_any,
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src, &wei_any,
                                                        has_bias ? &bias_md : NULL, &dst, strides, dil, pl, pr);
-        if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &cd, attr, p->engine, NULL);
+        if (s == dnnl_success && attempt < 0) s = winograd_desc(p, &cd, attr, &pd);
+        else if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &cd, attr, p->engine, NULL);
         if (s != dnnl_success) {
             pd = NULL;
             continue;
         }
         const char *impl = NULL;
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        if (attempt == 0 && impl && strncmp(impl, "ref", 3) == 0) {
+        if (attempt <= 0 && impl && strncmp(impl, "ref", 3) == 0) {
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
         }
+        used_winograd = pd && attempt < 0;
     }
     dnnl_primitive_attr_destroy(attr);
     if (!pd) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s)", n->name, n->op_type);
+    if (used_winograd) p->n_winograd++;
     dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);

@@ -68,6 +68,8 @@ struct nn_plan {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     nn_precision precision;
+    bool winograd;            /* eligible fp32 convs try Winograd kernels first */
+    int n_winograd;           /* convolution nodes that got them */
     int batch, threads;
     cpu_value *vals;
     int n_vals, cap_vals;
@@ -129,6 +131,8 @@ dnnl_data_type_t cpu_compute_type(const nn_plan *p);
 /* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 (measured,
  * see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
  * own pick). Returns dnnl_format_tag_any for any. */
+/* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, channels in 16s). */
+bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
 
 /* cpu_ops.c: emits the steps of one node. */

@@ -48,6 +48,17 @@ ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision)
 
 const char *ftl_nn_precision_name(ftl_nn_precision precision) { return precision == FTL_NN_BF16 ? "bf16" : "fp32"; }
 
+ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm) {
+    if (strcmp(text, "auto") == 0) *algorithm = FTL_NN_CONV_AUTO;
+    else if (strcmp(text, "direct") == 0) *algorithm = FTL_NN_CONV_DIRECT;
+    else return ftl_fail(FTL_E_INVALID_ARG, "--conv-algorithm '%s': expected auto or direct", text);
+    return FTL_OK;
+}
+
+const char *ftl_nn_conv_algorithm_name(ftl_nn_conv_algorithm algorithm) {
+    return algorithm == FTL_NN_CONV_DIRECT ? "direct" : "auto";
+}
+
 void ftl_model_free(ftl_model *m) {
     if (!m) return;
     if (m->plan) m->be->free(m->plan);
@@ -149,6 +160,11 @@ static void choose_micro_batches(nn_graph *g, int batch, nn_precision prec, int 
         nb[i] = next = m < next ? m : next;
     }
     *plan_batch = nb[g->n_nodes - 1];
+    if (ftl_log_enabled(FTL_LOG_DEBUG))
+        for (int i = 0; i < g->n_nodes; i++)
+            if (i == 0 || nb[i] != nb[i - 1])
+                ftl_log_debug("nn: micro-batch %d from node '%s' (%s, %lld KiB per image)", nb[i], g->nodes[i].name,
+                              nn_op_name(g->nodes[i].op), (long long)(layer_bytes(g, i, elem) >> 10));
     if (nb[0] == *plan_batch) {
         free(nb);
         return;
@@ -221,11 +237,14 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     if (o->threads < 0) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be >= 0 (0 = all cores)", o->threads);
     if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
+    if (o->conv_algorithm != FTL_NN_CONV_AUTO && o->conv_algorithm != FTL_NN_CONV_DIRECT)
+        return ftl_fail(FTL_E_INVALID_ARG, "unknown convolution algorithm %d", (int)o->conv_algorithm);
     ftl_model *m = ftl_xcalloc(1, sizeof *m);
     m->path = ftl_strdup(path);
     m->be = nn_backend_cpu();
     m->copts = (nn_compile_opts){.batch = o->batch, .precision = o->precision == FTL_NN_BF16 ? NN_PREC_BF16 : NN_PREC_F32,
-                                 .threads = o->threads ? o->threads : ftl_cpu_count()};
+                                 .threads = o->threads ? o->threads : ftl_cpu_count(),
+                                 .winograd = o->conv_algorithm == FTL_NN_CONV_AUTO};
     if (o->precision == FTL_NN_BF16 && !nn_cpu_has_bf16())
         ftl_log_warn("this CPU has no native bf16 (oneDNN ISA %s): --precision bf16 will be emulated and slower than fp32",
                      nn_cpu_isa_name());
@@ -257,6 +276,8 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     i->input_name = m->input_name;
     i->feature_name = m->feature_name;
     i->precision = o->precision;
+    i->conv_algorithm = o->conv_algorithm;
+    i->winograd_convs = m->be->winograd_convs ? m->be->winograd_convs(m->plan) : 0;
     i->threads = m->copts.threads;
     i->micro_batch = i->micro_batch_min = m->copts.batch;
     for (int k = 0; m->node_batch && k < m->g->n_nodes; k++)

@@ -40,6 +40,7 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
     const char *scaling = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_INPUT_SCALING);
     const char *size = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_INPUT_SIZE);
     const char *precision = ftl_classifier_metadata(&cb->clf, "ftl.precision");
+    const char *conv_algorithm = ftl_classifier_metadata(&cb->clf, "ftl.conv_algorithm");
     ftl_status st = FTL_OK;
     if (!path || !sha || !tensor || !scaling || !size)
         st = ftl_fail(FTL_E_FORMAT, "%s: not a model trained by ftl train (backbone metadata missing)", model_path);
@@ -50,6 +51,7 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         cb->input_size = (int)s;
     }
     if (st == FTL_OK) st = ftl_nn_precision_parse(precision ? precision : "fp32", &cb->precision);
+    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm ? conv_algorithm : "auto", &cb->conv_algorithm);
     if (st == FTL_OK) st = preprocess_from_json(model_path, scaling, &cb->preprocess);
     if (st == FTL_OK) {
         cb->backbone_path = ftl_strdup(override ? override : path);
@@ -62,6 +64,7 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         ftl_model_options_init(&mo);
         mo.features_from = tensor;
         mo.precision = cb->precision;
+        mo.conv_algorithm = cb->conv_algorithm;
         mo.threads = threads;
         mo.batch = batch > 0 ? batch : 16;
         st = ftl_model_load(cb->backbone_path, &mo, &cb->backbone);

@@ -12,6 +12,7 @@ typedef struct classifier_backbone {
     ftl_model *backbone;
     ftl_nn_preprocess preprocess;
     ftl_nn_precision precision;
+    ftl_nn_conv_algorithm conv_algorithm;
     char *backbone_path;
     int input_size;   /* S of the dataset images the model was trained on */
 } classifier_backbone;

@@ -115,6 +115,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.backbone_path = cb.backbone_path;
     eo.preprocess = cb.preprocess;
     eo.precision = cb.precision;
+    eo.conv_algorithm = cb.conv_algorithm;
     eo.image_column = o->image_column;
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;

@@ -14,7 +14,7 @@
 typedef struct cache_identity {
     char fingerprint[65];
     char *preprocess;       /* JSON */
-    const char *backbone_sha256, *feature_tensor, *precision;
+    const char *backbone_sha256, *feature_tensor, *precision, *conv_algorithm;
 } cache_identity;
 
 static const char *base_name(const char *path) {
@@ -35,6 +35,7 @@ static const char *stale_reason(const char *path, const cache_identity *id) {
         {FTL_META_FEATURE_TENSOR, id->feature_tensor, "the feature tensor changed"},
         {FTL_META_PREPROCESS, id->preprocess, "the preprocessing changed"},
         {FTL_META_PRECISION, id->precision, "the precision changed"},
+        {FTL_META_CONV_ALGORITHM, id->conv_algorithm, "the convolution algorithm changed"},
     };
     const char *reason = NULL;
     for (size_t i = 0; i < sizeof checks / sizeof checks[0] && !reason; i++) {
@@ -54,11 +55,13 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     int image_size;
     FTL_TRY(loader_dataset_image_size(r->sources, r->source_count, e->image_size, &image_size));
     cache_identity id = {.backbone_sha256 = info->sha256, .feature_tensor = info->feature_name,
-                         .precision = ftl_nn_precision_name(e->precision)};
+                         .precision = ftl_nn_precision_name(e->precision),
+                         .conv_algorithm = ftl_nn_conv_algorithm_name(e->conv_algorithm)};
     FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));
     id.preprocess = ftl_nn_preprocess_json(&e->preprocess, r->model, image_size);
-    char *key_text = ftl_format("ftl-feature-cache-1\n%s\n%s\n%s\n%s\n%s\n%s\n%s", id.fingerprint, id.backbone_sha256,
-                                id.feature_tensor, id.preprocess, id.precision, e->image_column ? e->image_column : "image",
+    char *key_text = ftl_format("ftl-feature-cache-2\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", id.fingerprint, id.backbone_sha256,
+                                id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
+                                e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label");
     char key[65];
     ftl_sha256_hex_of_string(key_text, key);

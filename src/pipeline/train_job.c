@@ -254,6 +254,7 @@ static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl
         {FTL_MODEL_META_INPUT_SIZE, size},
         {FTL_MODEL_META_INPUT_SCALING, r->preprocess_json},
         {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
+        {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
         {FTL_MODEL_META_TRAINING_ARGS, args},
         {FTL_MODEL_META_METRICS, metrics},
         {FTL_MODEL_META_DROPOUT, dropout},
@@ -304,6 +305,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_model_options_init(&mo);
     mo.features_from = o->embed.features_from;
     mo.precision = o->embed.precision;
+    mo.conv_algorithm = o->embed.conv_algorithm;
     mo.threads = o->embed.threads;
     mo.batch = o->embed.batch;
     if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &mo, &r.backbone);

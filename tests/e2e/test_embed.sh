@@ -57,6 +57,7 @@ assert kv["ftl.feature_dim"] == "1024" and kv["ftl.feature_tensor"] == "embeddin
 assert json.loads(kv["ftl.classes"]) == ["ants", "bees"]
 pre = json.loads(kv["ftl.preprocess"])
 assert pre["scale"] == "tf" and pre["image_size"] == 299, pre
+assert kv["ftl.precision"] == "fp32" and kv["ftl.conv_algorithm"] == "auto", kv
 PYEOF
 
 # Bad inputs (under sanitizers).
@@ -66,5 +67,6 @@ expect_error embed_existing_output 2 'already exists' "$FTL_SAN" embed "$d/ds/va
 head -c 100000 "$MODEL" >"$d/truncated.onnx"
 expect_error embed_truncated_model 1 'truncated.onnx' "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$d/truncated.onnx" "$d/x.parquet"
 expect_error embed_bad_precision 2 'fp64' "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --precision fp64
+expect_error embed_bad_conv_algorithm 2 "'fft': expected auto or direct" "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --conv-algorithm fft
 [ ! -e "$d/x.parquet" ] && pass embed_failures_leave_no_output || fail embed_failures_leave_no_output "x.parquet exists"
 finish

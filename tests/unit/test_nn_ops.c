@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec, int64_t out_count) {
+static float *run_case_with(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec,
+                            ftl_nn_conv_algorithm alg, int64_t out_count, int *winograd_convs) {
     ftl_model_options o;
     ftl_model_options_init(&o);
     o.batch = batch;
     o.precision = prec;
+    o.conv_algorithm = alg;
     ftl_model *m;
     if (ftl_model_load(model, &o, &m) != FTL_OK) {
         printf("  load %s: %s\n", model, ftl_last_error());
@@ -21,6 +23,7 @@ static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_pr
     }
     int n = (int)in->shape[0];
     float *out = NULL;
+    if (winograd_convs) *winograd_convs = ftl_model_get_info(m)->winograd_convs;
     if (ftl_model_get_info(m)->feature_dim * n != out_count) {
         printf("  %s: %lld features per image, ONNX Runtime has %lld\n", model, ftl_model_get_info(m)->feature_dim,
                (long long)(out_count / n));
@@ -34,6 +37,10 @@ static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_pr
     }
     ftl_model_free(m);
     return out;
+}
+
+static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec, int64_t out_count) {
+    return run_case_with(model, in, batch, prec, FTL_NN_CONV_AUTO, out_count, NULL);
 }
 
 TEST(nn_ops_vs_onnxruntime) {
@@ -88,4 +95,39 @@ TEST(nn_ops_vs_onnxruntime) {
     free(text);
     free(dir);
     free(manifest);
+}
+
+/* The Winograd cases really run Winograd kernels by default (else the ONNX Runtime comparison
+ * above would only test direct convs), none with --conv-algorithm direct, and both agree with
+ * ONNX Runtime. */
+TEST(nn_winograd_used_by_default_and_direct_on_request) {
+    const char *cases[] = {"conv_winograd_64ch_residual", "conv_winograd_80to96_odd", "conv_winograd_64ch_valid"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), cases[i]);
+        char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
+        nn_npy x, y;
+        if (!nn_npy_read(ip, &x) || !nn_npy_read(op, &y)) {
+            ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", cases[i]);
+        } else {
+            int n = (int)x.shape[0], wino = -1, direct = -1;
+            float *a = run_case_with(mp, &x, n, FTL_NN_FP32, FTL_NN_CONV_AUTO, y.count, &wino);
+            float *b = run_case_with(mp, &x, n, FTL_NN_FP32, FTL_NN_CONV_DIRECT, y.count, &direct);
+            double da = a ? nn_max_abs_diff(a, y.data, y.count) : -1, db = b ? nn_max_abs_diff(b, y.data, y.count) : -1;
+            printf("  %-30s auto: %d Winograd conv(s), max|diff| %.2g; direct: %d, max|diff| %.2g\n", cases[i], wino, da,
+                   direct, db);
+            if (wino != 1 || direct != 0)
+                ftl_test_fail(__FILE__, __LINE__, "%s: Winograd convs auto %d (want 1), direct %d (want 0)", cases[i], wino,
+                              direct);
+            if (!a || !b || !(da <= 1e-4) || !(db <= 1e-4))
+                ftl_test_fail(__FILE__, __LINE__, "%s: differs from ONNX Runtime", cases[i]);
+            free(a);
+            free(b);
+            nn_npy_free(&x);
+            nn_npy_free(&y);
+        }
+        free(base);
+        free(mp);
+        free(ip);
+        free(op);
+    }
 }
