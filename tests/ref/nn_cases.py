@@ -107,11 +107,12 @@ def build_cases(d):
     g = G("add_residual_relu", [2, 8, 9, 9])  # ResNet: relu(bn(conv(x)) + x): sum post-op
     g.save(d, g.op("Relu", [g.op("Add", [g.bn(g.conv("x", 8, 8, pads=[1, 1, 1, 1], bias=False), 8), "x"])]))
     # Winograd (ftl's default for fp32 3x3 stride-1 convs with >= 64 channels): with the residual
-    # sum and ReLU post-ops, odd sizes that do not fill the 4x4 output tiles, and no padding
+    # sum and ReLU post-ops, odd sizes that do not fill the 4x4 output tiles, and no padding (sizes
+    # large enough for the per-run pixel rule in cpu_plan.c to pick Winograd at the whole batch)
     g = G("conv_winograd_64ch_residual", [2, 64, 13, 11])
     g.save(d, g.op("Relu", [g.op("Add", [g.bn(g.conv("x", 64, 64, pads=[1, 1, 1, 1], bias=False), 64), "x"])]))
-    g = G("conv_winograd_80to96_odd", [3, 80, 7, 9]); g.save(d, g.conv("x", 80, 96, pads=[1, 1, 1, 1]))
-    g = G("conv_winograd_64ch_valid", [2, 64, 10, 10]); g.save(d, g.op("Relu", [g.conv("x", 64, 128)]))
+    g = G("conv_winograd_80to96_odd", [3, 80, 9, 11]); g.save(d, g.conv("x", 80, 96, pads=[1, 1, 1, 1]))
+    g = G("conv_winograd_64ch_valid", [2, 64, 12, 12]); g.save(d, g.op("Relu", [g.conv("x", 64, 128)]))
     g = G("add_two_convs", [2, 6, 7, 9])  # Xception-style: conv + conv shortcut
     a = g.conv("x", 6, 10, pads=[1, 1, 1, 1]); b = g.conv("x", 6, 10, k=(1, 1))
     g.save(d, g.op("Add", [a, b]))
