@@ -191,3 +191,69 @@ TEST(nn_torchvision_resnet50_micro_batches) {
     free(in_p);
     free(out_p);
 }
+
+static float *run_resnet(const char *onnx, const float *in, int n, int batch, ftl_nn_conv_algorithm alg, int *wino) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = batch;
+    o.conv_algorithm = alg;
+    ftl_model *m = NULL;
+    if (ftl_model_load(onnx, &o, &m) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", onnx, ftl_last_error());
+        return NULL;
+    }
+    *wino = ftl_model_get_info(m)->winograd_convs;
+    float *out = malloc((size_t)n * (size_t)ftl_model_get_info(m)->feature_dim * sizeof *out);
+    if (ftl_model_run(m, in, n, out) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+        free(out);
+        out = NULL;
+    }
+    ftl_model_free(m);
+    return out;
+}
+
+/* Batch invariance on ResNet-50, the model with Winograd convs: with direct convolutions the rows of
+ * 13 images are bit-identical at batch 1, 5 (+5+3) and 13; with Winograd (the default) the plan
+ * picks it per layer from the micro-batch and oneDNN's Winograd schedule depends on it, so rows may
+ * differ, but only in rounding (<= 1e-5 of the largest output). */
+TEST(nn_torchvision_resnet50_batch_invariance) {
+    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 3 || y.count % 3) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for resnet50 missing: run tests/ref/gen_nn.sh");
+    } else {
+        int64_t in_per = x.count / 3, out_per = y.count / 3;
+        const int n = 13;
+        float *in = malloc((size_t)(n * in_per) * sizeof *in);
+        for (int64_t i = 0; i < n; i++) /* image i: reference image i % 3, scaled so rows differ */
+            for (int64_t k = 0; k < in_per; k++) in[i * in_per + k] = x.data[(i % 3) * in_per + k] * (1.0f + 0.01f * (float)i);
+        double scale = max_abs(y.data, y.count);
+        const int batches[3] = {1, 5, 13};
+        for (int alg = 0; alg < 2; alg++) {
+            ftl_nn_conv_algorithm a = alg ? FTL_NN_CONV_AUTO : FTL_NN_CONV_DIRECT;
+            float *rows[3] = {NULL, NULL, NULL};
+            int wino[3] = {0, 0, 0};
+            for (int b = 0; b < 3; b++) rows[b] = run_resnet(onnx, in, n, batches[b], a, &wino[b]);
+            for (int b = 1; b < 3 && rows[0]; b++) {
+                if (!rows[b]) continue;
+                double d = nn_max_abs_diff(rows[0], rows[b], n * out_per);
+                printf("  %-6s batch 1 (%2d Winograd convs) vs %2d (%2d): max |diff| %.3g (max |out| %.4g)\n",
+                       ftl_nn_conv_algorithm_name(a), wino[0], batches[b], wino[b], d, scale);
+                if (a == FTL_NN_CONV_DIRECT) CHECK(d == 0);
+                else CHECK(d <= 1e-5 * scale);
+            }
+            /* Winograd in use, more of it with more images per run (the weight-amortisation rule) */
+            if (a == FTL_NN_CONV_AUTO) CHECK(wino[0] > 0 && wino[2] > wino[0]);
+            for (int b = 0; b < 3; b++) free(rows[b]);
+        }
+        free(in);
+    }
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
+}
