@@ -30,7 +30,7 @@ UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/onnx.pb-c.o
 SAN_UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all deps test-deps test demo bench clean
+.PHONY: all deps test-deps test demo bench clean fuzz
 all: $(BUILD)/ftl $(BUILD)/libftl.a $(BUILD)/libftl.so
 
 deps:
@@ -82,10 +82,24 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
 $(BUILD)/ftl_san: $(CLI_SRCS:%.c=$(BUILD)/san/%.o) $(SAN_LIB_OBJS)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 
+# Fuzz targets (tests/fuzz/fuzz_NAME.c). Replay builds (gcc, ASan+UBSan, any input files) run the saved
+# regression inputs in `make test`; `make fuzz` builds them with clang's libFuzzer and fuzzes each
+# target for FUZZ_SECONDS (tests/fuzz/run.sh: seeds from the test data, findings in build/fuzz/).
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_REPLAY  := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%_replay)
+FUZZ_SECONDS ?= 120
+$(BUILD)/fuzz/%_replay: $(BUILD)/san/tests/fuzz/%.o $(BUILD)/san/tests/fuzz/replay_main.o $(SAN_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+fuzz:
+	@scripts/install_deps.sh fuzz
+	@$(MAKE) --no-print-directory $(BUILD)/libftl.a
+	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
+
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(TOOLS)
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(TOOLS) $(FUZZ_REPLAY)
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps

@@ -2,6 +2,7 @@
 # Installs what ftl needs on Debian 12, idempotently: every package is named here.
 #   scripts/install_deps.sh build   libraries and tools to build ftl
 #   scripts/install_deps.sh test    + reference implementations used by the tests
+#   scripts/install_deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
 # Already-installed packages are detected with dpkg-query, so a second run does nothing.
 set -euo pipefail
 what=${1:-build}
@@ -22,8 +23,14 @@ test_packages=(
   nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
 )
 
+fuzz_packages=(
+  clang-14               # libFuzzer instrumentation
+  libclang-rt-14-dev     # libFuzzer, ASan and UBSan runtimes for clang
+)
+
 packages=("${build_packages[@]}")
 [ "$what" = test ] && packages+=("${test_packages[@]}")
+[ "$what" = fuzz ] && packages+=("${fuzz_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do

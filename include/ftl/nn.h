@@ -28,10 +28,13 @@ typedef enum ftl_nn_precision {
     FTL_NN_BF16,  /* bf16 activations and weights, fp32 accumulation; needs AVX512-BF16 or AMX to be fast */
 } ftl_nn_precision;
 
-/* How fp32 convolutions are computed. AUTO: 3x3 stride-1 convolutions with >= 64 input and output
- * channels use oneDNN's Winograd kernels (F(4x4, 3x3): 2.25x fewer multiplies; ResNet-50 +13%),
- * which differ from direct convolution by ~1e-6 relative; all others are direct. DIRECT: direct
- * everywhere. bf16 is always direct. */
+/* How fp32 convolutions are computed. AUTO: 3x3 stride-1 convolutions (group 1, no dilation) with
+ * >= 64 input and output channels in multiples of 16 use oneDNN's Winograd kernels (F(4x4, 3x3): 4x
+ * fewer multiplies; ResNet-50 +10-13% at batch 16) where they pay: unless the transformed weights
+ * exceed 12x the activations of one run, so the choice depends on the micro-batch and image size,
+ * and on CPUs without AVX-512 none is used. They differ from direct convolution by ~1e-6 relative,
+ * and rows can then differ between batch sizes by as much. DIRECT: direct everywhere (rows
+ * bit-identical for any batching). bf16 is always direct. */
 typedef enum ftl_nn_conv_algorithm {
     FTL_NN_CONV_AUTO = 0,
     FTL_NN_CONV_DIRECT,
@@ -107,7 +110,8 @@ typedef struct ftl_model_info {
     long long macs_per_image;  /* multiply-adds of Conv/Gemm/MatMul per image */
     ftl_nn_precision precision;
     ftl_nn_conv_algorithm conv_algorithm;
-    int winograd_convs;        /* convolutions the plan runs with Winograd kernels */
+    int winograd_convs;        /* convolutions the main plan runs with Winograd kernels (a partial last
+                                  batch's plan may use fewer) */
     int threads, batch, micro_batch; /* micro_batch: images per plan run (the largest per-layer one) */
     int micro_batch_min;       /* the smallest per-layer micro-batch (== micro_batch when uniform) */
     const char *backend;       /* e.g. "cpu (oneDNN 2.6.3, avx512_core_bf16)" */

@@ -17,7 +17,7 @@ int cli_cmd_embed(int argc, char **argv) {
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
         {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
-         "auto (default): Winograd for fp32 3x3 convs with >= 64 channels; direct: direct everywhere"},
+         "auto (default): Winograd for fp32 3x3 stride-1 convs with >= 64 channels where it pays; direct: never"},
         {"batch", CLI_INT, &o.batch, "N", "images per forward pass; default 32"},
         {"threads", CLI_INT, &o.threads, "N", "backbone threads; default: all cores"},
         {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},

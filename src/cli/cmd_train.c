@@ -26,7 +26,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
         {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
-         "auto (default): Winograd for fp32 3x3 convs with >= 64 channels; direct: direct everywhere"},
+         "auto (default): Winograd for fp32 3x3 stride-1 convs with >= 64 channels where it pays; direct: never"},
         {"image-size", CLI_INT, &o.embed.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.embed.image_column, "NAME", "image column; default image"},
         {"label-col", CLI_STRING, &o.embed.label_column, "NAME", "label column; default label"},

@@ -406,12 +406,16 @@ static ftl_status plan_segments(nn_plan *p) {
 static ftl_status finalize(nn_plan *p) {
     FTL_TRY(plan_segments(p));
     plan_offsets(p);
+    /* Refused up front rather than failing (or swapping) mid-run: 80% of the RAM, or
+     * FTL_NN_MAX_ACTIVATION_BYTES (shared machines; the fuzz targets set 1 GiB). */
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    double need = (double)p->arena_size + (double)p->scratch_size;
-    if (phys > 0 && need > 0.8 * phys)
-        return ftl_fail(FTL_E_NOMEM, "a forward pass of %d images needs %.1f GiB of activation memory, more than 80%% "
-                        "of this machine's %.1f GiB: lower the batch size", p->batch, need / 1073741824.0,
-                        phys / 1073741824.0);
+    double need = (double)p->arena_size + (double)p->scratch_size, limit = 0.8 * phys;
+    const char *cap = getenv("FTL_NN_MAX_ACTIVATION_BYTES");
+    if (cap && atof(cap) > 0) limit = atof(cap);
+    if (limit > 0 && need > limit)
+        return ftl_fail(FTL_E_NOMEM, "a forward pass of %d image(s) needs %.2f GiB of activation memory, more than the "
+                        "%.2f GiB allowed (%s): lower the batch size", p->batch, need / 1073741824.0,
+                        limit / 1073741824.0, cap && atof(cap) > 0 ? "FTL_NN_MAX_ACTIVATION_BYTES" : "80% of this machine's RAM");
     if (p->arena_size) {
         size_t sz = (p->arena_size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
         p->arena = aligned_alloc(ARENA_ALIGN, sz);

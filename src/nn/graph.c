@@ -3,6 +3,7 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,9 +138,12 @@ void nn_tensor_set_data(nn_tensor *t, nn_dtype dtype, void *data, const nn_shape
 
 bool nn_is_const(const nn_graph *g, int t) { return t >= 0 && t < g->n_tensors && g->tensors[t].data != NULL; }
 
+/* Saturates at INT64_MAX instead of overflowing (shapes are checked against
+ * NN_MAX_TENSOR_ELEMENTS when inferred; this keeps the check itself well defined). */
 int64_t nn_shape_count(const nn_shape *s) {
     int64_t c = 1;
-    for (int i = 0; i < s->rank; i++) c *= s->d[i];
+    for (int i = 0; i < s->rank; i++)
+        if (__builtin_mul_overflow(c, s->d[i], &c)) return INT64_MAX;
     return c;
 }
 

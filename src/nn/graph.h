@@ -9,6 +9,9 @@
 #include <stdint.h>
 
 enum { NN_MAX_RANK = 8, NN_MAX_POSTOPS = 8 };
+/* The most elements one tensor (for the batch shapes are inferred at) may have: 2^31, i.e. 8 GiB
+ * of float32. A larger one is a malformed or hostile model, refused before anything is sized. */
+#define NN_MAX_TENSOR_ELEMENTS ((int64_t)1 << 31)
 
 typedef struct nn_shape {
     int rank;                 /* -1: not known yet */

@@ -15,6 +15,15 @@ static ftl_status node_err(const nn_node *n, const char *fmt, const char *a, con
     return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): %s", n->name, n->op_type, msg);
 }
 
+/* A shape every later stage can size buffers from: no negative dimension, at most
+ * NN_MAX_TENSOR_ELEMENTS elements. */
+static bool shape_size_ok(const nn_shape *s) {
+    int64_t c = 1;
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] < 0 || __builtin_mul_overflow(c, s->d[i], &c) || c > NN_MAX_TENSOR_ELEMENTS) return false;
+    return true;
+}
+
 int64_t nn_window_out(int64_t in, int k, int stride, int dilation, int pad_begin, int pad_end, bool ceil_mode) {
     int64_t span = (int64_t)dilation * (k - 1) + 1;
     int64_t avail = in + pad_begin + pad_end - span;
@@ -196,7 +205,8 @@ static ftl_status infer_reshape(nn_graph *g, nn_node *n, nn_shape *y) {
             return node_err(n, "the shape has a negative value%s%s", "", "");
         }
         y->d[i] = d;
-        known *= d;
+        if (__builtin_mul_overflow(known, d, &known) || known > NN_MAX_TENSOR_ELEMENTS)
+            return node_err(n, "the requested shape has more than 2^31 elements%s%s", "", "");
     }
     int64_t total = nn_shape_count(x);
     if (infer >= 0) {
@@ -384,7 +394,13 @@ static bool is_const_foldable(nn_op op) {
 ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
     for (int t = 0; t < g->n_tensors; t++)
         if (!g->tensors[t].data && !g->tensors[t].is_input) g->tensors[t].shape.rank = -1;
-    for (int i = 0; i < g->n_inputs; i++) g->tensors[g->inputs[i]].shape.d[0] = batch;
+    for (int i = 0; i < g->n_inputs; i++) {
+        nn_tensor *in = &g->tensors[g->inputs[i]];
+        in->shape.d[0] = batch;
+        if (!shape_size_ok(&in->shape))
+            return ftl_fail(FTL_E_FORMAT, "graph input '%s' has shape %s: more than 2^31 elements or a negative "
+                            "dimension", in->name, SHAPE_TXT(in->shape));
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *n = &g->nodes[i];
         if (n->dead) continue;
@@ -393,6 +409,9 @@ ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
             if (n->in[k] >= 0 && !nn_is_const(g, n->in[k]) && !(k > 0 && n->op == NN_OP_RESHAPE)) all_const = false;
         nn_shape y;
         FTL_TRY(infer_node(g, n, &y));
+        if (!shape_size_ok(&y))
+            return node_err(n, "its output would have shape %s: more than 2^31 elements or a negative dimension",
+                            SHAPE_TXT(y), "");
         nn_tensor *out = &g->tensors[n->out[0]];
         if (all_const && is_const_foldable(n->op) && g->tensors[n->in[0]].data) {
             /* a re-indexing of a constant is that constant with a new shape */

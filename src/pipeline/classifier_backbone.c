@@ -51,7 +51,7 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         cb->input_size = (int)s;
     }
     if (st == FTL_OK) st = ftl_nn_precision_parse(precision ? precision : "fp32", &cb->precision);
-    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm ? conv_algorithm : "auto", &cb->conv_algorithm);
+    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm ? conv_algorithm : "direct", &cb->conv_algorithm); /* older models: direct */
     if (st == FTL_OK) st = preprocess_from_json(model_path, scaling, &cb->preprocess);
     if (st == FTL_OK) {
         cb->backbone_path = ftl_strdup(override ? override : path);

@@ -106,7 +106,9 @@ TEST(nn_winograd_used_by_default_and_direct_on_request) {
         char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), cases[i]);
         char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
         nn_npy x, y;
-        if (!nn_npy_read(ip, &x) || !nn_npy_read(op, &y)) {
+        bool have_x = nn_npy_read(ip, &x), have_y = have_x && nn_npy_read(op, &y);
+        if (!have_y) {
+            if (have_x) nn_npy_free(&x);
             ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", cases[i]);
         } else {
             int n = (int)x.shape[0], wino = -1, direct = -1;
