@@ -144,20 +144,27 @@ static ftl_status const_scalar(const nn_graph *g, const nn_node *n, int k, const
     return FTL_OK;
 }
 
+/* Two int64 attribute values narrowed to int after a range check (a cast first would let
+ * 2^32 + 3 pass as 3). */
+static ftl_status get_pair(nn_node *n, const char *name, int dflt, int *out) {
+    int64_t v[2];
+    int c;
+    FTL_TRY(get_ints(n, name, 2, 2, v, &c));
+    for (int i = 0; i < 2; i++) {
+        if (c >= 0 && (v[i] < 0 || v[i] > 65536)) return bad_attr(n, name, "must be between 1 and 65536");
+        out[i] = c < 0 ? dflt : (int)v[i];
+    }
+    return FTL_OK;
+}
+
 static ftl_status parse_spatial(nn_node *n, bool need_kernel) {
     nn_params *p = &n->p;
     int64_t v[8];
     int c;
-    FTL_TRY(get_ints(n, "kernel_shape", 2, 2, v, &c));
-    if (c < 0 && need_kernel) return bad_attr(n, "kernel_shape", "is required");
-    p->kernel[0] = c < 0 ? 0 : (int)v[0];
-    p->kernel[1] = c < 0 ? 0 : (int)v[1];
-    FTL_TRY(get_ints(n, "strides", 2, 2, v, &c));
-    p->stride[0] = c < 0 ? 1 : (int)v[0];
-    p->stride[1] = c < 0 ? 1 : (int)v[1];
-    FTL_TRY(get_ints(n, "dilations", 2, 2, v, &c));
-    p->dilation[0] = c < 0 ? 1 : (int)v[0];
-    p->dilation[1] = c < 0 ? 1 : (int)v[1];
+    FTL_TRY(get_pair(n, "kernel_shape", 0, p->kernel));
+    if (need_kernel && !nn_node_attr(n, "kernel_shape")) return bad_attr(n, "kernel_shape", "is required");
+    FTL_TRY(get_pair(n, "strides", 1, p->stride));
+    FTL_TRY(get_pair(n, "dilations", 1, p->dilation));
     FTL_TRY(get_ints(n, "pads", 4, 4, v, &c));
     for (int i = 0; i < 2; i++) {
         p->pad_begin[i] = c < 0 ? 0 : (int)v[i];
@@ -323,6 +330,8 @@ ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
         if (c < 0) FTL_TRY(const_ints(g, n, 1, "pads", 2 * NN_MAX_RANK, p->pads, &c));
         if (c < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (Pad): no pads given", n->name);
         p->n_pads = c;
+        for (int i = 0; i < c; i++)
+            if (p->pads[i] < -(1 << 20) || p->pads[i] > (1 << 20)) return bad_attr(n, "pads", "a pad beyond +-2^20");
         FTL_TRY(get_float(n, "value", 0.0f, &p->pad_value));
         FTL_TRY(const_scalar(g, n, 2, "constant value", &p->pad_value));
         if (n->n_in > 3 && n->in[3] >= 0)

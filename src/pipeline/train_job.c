@@ -328,6 +328,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {FTL_MODEL_META_FEATURE_DIM, dim_text},
         {FTL_MODEL_META_FEATURE_TENSOR, info ? info->feature_name : ""},
         {FTL_MODEL_META_INPUT_SCALING, r.preprocess_json ? r.preprocess_json : ""},
+        {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
+        {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
     };
     ftl_fit_config fit = o->fit;
     fit.checkpoint_meta = ckpt_meta;

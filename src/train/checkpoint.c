@@ -27,6 +27,11 @@ static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_
                                             FTL_MODEL_META_FEATURE_TENSOR, FTL_MODEL_META_INPUT_SIZE,
                                             FTL_MODEL_META_INPUT_SCALING};
 
+/* Keys of how the features were computed: a resume with others is allowed (the features differ
+ * only in rounding, or bf16 vs fp32) but warned about, as the run then cannot be bit-identical.
+ * Checkpoints from before they were recorded lack them. */
+static const char *const soft_identity_keys[] = {"ftl.precision", "ftl.conv_algorithm"};
+
 static const char *slot_name(const ftl_optimizer *opt, int slot) {
     if (opt->config.kind == FTL_OPTIMIZER_SGD) return "optimizer.momentum_buffer";
     return slot == 0 ? "optimizer.exp_avg" : "optimizer.exp_avg_sq";
@@ -168,6 +173,14 @@ static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st
             return ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: %s is \"%s\" in the checkpoint but \"%s\" here",
                             path, key, saved, mine);
         }
+    }
+    for (size_t i = 0; i < sizeof soft_identity_keys / sizeof soft_identity_keys[0]; i++) {
+        const char *key = soft_identity_keys[i];
+        const char *mine = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count, key);
+        const char *saved = ftl_safetensors_metadata(st, key);
+        if (mine && saved && strcmp(saved, mine) != 0)
+            ftl_log_warn("resuming from %s: %s was \"%s\", this run uses \"%s\"; the features differ slightly, so the "
+                         "result will not be identical to an uninterrupted run", path, key, saved, mine);
     }
     return FTL_OK;
 }

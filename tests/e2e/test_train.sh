@@ -143,6 +143,14 @@ if [ -f "$d/ckpt/checkpoint-2.ckpt" ] && [ ! -f "$d/killed.ftl" ]; then pass tra
 "$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/killed.ftl" --checkpoint "$d/ckpt/checkpoint-{epoch}.ckpt" \
     --resume "$d/ckpt/checkpoint-2.ckpt" >/dev/null 2>"$d/resume.err" || fail train_resume_runs "$(cat "$d/resume.err")"
 cmp -s "$d/straight.ftl" "$d/killed.ftl" && pass resumed_model_byte_identical || fail resumed_model_byte_identical "models differ"
+# another convolution algorithm: allowed, with a warning that the run will not be identical
+if "$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/direct.ftl" --conv-algorithm direct \
+    --resume "$d/ckpt/checkpoint-2.ckpt" >/dev/null 2>"$d/resume-direct.err" &&
+    grep -q 'ftl.conv_algorithm was "auto", this run uses "direct"' "$d/resume-direct.err"; then
+    pass resume_other_conv_algorithm_warns
+else
+    fail resume_other_conv_algorithm_warns "$(cat "$d/resume-direct.err")"
+fi
 head -c 5000 "$d/ckpt/checkpoint-2.ckpt" >"$d/truncated.ckpt"
 expect_error resume_truncated_checkpoint_refused 1 'truncated.ckpt' \
     "$FTL_SAN" train "$T" --val "$V" "${RESUME[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"
