@@ -470,13 +470,18 @@ static ftl_status restore_position(ftl_loader *l) {
     else if (r.steps_per_epoch != o->steps_per_epoch) what = "steps per epoch";
     if (what)
         return ftl_fail(FTL_E_INVALID_ARG, "cannot resume the data position: %s differs from the saved run", what);
-    if (r.epoch < 0 || r.step < 0 || r.step >= l->plan.batches_per_epoch)
+    /* epochs past 2^31 are no real run's, and would overflow the row arithmetic below */
+    if (r.epoch < 0 || r.epoch > INT32_MAX || r.step < 0 || r.step >= l->plan.batches_per_epoch)
         return ftl_fail(FTL_E_FORMAT, "loader position epoch %lld step %lld is out of range", (long long)r.epoch,
                         (long long)r.step);
     l->next_epoch = r.epoch;
     l->next_step = r.step;
     if (mode_steps(l)) {
-        int64_t rows = (r.epoch * o->steps_per_epoch + r.step) * o->batch_size;
+        int64_t rows;
+        if (__builtin_mul_overflow(r.epoch, o->steps_per_epoch, &rows) || __builtin_add_overflow(rows, r.step, &rows) ||
+            __builtin_mul_overflow(rows, (int64_t)o->batch_size, &rows))
+            return ftl_fail(FTL_E_FORMAT, "loader position epoch %lld step %lld is out of range", (long long)r.epoch,
+                            (long long)r.step);
         l->start_pass = rows / l->plan.rows_per_pass;
         l->start_skip = rows % l->plan.rows_per_pass;
     } else {

@@ -80,7 +80,7 @@ ftl_status nn_graph_sort(nn_graph *g) {
     } else {
         nn_node *sorted = ftl_xmalloc(((size_t)n + 1) * sizeof *sorted);
         for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
-        memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
+        if (n > 0) memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted); /* no nodes: g->nodes may be NULL */
         free(sorted);
         nn_graph_compact(g);
     }
