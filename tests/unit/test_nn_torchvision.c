@@ -108,18 +108,29 @@ TEST(nn_torchvision_resnet50_features_from) {
     free(name_p);
 }
 
+/* The exported ResNet-50 and its 3 reference inputs/outputs; false (the test failed) when missing.
+ * The caller frees *onnx and the arrays. */
+static bool resnet_refs(char **onnx, nn_npy *x, nn_npy *y) {
+    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
+    char *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    *onnx = ftl_format("%s.onnx", base);
+    bool ok = nn_npy_read(in_p, x) && nn_npy_read(out_p, y) && x->count % 3 == 0 && y->count % 3 == 0;
+    if (!ok) ftl_test_fail(__FILE__, __LINE__, "reference data for resnet50 missing: run tests/ref/gen_nn.sh");
+    free(base);
+    free(in_p);
+    free(out_p);
+    return ok;
+}
+
 /* Per-layer micro-batches: with the cache budget forced small (FTL_NN_CACHE_BYTES), ResNet-50 at
  * batch 8 runs its early layers 2 images at a time and its late layers 8 at once (tensors crossing
  * from one chunk size to the next live in whole-batch buffers); 11 images add a tail plan of 3 with
  * its own split. Every row must still match PyTorch's row for its image, and be bit-identical to the
  * rows of the same plan run segment after segment instead of depth-first. */
 TEST(nn_torchvision_resnet50_micro_batches) {
-    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
-    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    char *onnx = NULL;
     nn_npy x = {0}, y = {0};
-    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 3 || y.count % 3) {
-        ftl_test_fail(__FILE__, __LINE__, "reference data for resnet50 missing: run tests/ref/gen_nn.sh");
-    } else {
+    if (resnet_refs(&onnx, &x, &y)) {
         int64_t in_per = x.count / 3, out_per = y.count / 3, n = 11;
         float *in = malloc((size_t)(n * in_per) * sizeof *in), *want = malloc((size_t)(n * out_per) * sizeof *want);
         float *got = malloc((size_t)(n * out_per) * sizeof *got);
@@ -186,10 +197,7 @@ TEST(nn_torchvision_resnet50_micro_batches) {
     }
     nn_npy_free(&x);
     nn_npy_free(&y);
-    free(base);
     free(onnx);
-    free(in_p);
-    free(out_p);
 }
 
 static float *run_resnet(const char *onnx, const float *in, int n, int batch, ftl_nn_conv_algorithm alg, int *wino) {
@@ -218,12 +226,9 @@ static float *run_resnet(const char *onnx, const float *in, int n, int batch, ft
  * picks it per layer from the micro-batch and oneDNN's Winograd schedule depends on it, so rows may
  * differ, but only in rounding (<= 1e-5 of the largest output). */
 TEST(nn_torchvision_resnet50_batch_invariance) {
-    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
-    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    char *onnx = NULL;
     nn_npy x = {0}, y = {0};
-    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 3 || y.count % 3) {
-        ftl_test_fail(__FILE__, __LINE__, "reference data for resnet50 missing: run tests/ref/gen_nn.sh");
-    } else {
+    if (resnet_refs(&onnx, &x, &y)) {
         int64_t in_per = x.count / 3, out_per = y.count / 3;
         const int n = 13;
         float *in = malloc((size_t)(n * in_per) * sizeof *in);
@@ -252,8 +257,5 @@ TEST(nn_torchvision_resnet50_batch_invariance) {
     }
     nn_npy_free(&x);
     nn_npy_free(&y);
-    free(base);
     free(onnx);
-    free(in_p);
-    free(out_p);
 }
