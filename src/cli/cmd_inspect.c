@@ -38,7 +38,7 @@ int cli_cmd_inspect(int argc, char **argv) {
     static const cli_command cmd = {
         "inspect", "ftl inspect FILE [--json] [--checksums] [--pages]",
         "Describe a Parquet file (schema, rows, row groups, codecs, metadata; class names and counts for ftl datasets)\n"
-        "or an ONNX model.",
+        "or an ONNX model (its own options: ftl inspect MODEL.onnx --help).",
         1, 1};
     bool json = false, checksums = false, pages = false;
     const cli_flag flags[] = {
