@@ -37,4 +37,12 @@ expect_error inspect-features-from-unknown 2 "--features-from 'nope'" \
 expect_error inspect-features-from-suggests 2 "similar: 'MobilenetV2/Logits/AvgPool/gpool'" \
     "$FTL_SAN" inspect "$M/mobilenet_v2_1.0_224.onnx" --features-from MobilenetV2/Logits/AvgPool
 expect_error inspect-bad-precision 2 "--precision 'fp8'" "$FTL_SAN" inspect "$M/mobilenet_v1_0.25_128.onnx" --precision fp8
+# hostile shapes (inputs the fuzzer found, tests/fuzz/regressions): refused, naming the node
+F="$(dirname "$0")/../fuzz/regressions/fuzz_onnx"
+expect_error inspect-reshape-over-2g-elements 1 "node 'Reshape_2' \\(Reshape\\): the requested shape has more than 2\\^31 elements" \
+    "$FTL_SAN" inspect "$F/reshape_shape_overflow.onnx"
+expect_error inspect-pad-out-of-range 1 "node 'Pad_2' \\(Pad\\): attribute 'pads': a pad beyond" \
+    "$FTL_SAN" inspect "$F/pad_int64_overflow.onnx"
+expect_error inspect-activation-cap 1 "needs .* GiB of activation memory, more than the .* allowed \\(FTL_NN_MAX_ACTIVATION_BYTES\\)" \
+    env FTL_NN_MAX_ACTIVATION_BYTES=1000000 "$FTL_SAN" inspect "$M/mobilenet_v1_0.25_128.onnx" --plan --batch 8
 finish
