@@ -5,6 +5,20 @@
 #include <math.h>
 #include <string.h>
 
+/* Folds the value of row r (type T, little-endian) into min/max; NaN never takes part. */
+#define PQ_STATS_FOLD(T)                                                      \
+    do {                                                                      \
+        T v, lo, hi;                                                          \
+        memcpy(&v, p + r * (int64_t)sizeof(T), sizeof(T));                    \
+        if (v != v) break; /* NaN has no place in an order */                 \
+        memcpy(&lo, s->min, sizeof(T));                                       \
+        memcpy(&hi, s->max, sizeof(T));                                       \
+        if (!s->has_min_max || v < lo) memcpy(s->min, &v, sizeof(T));         \
+        if (!s->has_min_max || v > hi) memcpy(s->max, &v, sizeof(T));         \
+        s->has_min_max = true;                                                \
+        s->min_max_len = sizeof(T);                                           \
+    } while (0)
+
 void pq_stats_update(const ftl_parquet_column_def *c, const ftl_parquet_column_data *d, int64_t from, int64_t to, pq_write_stats *s) {
     for (int64_t r = from; r < to; r++) {
         if (d->validity && !d->validity[r]) {
@@ -13,52 +27,10 @@ void pq_stats_update(const ftl_parquet_column_def *c, const ftl_parquet_column_d
         }
         const uint8_t *p = (const uint8_t *)d->values;
         switch (c->type) {
-        case FTL_PARQUET_INT32: {
-            int32_t v, lo, hi;
-            memcpy(&v, p + r * 4, 4);
-            memcpy(&lo, s->min, 4);
-            memcpy(&hi, s->max, 4);
-            if (!s->has_min_max || v < lo) memcpy(s->min, &v, 4);
-            if (!s->has_min_max || v > hi) memcpy(s->max, &v, 4);
-            s->has_min_max = true;
-            s->min_max_len = 4;
-            break;
-        }
-        case FTL_PARQUET_INT64: {
-            int64_t v, lo, hi;
-            memcpy(&v, p + r * 8, 8);
-            memcpy(&lo, s->min, 8);
-            memcpy(&hi, s->max, 8);
-            if (!s->has_min_max || v < lo) memcpy(s->min, &v, 8);
-            if (!s->has_min_max || v > hi) memcpy(s->max, &v, 8);
-            s->has_min_max = true;
-            s->min_max_len = 8;
-            break;
-        }
-        case FTL_PARQUET_FLOAT: {
-            float v, lo, hi;
-            memcpy(&v, p + r * 4, 4);
-            if (isnan(v)) break; /* NaN has no place in an order */
-            memcpy(&lo, s->min, 4);
-            memcpy(&hi, s->max, 4);
-            if (!s->has_min_max || v < lo) memcpy(s->min, &v, 4);
-            if (!s->has_min_max || v > hi) memcpy(s->max, &v, 4);
-            s->has_min_max = true;
-            s->min_max_len = 4;
-            break;
-        }
-        case FTL_PARQUET_DOUBLE: {
-            double v, lo, hi;
-            memcpy(&v, p + r * 8, 8);
-            if (isnan(v)) break;
-            memcpy(&lo, s->min, 8);
-            memcpy(&hi, s->max, 8);
-            if (!s->has_min_max || v < lo) memcpy(s->min, &v, 8);
-            if (!s->has_min_max || v > hi) memcpy(s->max, &v, 8);
-            s->has_min_max = true;
-            s->min_max_len = 8;
-            break;
-        }
+        case FTL_PARQUET_INT32: PQ_STATS_FOLD(int32_t); break;
+        case FTL_PARQUET_INT64: PQ_STATS_FOLD(int64_t); break;
+        case FTL_PARQUET_FLOAT: PQ_STATS_FOLD(float); break;
+        case FTL_PARQUET_DOUBLE: PQ_STATS_FOLD(double); break;
         case FTL_PARQUET_BOOLEAN: {
             uint8_t v = p[r] ? 1 : 0;
             if (!s->has_min_max || v < s->min[0]) s->min[0] = v;
