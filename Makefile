@@ -14,9 +14,20 @@ CFLAGS   += -std=c17 $(WARN) -pthread -fPIC
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDLIBS   := -lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpthread
 
+# Data parallelism over Open MPI when mpicc is found (MPI=0 builds the single-process stub).
+MPI      ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell mpicc --showme:compile)
+MPI_LIBS   := $(shell mpicc --showme:link)
+DIST_EXCLUDE := src/dist/transport_none.c
+else
+DIST_EXCLUDE := src/dist/transport_mpi.c
+endif
+LDLIBS   += $(MPI_LIBS)
+
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 GEN_H    := $(BUILD)/gen/onnx.pb-c.h
-LIB_SRCS := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+LIB_SRCS := $(sort $(filter-out src/cli/% $(DIST_EXCLUDE),$(wildcard src/*/*.c)))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 # Test helpers (tests/tools/NAME.c -> build/tools/NAME) and benchmarks (bench/DIR/NAME.c ->
@@ -59,6 +70,8 @@ $(BUILD)/obj/%.o: %.c | $(GEN_H)
 $(BUILD)/san/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 
 $(BUILD)/libftl.a: $(LIB_OBJS)
 	@rm -f $@

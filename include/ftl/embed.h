@@ -7,6 +7,7 @@
 
 #include "ftl/base.h"
 #include "ftl/nn.h"
+#include "ftl/dist.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,6 +29,9 @@ typedef struct ftl_embed_options {
     bool overwrite;
     bool show_progress;
     int shard, num_shards;         /* embed only this shard's rows (data parallelism) */
+    int64_t row_begin, row_end;    /* row_end > 0: embed only global rows [row_begin, row_end) */
+    const ftl_collectives *collectives; /* ftl embed under mpirun: each rank embeds its shard and rank 0
+                                          writes OUT (NULL: one process) */
 } ftl_embed_options;
 
 void ftl_embed_options_init(ftl_embed_options *options);

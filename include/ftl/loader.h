@@ -35,6 +35,7 @@ typedef struct ftl_loader_options {
     bool path_optional;          /* a missing path column is not an error (batches get no paths) */
     int image_size;              /* S when the metadata has no ftl.image_size (rows are S*S*3 bytes); 0 = auto */
     int shard, num_shards;       /* default 0 of 1 */
+    int64_t row_begin, row_end;  /* row_end > 0: this reader owns global rows [row_begin, row_end) instead of a shard */
     int batch_size;              /* default 16 */
     bool drop_remainder;         /* no short last batch in an epoch */
     bool shuffle;                /* seeded piece order + shuffle buffer (default on) */
@@ -82,6 +83,7 @@ void ftl_loader_close(ftl_loader *loader);
 int64_t ftl_loader_batches_per_epoch(const ftl_loader *loader);
 int64_t ftl_loader_total_rows(const ftl_loader *loader);  /* all shards */
 int64_t ftl_loader_shard_rows(const ftl_loader *loader);  /* this shard */
+int64_t ftl_loader_shard_begin(const ftl_loader *loader); /* its first global row */
 int64_t ftl_loader_epoch_rows(const ftl_loader *loader);  /* rows one pass delivers (after the equal-batches trim) */
 int64_t ftl_loader_row_bytes(const ftl_loader *loader);
 int ftl_loader_image_size(const ftl_loader *loader);      /* S, or 0 when rows are not images */

@@ -51,6 +51,9 @@ typedef struct ftl_eval_options {
     const char *image_column, *label_column;
     const char *predictions_path; /* CSV: path, label, predicted, probability (NULL: none) */
     bool show_progress;
+    /* Under mpirun: each rank evaluates its shard; the metrics are exact global sums and rank 0
+     * writes --predictions in dataset order (NULL: one process). */
+    const ftl_collectives *collectives;
 } ftl_eval_options;
 
 void ftl_eval_options_init(ftl_eval_options *options);

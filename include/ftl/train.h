@@ -21,6 +21,7 @@
 #define FTL_TRAIN_H
 
 #include "ftl/base.h"
+#include "ftl/dist.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,13 +137,25 @@ void ftl_head_free(ftl_head *head);
  * Deterministic for a seed (xoshiro256**). */
 void ftl_head_init_glorot(ftl_head *head, uint64_t seed);
 
-/* One training batch: x [n x D] row-major, labels [n] in [0, C). Applies dropout (when
- * head->dropout > 0, masks drawn from *dropout_rng_state, a 4-word xoshiro state advanced in
- * place), computes logits, the mean cross-entropy over the n examples and its gradient into
- * head->grads (overwritten). Adds the batch's loss sum / correct / count to *counts (metrics
- * of the training-mode forward pass, as Keras reports). A label out of range fails, naming it. */
+/* Which random draws a batch's rows get: dropout masks are keyed by (seed, step, position of the
+ * row in the global batch), never by rank or thread, so the same global batch gets the same
+ * masks on any number of ranks. positions NULL: row i is at position_base + i. */
+typedef struct ftl_row_draws {
+    uint64_t seed;
+    int64_t step;
+    const uint32_t *positions;
+    int64_t position_base;
+} ftl_row_draws;
+
+/* One training batch: x [n x D] row-major (n may be 0: this rank holds none of the global
+ * batch's rows), labels [n] in [0, C). Applies dropout (when head->dropout > 0, masks from
+ * `draws`), computes logits and the gradient of (sum of the n rows' cross-entropies) x
+ * grad_scale into head->grads (overwritten). With grad_scale = 1 / (rows of the global batch),
+ * the sum of every rank's gradient is the global batch's mean gradient. Adds the batch's loss
+ * sum / correct / count to *counts (metrics of the training-mode forward pass, as Keras
+ * reports). A label out of range fails, naming it. */
 ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
-                                uint64_t dropout_rng_state[4], ftl_metric_counts *counts);
+                                const ftl_row_draws *draws, float grad_scale, ftl_metric_counts *counts);
 /* Evaluation forward pass (no dropout): adds loss/correct/count to *counts. */
 ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
                                    ftl_metric_counts *counts);
@@ -282,7 +295,7 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
  * (the FTL_MODEL_META_* keys below are the conventional ones). */
 
 #define FTL_MODEL_FORMAT               "ftl-model-1"
-#define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-1"
+#define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-2"  /* 2: dropout keyed by (seed, step, row), global batches */
 #define FTL_MODEL_META_FORMAT          "ftl.format"
 #define FTL_MODEL_META_VERSION         "ftl.version"
 #define FTL_MODEL_META_CLASSES         "ftl.classes"         /* JSON array of class names */
@@ -313,11 +326,15 @@ const char *ftl_classifier_metadata(const ftl_classifier *model, const char *key
 
 /* ======================================================================== training loop */
 
-/* One batch handed to the trainer; the memory stays valid until the next call on the source. */
+/* One batch handed to the trainer: this rank's rows of one global batch; the memory stays valid
+ * until the next call on the source. */
 typedef struct ftl_feature_batch {
     const float *features; /* [count x D] row-major */
     const int32_t *labels; /* [count] */
-    size_t count;
+    size_t count;          /* rows on this rank (0 is possible on the feature-cache path) */
+    size_t global_count;   /* rows of the global batch over all ranks; 0: the pass ended */
+    const uint32_t *positions; /* position of each row in the global batch; NULL: position_base + i */
+    int64_t position_base;
     double backbone_seconds; /* time this batch spent in a backbone (per-batch mode), else 0 */
 } ftl_feature_batch;
 
@@ -325,12 +342,17 @@ typedef struct ftl_feature_batch {
  * plus a backbone run per batch (--no-feature-cache). */
 typedef struct ftl_batch_source {
     void *ctx;
-    /* Examples in one pass over the data (for steps per epoch), 0 if unknown. */
+    /* Examples in one pass over the data, all ranks together (for steps per epoch), 0 if unknown. */
     int64_t size;
+    /* true: the sequence of global batches is the same for any number of ranks (feature cache),
+     * so its position is one blob valid under any rank count; false: each rank streams its own
+     * shard and the checkpoint keeps every rank's position. */
+    bool global_order;
     /* Start a fresh pass (epoch mode; not called when steps_per_epoch streams over passes). */
     ftl_status (*begin_pass)(void *ctx);
-    /* Up to max_count examples. When the pass ends: wrap = true continues into a new pass
-     * (reshuffled) to fill the batch; wrap = false returns what is left (count 0 at the end). */
+    /* This rank's rows of the next global batch of max_count x ranks rows. When the pass ends:
+     * wrap = true continues into a new pass (reshuffled) to fill the batch; wrap = false returns
+     * what is left (global_count 0 at the end). */
     ftl_status (*next_batch)(void *ctx, size_t max_count, bool wrap, ftl_feature_batch *out);
     /* Opaque position (for checkpoints; optional): a malloc'ed blob, and its restore. */
     ftl_status (*save_position)(void *ctx, uint8_t **blob, size_t *size);
@@ -358,19 +380,6 @@ ftl_status ftl_memory_source_init(ftl_memory_source *src, const float *features,
                                   int64_t count, int64_t dim, bool shuffle, uint64_t seed);
 void ftl_memory_source_free(ftl_memory_source *src);
 ftl_batch_source ftl_memory_source_as_batch_source(ftl_memory_source *src);
-
-/* Hooks for data parallelism (src/dist fills them; NULL functions = single process). */
-typedef struct ftl_collectives {
-    void *ctx;
-    int rank, world_size;
-    /* In-place sum over ranks. The trainer averages gradients (sum / world_size, as Horovod);
-     * each rank's gradient is the mean over its own full batch (equal batches on every rank).
-     * Steps per epoch follow the smallest shard, so no rank waits for a missing step. */
-    ftl_status (*allreduce_sum_f32)(void *ctx, float *data, size_t count);
-    ftl_status (*allreduce_sum_f64)(void *ctx, double *data, size_t count);
-    /* Rank 0's data to everyone (initial weights, resumed state). */
-    ftl_status (*broadcast_f32)(void *ctx, float *data, size_t count);
-} ftl_collectives;
 
 /* What happened in one epoch (also the JSONL record). Metrics are NaN when not measured. */
 typedef struct ftl_epoch_log {
@@ -412,7 +421,7 @@ typedef struct ftl_fit_config {
     size_t checkpoint_meta_count;
     const char *log_path;     /* JSONL, one record per epoch, appended; NULL = none */
     FILE *epoch_out;          /* Keras-style epoch lines; NULL = silent */
-    ftl_collectives collectives;
+    ftl_collectives collectives; /* ftl/dist.h; rank 0 of 1 = single process */
     /* Called after each epoch (rank 0 and others); set *stop to end training. Optional. */
     ftl_status (*on_epoch_end)(void *ctx, const ftl_epoch_log *log, bool *stop);
     void *on_epoch_end_ctx;

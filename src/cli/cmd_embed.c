@@ -9,6 +9,7 @@ int cli_cmd_embed(int argc, char **argv) {
     const char *backbone = NULL, *features_from = NULL, *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32";
     const char *conv_algorithm = "auto";
     bool quiet = false;
+    double stall_timeout = 60;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &backbone, "MODEL.onnx", "the frozen backbone (required)"},
         {"features-from", CLI_STRING, &features_from, "TENSOR", "take features from this tensor (default: the graph output)"},
@@ -25,6 +26,7 @@ int cli_cmd_embed(int argc, char **argv) {
         {"image-col", CLI_STRING, &o.image_column, "NAME", "column holding the S*S*3 image bytes; default image"},
         {"label-col", CLI_STRING, &o.label_column, "NAME", "column holding the int label; default label"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
+        {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},
     };
     const cli_command cmd = {"embed", "ftl embed DATA --backbone MODEL.onnx OUT [options]",
@@ -50,9 +52,11 @@ int cli_cmd_embed(int argc, char **argv) {
     o.features_from = features_from;
     o.show_progress = !quiet;
     if (quiet) ftl_log_set_level(FTL_LOG_WARN);
+    ftl_dist_set_stall_timeout(stall_timeout);
+    o.collectives = ftl_dist_world();
     ftl_embed_summary s;
     st = ftl_embed_run(&o, &s);
-    if (st == FTL_OK && !quiet)
+    if (st == FTL_OK && !quiet && ftl_dist_rank(o.collectives) == 0)
         printf("embed: %lld images -> %lld features each in %.2f s (%.1f images/s); backbone %.2f s, waiting for data %.2f s "
                "(%.1f%%)\n  backbone sha256 %s\n  wrote %s\n",
                (long long)s.rows, (long long)s.feature_dim, s.seconds, s.seconds > 0 ? (double)s.rows / s.seconds : 0.0,

@@ -8,6 +8,7 @@ int cli_cmd_eval(int argc, char **argv) {
     ftl_eval_options_init(&o);
     const char *json = NULL, *confusion = NULL;
     bool quiet = false;
+    double stall_timeout = 60;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
         {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "use cached features of this dataset from the feature cache when present"},
@@ -20,6 +21,7 @@ int cli_cmd_eval(int argc, char **argv) {
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.image_column, "NAME", "image column; default image"},
         {"label-col", CLI_STRING, &o.label_column, "NAME", "label column; default label"},
+        {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress"},
     };
     const cli_command cmd = {"eval", "ftl eval MODEL.ftl DATA [options]",
@@ -31,12 +33,15 @@ int cli_cmd_eval(int argc, char **argv) {
     o.model_path = pos[0];
     o.data_path = pos[1];
     o.show_progress = !quiet;
+    ftl_dist_set_stall_timeout(stall_timeout);
+    o.collectives = ftl_dist_world();
+    bool rank0 = ftl_dist_rank(o.collectives) == 0;
     ftl_eval_result r;
     ftl_status st = ftl_eval_run(&o, &r);
-    if (st == FTL_OK) {
-        ftl_eval_result_print(&r, stdout);
-        if (json) st = ftl_eval_result_write_json(&r, json);
-        if (st == FTL_OK && confusion) st = ftl_eval_result_write_confusion_csv(&r, confusion);
+    if (st == FTL_OK) { /* rank 0 alone prints and writes what a person reads */
+        if (rank0) ftl_eval_result_print(&r, stdout);
+        if (rank0 && json) st = ftl_eval_result_write_json(&r, json);
+        if (rank0 && st == FTL_OK && confusion) st = ftl_eval_result_write_confusion_csv(&r, confusion);
         ftl_eval_result_free(&r);
     }
     return cli_report(st);

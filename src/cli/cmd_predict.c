@@ -17,6 +17,12 @@ static void print_json_string(const char *s) {
 }
 
 int cli_cmd_predict(int argc, char **argv) {
+    const ftl_collectives *world = ftl_dist_world();
+    if (ftl_dist_active(world)) { /* N copies would each classify every image and print N times */
+        if (world->rank == 0)
+            fprintf(stderr, "ftl predict: error: predict runs in one process; start it without mpirun (or with -np 1)\n");
+        return 2;
+    }
     ftl_predict_options o;
     ftl_predict_options_init(&o);
     bool json = false;

@@ -16,6 +16,7 @@ int cli_cmd_train(int argc, char **argv) {
     int64_t eval_batch = o.fit.eval_batch_size;
     bool nesterov = false, restore_best = true, drop_remainder = true, quiet = false;
     int keep_last = 0;
+    double stall_timeout = 60;
     const cli_flag flags[] = {
         {"val", CLI_STRING, &o.val_path, "VAL", "validation dataset (evaluated after every epoch)"},
         {"backbone", CLI_STRING, &o.embed.backbone_path, "MODEL.onnx", "the frozen pretrained backbone (required)"},
@@ -61,6 +62,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"threads", CLI_INT, &o.embed.threads, "N", "compute threads; default: all cores"},
         {"loader-threads", CLI_INT, &o.embed.loader_threads, "N", "background readers; default 1"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing --out"},
+        {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S",
+         "under mpirun: abort when a rank waits S s for the others in one step, naming the missing ranks (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "only warnings, errors and the final line"},
     };
     const cli_command cmd = {"train", "ftl train TRAIN --val VAL --backbone MODEL.onnx --out MODEL.ftl [options]",
@@ -127,9 +130,15 @@ int cli_cmd_train(int argc, char **argv) {
     o.show_progress = !quiet;
     o.embed.show_progress = !quiet;
     if (quiet) ftl_log_set_level(FTL_LOG_WARN);
+    if (!(stall_timeout >= 0)) {
+        fprintf(stderr, "ftl train: error: --stall-timeout must be >= 0 seconds\n");
+        return 2;
+    }
+    ftl_dist_set_stall_timeout(stall_timeout);
+    o.fit.collectives = *ftl_dist_world();
     ftl_train_summary s;
     st = ftl_train_run(&o, &s);
-    if (st == FTL_OK) {
+    if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0) {
         const ftl_fit_result *r = &s.fit;
         printf("train: %lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "
                "acc %.4f%s\n",

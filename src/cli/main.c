@@ -37,13 +37,28 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("ftl %s\n", FTL_VERSION);
+        ftl_dist_info info = ftl_dist_get_info();
+        printf("ftl %s\ndata parallelism: %s\n", FTL_VERSION,
+               info.mpi_built ? "Open MPI (mpirun -np N ftl ...; this build links it)"
+                              : "none: built without MPI (single process only; install libopenmpi-dev and rebuild)");
         return 0;
     }
     for (int i = 0; i < SUBCOMMAND_COUNT; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0) {
             ftl_install_interrupt_cleanup();
-            return subcommands[i].run(argc - 1, argv + 1);
+            /* Under mpirun every rank runs this; a process no launcher started stays single. */
+            const ftl_collectives *world = NULL;
+            ftl_status st = ftl_dist_init(NULL, &world);
+            if (st != FTL_OK) return cli_report(st);
+            if (ftl_dist_active(world)) {
+                st = ftl_dist_check_arguments(world, argc, argv);
+                if (st != FTL_OK) world->abort(world->ctx, cli_report(st), NULL);
+            }
+            int rc = subcommands[i].run(argc - 1, argv + 1);
+            /* One rank's failure stops them all (its message is already printed). */
+            if (rc != 0 && ftl_dist_active(world)) world->abort(world->ctx, rc, NULL);
+            st = ftl_dist_finalize();
+            return rc != 0 ? rc : cli_report(st);
         }
     fprintf(stderr, "ftl: error: unknown command '%s'\n\n", argv[1]);
     print_usage(stderr);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <zlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 void ftl_embed_options_init(ftl_embed_options *o) {
@@ -144,8 +145,7 @@ static void source_boundaries(ftl_loader *l, const ftl_embed_options *o, feature
     int count;
     f->boundary_count = 0;
     if (loader_expand_sources(o->sources, o->source_count, &paths, &count) != FTL_OK) return;
-    int64_t total = ftl_loader_total_rows(l), shards = o->num_shards > 0 ? o->num_shards : 1;
-    int64_t begin = o->shard * total / shards, end = (o->shard + 1) * total / shards, row = 0;
+    int64_t begin = ftl_loader_shard_begin(l), end = begin + ftl_loader_shard_rows(l), row = 0;
     for (int i = 0; i < count; i++) {
         ftl_parquet_file *pf;
         if (ftl_parquet_open(paths[i], &pf) == FTL_OK) {
@@ -193,7 +193,148 @@ static ftl_status write_metadata(ftl_parquet_writer *w, ftl_loader *l, const ftl
     return st;
 }
 
+/* Appends every row group of a features file to w, in order. */
+static ftl_status append_part(ftl_parquet_writer *w, const char *path) {
+    ftl_parquet_file *f;
+    FTL_TRY(ftl_parquet_open(path, &f));
+    ftl_parquet_column_values v[3];
+    memset(v, 0, sizeof v);
+    ftl_status st = ftl_parquet_num_columns(f) == 3 ? FTL_OK : ftl_fail(FTL_E_FORMAT, "%s: not a features part", path);
+    for (int g = 0; st == FTL_OK && g < ftl_parquet_num_row_groups(f); g++) {
+        for (int c = 0; c < 3 && st == FTL_OK; c++) st = ftl_parquet_read_column(f, g, c, &v[c]);
+        if (st != FTL_OK) break;
+        ftl_parquet_column_data cols[3] = {{.values = v[0].values}, {.values = v[1].values},
+                                           {.values = v[2].data, .offsets = v[2].offsets}};
+        st = ftl_parquet_writer_write_row_group(w, v[0].rows, cols);
+    }
+    for (int c = 0; c < 3; c++) ftl_parquet_column_values_free(&v[c]);
+    ftl_parquet_close(f);
+    return st;
+}
+
+/* Under N ranks: each embeds its contiguous share of the rows into a part on its own disk; rank 0
+ * then writes OUT from its part and the others', sent one at a time (no shared filesystem). */
+static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summary *s) {
+    const ftl_collectives *col = o->collectives;
+    int rank = ftl_dist_rank(col), ranks = ftl_dist_size(col);
+    double start = ftl_now();
+    memset(s, 0, sizeof *s);
+    int64_t total = 0;
+    {
+        char **paths;
+        int count;
+        FTL_TRY(loader_expand_sources(o->sources, o->source_count, &paths, &count));
+        ftl_status st = FTL_OK;
+        for (int i = 0; i < count; i++) {
+            ftl_parquet_file *f = NULL;
+            if (st == FTL_OK) st = ftl_parquet_open(paths[i], &f);
+            if (st == FTL_OK) total += ftl_parquet_num_rows(f);
+            ftl_parquet_close(f);
+            free(paths[i]);
+        }
+        free(paths);
+        FTL_TRY(st);
+    }
+    if (rank == 0 && ftl_path_exists(o->output_path) && !o->overwrite)
+        return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
+    const char *tmp = getenv("TMPDIR");
+    char *part = rank == 0 ? ftl_format("%s.rank0", o->output_path)
+                           : ftl_format("%s/ftl-embed-%ld-rank%d.parquet", tmp && *tmp ? tmp : "/tmp", (long)getpid(), rank);
+    ftl_cleanup_register(part);
+    ftl_embed_options local = *o;
+    local.collectives = NULL;
+    local.row_begin = rank * total / ranks;
+    local.row_end = (rank + 1) * total / ranks;
+    local.output_path = part;
+    local.overwrite = true;
+    local.show_progress = o->show_progress && rank == 0;
+    ftl_status st = FTL_OK;
+    if (local.row_end > local.row_begin) {
+        ftl_dist_phase_begin(col, "embedding its shard");
+        st = ftl_embed_run(&local, s);
+        ftl_dist_phase_end(col);
+    }
+    if (st != FTL_OK) {
+        ftl_cleanup_unregister(part);
+        free(part);
+        return st;
+    }
+    ftl_dist_set_context(col, -1, "collecting the features on rank 0");
+    double rows = (double)s->rows, compute = s->compute_seconds, wait = s->wait_seconds;
+    double sums[3] = {rows, compute, wait};
+    st = ftl_dist_allreduce_f64(col, sums, 3);
+    ftl_parquet_writer *w = NULL;
+    bool have_metadata = false;
+    if (st == FTL_OK && rank == 0) {
+        ftl_parquet_column_def cols[3] = {
+            {.name = FTL_COLUMN_LABEL, .type = FTL_PARQUET_INT32},
+            {.name = FTL_COLUMN_FEATURES, .type = FTL_PARQUET_FIXED_LEN_BYTE_ARRAY, .fixed_length = (int32_t)(4 * s->feature_dim)},
+            {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = true},
+        };
+        int64_t dim = s->feature_dim;
+        if (dim <= 0) { /* rank 0 held no rows: the dimension comes with the first part */
+            ftl_model_options mo;
+            ftl_model_options_init(&mo);
+            mo.features_from = o->features_from;
+            ftl_model *m = NULL;
+            st = ftl_model_load(o->backbone_path, &mo, &m);
+            if (st == FTL_OK) dim = s->feature_dim = ftl_model_get_info(m)->feature_dim;
+            ftl_model_free(m);
+            cols[1].fixed_length = (int32_t)(4 * dim);
+        }
+        if (st == FTL_OK) st = ftl_parquet_writer_open(o->output_path, cols, 3, NULL, &w);
+    }
+    /* Parts in rank order; the other ranks' each sent to rank 0 as one whole Parquet file. */
+    for (int r = 0; r < ranks && st == FTL_OK; r++) {
+        bool has_rows = (int64_t)(r + 1) * total / ranks > (int64_t)r * total / ranks;
+        if (!has_rows) continue;
+        char *path = r == 0 ? ftl_strdup(part) : ftl_format("%s.rank%d", o->output_path, r);
+        if (r > 0) {
+            uint8_t *bytes = NULL, *got = NULL;
+            size_t size = 0;
+            size_t *sizes = ftl_xcalloc((size_t)ranks, sizeof *sizes);
+            if (rank == r) st = ftl_read_file(part, &bytes, &size);
+            if (st == FTL_OK) st = ftl_dist_gather(col, bytes, rank == r ? size : 0, 0, &got, sizes);
+            if (st == FTL_OK && rank == 0) { /* only rank r sent bytes: the gathered buffer is its file */
+                ftl_cleanup_register(path);
+                st = ftl_write_file_atomic(path, got, sizes[r]);
+            }
+            free(sizes);
+            free(bytes);
+            free(got);
+        }
+        if (st == FTL_OK && rank == 0) st = append_part(w, path);
+        if (st == FTL_OK && rank == 0 && !have_metadata) {
+            ftl_parquet_file *f = NULL;
+            st = ftl_parquet_open(path, &f);
+            for (int i = 0; st == FTL_OK && i < ftl_parquet_metadata_count(f); i++)
+                if (ftl_parquet_metadata_value(f, i))
+                    st = ftl_parquet_writer_set_metadata(w, ftl_parquet_metadata_key(f, i), ftl_parquet_metadata_value(f, i));
+            ftl_parquet_close(f);
+            have_metadata = true;
+        }
+        if (r > 0 && rank == 0) {
+            unlink(path);
+            ftl_cleanup_unregister(path);
+        }
+        free(path);
+    }
+    if (w) {
+        if (st == FTL_OK) st = ftl_parquet_writer_close(w);
+        else ftl_parquet_writer_abort(w);
+    }
+    unlink(part);
+    ftl_cleanup_unregister(part);
+    free(part);
+    s->rows = (int64_t)sums[0];
+    s->compute_seconds = sums[1] / ranks;
+    s->wait_seconds = sums[2] / ranks;
+    s->seconds = ftl_now() - start;
+    return st;
+}
+
 ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
+    if (ftl_dist_active(o->collectives) && o->row_end <= 0) return embed_distributed(o, s);
     memset(s, 0, sizeof *s);
     double start = ftl_now();
     if (!o->backbone_path || !o->output_path || o->source_count < 1)
@@ -218,6 +359,8 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
     lo.shard = o->shard;
     lo.num_shards = o->num_shards > 0 ? o->num_shards : 1;
+    lo.row_begin = o->row_begin;
+    lo.row_end = o->row_end;
     ftl_loader *l;
     FTL_TRY(ftl_loader_open(&lo, &l));
     int image_size = ftl_loader_image_size(l);

@@ -663,6 +663,7 @@ void ftl_loader_close(ftl_loader *l) {
 int64_t ftl_loader_batches_per_epoch(const ftl_loader *l) { return l->plan.batches_per_epoch; }
 int64_t ftl_loader_total_rows(const ftl_loader *l) { return l->plan.total_rows; }
 int64_t ftl_loader_shard_rows(const ftl_loader *l) { return l->plan.shard_end - l->plan.shard_begin; }
+int64_t ftl_loader_shard_begin(const ftl_loader *l) { return l->plan.shard_begin; }
 int64_t ftl_loader_epoch_rows(const ftl_loader *l) { return l->plan.rows_per_pass; }
 int64_t ftl_loader_row_bytes(const ftl_loader *l) { return l->plan.row_bytes; }
 int ftl_loader_image_size(const ftl_loader *l) { return l->plan.image_size; }

@@ -199,6 +199,16 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
     int64_t n = p->total_rows, k = o->shard, s = o->num_shards;
     p->shard_begin = k * n / s;
     p->shard_end = (k + 1) * n / s;
+    if (o->row_end > 0) {
+        if (o->row_begin < 0 || o->row_begin > o->row_end || o->row_end > n) {
+            st = ftl_fail(FTL_E_INVALID_ARG, "rows [%lld, %lld) are outside the dataset's %lld rows", (long long)o->row_begin,
+                          (long long)o->row_end, (long long)n);
+            loader_plan_free(p);
+            return st;
+        }
+        p->shard_begin = o->row_begin;
+        p->shard_end = o->row_end;
+    }
     for (int i = 0; i < p->file_count; i++) {
         loader_file *f = &p->files[i];
         int groups = ftl_parquet_num_row_groups(f->parquet);
@@ -211,7 +221,7 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
     }
     /* Equal batches trim each pass to the smallest shard; an endless stream (steps_per_epoch)
      * needs no trim, since its epochs are counted in batches. */
-    p->rows_per_pass = o->equal_batches && o->steps_per_epoch == 0 ? n / s : p->shard_end - p->shard_begin;
+    p->rows_per_pass = o->equal_batches && o->steps_per_epoch == 0 && o->row_end <= 0 ? n / s : p->shard_end - p->shard_begin;
     if (o->steps_per_epoch > 0) {
         p->batches_per_epoch = o->steps_per_epoch;
     } else {

@@ -2,6 +2,7 @@
  * the trained head; loss, top-1, top-5, per-class accuracy and the confusion matrix. */
 #include "ftl/pipeline.h"
 #include "ftl/loader.h"
+#include "ftl/dist.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
 #include "pipeline/classifier_backbone.h"
@@ -32,7 +33,9 @@ typedef struct eval_state {
     int64_t *class_correct, *class_total;
     double loss_sum;
     int64_t top1, top5;
-    ftl_atomic_file csv;   /* --predictions, renamed into place only when complete */
+    ftl_atomic_file csv;   /* --predictions on rank 0, renamed into place only when complete */
+    bool predictions;
+    ftl_strbuf lines;      /* other ranks' prediction lines, gathered to rank 0 at the end */
 } eval_state;
 
 /* A CSV field: quoted, with quotes doubled. */
@@ -68,12 +71,13 @@ static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *label
         e->class_total[y]++;
         e->class_correct[y] += best == y;
         e->r->confusion[y * c + best]++;
-        if (e->csv.fp) {
+        if (e->predictions) {
             double p = exp((double)z[best] - maxz) / sum;
             ftl_strbuf line = {0};
             csv_append(&line, paths ? paths[i] : "");
             ftl_strbuf_printf(&line, ",%d,%lld,%.6f\n", y, (long long)best, p);
-            fputs(line.data, e->csv.fp);
+            if (e->csv.fp) fputs(line.data, e->csv.fp);
+            else ftl_strbuf_append(&e->lines, line.data, line.len);
             ftl_strbuf_free(&line);
         }
     }
@@ -95,7 +99,10 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     e.class_correct = ftl_xcalloc((size_t)c, sizeof(int64_t));
     e.class_total = ftl_xcalloc((size_t)c, sizeof(int64_t));
     ftl_status st = FTL_OK;
-    if (o->predictions_path) {
+    const ftl_collectives *col = o->collectives;
+    bool rank0 = ftl_dist_rank(col) == 0;
+    e.predictions = o->predictions_path != NULL;
+    if (o->predictions_path && rank0) {
         st = ftl_atomic_open(&e.csv, o->predictions_path);
         if (st == FTL_OK) fprintf(e.csv.fp, "path,label,predicted,probability\n");
     }
@@ -108,8 +115,14 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     if (st == FTL_OK && data_size != cb.input_size)
         st = ftl_fail(FTL_E_INVALID_ARG, "%s holds %dx%d images but %s was trained on %dx%d: prep the data with --size %d",
                       o->data_path, data_size, data_size, o->model_path, cb.input_size, cb.input_size, cb.input_size);
-    /* Cached features of exactly this dataset, backbone and preprocessing, when present. */
-    char *cached = NULL;
+    /* This rank's rows: a contiguous share, so rank order is dataset order. */
+    int64_t total = 0, begin = 0, end = 0;
+    if (st == FTL_OK) st = dataset_total_rows(src, 1, &total);
+    begin = ftl_dist_rank(col) * total / ftl_dist_size(col);
+    end = (ftl_dist_rank(col) + 1) * total / ftl_dist_size(col);
+    /* Cached features of exactly these rows, backbone and preprocessing, when one part holds them. */
+    feature_cache_parts cached = {0};
+    const feature_part *part = NULL;
     ftl_embed_options eo;
     ftl_embed_options_init(&eo);
     eo.backbone_path = cb.backbone_path;
@@ -119,43 +132,49 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.image_column = o->image_column;
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;
-    if (st == FTL_OK && o->cache_dir) {
+    if (st == FTL_OK && o->cache_dir && end > begin) {
         feature_cache_request req = {.sources = src, .source_count = 1, .what = "eval", .embed = &eo, .model = cb.backbone,
-                                     .cache_dir = o->cache_dir};
+                                     .cache_dir = o->cache_dir, .row_begin = begin, .row_end = end, .collectives = col};
         st = feature_cache_lookup(&req, &cached);
+        if (st == FTL_OK && cached.count == 1) part = &cached.parts[0];
+        else if (st == FTL_OK)
+            ftl_log_info("eval: the feature cache %s does not hold rows %lld-%lld in one part; computing their features",
+                         o->cache_dir, (long long)begin, (long long)end);
     }
     ftl_loader_options lo;
     ftl_loader_options_init(&lo);
-    const char *cached_src[1] = {cached};
-    lo.sources = cached ? cached_src : src;
+    const char *cached_src[1] = {part ? part->path : NULL};
+    lo.sources = part ? cached_src : src;
     lo.source_count = 1;
-    lo.value_column = cached ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
-    if (o->label_column && !cached) lo.label_column = o->label_column;
+    lo.value_column = part ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
+    if (o->label_column && !part) lo.label_column = o->label_column;
     lo.path_column = FTL_COLUMN_PATH;
     lo.path_optional = true;
-    lo.image_size = cached ? 0 : o->image_size;
+    lo.image_size = part ? 0 : o->image_size;
     lo.batch_size = o->batch;
     lo.shuffle = false;
     lo.equal_batches = false;
     lo.epochs = 1;
     lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
+    lo.row_begin = part ? begin - part->begin : begin;
+    lo.row_end = part ? end - part->begin : end;
     ftl_loader *l = NULL;
-    if (st == FTL_OK) st = ftl_loader_open(&lo, &l);
-    if (st == FTL_OK && cached && ftl_loader_row_bytes(l) != cb.clf.head.dim * 4)
-        st = ftl_fail(FTL_E_FORMAT, "%s: features have %lld floats, the model expects %lld", cached,
+    if (st == FTL_OK && end > begin) st = ftl_loader_open(&lo, &l);
+    if (st == FTL_OK && l && part && ftl_loader_row_bytes(l) != cb.clf.head.dim * 4)
+        st = ftl_fail(FTL_E_FORMAT, "%s: features have %lld floats, the model expects %lld", part->path,
                       (long long)ftl_loader_row_bytes(l) / 4, (long long)cb.clf.head.dim);
     float *features = NULL;
     if (st == FTL_OK) {
         e.logits = ftl_xmalloc((size_t)(o->batch * c) * sizeof(float));
-        if (!cached) features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float));
+        if (!part) features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float));
     }
     ftl_progress progress;
-    bool show = o->show_progress && st == FTL_OK;
+    bool show = o->show_progress && st == FTL_OK && l && rank0;
     if (show) ftl_progress_start(&progress, "eval", "images", ftl_loader_shard_rows(l));
     ftl_batch b;
-    while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
+    while (st == FTL_OK && l && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
         const float *x = (const float *)b.values;
-        if (!cached) {
+        if (!part) {
             st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows, ftl_loader_image_size(l), features);
             x = features;
         }
@@ -163,6 +182,33 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         if (show) ftl_progress_update(&progress, r->rows);
     }
     if (show) ftl_progress_finish(&progress, r->rows);
+    /* Exact global sums: counts as integers, the loss as a double sum. */
+    if (st == FTL_OK && ftl_dist_active(col)) {
+        ftl_dist_set_context(col, -1, "summing the eval metrics");
+        int64_t n = 3 + 2 * c + c * c;
+        int64_t *v = ftl_xcalloc((size_t)n, sizeof *v);
+        v[0] = r->rows, v[1] = e.top1, v[2] = e.top5;
+        memcpy(v + 3, e.class_correct, (size_t)c * sizeof *v);
+        memcpy(v + 3 + c, e.class_total, (size_t)c * sizeof *v);
+        memcpy(v + 3 + 2 * c, r->confusion, (size_t)(c * c) * sizeof *v);
+        st = ftl_dist_allreduce_i64(col, v, (size_t)n);
+        if (st == FTL_OK) st = ftl_dist_allreduce_f64(col, &e.loss_sum, 1);
+        r->rows = v[0], e.top1 = v[1], e.top5 = v[2];
+        memcpy(e.class_correct, v + 3, (size_t)c * sizeof *v);
+        memcpy(e.class_total, v + 3 + c, (size_t)c * sizeof *v);
+        memcpy(r->confusion, v + 3 + 2 * c, (size_t)(c * c) * sizeof *v);
+        free(v);
+        if (st == FTL_OK && e.predictions) { /* every rank's lines, in rank (= dataset) order */
+            uint8_t *all = NULL;
+            size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(col), sizeof *sizes);
+            st = ftl_dist_gather(col, e.lines.data ? e.lines.data : "", e.lines.len, 0, &all, sizes);
+            size_t bytes = 0;
+            for (int k = 0; k < ftl_dist_size(col); k++) bytes += sizes[k];
+            if (st == FTL_OK && rank0 && bytes) st = ftl_write_all(e.csv.fp, all, bytes, o->predictions_path);
+            free(sizes);
+            free(all);
+        }
+    }
     if (st == FTL_OK && r->rows == 0) st = ftl_fail(FTL_E_FORMAT, "%s has no rows", o->data_path);
     if (st == FTL_OK) {
         r->loss = e.loss_sum / (double)r->rows;
@@ -178,7 +224,8 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     free(e.logits);
     free(e.class_correct);
     free(e.class_total);
-    free(cached);
+    feature_cache_parts_free(&cached);
+    ftl_strbuf_free(&e.lines);
     classifier_backbone_close(&cb);
     r->seconds = ftl_now() - start;
     if (st != FTL_OK) ftl_eval_result_free(r);

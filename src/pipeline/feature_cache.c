@@ -7,6 +7,7 @@
 #include "util/fsutil.h"
 #include "util/log.h"
 #include "util/sha256.h"
+#include "util/string_list.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,19 +48,107 @@ static const char *stale_reason(const char *path, const cache_identity *id) {
     return reason;
 }
 
-static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_miss, char **path, bool *reused) {
-    *path = NULL;
-    *reused = false;
+ftl_status dataset_total_rows(const char *const *sources, int source_count, int64_t *rows) {
+    char **paths;
+    int count;
+    FTL_TRY(loader_expand_sources(sources, source_count, &paths, &count));
+    ftl_status st = FTL_OK;
+    *rows = 0;
+    for (int i = 0; i < count; i++) {
+        ftl_parquet_file *f = NULL;
+        if (st == FTL_OK) st = ftl_parquet_open(paths[i], &f);
+        if (st == FTL_OK) *rows += ftl_parquet_num_rows(f);
+        ftl_parquet_close(f);
+        free(paths[i]);
+    }
+    free(paths);
+    return st;
+}
+
+void feature_cache_parts_free(feature_cache_parts *p) {
+    for (int i = 0; i < p->count; i++) free(p->parts[i].path);
+    free(p->parts);
+    memset(p, 0, sizeof *p);
+}
+
+static int part_order(const void *a, const void *b) {
+    const feature_part *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end > y->end ? -1 : x->end < y->end; /* the longest first */
+}
+
+/* The valid parts of this key in the cache folder, sorted. */
+static void list_parts(const char *dir, const char *prefix, const cache_identity *id, feature_part **parts, int *count) {
+    *parts = NULL;
+    *count = 0;
+    ftl_string_list names = {0};
+    if (ftl_list_folder(dir, &names) != FTL_OK) return;
+    size_t plen = strlen(prefix);
+    const char *suffix = ".features.parquet";
+    for (int64_t i = 0; i < names.count; i++) {
+        const char *n = names.items[i];
+        long long b, e;
+        int used = 0;
+        if (strncmp(n, prefix, plen) != 0 || sscanf(n + plen, "%lld-%lld%n", &b, &e, &used) != 2 || b < 0 || e <= b ||
+            strcmp(n + plen + used, suffix) != 0)
+            continue;
+        char *path = ftl_format("%s/%s", dir, n);
+        const char *why = stale_reason(path, id);
+        if (why) {
+            ftl_log_warn("feature cache: %s is stale (%s); not using it", path, why);
+            free(path);
+            continue;
+        }
+        *parts = ftl_xrealloc(*parts, (size_t)(*count + 1) * sizeof **parts);
+        (*parts)[(*count)++] = (feature_part){path, b, e};
+    }
+    ftl_string_list_free(&names);
+    if (*count > 1) qsort(*parts, (size_t)*count, sizeof **parts, part_order);
+}
+
+static ftl_status embed_part(const feature_cache_request *r, const char *path, int64_t begin, int64_t end) {
+    const ftl_embed_options *e = r->embed;
+    ftl_embed_options eo = *e;
+    eo.sources = r->sources;
+    eo.source_count = r->source_count;
+    eo.output_path = path;
+    eo.overwrite = true;
+    eo.row_begin = begin;
+    eo.row_end = end;
+    eo.shard = 0;
+    eo.num_shards = 1;
+    eo.collectives = NULL; /* this rank's part only */
+    ftl_embed_summary summary;
+    ftl_dist_phase_begin(r->collectives, "building its feature cache part");
+    ftl_status st = ftl_embed_run(&eo, &summary);
+    ftl_dist_phase_end(r->collectives);
+    if (st == FTL_OK)
+        ftl_log_info("feature cache: %lld %s images in %.1f s (%.1f images/s, %.1f%% waiting for data)",
+                     (long long)summary.rows, r->what, summary.seconds,
+                     summary.seconds > 0 ? (double)summary.rows / summary.seconds : 0.0,
+                     summary.seconds > 0 ? 100.0 * summary.wait_seconds / summary.seconds : 0.0);
+    return st;
+}
+
+static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_miss, feature_cache_parts *out) {
+    memset(out, 0, sizeof *out);
     const ftl_embed_options *e = r->embed;
     const ftl_model_info *info = ftl_model_get_info(r->model);
     int image_size;
     FTL_TRY(loader_dataset_image_size(r->sources, r->source_count, e->image_size, &image_size));
+    FTL_TRY(dataset_total_rows(r->sources, r->source_count, &out->total_rows));
+    int64_t begin = r->row_end > 0 ? r->row_begin : 0, end = r->row_end > 0 ? r->row_end : out->total_rows;
+    if (begin < 0 || end > out->total_rows || begin > end)
+        return ftl_fail(FTL_E_INTERNAL, "rows %lld-%lld are outside the dataset's %lld", (long long)begin, (long long)end,
+                        (long long)out->total_rows);
+    out->begin = begin;
+    out->end = end;
     cache_identity id = {.backbone_sha256 = info->sha256, .feature_tensor = info->feature_name,
                          .precision = ftl_nn_precision_name(e->precision),
                          .conv_algorithm = ftl_nn_conv_algorithm_name(e->conv_algorithm)};
     FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));
     id.preprocess = ftl_nn_preprocess_json(&e->preprocess, r->model, image_size);
-    char *key_text = ftl_format("ftl-feature-cache-2\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", id.fingerprint, id.backbone_sha256,
+    char *key_text = ftl_format("ftl-feature-cache-3\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", id.fingerprint, id.backbone_sha256,
                                 id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label");
@@ -71,53 +160,68 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     char *dot = strstr(stem, ".parquet");
     if (dot) *dot = '\0';
     ftl_status st = ftl_make_dirs(r->cache_dir);
-    char *file = ftl_format("%s/%s-%.16s.features.parquet", r->cache_dir, stem, key);
-    if (st == FTL_OK && ftl_path_exists(file)) {
-        const char *why = stale_reason(file, &id);
-        if (!why) {
-            *reused = true;
-            ftl_log_info("feature cache: reusing %s for %s", file, r->what);
-        } else {
-            ftl_log_warn("feature cache: %s is stale (%s); %s", file, why,
-                         embed_on_miss ? "rebuilding it" : "computing the features from the images instead");
+    char *prefix = ftl_format("%s-%.16s.rows-", stem, key);
+    feature_part *have = NULL;
+    int have_count = 0;
+    if (st == FTL_OK) list_parts(r->cache_dir, prefix, &id, &have, &have_count);
+    /* Cover [begin, end) with the parts there are, embedding the gaps. */
+    bool *taken = ftl_xcalloc((size_t)(have_count ? have_count : 1), sizeof *taken);
+    int64_t at = begin;
+    out->reused = true;
+    while (st == FTL_OK && at < end) {
+        int best = -1;
+        for (int i = 0; i < have_count; i++)
+            if (have[i].begin <= at && have[i].end > at && (best < 0 || have[i].end > have[best].end)) best = i;
+        if (best >= 0) {
+            taken[best] = true;
+            out->parts = ftl_xrealloc(out->parts, (size_t)(out->count + 1) * sizeof *out->parts);
+            out->parts[out->count++] = (feature_part){ftl_strdup(have[best].path), have[best].begin, have[best].end};
+            at = have[best].end;
+            continue;
         }
+        int64_t gap_end = end;
+        for (int i = 0; i < have_count; i++)
+            if (have[i].begin > at && have[i].begin < gap_end) gap_end = have[i].begin;
+        out->reused = false;
+        if (!embed_on_miss) {
+            feature_cache_parts_free(out);
+            break;
+        }
+        char *path = ftl_format("%s/%s%lld-%lld.features.parquet", r->cache_dir, prefix, (long long)at, (long long)gap_end);
+        if (have_count == 0)
+            ftl_log_info("feature cache: computing %s features of %s (rows %lld-%lld) into %s", r->what, r->sources[0],
+                         (long long)at, (long long)gap_end, path);
+        else
+            ftl_log_info("feature cache: computing %s features of rows %lld-%lld, which %s does not hold (its parts of "
+                         "this key come from a run over other rows, e.g. another number of ranks)",
+                         r->what, (long long)at, (long long)gap_end, r->cache_dir);
+        st = embed_part(r, path, at, gap_end);
+        if (st == FTL_OK) {
+            out->parts = ftl_xrealloc(out->parts, (size_t)(out->count + 1) * sizeof *out->parts);
+            out->parts[out->count++] = (feature_part){path, at, gap_end};
+            path = NULL;
+        }
+        free(path);
+        at = gap_end;
     }
-    if (st == FTL_OK && !*reused && !embed_on_miss) {
-        free(id.preprocess);
-        free(file);
-        return FTL_OK; /* lookup only: no valid file */
-    }
-    if (st == FTL_OK && !*reused) {
-        ftl_log_info("feature cache: computing %s features of %s into %s", r->what, r->sources[0], file);
-        ftl_embed_options eo = *e;
-        eo.sources = r->sources;
-        eo.source_count = r->source_count;
-        eo.output_path = file;
-        eo.overwrite = true;
-        ftl_embed_summary summary;
-        st = ftl_embed_run(&eo, &summary);
-        if (st == FTL_OK)
-            ftl_log_info("feature cache: %lld %s images in %.1f s (%.1f images/s, %.1f%% waiting for data)",
-                         (long long)summary.rows, r->what, summary.seconds,
-                         summary.seconds > 0 ? (double)summary.rows / summary.seconds : 0.0,
-                         summary.seconds > 0 ? 100.0 * summary.wait_seconds / summary.seconds : 0.0);
-    }
+    if (st == FTL_OK && out->count > 0 && out->reused)
+        ftl_log_info("feature cache: reusing %d part%s in %s for %s (rows %lld-%lld)", out->count, out->count == 1 ? "" : "s",
+                     r->cache_dir, r->what, (long long)begin, (long long)end);
+    for (int i = 0; i < have_count; i++) free(have[i].path);
+    free(have);
+    free(taken);
+    free(prefix);
     free(id.preprocess);
-    if (st != FTL_OK) {
-        free(file);
-        return st;
-    }
-    *path = file;
-    return FTL_OK;
+    if (st != FTL_OK) feature_cache_parts_free(out);
+    return st;
 }
 
-ftl_status feature_cache_get(const feature_cache_request *r, char **path, bool *reused) {
-    return cache_resolve(r, true, path, reused);
+ftl_status feature_cache_get(const feature_cache_request *r, feature_cache_parts *out) {
+    return cache_resolve(r, true, out);
 }
 
-ftl_status feature_cache_lookup(const feature_cache_request *r, char **path) {
-    bool reused = false;
-    return cache_resolve(r, false, path, &reused);
+ftl_status feature_cache_lookup(const feature_cache_request *r, feature_cache_parts *out) {
+    return cache_resolve(r, false, out);
 }
 
 ftl_status feature_file_shape(const char *path, int64_t *rows, int64_t *dim) {

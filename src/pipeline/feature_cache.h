@@ -8,6 +8,8 @@
 
 #include "ftl/embed.h"
 #include "ftl/nn.h"
+#include "ftl/dist.h"
+#include "pipeline/feature_store.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -18,13 +20,28 @@ typedef struct feature_cache_request {
     const ftl_embed_options *embed;   /* backbone, preprocessing, precision, columns, batch, threads */
     const ftl_model *model;           /* the loaded backbone (sha256, feature tensor, input geometry) */
     const char *cache_dir;
+    int64_t row_begin, row_end;       /* the rows this rank needs; row_end 0: all of them */
+    const ftl_collectives *collectives; /* embedding is announced as a long phase (stall inspector) */
 } feature_cache_request;
 
-/* The path of an up-to-date features file for the request (malloc'd), embedding first when
- * there is none or it is stale. *reused tells which. */
-ftl_status feature_cache_get(const feature_cache_request *r, char **path, bool *reused);
-/* The same without embedding: *path is NULL when the cache has no valid file. */
-ftl_status feature_cache_lookup(const feature_cache_request *r, char **path);
+/* The cache is a set of part files per key, each holding a contiguous range of the dataset's rows
+ * ("NAME-KEY.rows-B-E.features.parquet"): a rank's part under N ranks, or the whole set under one.
+ * A request is served from the parts that hold its rows, whatever rank count wrote them; the
+ * missing rows are embedded into a new part, with a message saying which and why. */
+typedef struct feature_cache_parts {
+    feature_part *parts;              /* sorted by begin; they cover the requested rows */
+    int count;
+    int64_t total_rows;               /* rows of the whole dataset */
+    int64_t begin, end;               /* the rows requested */
+    bool reused;                      /* nothing had to be embedded */
+} feature_cache_parts;
+
+ftl_status feature_cache_get(const feature_cache_request *r, feature_cache_parts *out);
+/* The same without embedding: out->count is 0 when the cache does not hold every requested row. */
+ftl_status feature_cache_lookup(const feature_cache_request *r, feature_cache_parts *out);
+void feature_cache_parts_free(feature_cache_parts *p);
+/* Rows of a dataset (sum over its files' footers). */
+ftl_status dataset_total_rows(const char *const *sources, int source_count, int64_t *rows);
 
 /* Features of a file in memory, in file order. */
 typedef struct feature_table {

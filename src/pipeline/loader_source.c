@@ -80,6 +80,11 @@ static ftl_status source_next_batch(void *ctx, size_t max_count, bool wrap, ftl_
     out->features = rows + s->offset * s->dim;
     out->labels = s->batch.labels + s->offset;
     out->count = (size_t)n;
+    /* Every rank streams its own shard with equal batches (Horovod's way): the global batch is
+     * this batch on each of the ranks, this rank's rows at positions shard x n + i. */
+    int shards = s->options.num_shards > 0 ? s->options.num_shards : 1;
+    out->global_count = (size_t)n * (size_t)shards;
+    out->position_base = (int64_t)s->options.shard * n;
     out->backbone_seconds = backbone;
     s->offset += n;
     if (!wrap && s->offset == s->batch.rows && s->batch.last_in_epoch) s->pass_ended = true;
@@ -105,7 +110,8 @@ static ftl_status source_restore_position(void *ctx, const uint8_t *blob, size_t
 }
 
 ftl_batch_source loader_source_as_batch_source(loader_source *s) {
-    return (ftl_batch_source){.ctx = s, .size = ftl_loader_epoch_rows(s->loader),
+    int shards = s->options.num_shards > 0 ? s->options.num_shards : 1;
+    return (ftl_batch_source){.ctx = s, .size = ftl_loader_epoch_rows(s->loader) * shards,
                               .begin_pass = source_begin_pass, .next_batch = source_next_batch,
                               .save_position = source_save_position, .restore_position = source_restore_position};
 }

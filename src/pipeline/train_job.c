@@ -7,7 +7,7 @@
 #include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
 #include "pipeline/loader_source.h"
-#include "pipeline/ordered_memory_source.h"
+#include "pipeline/store_sources.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
@@ -110,10 +110,11 @@ static char *metrics_json(const ftl_fit_result *r) {
 /* The run's sources: everything ftl_train_run opens, so one cleanup frees it all. */
 typedef struct train_run {
     ftl_model *backbone;
-    feature_table train_table, val_table;
-    ordered_memory_source train_mem, val_mem;
+    feature_store train_store, val_store;
+    global_order_source train_global;
+    file_order_source val_local;
     loader_source train_stream, val_stream;
-    bool have_train_mem, have_val_mem, have_train_stream, have_val_stream;
+    bool have_train_store, have_val_store, have_train_global, have_val_local, have_train_stream, have_val_stream;
     ftl_batch_source train, val;
     char **class_names;
     int64_t class_count, dim;
@@ -122,12 +123,12 @@ typedef struct train_run {
 } train_run;
 
 static void train_run_free(train_run *r) {
-    if (r->have_train_mem) ordered_memory_source_free(&r->train_mem);
-    if (r->have_val_mem) ordered_memory_source_free(&r->val_mem);
+    if (r->have_train_global) global_order_source_free(&r->train_global);
+    if (r->have_val_local) file_order_source_free(&r->val_local);
+    if (r->have_train_store) feature_store_close(&r->train_store);
+    if (r->have_val_store) feature_store_close(&r->val_store);
     if (r->have_train_stream) loader_source_close(&r->train_stream);
     if (r->have_val_stream) loader_source_close(&r->val_stream);
-    feature_table_free(&r->train_table);
-    feature_table_free(&r->val_table);
     ftl_model_free(r->backbone);
     for (int64_t i = 0; i < r->class_count; i++) free(r->class_names[i]);
     free(r->class_names);
@@ -153,68 +154,76 @@ static char *default_cache_dir(const char *out_path) {
     return ftl_format("%.*s/ftl-feature-cache", (int)(slash - out_path), out_path);
 }
 
-/* Feature-cache mode: embed (or reuse), then hold in memory or stream the stored vectors. */
+/* This rank's share of a dataset's rows: contiguous, sizes differing by at most one. */
+static void rank_rows(const ftl_collectives *c, int64_t total, int64_t *begin, int64_t *end) {
+    int64_t k = ftl_dist_rank(c), n = ftl_dist_size(c);
+    *begin = k * total / n;
+    *end = (k + 1) * total / n;
+}
+
+/* Feature-cache mode: each rank embeds (or reuses) its rows of train and val, then trains on
+ * global batches in the single-process order (in memory, or streamed from its parts). */
 static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+    const ftl_collectives *col = &o->fit.collectives;
     const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
     double t0 = ftl_now();
-    char *train_file = NULL, *val_file = NULL;
+    int64_t train_total = 0, val_total = 0, tb, te, vb = 0, ve = 0;
+    FTL_TRY(dataset_total_rows(train_src, 1, &train_total));
+    if (o->val_path) FTL_TRY(dataset_total_rows(val_src, 1, &val_total));
+    rank_rows(col, train_total, &tb, &te);
+    rank_rows(col, val_total, &vb, &ve);
+    feature_cache_parts tp = {0}, vp = {0};
     feature_cache_request req = {.sources = train_src, .source_count = 1, .what = "train", .embed = &o->embed,
-                                 .model = r->backbone, .cache_dir = r->cache_dir};
-    ftl_status st = feature_cache_get(&req, &train_file, &s->train_cache_reused);
-    if (st == FTL_OK && o->val_path) {
+                                 .model = r->backbone, .cache_dir = r->cache_dir, .row_begin = tb, .row_end = te,
+                                 .collectives = col};
+    ftl_status st = te > tb ? feature_cache_get(&req, &tp) : FTL_OK;
+    s->train_cache_reused = tp.reused;
+    if (st == FTL_OK && o->val_path && ve > vb) {
         req.sources = val_src;
         req.what = "val";
-        st = feature_cache_get(&req, &val_file, &s->val_cache_reused);
+        req.row_begin = vb;
+        req.row_end = ve;
+        st = feature_cache_get(&req, &vp);
+        s->val_cache_reused = vp.reused;
     }
     s->features_seconds = ftl_now() - t0;
-    int64_t train_rows = 0, val_rows = 0, dim = 0, vdim = 0;
-    if (st == FTL_OK) st = feature_file_shape(train_file, &train_rows, &dim);
-    if (st == FTL_OK && val_file) st = feature_file_shape(val_file, &val_rows, &vdim);
-    int64_t bytes = (train_rows + val_rows) * dim * 4;
+    int64_t dim = ftl_model_get_info(r->backbone)->feature_dim;
+    int64_t bytes = ((te - tb) + (ve - vb)) * dim * 4;
     int64_t limit = o->max_memory > 0 ? o->max_memory : default_max_memory();
     s->features_in_memory = bytes <= limit;
-    ftl_loader_options torder = train_order(o, train_src), vorder = val_order(o, val_src);
-    if (st == FTL_OK && s->features_in_memory) {
-        st = feature_table_load(train_file, &r->train_table);
-        if (st == FTL_OK && val_file) st = feature_table_load(val_file, &r->val_table);
-        if (st == FTL_OK) {
-            r->have_train_mem = true;
-            st = ordered_memory_source_init(&r->train_mem, &torder, r->train_table.features, r->train_table.labels,
-                                            r->train_table.rows, r->train_table.dim);
-        }
-        if (st == FTL_OK && val_file) {
-            r->have_val_mem = true;
-            st = ordered_memory_source_init(&r->val_mem, &vorder, r->val_table.features, r->val_table.labels,
-                                            r->val_table.rows, r->val_table.dim);
-        }
-        if (st == FTL_OK) {
-            r->train = ordered_memory_source_as_batch_source(&r->train_mem);
-            if (val_file) r->val = ordered_memory_source_as_batch_source(&r->val_mem);
-        }
-    } else if (st == FTL_OK) {
+    if (st == FTL_OK && !s->features_in_memory)
         ftl_log_info("feature cache: %.1f GiB of features exceed the memory limit; streaming them", (double)bytes / (1 << 30));
-        const char *tf[1] = {train_file}, *vf[1] = {val_file};
-        torder.sources = tf, vorder.sources = vf;
-        torder.value_column = vorder.value_column = FTL_COLUMN_FEATURES;
-        torder.label_column = vorder.label_column = FTL_COLUMN_LABEL;
-        torder.image_size = vorder.image_size = 0;
-        torder.cache_dir = vorder.cache_dir = NULL;
-        st = loader_source_open(&r->train_stream, &torder, NULL, NULL, dim);
-        r->have_train_stream = st == FTL_OK;
-        if (st == FTL_OK && val_file) {
-            st = loader_source_open(&r->val_stream, &vorder, NULL, NULL, dim);
-            r->have_val_stream = st == FTL_OK;
-        }
-        if (st == FTL_OK) {
-            r->train = loader_source_as_batch_source(&r->train_stream);
-            if (val_file) r->val = loader_source_as_batch_source(&r->val_stream);
-        }
+    /* Streaming keeps a few row groups per file decoded: an eighth of the limit, at most 256 MiB. */
+    int64_t stream_bytes = limit / 8 < ((int64_t)256 << 20) ? limit / 8 : ((int64_t)256 << 20);
+    if (st == FTL_OK) {
+        st = feature_store_open(&r->train_store, tp.parts, tp.count, tb, te, s->features_in_memory, stream_bytes);
+        r->have_train_store = st == FTL_OK;
+    }
+    if (st == FTL_OK && o->val_path) {
+        st = feature_store_open(&r->val_store, vp.parts, vp.count, vb, ve, s->features_in_memory, stream_bytes);
+        r->have_val_store = st == FTL_OK;
+    }
+    if (st == FTL_OK && r->train_store.dim && r->train_store.dim != dim)
+        st = ftl_fail(FTL_E_FORMAT, "the cached features have %lld floats but the backbone gives %lld: rebuild the cache",
+                      (long long)r->train_store.dim, (long long)dim);
+    ftl_loader_options torder = train_order(o, train_src);
+    if (st == FTL_OK) {
+        r->train_store.dim = dim; /* a rank with no rows has no part to learn it from */
+        st = global_order_source_init(&r->train_global, &torder, &r->train_store, train_total, ftl_dist_size(col));
+        r->have_train_global = st == FTL_OK;
+    }
+    if (st == FTL_OK) r->train = global_order_source_as_batch_source(&r->train_global);
+    if (st == FTL_OK && o->val_path) {
+        r->val_store.dim = dim;
+        file_order_source_init(&r->val_local, &r->val_store);
+        r->have_val_local = true;
+        r->val = file_order_source_as_batch_source(&r->val_local);
     }
     r->dim = dim;
-    s->train_rows = train_rows;
-    s->val_rows = val_rows;
-    free(train_file);
-    free(val_file);
+    s->train_rows = train_total;
+    s->val_rows = val_total;
+    feature_cache_parts_free(&tp);
+    feature_cache_parts_free(&vp);
     return st;
 }
 

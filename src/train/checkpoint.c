@@ -4,14 +4,17 @@
  *           optimizer.exp_avg / optimizer.exp_avg_sq F32 [P]   (nadam, adam: m and v over the
  *           optimizer.momentum_buffer F32 [P]                   parameter block, sgd: buffer)
  *           optimizer.step I64 [], optimizer.mu_product F64 []
- *           rng.dropout U64 [4]                                 (xoshiro256** state)
  *           early_stopping.best_params F32 [P]                  (when weights are kept)
- *           loader.position U8 [n]                              (the batch source's opaque blob)
- * metadata  ftl.format = ftl-checkpoint-1, ftl.version, ftl.feature_dim, the caller's
+ *           loader.position U8 [n]                              (the batch source's opaque blob:
+ *                                                                one for a global-order source,
+ *           loader.position.rank<R> U8 [n]                       else one per rank)
+ * The dropout draws need no state: they are keyed by (seed, step, row position).
+ * metadata  ftl.format = ftl-checkpoint-2, ftl.version, ftl.feature_dim, the caller's
  *           checkpoint_meta (backbone, classes, args), ftl.optimizer, ftl.train_state (epoch, step,
  *           early-stopping scalars; doubles printed with 17 digits, so they read back exactly),
  *           ftl.history (the epoch records), ftl.checkpoints (files written, for --keep-last). */
 #include "ftl/train.h"
+#include "ftl/dist.h"
 #include "train/gemm.h"
 #include "train/train_internal.h"
 #include "util/error.h"
@@ -51,11 +54,12 @@ static void append_optimizer_json(ftl_strbuf *b, const ftl_optimizer_config *c) 
 
 static void append_state_json(ftl_strbuf *b, const ftl_trainer *t) {
     const ftl_early_stopping *es = &t->es;
+    int ranks = ftl_dist_size(&t->config.collectives);
     ftl_strbuf_printf(b, "{\"epoch\":%lld,\"step\":%lld,\"steps_per_epoch\":%lld,\"finished\":%s,\"batch_size\":%lld,"
-                         "\"seed\":\"%llu\",\"dropout\":",
+                         "\"world_size\":%d,\"global_batch\":%lld,\"seed\":\"%llu\",\"dropout\":",
                       (long long)t->epoch, (long long)t->step, (long long)t->steps_per_epoch,
-                      t->finished ? "true" : "false", (long long)t->config.batch_size,
-                      (unsigned long long)t->config.seed);
+                      t->finished ? "true" : "false", (long long)t->config.batch_size, ranks,
+                      (long long)(t->config.batch_size * ranks), (unsigned long long)t->config.seed);
     ftl_json_append_number(b, t->config.dropout);
     ftl_strbuf_printf(b, ",\"simd\":\"%s\",\"early_stopping\":{\"monitor\":\"%s\",\"maximize\":%s,\"has_best\":%s,\"best\":",
                       ftl_gemm_isa_name(ftl_gemm_active()), ftl_monitor_name(es->config.monitor),
@@ -68,6 +72,27 @@ static void append_state_json(ftl_strbuf *b, const ftl_trainer *t) {
 
 ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_batch_source *train) {
     const ftl_fit_config *c = &t->config;
+    const ftl_collectives *col = &c->collectives;
+    int ranks = ftl_dist_size(col), rank = ftl_dist_rank(col);
+    /* The data position: one blob when the batch sequence is the same for any rank count, else
+     * every rank's, gathered to rank 0 (every rank takes part in that gather). */
+    uint8_t *blob = NULL, *all = NULL;
+    size_t blob_size = 0;
+    ftl_status s = FTL_OK;
+    if (train && train->save_position) s = train->save_position(train->ctx, &blob, &blob_size);
+    bool per_rank = train && train->save_position && !train->global_order;
+    size_t *sizes = ftl_xcalloc((size_t)ranks, sizeof *sizes);
+    if (per_rank && ranks > 1) {
+        ftl_status g = ftl_dist_gather(col, blob, blob_size, 0, &all, sizes);
+        if (s == FTL_OK) s = g;
+    }
+    if (s != FTL_OK || rank != 0) {
+        free(blob);
+        free(all);
+        free(sizes);
+        return s;
+    }
+    ftl_dist_phase_begin(col, "writing a checkpoint");
     ftl_safetensors_writer *w = ftl_safetensors_writer_new();
     for (size_t i = 0; i < c->checkpoint_meta_count; i++)
         ftl_safetensors_writer_set_metadata(w, c->checkpoint_meta[i].key, c->checkpoint_meta[i].value);
@@ -101,7 +126,7 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
     ftl_strbuf_free(&b);
 
     int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
-    int64_t pshape[1] = {(int64_t)t->head.param_count}, four[1] = {4};
+    int64_t pshape[1] = {(int64_t)t->head.param_count};
     ftl_safetensors_writer_add(w, "head.kernel", FTL_DTYPE_F32, 2, kshape, t->head.kernel);
     ftl_safetensors_writer_add(w, "head.bias", FTL_DTYPE_F32, 1, bshape, t->head.bias);
     for (int slot = 0; slot < t->opt.slot_count; slot++)
@@ -109,21 +134,34 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
                                    t->opt.state + (size_t)slot * t->opt.param_count);
     ftl_safetensors_writer_add(w, "optimizer.step", FTL_DTYPE_I64, 0, NULL, &t->opt.step);
     ftl_safetensors_writer_add(w, "optimizer.mu_product", FTL_DTYPE_F64, 0, NULL, &t->opt.mu_product);
-    ftl_safetensors_writer_add(w, "rng.dropout", FTL_DTYPE_U64, 1, four, t->dropout_rng);
     if (t->es.has_best_params)
         ftl_safetensors_writer_add(w, "early_stopping.best_params", FTL_DTYPE_F32, 1, pshape, t->es.best_params);
-    uint8_t *blob = NULL;
-    size_t blob_size = 0;
-    ftl_status s = FTL_OK;
-    if (train && train->save_position) {
-        s = train->save_position(train->ctx, &blob, &blob_size);
-        if (s == FTL_OK) {
-            int64_t bs[1] = {(int64_t)blob_size};
-            ftl_safetensors_writer_add(w, "loader.position", FTL_DTYPE_U8, 1, bs, blob);
+    char world[16];
+    snprintf(world, sizeof world, "%d", ranks);
+    ftl_safetensors_writer_set_metadata(w, "ftl.world_size", world);
+    ftl_safetensors_writer_set_metadata(w, "ftl.position_kind", per_rank ? "per-rank" : "global");
+    char names[64][40];
+    int64_t bs[64][1];
+    if (per_rank && ranks > 64) s = ftl_fail(FTL_E_UNSUPPORTED, "checkpoints of streaming runs hold at most 64 ranks' positions");
+    if (s == FTL_OK && train && train->save_position) {
+        if (per_rank && ranks > 1) {
+            size_t offset = 0;
+            for (int r = 0; r < ranks; r++) {
+                snprintf(names[r], sizeof names[r], "loader.position.rank%d", r);
+                bs[r][0] = (int64_t)sizes[r];
+                ftl_safetensors_writer_add(w, names[r], FTL_DTYPE_U8, 1, bs[r], all + offset);
+                offset += sizes[r];
+            }
+        } else {
+            bs[0][0] = (int64_t)blob_size;
+            ftl_safetensors_writer_add(w, per_rank ? "loader.position.rank0" : "loader.position", FTL_DTYPE_U8, 1, bs[0], blob);
         }
     }
     if (s == FTL_OK) s = ftl_safetensors_writer_write(w, path);
+    ftl_dist_phase_end(col);
     free(blob);
+    free(all);
+    free(sizes);
     ftl_safetensors_writer_free(w);
     return s;
 }
@@ -231,9 +269,12 @@ static ftl_status read_state(ftl_trainer *t, const ftl_safetensors *st, const ch
         t->es.wait = (int)wait;
         t->es.stopped_epoch = stopped;
     }
-    if (batch != t->config.batch_size)
-        ftl_log_warn("%s was trained with batch %lld, resuming with %lld: the result will differ from an "
-                     "uninterrupted run", path, (long long)batch, (long long)t->config.batch_size);
+    int64_t global = batch, ranks = ftl_dist_size(&t->config.collectives);
+    if (!json_int(v, "global_batch", 1, INT64_C(1) << 50, &global)) global = batch;
+    if (global != t->config.batch_size * ranks)
+        ftl_log_warn("%s was trained with a global batch of %lld, resuming with %lld (--batch %lld x %lld ranks): the "
+                     "result will differ from an uninterrupted run", path, (long long)global,
+                     (long long)(t->config.batch_size * ranks), (long long)t->config.batch_size, (long long)ranks);
     if (simd && strcmp(simd, ftl_gemm_isa_name(ftl_gemm_active())) != 0)
         ftl_log_warn("%s was written on a machine using %s kernels, this one uses %s: results can differ in the last bits",
                      path, simd, ftl_gemm_isa_name(ftl_gemm_active()));
@@ -301,14 +342,72 @@ static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
     return FTL_OK;
 }
 
+/* Rank 0 reads the file and broadcasts its bytes: every rank restores exactly the same state, and
+ * only rank 0 needs the file (the other hosts may not have it). */
+static ftl_status open_shared_checkpoint(const ftl_collectives *col, const char *path, ftl_safetensors **st) {
+    if (!ftl_dist_active(col)) return ftl_safetensors_open(path, st);
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (ftl_dist_rank(col) == 0) FTL_TRY(ftl_read_file(path, &bytes, &size));
+    ftl_status s = ftl_dist_broadcast_blob(col, &bytes, &size, 0);
+    if (s == FTL_OK) s = ftl_safetensors_open_buffer(bytes, size, path, st);
+    free(bytes);
+    return s;
+}
+
+/* Restores the data position this rank had (or the one global position). */
+static ftl_status restore_data_position(ftl_trainer *t, const ftl_safetensors *st, const char *path,
+                                        ftl_batch_source *train) {
+    const ftl_collectives *col = &t->config.collectives;
+    int ranks = ftl_dist_size(col);
+    const char *kind = ftl_safetensors_metadata(st, "ftl.position_kind");
+    const char *world_text = ftl_safetensors_metadata(st, "ftl.world_size");
+    int world = world_text ? atoi(world_text) : 1;
+    bool per_rank = kind && strcmp(kind, "per-rank") == 0;
+    char name[48];
+    if (train->global_order && per_rank)
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "cannot resume from %s: it was written by a run whose ranks streamed their own shards "
+                        "(--no-feature-cache); resume it the same way", path);
+    if (!train->global_order && !per_rank && ftl_safetensors_find(st, "loader.position"))
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "cannot resume from %s: it was written by a run on the feature cache; resume it without "
+                        "--no-feature-cache", path);
+    if (per_rank && world != ranks)
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "cannot resume from %s with %d rank%s: it was written by %d rank%s that each streamed their own "
+                        "shard (--no-feature-cache), and those positions cannot be split over another number of ranks; "
+                        "resume with -np %d, or train on the feature cache (the default), whose checkpoints resume under "
+                        "any number of ranks",
+                        path, ranks, ranks == 1 ? "" : "s", world, world == 1 ? "" : "s", world);
+    if (per_rank) snprintf(name, sizeof name, "loader.position.rank%d", ftl_dist_rank(col));
+    else snprintf(name, sizeof name, "loader.position");
+    const ftl_safetensors_tensor *pos = ftl_safetensors_find(st, name);
+    if (!pos || !train->restore_position) {
+        ftl_log_warn("%s: %s, so the data order after resuming differs from an uninterrupted run", path,
+                     pos ? "this loader cannot restore a position" : "no loader position saved");
+        return FTL_OK;
+    }
+    if (pos->dtype != FTL_DTYPE_U8 || pos->ndim != 1)
+        return ftl_fail(FTL_E_FORMAT, "%s: tensor \"%s\" should be U8 [n]", path, name);
+    ftl_status s = train->restore_position(train->ctx, pos->data, (size_t)pos->byte_size);
+    return s == FTL_OK ? FTL_OK : ftl_fail_context(s, "cannot resume from %s", path);
+}
+
 ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source *train) {
     ftl_safetensors *st;
-    FTL_TRY(ftl_safetensors_open(path, &st));
+    FTL_TRY(open_shared_checkpoint(&t->config.collectives, path, &st));
     ftl_status s = FTL_OK;
     const char *format = ftl_safetensors_metadata(st, FTL_MODEL_META_FORMAT);
     const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
     const char *opt_text = ftl_safetensors_metadata(st, "ftl.optimizer");
-    if (!format || strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
+    if (format && strcmp(format, "ftl-checkpoint-1") == 0)
+        s = ftl_fail(FTL_E_INVALID_ARG,
+                     "cannot resume from %s: it was written by an older ftl (ftl-checkpoint-1), whose dropout draws came "
+                     "from a stream per rank; this version keys them by (seed, step, row) so that any number of ranks "
+                     "trains the same model, and cannot continue that run exactly: train again from the start",
+                     path);
+    else if (!format || strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
         s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: %s", path,
                      format && strcmp(format, FTL_MODEL_FORMAT) == 0 ? "it is a final model, not a checkpoint"
                                                                     : "not an ftl checkpoint");
@@ -346,7 +445,7 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
         ftl_json_free(o);
     }
     int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
-    int64_t pshape[1] = {(int64_t)t->head.param_count}, four[1] = {4};
+    int64_t pshape[1] = {(int64_t)t->head.param_count};
     size_t pbytes = t->head.param_count * sizeof(float);
     if (s == FTL_OK)
         s = ftl_safetensors_read(st, "head.kernel", FTL_DTYPE_F32, 2, kshape, t->head.kernel,
@@ -361,7 +460,6 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
     if (s == FTL_OK) s = ftl_safetensors_read(st, "optimizer.step", FTL_DTYPE_I64, 0, NULL, &step, sizeof step);
     if (s == FTL_OK) s = ftl_safetensors_read(st, "optimizer.mu_product", FTL_DTYPE_F64, 0, NULL, &t->opt.mu_product,
                                               sizeof(double));
-    if (s == FTL_OK) s = ftl_safetensors_read(st, "rng.dropout", FTL_DTYPE_U64, 1, four, t->dropout_rng, sizeof t->dropout_rng);
     if (s == FTL_OK && step < 0) s = ftl_fail(FTL_E_FORMAT, "%s: optimizer.step %lld is negative", path, (long long)step);
     if (s == FTL_OK) {
         t->opt.step = step;
@@ -376,25 +474,7 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
         }
     }
     if (s == FTL_OK) s = read_history(t, st);
-    if (s == FTL_OK && train) {
-        const ftl_safetensors_tensor *pos = ftl_safetensors_find(st, "loader.position");
-        if (pos && train->restore_position) {
-            if (pos->dtype != FTL_DTYPE_U8 || pos->ndim != 1)
-                s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"loader.position\" should be U8 [n]", path);
-            else if ((s = train->restore_position(train->ctx, pos->data, (size_t)pos->byte_size)) != FTL_OK)
-                s = ftl_fail_context(s, "cannot resume from %s", path);
-        } else {
-            ftl_log_warn("%s: %s, so the data order after resuming differs from an uninterrupted run", path,
-                         pos ? "this loader cannot restore a position" : "no loader position saved");
-        }
-    }
-    if (s == FTL_OK && t->config.collectives.broadcast_f32) {
-        /* Ranks read the same file; broadcasting anyway guards against a stale copy on one host. */
-        s = t->config.collectives.broadcast_f32(t->config.collectives.ctx, t->head.params, t->head.param_count);
-        if (s == FTL_OK && t->opt.state)
-            s = t->config.collectives.broadcast_f32(t->config.collectives.ctx, t->opt.state,
-                                                    (size_t)t->opt.slot_count * t->opt.param_count);
-    }
+    if (s == FTL_OK && train) s = restore_data_position(t, st, path, train);
     ftl_safetensors_close(st);
     return s;
 }

@@ -1,6 +1,7 @@
 /* The fit loop: epochs of optimizer steps over a batch source, validation, the Keras-style epoch
  * line, the JSONL log, early stopping, checkpoints, and the final restore of the best weights. */
 #include "ftl/train.h"
+#include "ftl/dist.h"
 #include "train/gemm.h"
 #include "train/train_internal.h"
 #include "util/error.h"
@@ -25,7 +26,8 @@ ftl_fit_config ftl_fit_config_default(void) {
     };
 }
 
-/* Independent streams from one seed: stream 0 initialises the weights, 1 + rank drops out. */
+/* Independent streams from one seed: stream 0 initialises the weights, 1 keys the dropout draws
+ * (with the step and the row's position in the global batch: the same for any rank count). */
 static uint64_t derive_seed(uint64_t seed, uint64_t stream) {
     uint64_t x = seed ^ (0xD1B54A32D192ED03ull * (stream + 1));
     return ftl_splitmix64(&x);
@@ -88,15 +90,12 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
     }
     t->head.dropout = (float)c->dropout;
     ftl_head_init_glorot(&t->head, derive_seed(c->seed, 0));
-    ftl_rng r;
-    ftl_rng_seed(&r, derive_seed(c->seed, 1 + (uint64_t)c->collectives.rank));
-    memcpy(t->dropout_rng, r.s, sizeof r.s);
-    if (c->collectives.broadcast_f32) { /* every rank starts from rank 0's weights */
-        s = c->collectives.broadcast_f32(c->collectives.ctx, t->head.params, t->head.param_count);
-        if (s != FTL_OK) {
-            ftl_trainer_free(t);
-            return ftl_fail_context(s, "broadcasting the initial weights");
-        }
+    t->dropout_seed = derive_seed(c->seed, 1);
+    /* Every rank starts from rank 0's weights (Horovod's BroadcastGlobalVariablesCallback(0)). */
+    s = ftl_dist_broadcast(&c->collectives, t->head.params, t->head.param_count * sizeof(float), 0);
+    if (s != FTL_OK) {
+        ftl_trainer_free(t);
+        return ftl_fail_context(s, "broadcasting the initial weights");
     }
     *out = t;
     return FTL_OK;
@@ -203,10 +202,11 @@ static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train
     *path_out = NULL;
     char *path = ftl_train_expand_pattern(t->config.checkpoint_pattern, t->epoch);
     if (!path) return FTL_E_INVALID_ARG;
+    bool rank0 = ftl_dist_rank(&t->config.collectives) == 0;
+    ftl_status s = FTL_OK;
     char *dir = ftl_strdup(path);
     char *slash = strrchr(dir, '/');
-    ftl_status s = FTL_OK;
-    if (slash && slash != dir) {
+    if (rank0 && slash && slash != dir) {
         *slash = '\0';
         s = ftl_make_dirs(dir);
     }
@@ -216,19 +216,15 @@ static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train
         free(path);
         return s;
     }
-    prune_checkpoints(t, path);
+    if (rank0) prune_checkpoints(t, path);
     *path_out = path;
     return FTL_OK;
 }
 
-static void scale_floats(float *x, size_t n, float factor) {
-    for (size_t i = 0; i < n; i++) x[i] *= factor;
-}
-
 static ftl_status reduce_counts(const ftl_collectives *col, ftl_metric_counts *c) {
-    if (!col->allreduce_sum_f64 || col->world_size <= 1) return FTL_OK;
+    if (!ftl_dist_active(col)) return FTL_OK;
     double v[3] = {c->loss_sum, c->correct, c->count};
-    FTL_TRY(col->allreduce_sum_f64(col->ctx, v, 3));
+    FTL_TRY(ftl_dist_allreduce_f64(col, v, 3));
     c->loss_sum = v[0];
     c->correct = v[1];
     c->count = v[2];
@@ -246,32 +242,15 @@ static ftl_status plan_epochs(const ftl_trainer *t, const ftl_batch_source *trai
     *wrap = false;
     if (train->size <= 0)
         return ftl_fail(FTL_E_INVALID_ARG, "the training data's size is unknown: give --steps-per-epoch");
-    int64_t size = train->size;
-    const ftl_collectives *col = &c->collectives;
-    if (col->world_size > 1) {
-        /* Every rank must run the same number of steps, or the gradient allreduce hangs: use the
-         * smallest shard (sizes gathered with the sum-only hook, one slot per rank). */
-        if (!c->drop_remainder)
-            return ftl_fail(FTL_E_INVALID_ARG, "with %d ranks, batches must be full (drop_remainder)", col->world_size);
-        if (col->allreduce_sum_f64) {
-            double *sizes = ftl_xcalloc((size_t)col->world_size, sizeof(double));
-            sizes[col->rank] = (double)size;
-            ftl_status s = col->allreduce_sum_f64(col->ctx, sizes, (size_t)col->world_size);
-            double lo = sizes[0], hi = sizes[0];
-            for (int r = 1; r < col->world_size; r++) lo = sizes[r] < lo ? sizes[r] : lo, hi = sizes[r] > hi ? sizes[r] : hi;
-            free(sizes);
-            FTL_TRY(s);
-            if (lo != hi)
-                ftl_log_info("shards are uneven (%.0f to %.0f examples): every rank runs %lld steps per epoch", lo, hi,
-                             (long long)((int64_t)lo / c->batch_size));
-            size = (int64_t)lo;
-        }
-    }
-    *steps = c->drop_remainder ? size / c->batch_size : (size + c->batch_size - 1) / c->batch_size;
+    /* Global batches: every rank runs the same steps by construction (no rank waits for a step
+     * another one never takes). */
+    int64_t global = c->batch_size * ftl_dist_size(&c->collectives), size = train->size;
+    *steps = c->drop_remainder ? size / global : (size + global - 1) / global;
     if (*steps == 0)
         return ftl_fail(FTL_E_INVALID_ARG,
-                        "%lld training examples make no full batch of %lld (remainders are dropped): lower --batch",
-                        (long long)size, (long long)c->batch_size);
+                        "%lld training examples make no full global batch of %lld (--batch %lld x %d ranks; remainders "
+                        "are dropped): lower --batch",
+                        (long long)size, (long long)global, (long long)c->batch_size, ftl_dist_size(&c->collectives));
     return FTL_OK;
 }
 
@@ -290,16 +269,21 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         double t1 = ftl_now();
         fetch_s += t1 - t0;
         backbone_s += b.backbone_seconds;
-        if (b.count == 0)
+        if (b.global_count == 0)
             return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld", (long long)s,
                             (long long)steps, (long long)log->epoch);
-        ftl_status st = ftl_head_train_batch(&t->head, b.features, b.labels, b.count, t->dropout_rng, &counts);
+        /* The gradient of the global batch's mean loss: each rank sums its rows' gradients scaled
+         * by 1 / (rows of the global batch), and the allreduce adds the ranks' parts. */
+        ftl_row_draws draws = {.seed = t->dropout_seed, .step = t->step, .positions = b.positions,
+                               .position_base = b.position_base};
+        ftl_status st = ftl_head_train_batch(&t->head, b.features, b.labels, b.count, &draws,
+                                             (float)(1.0 / (double)b.global_count), &counts);
         if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
         double t2 = ftl_now();
-        if (col->allreduce_sum_f32 && col->world_size > 1) {
-            /* The allreduce point: gradients of the per-rank mean losses, averaged as Horovod does. */
-            FTL_TRY(col->allreduce_sum_f32(col->ctx, t->head.grads, t->head.param_count));
-            scale_floats(t->head.grads, t->head.param_count, 1.0f / (float)col->world_size);
+        if (ftl_dist_active(col)) {
+            /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
+            ftl_dist_set_context(col, t->step, "the gradient allreduce");
+            FTL_TRY(ftl_dist_allreduce_f32(col, t->head.grads, t->head.param_count));
         }
         double t3 = ftl_now();
         lr = ftl_lr_schedule_at(sched, t->step);
@@ -309,6 +293,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         head_s += (t2 - t1) + (t4 - t3);
         allreduce_s += t3 - t2;
     }
+    ftl_dist_set_context(col, t->step, "the training metrics");
     FTL_TRY(reduce_counts(col, &counts));
     log->steps = steps;
     log->examples = (int64_t)counts.count;
@@ -330,6 +315,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         ftl_metric_counts vc;
         ftl_status st = ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
+        ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));
         log->val_loss = ftl_metric_loss(&vc);
         log->val_acc = ftl_metric_accuracy(&vc);
@@ -379,7 +365,7 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
                      (long long)steps, (long long)t->steps_per_epoch);
     t->steps_per_epoch = steps;
     ftl_lr_schedule sched = {.lr = c->optimizer.lr, .scaling = c->lr_scaling,
-                             .batch = c->batch_size * col->world_size, .base_batch = c->base_batch,
+                             .batch = c->batch_size * ftl_dist_size(col), .base_batch = c->base_batch,
                              .warmup_epochs = c->warmup_epochs, .steps_per_epoch = steps,
                              .warmup_start_factor = c->warmup_start_factor};
     FILE *jsonl = NULL;
@@ -410,7 +396,8 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
             if (hook_stop) t->finished = true;
         }
         char *ckpt = NULL;
-        if (c->checkpoint_pattern && rank0 && (!c->save_best_only || log.improved)) {
+        /* Every rank takes part (the streaming path gathers their loader positions); rank 0 writes. */
+        if (c->checkpoint_pattern && (!c->save_best_only || log.improved)) {
             double c0 = ftl_now();
             ftl_train_history_append(t, &log); /* the checkpoint carries this epoch's record too */
             s = write_epoch_checkpoint(t, train, &ckpt);

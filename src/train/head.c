@@ -144,46 +144,64 @@ static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int3
     }
 }
 
+/* The dropout stream of one row: a function of (seed, step, position in the global batch) only. */
+static void row_stream(const ftl_row_draws *d, size_t i, ftl_rng *rng) {
+    int64_t position = d->positions ? (int64_t)d->positions[i] : d->position_base + (int64_t)i;
+    uint64_t x = d->seed ^ 0x6A09E667F3BCC909ull;
+    uint64_t a = ftl_splitmix64(&x);
+    x = a ^ ((uint64_t)d->step * 0x9E3779B97F4A7C15ull);
+    uint64_t b = ftl_splitmix64(&x);
+    ftl_rng_seed(rng, b ^ ((uint64_t)position * 0xBF58476D1CE4E5B9ull) ^ 0x94D049BB133111EBull);
+}
+
 /* Inverted dropout: keep each input with probability 1 - p and scale it by 1 / (1 - p). Each
- * element takes 16 bits of a xoshiro256** output (four per output, low bits first) and is kept
- * when they are below round((1 - p) * 65536): p is honoured to 1/65536, and drawing the masks
- * costs a quarter of one RNG call per input, which matters at D = 2048. */
-static const float *apply_dropout(ftl_head *head, const float *x, size_t n, uint64_t state[4]) {
+ * element takes 16 bits of a xoshiro256** output (four per output, low bits first) of its row's
+ * stream and is kept when they are below round((1 - p) * 65536): p is honoured to 1/65536, and
+ * drawing the masks costs a quarter of one RNG call per input, which matters at D = 2048. */
+static const float *apply_dropout(ftl_head *head, const float *x, size_t n, const ftl_row_draws *draws) {
     float p = head->dropout;
-    size_t count = n * (size_t)head->dim;
+    size_t D = (size_t)head->dim;
     float *out = head->ws->x_dropped;
     const uint32_t threshold = (uint32_t)lround((1.0 - (double)p) * 65536.0);
     const float scale = (float)(1.0 / (1.0 - (double)p));
     /* A table instead of `keep ? x * scale : 0`: a coin-flip branch mispredicts half the time. */
     const float factor[2] = {0.0f, scale};
-    ftl_rng rng;
-    memcpy(rng.s, state, sizeof rng.s);
-    size_t i = 0;
-    for (; i + 4 <= count; i += 4) {
-        uint64_t r = ftl_rng_next(&rng);
-        for (int k = 0; k < 4; k++)
-            out[i + (size_t)k] = x[i + (size_t)k] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
+    for (size_t row = 0; row < n; row++) {
+        ftl_rng rng;
+        row_stream(draws, row, &rng);
+        const float *xr = x + row * D;
+        float *o = out + row * D;
+        size_t i = 0;
+        for (; i + 4 <= D; i += 4) {
+            uint64_t r = ftl_rng_next(&rng);
+            for (int k = 0; k < 4; k++) o[i + (size_t)k] = xr[i + (size_t)k] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
+        }
+        if (i < D) {
+            uint64_t r = ftl_rng_next(&rng);
+            for (int k = 0; i < D; i++, k++) o[i] = xr[i] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
+        }
     }
-    if (i < count) {
-        uint64_t r = ftl_rng_next(&rng);
-        for (int k = 0; i < count; i++, k++) out[i] = x[i] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
-    }
-    memcpy(state, rng.s, sizeof rng.s);
     return out;
 }
 
 ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
-                                uint64_t dropout_rng_state[4], ftl_metric_counts *counts) {
-    if (n == 0) return ftl_fail(FTL_E_INVALID_ARG, "empty training batch");
+                                const ftl_row_draws *draws, float grad_scale, ftl_metric_counts *counts) {
     if (!(head->dropout >= 0.0f && head->dropout < 1.0f))
         return ftl_fail(FTL_E_INVALID_ARG, "dropout %g is outside [0, 1)", (double)head->dropout);
+    if (!(grad_scale > 0.0f) || !isfinite(grad_scale))
+        return ftl_fail(FTL_E_INVALID_ARG, "gradient scale %g must be positive", (double)grad_scale);
+    size_t C = (size_t)head->classes, D = (size_t)head->dim;
+    if (n == 0) { /* none of the global batch's rows are here: this rank adds nothing */
+        memset(head->grads, 0, head->param_count * sizeof(float));
+        return FTL_OK;
+    }
     FTL_TRY(check_labels(head, labels, n));
     bool dropout = head->dropout > 0.0f;
+    if (dropout && !draws) return ftl_fail(FTL_E_INVALID_ARG, "dropout needs the rows' random draws");
     ensure_capacity(head, n, dropout);
-    const float *xin = dropout ? apply_dropout(head, x, n, dropout_rng_state) : x;
-    size_t C = (size_t)head->classes, D = (size_t)head->dim;
+    const float *xin = dropout ? apply_dropout(head, x, n, draws) : x;
     forward(head, xin, n, &head->ws->train_site);
-    softmax_cross_entropy(head->ws->logits, n, C, labels, (float)(1.0 / (double)n), head->ws->dlogits, NULL, counts);
+    softmax_cross_entropy(head->ws->logits, n, C, labels, grad_scale, head->ws->dlogits, NULL, counts);
     /* dW = x^T dZ: A[d][b] = x[b][d], so rows of A have stride 1 and columns stride D. */
     ftl_gemm_args g = {.M = D, .N = C, .K = n, .A = xin, .a_row_stride = 1, .a_col_stride = D,
                        .B = head->ws->dlogits, .ldb = C, .C = head->grad_kernel, .ldc = C, .accumulate = false,

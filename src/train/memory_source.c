@@ -82,6 +82,7 @@ static ftl_status mem_next_batch(void *ctx, size_t max_count, bool wrap, ftl_fea
     out->features = src->batch_features;
     out->labels = src->batch_labels;
     out->count = n;
+    out->global_count = n; /* one process: the batch is the global batch */
     return FTL_OK;
 }
 

@@ -23,7 +23,7 @@ struct ftl_trainer {
     ftl_optimizer opt;
     ftl_early_stopping es;
     bool tracking;            /* the monitored metric is measured (validation present for val_*) */
-    uint64_t dropout_rng[4];
+    uint64_t dropout_seed;    /* keys the dropout draws with (step, position in the global batch) */
     int64_t epoch;            /* completed epochs */
     int64_t step;             /* completed optimizer steps */
     int64_t steps_per_epoch;  /* as used by the last fit (0 before) */

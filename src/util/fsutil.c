@@ -127,14 +127,23 @@ void ftl_install_interrupt_cleanup(void) {
     sigaction(SIGHUP, &sa, NULL);
 }
 
+static int ranks_on_host = 1;
+
+void ftl_set_ranks_on_host(int ranks) { ranks_on_host = ranks > 1 ? ranks : 1; }
+
+/* A rank bound to some cores (Open MPI binds by default) uses those; an unbound rank takes its
+ * share of the host, so N ranks on one host do not run N x cores threads. */
 int ftl_cpu_count(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = online > 0 ? (int)online : 1;
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+        int bound = CPU_COUNT(&set);
+        if (bound < n) return bound;
+        n = bound;
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    n /= ranks_on_host;
+    return n > 0 ? n : 1;
 }
 
 /* ---- files ---- */

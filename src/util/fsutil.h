@@ -26,6 +26,8 @@ void ftl_atomic_abort(ftl_atomic_file *f);
 ftl_status ftl_write_file_atomic(const char *path, const void *data, size_t size);
 /* fwrite that reports a short write (disk full) with the path. */
 ftl_status ftl_write_all(FILE *fp, const void *data, size_t size, const char *path_for_errors);
+/* How many ranks share this host (ftl_cpu_count then gives each its share of the cores). */
+void ftl_set_ranks_on_host(int ranks);
 ftl_status ftl_read_file(const char *path, uint8_t **data, size_t *size);
 ftl_status ftl_file_size(const char *path, uint64_t *size);
 bool ftl_path_exists(const char *path);

@@ -407,60 +407,78 @@ TEST(train_fit_rejects_bad_configuration) {
     free(p);
 }
 
-/* A fake 2-rank world inside one process: the "other rank" has exactly the same gradients and
- * counts, so sums are doubles; averaging must give the single-process result bit for bit. */
+/* A fake 2-rank world inside one process: this rank holds every row of each global batch and
+ * the "other rank" none, so its allreduce contributions are zeros. The trainer must then give
+ * exactly the single-process run with the global batch: --batch 16 on 2 ranks = --batch 32 on 1
+ * (the gradient is the global batch's sum over rows / its row count, dropout keyed by rows). */
 typedef struct fake_world {
-    int f32_calls, f64_calls;
-    double other_size; /* the other rank's shard size (0: same as ours) */
+    int f32_calls, f64_calls, bcast_calls;
 } fake_world;
 
 static ftl_status fake_sum_f32(void *ctx, float *x, size_t n) {
+    (void)x, (void)n;
     ((fake_world *)ctx)->f32_calls++;
-    for (size_t i = 0; i < n; i++) x[i] *= 2.0f;
     return FTL_OK;
 }
 static ftl_status fake_sum_f64(void *ctx, double *x, size_t n) {
-    fake_world *w = ctx;
-    w->f64_calls++;
-    if (n == 2) { /* the shard sizes, one slot per rank; we are rank 0 */
-        x[1] = w->other_size > 0 ? w->other_size : x[0];
-        return FTL_OK;
-    }
-    for (size_t i = 0; i < n; i++) x[i] *= 2.0;
+    (void)x, (void)n;
+    ((fake_world *)ctx)->f64_calls++;
+    return FTL_OK;
+}
+static ftl_status fake_broadcast(void *ctx, void *data, size_t bytes, int root) {
+    (void)data, (void)bytes, (void)root;
+    ((fake_world *)ctx)->bcast_calls++;
     return FTL_OK;
 }
 
-TEST(train_fit_allreduce_hook_averages_gradients) {
+/* The global batch of 2 x max rows, all of them on this rank. */
+typedef struct all_rows_source {
+    ftl_batch_source inner;
+} all_rows_source;
+
+static ftl_status all_rows_next(void *ctx, size_t max_count, bool wrap, ftl_feature_batch *out) {
+    all_rows_source *a = ctx;
+    FTL_TRY(a->inner.next_batch(a->inner.ctx, 2 * max_count, wrap, out));
+    out->global_count = out->count;
+    return FTL_OK;
+}
+static ftl_status all_rows_begin(void *ctx) {
+    all_rows_source *a = ctx;
+    return a->inner.begin_pass(a->inner.ctx);
+}
+
+TEST(train_fit_global_batch_over_ranks_equals_one_process) {
     static dataset d;
     make_dataset(&d);
     ftl_fit_config cfg = base_config(2);
-    run single, pair;
+    cfg.batch_size = 32;
+    run single;
     REQUIRE_OK(run_fit(&single, &d, &cfg, NULL, true));
     fake_world w = {0};
-    cfg.collectives = (ftl_collectives){.ctx = &w, .rank = 0, .world_size = 2, .allreduce_sum_f32 = fake_sum_f32,
-                                        .allreduce_sum_f64 = fake_sum_f64};
-    REQUIRE_OK(run_fit(&pair, &d, &cfg, NULL, true));
-    CHECK_EQ_INT(w.f32_calls, 2 * 12);    /* one allreduce per step */
-    CHECK_EQ_INT(w.f64_calls, 1 + 2 * 2); /* shard sizes, then train and validation counts per epoch */
+    cfg.batch_size = 16;
+    cfg.collectives = (ftl_collectives){.ctx = &w, .rank = 0, .world_size = 2, .allreduce_f32 = fake_sum_f32,
+                                        .allreduce_f64 = fake_sum_f64, .broadcast = fake_broadcast};
+    run pair;
+    memset(&pair, 0, sizeof pair);
+    REQUIRE_OK(ftl_memory_source_init(&pair.train_mem, d.train_x, d.train_y, NTRAIN, DIM, true, 11));
+    REQUIRE_OK(ftl_memory_source_init(&pair.val_mem, d.val_x, d.val_y, NVAL, DIM, false, 0));
+    all_rows_source wrapped = {.inner = ftl_memory_source_as_batch_source(&pair.train_mem)};
+    pair.train = (ftl_batch_source){.ctx = &wrapped, .size = wrapped.inner.size, .begin_pass = all_rows_begin,
+                                    .next_batch = all_rows_next};
+    pair.val = ftl_memory_source_as_batch_source(&pair.val_mem);
+    REQUIRE_OK(ftl_trainer_init(&pair.trainer, &cfg, DIM, CLASSES));
+    REQUIRE_OK(ftl_trainer_fit(pair.trainer, &pair.train, &pair.val, &pair.result));
+    CHECK_EQ_INT(w.bcast_calls, 1);        /* rank 0's initial weights */
+    CHECK_EQ_INT(w.f32_calls, 2 * 6);      /* one allreduce per step: floor(200 / 32) steps */
+    CHECK_EQ_INT(w.f64_calls, 2 * 2);      /* train and validation counts per epoch */
     ftl_head *a = ftl_trainer_head(single.trainer), *b = ftl_trainer_head(pair.trainer);
     CHECK(memcmp(a->params, b->params, a->param_count * sizeof(float)) == 0);
     const ftl_epoch_log *ha, *hb;
     ftl_trainer_history(single.trainer, &ha);
     ftl_trainer_history(pair.trainer, &hb);
     CHECK(ha[1].loss == hb[1].loss && ha[1].val_acc == hb[1].val_acc);
-    CHECK_EQ_INT(hb[1].examples, 2 * ha[1].examples);
+    CHECK_EQ_INT(hb[1].steps, ha[1].steps);
     run_free(&single);
-    run_free(&pair);
-    /* Uneven shards (200 here, 150 on the other rank): both run floor(150 / 16) = 9 steps. */
-    w = (fake_world){.other_size = 150};
-    REQUIRE_OK(run_fit(&pair, &d, &cfg, NULL, true));
-    ftl_trainer_history(pair.trainer, &hb);
-    CHECK_EQ_INT(hb[0].steps, 9);
-    CHECK_EQ_INT(w.f32_calls, 2 * 9);
-    run_free(&pair);
-    cfg.drop_remainder = false;
-    CHECK(run_fit(&pair, &d, &cfg, NULL, true) == FTL_E_INVALID_ARG);
-    CHECK_CONTAINS(ftl_last_error(), "with 2 ranks, batches must be full");
     run_free(&pair);
 }
 

@@ -94,29 +94,26 @@ static void check_gradient(float dropout) {
     float x[5 * 20];
     train_fill_uniform(x, n * D, 11, 0, 2);
     int32_t y[5] = {0, 6, 3, 3, 1};
-    uint64_t rng[4] = {0x1234, 0x5678, 0x9abc, 0xdef0}, rng_start[4];
-    memcpy(rng_start, rng, sizeof rng);
+    ftl_row_draws draws = {.seed = 0x1234, .step = 3, .position_base = 10};
     ftl_metric_counts m = {0};
-    REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, rng, &m));
+    REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, &draws, (float)(1.0 / (double)n), &m));
 
     /* The inputs the dense layer saw: dropout scales kept inputs by 1/(1-p), zeroes the rest. */
     double xd[5 * 20];
     if (dropout > 0) {
-        /* Replay the RNG stream one row at a time (two mask values per xoshiro output, so with D
-         * even a row consumes exactly D/2 outputs, as inside the n-row batch). With x = 1, zero
-         * weights and 2 classes, grad_kernel[d][0] / grad_bias[0] is the dropped-out input. */
+        /* Each row's mask depends only on (seed, step, its position in the global batch): replay
+         * the rows one at a time at their positions. With x = 1, zero weights and 2 classes,
+         * grad_kernel[d][0] / grad_bias[0] is the dropped-out input. */
         ftl_head probe;
         REQUIRE_OK(ftl_head_init(&probe, (int64_t)D, 2));
         probe.dropout = dropout;
         float ones[5 * 20];
         for (size_t i = 0; i < n * D; i++) ones[i] = 1.0f;
-        uint64_t r[4];
-        memcpy(r, rng_start, sizeof r);
         int32_t zeros[5] = {0};
         for (size_t i = 0; i < n; i++) {
-            /* Each row alone, consuming the RNG as the n-row batch did (D values per row). */
             ftl_metric_counts mm = {0};
-            REQUIRE_OK(ftl_head_train_batch(&probe, ones + i * D, zeros, 1, r, &mm));
+            ftl_row_draws one = {.seed = 0x1234, .step = 3, .position_base = 10 + (int64_t)i};
+            REQUIRE_OK(ftl_head_train_batch(&probe, ones + i * D, zeros, 1, &one, 1.0f, &mm));
             /* grad_kernel[d][0] = xd[d] * dz[0], grad_bias[0] = dz[0] */
             for (size_t d = 0; d < D; d++) xd[i * D + d] = probe.grad_kernel[d * 2] / probe.grad_bias[0] * x[i * D + d];
         }
@@ -168,20 +165,21 @@ TEST(train_head_dropout_keeps_expected_fraction_and_is_seeded) {
     float *ones = malloc(D * 4);
     for (size_t i = 0; i < D; i++) ones[i] = 1.0f;
     int32_t y = 1;
-    uint64_t r1[4] = {1, 2, 3, 4}, r2[4] = {1, 2, 3, 4}, r3[4] = {5, 6, 7, 8};
+    ftl_row_draws r1 = {.seed = 1, .step = 0}, r2 = r1, r3 = {.seed = 1, .step = 1}, r4 = {.seed = 1, .position_base = 1};
     float *g1 = malloc(D * 2 * 4);
     ftl_metric_counts m = {0};
-    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, r1, &m));
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, &r1, 1.0f, &m));
     memcpy(g1, h.grad_kernel, D * 2 * 4);
     int kept = 0;
     for (size_t d = 0; d < D; d++) kept += g1[d * 2] != 0.0f;
     /* Binomial(4000, 0.7): mean 2800, sd 29; 5 sd either side. */
     CHECK(kept > 2800 - 145 && kept < 2800 + 145);
-    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, r2, &m));
-    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) == 0); /* same RNG state, same mask */
-    CHECK(memcmp(r1, r2, sizeof r1) == 0);
-    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, r3, &m));
-    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) != 0);
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, &r2, 1.0f, &m));
+    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) == 0); /* same (seed, step, row): same mask */
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, &r3, 1.0f, &m));
+    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) != 0); /* another step */
+    REQUIRE_OK(ftl_head_train_batch(&h, ones, &y, 1, &r4, 1.0f, &m));
+    CHECK(memcmp(g1, h.grad_kernel, D * 2 * 4) != 0); /* another row position */
     /* Evaluation never drops out: evaluating twice gives the same loss as the weights say. */
     ftl_metric_counts e1 = {0}, e2 = {0};
     CHECK_OK(ftl_head_evaluate_batch(&h, ones, &y, 1, &e1));
@@ -198,15 +196,15 @@ TEST(train_head_rejects_bad_labels_and_sizes) {
     REQUIRE_OK(ftl_head_init(&h, 3, 4));
     float x[6] = {0};
     int32_t y[2] = {1, 4};
-    uint64_t r[4] = {1, 2, 3, 4};
+    ftl_row_draws r = {.seed = 1};
     ftl_metric_counts m = {0};
-    CHECK(ftl_head_train_batch(&h, x, y, 2, r, &m) == FTL_E_FORMAT);
+    CHECK(ftl_head_train_batch(&h, x, y, 2, &r, 0.5f, &m) == FTL_E_FORMAT);
     CHECK_CONTAINS(ftl_last_error(), "label 4 of batch example 1 is outside [0, 4)");
     y[1] = -1;
     CHECK(ftl_head_evaluate_batch(&h, x, y, 2, &m) == FTL_E_FORMAT);
     h.dropout = 1.0f;
     y[1] = 0;
-    CHECK(ftl_head_train_batch(&h, x, y, 2, r, &m) == FTL_E_INVALID_ARG);
+    CHECK(ftl_head_train_batch(&h, x, y, 2, &r, 0.5f, &m) == FTL_E_INVALID_ARG);
     ftl_head_free(&h);
 }
 
@@ -254,10 +252,10 @@ TEST(train_head_results_do_not_depend_on_thread_count) {
         REQUIRE_OK(ftl_optimizer_init(&opt, &cfg, h.param_count));
         ftl_head_init_glorot(&h, 1);
         h.dropout = 0.2f;
-        uint64_t r[4] = {9, 8, 7, 6};
         for (int step = 0; step < 5; step++) {
             ftl_metric_counts m = {0};
-            REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, r, &m));
+            ftl_row_draws r = {.seed = 9, .step = step};
+            REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, &r, (float)(1.0 / (double)n), &m));
             ftl_optimizer_step(&opt, h.params, h.grads, 0.01);
         }
         params[t] = malloc(h.param_count * 4);

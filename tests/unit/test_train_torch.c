@@ -71,7 +71,7 @@ static double run_case(const torch_case *tc, const char *opt_name, const char *i
             memcpy(h.kernel, W0, D * C * 4);
             float *xb = malloc(B * D * 4);
             int32_t yb[64];
-            uint64_t rng[4] = {1, 2, 3, 4};
+            ftl_row_draws draws = {.seed = 1};
             double loss_err = 0;
             for (int s = 0; s < STEPS; s++) {
                 for (size_t i = 0; i < B; i++) {
@@ -80,7 +80,8 @@ static double run_case(const torch_case *tc, const char *opt_name, const char *i
                     yb[i] = y[idx];
                 }
                 ftl_metric_counts m = {0};
-                CHECK_OK(ftl_head_train_batch(&h, xb, yb, B, rng, &m));
+                draws.step = s;
+                CHECK_OK(ftl_head_train_batch(&h, xb, yb, B, &draws, (float)(1.0 / (double)B), &m));
                 loss_err = fmax(loss_err, fabs(ftl_metric_loss(&m) - ref_loss[s]) / fabs(ref_loss[s]));
                 ftl_optimizer_step(&opt, h.params, h.grads, cfg.lr);
             }

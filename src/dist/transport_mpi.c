@@ -1,0 +1,463 @@
+/* Open MPI behind ftl_collectives. Every collective is non-blocking (MPI_I*) and waited for by
+ * one loop, the stall inspector: it polls the request, answers the other ranks' notices, warns
+ * at half the stall timeout and aborts the job at the timeout, naming the ranks that have not
+ * joined. Notices travel on a second communicator, so they never mix with the data:
+ *   WAITING(seq)  "I have waited a while in collective number seq" (sent at half the timeout,
+ *                 and by any rank that sees such a notice for the collective it is in), so every
+ *                 waiting rank knows who else is there and who is missing;
+ *   BUSY(seq)     "I am in a long phase before collective seq" (ftl_dist_phase_begin): waiters
+ *                 wait for that rank without a limit, saying what it is doing.
+ * On the fast path (the collective completes quickly) no notice is sent at all. */
+#include "dist/transport.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/timing.h"
+
+#include <mpi.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { NOTICE_TAG = 7, GATHER_TAG = 11, WHAT_LEN = 64 };
+enum { NOTICE_WAITING = 1, NOTICE_BUSY = 2 };
+
+typedef struct notice {
+    int32_t type, rank;
+    int64_t seq, step;
+    char what[WHAT_LEN];
+} notice;
+
+typedef struct pending_send {
+    MPI_Request request;
+    notice message;
+} pending_send;
+
+typedef struct mpi_group {
+    MPI_Comm work, control;
+    int rank, size;
+    int64_t seq;                  /* collectives this rank has entered */
+    int64_t step;
+    char what[WHAT_LEN];          /* what the current collectives are for */
+    double stall_timeout;
+    size_t max_message;
+    int64_t *waiting_seq;         /* per rank: the newest collective it said it waits in, -1 */
+    int64_t *busy_seq;            /* per rank: the collective its long phase precedes, -1 */
+    char (*busy_what)[WHAT_LEN];
+    double *joined_at;            /* when a busy rank announced it joined */
+    int64_t *waiting_step;
+    char (*waiting_what)[WHAT_LEN];
+    pending_send *sends;
+    int send_count, send_cap;
+    bool in_phase;
+    char phase[WHAT_LEN];
+} mpi_group;
+
+static mpi_group group;
+
+static ftl_status mpi_failed(int code, const char *call) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    return ftl_fail(FTL_E_IO, "rank %d: %s failed: %.*s", group.rank, call, len, text);
+}
+
+static void reap_sends(mpi_group *g) {
+    int kept = 0;
+    for (int i = 0; i < g->send_count; i++) {
+        int done = 0;
+        MPI_Test(&g->sends[i].request, &done, MPI_STATUS_IGNORE);
+        if (!done) g->sends[kept++] = g->sends[i];
+    }
+    g->send_count = kept;
+}
+
+/* Sends one notice to every other rank (non-blocking; the buffers live until sent). */
+static void send_notice(mpi_group *g, int type, int64_t seq, const char *what) {
+    reap_sends(g);
+    for (int r = 0; r < g->size; r++) {
+        if (r == g->rank) continue;
+        if (g->send_count == g->send_cap) {
+            /* MPI holds the address of a pending send: finish them all before the array moves. */
+            for (int i = 0; i < g->send_count; i++) MPI_Wait(&g->sends[i].request, MPI_STATUS_IGNORE);
+            g->send_count = 0;
+            g->send_cap = g->send_cap ? 2 * g->send_cap : 4 * g->size;
+            g->sends = ftl_xrealloc(g->sends, (size_t)g->send_cap * sizeof *g->sends);
+        }
+        pending_send *p = &g->sends[g->send_count++];
+        memset(&p->message, 0, sizeof p->message);
+        p->message.type = type;
+        p->message.rank = g->rank;
+        p->message.seq = seq;
+        p->message.step = g->step;
+        snprintf(p->message.what, WHAT_LEN, "%s", what ? what : "");
+        MPI_Isend(&p->message, (int)sizeof p->message, MPI_BYTE, r, NOTICE_TAG, g->control, &p->request);
+    }
+}
+
+/* Receives every notice that has arrived. */
+static void read_notices(mpi_group *g) {
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, g->control, &flag, &status);
+        if (!flag) return;
+        notice n;
+        MPI_Recv(&n, (int)sizeof n, MPI_BYTE, status.MPI_SOURCE, NOTICE_TAG, g->control, MPI_STATUS_IGNORE);
+        int r = status.MPI_SOURCE;
+        n.what[WHAT_LEN - 1] = '\0';
+        if (n.type == NOTICE_WAITING && n.seq > g->waiting_seq[r]) {
+            if (g->busy_seq[r] >= 0 && g->busy_seq[r] <= n.seq) g->joined_at[r] = ftl_now();
+            g->waiting_seq[r] = n.seq;
+            g->waiting_step[r] = n.step;
+            snprintf(g->waiting_what[r], WHAT_LEN, "%s", n.what);
+        } else if (n.type == NOTICE_BUSY) {
+            g->busy_seq[r] = n.seq;
+            snprintf(g->busy_what[r], WHAT_LEN, "%s", n.what);
+        }
+    }
+}
+
+static void pause_briefly(double waited) {
+    if (waited < 0.002) return; /* spin first: most collectives finish within microseconds */
+    double s = waited / 20;
+    if (s > 0.001) s = 0.001;
+    struct timespec ts = {0, (long)(s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* The ranks that have not said they are in collective `seq` (excluding this one); *excused
+ * counts those that announced a long phase before it. Writes a list like "1, 3" into out. */
+static int missing_ranks(const mpi_group *g, int64_t seq, char *out, size_t cap, char *excused, size_t ecap,
+                         int *excused_count) {
+    int missing = 0;
+    *excused_count = 0;
+    out[0] = excused[0] = '\0';
+    for (int r = 0; r < g->size; r++) {
+        if (r == g->rank || g->waiting_seq[r] >= seq) continue;
+        if (g->busy_seq[r] == seq) {
+            size_t n = strlen(excused);
+            snprintf(excused + n, ecap - n, "%srank %d (%s)", *excused_count ? ", " : "", r, g->busy_what[r]);
+            (*excused_count)++;
+            continue;
+        }
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "%s%d", missing ? ", " : "", r);
+        missing++;
+    }
+    return missing;
+}
+
+static void describe_position(const mpi_group *g, char *out, size_t cap) {
+    if (g->step >= 0) snprintf(out, cap, "%s at step %lld", g->what[0] ? g->what : "a collective", (long long)g->step);
+    else snprintf(out, cap, "%s", g->what[0] ? g->what : "a collective");
+}
+
+/* Waits for req with the stall inspector; the collective's sequence number is g->seq. */
+static ftl_status wait_request(mpi_group *g, MPI_Request *req, const char *call) {
+    double start = ftl_now();
+    bool announced = false, warned = false, told_excused = false;
+    int64_t seq = g->seq;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, call);
+        if (done) break;
+        read_notices(g);
+        bool someone_waits = false;
+        for (int r = 0; r < g->size && !someone_waits; r++) someone_waits = r != g->rank && g->waiting_seq[r] >= seq;
+        double now = ftl_now(), waited = now - start;
+        double T = g->stall_timeout;
+        if (!announced && (someone_waits || (T > 0 && waited > T / 2))) {
+            send_notice(g, NOTICE_WAITING, seq, g->what);
+            announced = true;
+        }
+        if (T > 0 && waited > T / 2 + 0.1) {
+            char missing[512], excused[1024], where[160];
+            int excused_count;
+            int n = missing_ranks(g, seq, missing, sizeof missing, excused, sizeof excused, &excused_count);
+            describe_position(g, where, sizeof where);
+            /* A rank back from a long phase restarts the clock for the others. */
+            double since = start;
+            for (int r = 0; r < g->size; r++)
+                if (g->joined_at[r] > since) since = g->joined_at[r];
+            if (n > 0 && now - since > T) {
+                fprintf(stderr,
+                        "ftl: error: rank %d: stalled for %.0f s in %s: rank%s %s %s not joined (see %s own messages); "
+                        "aborting the job (--stall-timeout %g)\n",
+                        g->rank, now - start, where, n > 1 ? "s" : "", missing, n > 1 ? "have" : "has",
+                        n > 1 ? "their" : "its", T);
+                fflush(stderr);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            if (n > 0 && !warned) {
+                fprintf(stderr, "ftl: warning: rank %d: waiting %.0f s in %s for rank%s %s (the job aborts after %g s)\n",
+                        g->rank, waited, where, n > 1 ? "s" : "", missing, T);
+                fflush(stderr);
+                warned = true;
+            }
+            if (excused_count > 0 && !told_excused && g->rank == 0) {
+                fprintf(stderr, "waiting for %s\n", excused);
+                fflush(stderr);
+                told_excused = true;
+            }
+        }
+        pause_briefly(waited);
+    }
+    g->seq++;
+    return FTL_OK;
+}
+
+/* ---------------------------------------------------------------- the collectives */
+
+static size_t chunk_elements(const mpi_group *g, size_t element_size) {
+    size_t n = g->max_message / element_size;
+    if (n > INT_MAX) n = INT_MAX;
+    return n ? n : 1;
+}
+
+static ftl_status allreduce(void *ctx, void *data, size_t count, MPI_Datatype type, size_t element_size) {
+    mpi_group *g = ctx;
+    size_t chunk = chunk_elements(g, element_size);
+    for (size_t at = 0; at < count; at += chunk) {
+        size_t n = count - at < chunk ? count - at : chunk;
+        MPI_Request req;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)data + at * element_size, (int)n, type, MPI_SUM, g->work, &req);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Iallreduce");
+        FTL_TRY(wait_request(g, &req, "MPI_Iallreduce"));
+    }
+    if (count == 0) { /* still a collective: every rank must agree on the sequence */
+        MPI_Request req;
+        MPI_Ibarrier(g->work, &req);
+        FTL_TRY(wait_request(g, &req, "MPI_Ibarrier"));
+    }
+    return FTL_OK;
+}
+
+static ftl_status allreduce_f32(void *ctx, float *data, size_t count) { return allreduce(ctx, data, count, MPI_FLOAT, 4); }
+static ftl_status allreduce_f64(void *ctx, double *data, size_t count) { return allreduce(ctx, data, count, MPI_DOUBLE, 8); }
+static ftl_status allreduce_i64(void *ctx, int64_t *data, size_t count) {
+    return allreduce(ctx, data, count, MPI_INT64_T, 8);
+}
+
+static ftl_status broadcast(void *ctx, void *data, size_t bytes, int root) {
+    mpi_group *g = ctx;
+    size_t chunk = chunk_elements(g, 1);
+    size_t at = 0;
+    do {
+        size_t n = bytes - at < chunk ? bytes - at : chunk;
+        MPI_Request req;
+        int rc = MPI_Ibcast((char *)data + at, (int)n, MPI_BYTE, root, g->work, &req);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Ibcast");
+        FTL_TRY(wait_request(g, &req, "MPI_Ibcast"));
+        at += n;
+    } while (at < bytes);
+    return FTL_OK;
+}
+
+static ftl_status barrier(void *ctx) {
+    mpi_group *g = ctx;
+    MPI_Request req;
+    int rc = MPI_Ibarrier(g->work, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Ibarrier");
+    return wait_request(g, &req, "MPI_Ibarrier");
+}
+
+/* Sizes by allgather, then point-to-point chunks to root, all waited for at once. */
+static ftl_status gather(void *ctx, const void *data, size_t bytes, int root, uint8_t **out, size_t *sizes) {
+    mpi_group *g = ctx;
+    if (out) *out = NULL;
+    int64_t *all = ftl_xcalloc((size_t)g->size, sizeof *all);
+    all[g->rank] = (int64_t)bytes;
+    ftl_status st = allreduce_i64(ctx, all, (size_t)g->size);
+    if (st != FTL_OK) {
+        free(all);
+        return st;
+    }
+    size_t chunk = chunk_elements(g, 1), total = 0;
+    for (int r = 0; r < g->size; r++) total += (size_t)all[r];
+    size_t requests = 0;
+    if (g->rank == root) {
+        for (int r = 0; r < g->size; r++)
+            if (r != root) requests += ((size_t)all[r] + chunk - 1) / chunk;
+    } else {
+        requests = (bytes + chunk - 1) / chunk;
+    }
+    MPI_Request *reqs = ftl_xcalloc(requests ? requests : 1, sizeof *reqs);
+    uint8_t *buffer = NULL;
+    size_t k = 0;
+    int rc = MPI_SUCCESS;
+    if (g->rank == root) {
+        buffer = ftl_xmalloc(total ? total : 1);
+        size_t offset = 0;
+        for (int r = 0; r < g->size; r++) {
+            if (r == root) memcpy(buffer + offset, data, bytes);
+            else
+                for (size_t at = 0; at < (size_t)all[r] && rc == MPI_SUCCESS; at += chunk) {
+                    size_t n = (size_t)all[r] - at < chunk ? (size_t)all[r] - at : chunk;
+                    rc = MPI_Irecv(buffer + offset + at, (int)n, MPI_BYTE, r, GATHER_TAG, g->work, &reqs[k++]);
+                }
+            if (sizes) sizes[r] = (size_t)all[r];
+            offset += (size_t)all[r];
+        }
+    } else {
+        for (size_t at = 0; at < bytes && rc == MPI_SUCCESS; at += chunk) {
+            size_t n = bytes - at < chunk ? bytes - at : chunk;
+            rc = MPI_Isend((const char *)data + at, (int)n, MPI_BYTE, root, GATHER_TAG, g->work, &reqs[k++]);
+        }
+    }
+    if (rc != MPI_SUCCESS) st = mpi_failed(rc, "MPI_Isend/MPI_Irecv");
+    /* The chunks of one gather count as one collective for the stall inspector. */
+    int64_t seq = g->seq;
+    for (size_t i = 0; st == FTL_OK && i < k; i++) {
+        g->seq = seq;
+        st = wait_request(g, &reqs[i], "gather");
+    }
+    g->seq = seq;
+    if (st == FTL_OK) {
+        MPI_Request req; /* ends the gather on every rank at the same sequence number */
+        MPI_Ibarrier(g->work, &req);
+        st = wait_request(g, &req, "MPI_Ibarrier");
+    }
+    free(reqs);
+    free(all);
+    if (st != FTL_OK) {
+        free(buffer);
+        return st;
+    }
+    if (out) *out = buffer;
+    else free(buffer);
+    return FTL_OK;
+}
+
+static ftl_status allgather(void *ctx, const void *data, size_t bytes, uint8_t **out, size_t *sizes) {
+    mpi_group *g = ctx;
+    uint8_t *all = NULL;
+    size_t *local_sizes = ftl_xcalloc((size_t)g->size, sizeof *local_sizes);
+    ftl_status st = gather(ctx, data, bytes, 0, &all, local_sizes);
+    int64_t *sz = ftl_xcalloc((size_t)g->size, sizeof *sz);
+    if (g->rank == 0)
+        for (int r = 0; r < g->size; r++) sz[r] = (int64_t)local_sizes[r];
+    if (st == FTL_OK) st = broadcast(ctx, sz, (size_t)g->size * sizeof *sz, 0);
+    size_t total = 0;
+    for (int r = 0; r < g->size; r++) total += (size_t)sz[r];
+    if (st == FTL_OK && g->rank != 0) all = ftl_xmalloc(total ? total : 1);
+    if (st == FTL_OK && total > 0) st = broadcast(ctx, all, total, 0);
+    if (st == FTL_OK && sizes)
+        for (int r = 0; r < g->size; r++) sizes[r] = (size_t)sz[r];
+    free(sz);
+    free(local_sizes);
+    if (st != FTL_OK) {
+        free(all);
+        return st;
+    }
+    *out = all;
+    return FTL_OK;
+}
+
+static void abort_job(void *ctx, int code, const char *message) {
+    mpi_group *g = ctx;
+    if (message && *message) fprintf(stderr, "ftl: error: rank %d: %s\n", g->rank, message);
+    fflush(stderr);
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    exit(code ? code : 1);
+}
+
+static void set_context(void *ctx, int64_t step, const char *what) {
+    mpi_group *g = ctx;
+    g->step = step;
+    snprintf(g->what, WHAT_LEN, "%s", what ? what : "");
+}
+
+static void phase_begin(void *ctx, const char *what) {
+    mpi_group *g = ctx;
+    g->in_phase = true;
+    snprintf(g->phase, WHAT_LEN, "%s", what ? what : "a long phase");
+    send_notice(g, NOTICE_BUSY, g->seq, g->phase);
+}
+
+static void phase_end(void *ctx) {
+    mpi_group *g = ctx;
+    g->in_phase = false;
+}
+
+/* ---------------------------------------------------------------- start / stop */
+
+bool dist_transport_available(void) { return true; }
+
+const char *dist_transport_name(void) {
+    static char name[64];
+#ifdef OMPI_MAJOR_VERSION
+    snprintf(name, sizeof name, "Open MPI %d.%d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
+#else
+    snprintf(name, sizeof name, "MPI %d.%d", MPI_VERSION, MPI_SUBVERSION);
+#endif
+    return name;
+}
+
+ftl_status dist_transport_start(const ftl_dist_options *o, ftl_collectives *t) {
+    int provided = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Init_thread");
+    mpi_group *g = &group;
+    memset(g, 0, sizeof *g);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g->size);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g->work);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g->control);
+    MPI_Comm_set_errhandler(g->work, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g->control, MPI_ERRORS_RETURN);
+    MPI_Comm node;
+    int local_rank = 0, local_size = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_size(node, &local_size);
+        MPI_Comm_free(&node);
+    }
+    g->stall_timeout = o->stall_timeout_s;
+    g->max_message = o->max_message_bytes ? o->max_message_bytes : (size_t)1 << 30;
+    g->step = -1;
+    size_t n = (size_t)g->size;
+    g->waiting_seq = ftl_xmalloc(n * sizeof *g->waiting_seq);
+    g->busy_seq = ftl_xmalloc(n * sizeof *g->busy_seq);
+    g->busy_what = ftl_xcalloc(n, sizeof *g->busy_what);
+    g->joined_at = ftl_xcalloc(n, sizeof *g->joined_at);
+    g->waiting_step = ftl_xcalloc(n, sizeof *g->waiting_step);
+    g->waiting_what = ftl_xcalloc(n, sizeof *g->waiting_what);
+    for (size_t r = 0; r < n; r++) g->waiting_seq[r] = g->busy_seq[r] = -1;
+    *t = (ftl_collectives){
+        .ctx = g, .rank = g->rank, .world_size = g->size, .local_rank = local_rank, .local_size = local_size,
+        .allreduce_f32 = allreduce_f32, .allreduce_f64 = allreduce_f64, .allreduce_i64 = allreduce_i64,
+        .broadcast = broadcast, .gather = gather, .allgather = allgather, .barrier = barrier, .abort = abort_job,
+        .set_context = set_context, .phase_begin = phase_begin, .phase_end = phase_end,
+    };
+    return FTL_OK;
+}
+
+void dist_transport_set_stall_timeout(ftl_collectives *t, double seconds) {
+    mpi_group *g = t->ctx;
+    if (g) g->stall_timeout = seconds;
+}
+
+ftl_status dist_transport_finalize(ftl_collectives *t) {
+    mpi_group *g = t->ctx;
+    if (!g) return FTL_OK;
+    set_context(g, -1, "the end of the job");
+    ftl_status st = barrier(g);
+    read_notices(g);
+    for (int i = 0; i < g->send_count; i++) MPI_Request_free(&g->sends[i].request);
+    MPI_Comm_free(&g->work);
+    MPI_Comm_free(&g->control);
+    MPI_Finalize();
+    free(g->waiting_seq);
+    free(g->busy_seq);
+    free(g->busy_what);
+    free(g->joined_at);
+    free(g->waiting_step);
+    free(g->waiting_what);
+    free(g->sends);
+    t->ctx = NULL;
+    return st;
+}
