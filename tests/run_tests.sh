@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite and prints the total `N passed, N failed`; exits 1 on any failure.
 # Suites: reference generators (tests/ref/gen_*), unit tests (plain and ASan+UBSan),
-# end-to-end scripts (tests/e2e/test_*.sh). Each prints `ok NAME` / `FAIL NAME` lines.
+# end-to-end scripts (tests/e2e/test_*.sh). Each prints `ok NAME` / `FAIL NAME` lines, and
+# `skip NAME: reason` for a test that cannot run here (never counted as passed).
 # Usage: tests/run_tests.sh [SUITE_NAME_SUBSTRING]
 set -u
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ mkdir -p "$logs"
 
 total_passed=0
 total_failed=0
+total_skipped=0
 run_suite() {  # name command...
     local name=$1
     shift
@@ -29,17 +31,24 @@ run_suite() {  # name command...
     end=$(date +%s)
     passed=$(grep -c '^ok ' "$log")
     failed=$(grep -c '^FAIL ' "$log")
+    skipped=$(grep -c '^skip ' "$log")
     if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
         echo "FAIL $name: exited with status $rc without naming a failed test" >>"$log"
         failed=1
     fi
-    printf '%-28s %4d passed, %3d failed  (%ds)\n' "$name" "$passed" "$failed" $((end - start))
+    if [ "$skipped" -gt 0 ]; then
+        printf '%-28s %4d passed, %3d failed, %3d skipped  (%ds)\n' "$name" "$passed" "$failed" "$skipped" $((end - start))
+        grep '^skip ' "$log" | sed 's/^/    /'
+    else
+        printf '%-28s %4d passed, %3d failed  (%ds)\n' "$name" "$passed" "$failed" $((end - start))
+    fi
     if [ "$failed" -gt 0 ]; then
         grep -B2 -A12 '^FAIL ' "$log" | head -80 | sed 's/^/    /'
         echo "    (full log: $log)"
     fi
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
+    total_skipped=$((total_skipped + skipped))
 }
 
 for gen in tests/ref/gen_*.sh; do
@@ -53,5 +62,9 @@ for t in tests/e2e/test_*.sh; do
     run_suite "e2e-$(basename "$t" .sh | sed 's/^test_//')" bash "$t"
 done
 
-echo "$total_passed passed, $total_failed failed"
+if [ "$total_skipped" -gt 0 ]; then
+    echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
+else
+    echo "$total_passed passed, $total_failed failed"
+fi
 [ "$total_failed" -eq 0 ]

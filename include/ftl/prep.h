@@ -9,6 +9,7 @@
 #define FTL_PREP_H
 
 #include "ftl/base.h"
+#include "ftl/dist.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,10 @@ typedef struct ftl_prep_options {
     bool strict;              /* a bad image is fatal instead of skipped */
     bool overwrite;           /* replace an existing OUT */
     bool show_progress;       /* progress bar / periodic lines on stderr */
+    /* Under mpirun: the ranks split the images; OUT/train.parquet and OUT/val.parquet become
+     * folders of part files, one per rank (part-RRRRR.parquet, read in order = the single-process
+     * row order), so OUT must be on a filesystem every rank shares. NULL: one process. */
+    const ftl_collectives *collectives;
 } ftl_prep_options;
 
 #define FTL_PREP_DEFAULT_ROW_GROUP_BYTES (8 * 1024 * 1024)

@@ -39,11 +39,13 @@ int cli_cmd_prep(int argc, char **argv) {
             o.split_flags_given = true;
     o.source_dir = positional[0];
     o.output_dir = positional[1];
-    o.show_progress = !quiet;
+    o.collectives = ftl_dist_world();
+    bool rank0 = ftl_dist_rank(o.collectives) == 0;
+    o.show_progress = !quiet && rank0;
     if (quiet) ftl_log_set_level(FTL_LOG_WARN);
     ftl_prep_summary summary;
     ftl_status st = ftl_prep_run(&o, &summary);
-    if (st == FTL_OK && !quiet) ftl_prep_summary_print(&summary, stdout);
+    if (st == FTL_OK && !quiet && rank0) ftl_prep_summary_print(&summary, stdout);
     ftl_prep_summary_free(&summary);
     return cli_report(st);
 }

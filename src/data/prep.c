@@ -331,6 +331,117 @@ ftl_status ftl_prep_run(const ftl_prep_options *options, ftl_prep_summary *sum) 
     return result;
 }
 
+/* Keeps this rank's contiguous share of the train rows and of the val rows (items are ordered
+ * train first, then val), so the parts read in rank order give the single-process order. */
+static void keep_rank_share(prep_source *s, int rank, int ranks) {
+    int64_t nt = 0;
+    while (nt < s->item_count && s->items[nt].split == PREP_SPLIT_TRAIN) nt++;
+    int64_t nv = s->item_count - nt;
+    int64_t tb = rank * nt / ranks, te = (rank + 1) * nt / ranks;
+    int64_t vb = nt + rank * nv / ranks, ve = nt + (rank + 1) * nv / ranks;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < s->item_count; i++) {
+        if ((i >= tb && i < te) || (i >= vb && i < ve)) s->items[kept++] = s->items[i];
+        else free(s->items[i].relative_path);
+    }
+    s->item_count = kept;
+}
+
+/* Rank 0 makes the temporary output folder and tells the others its name; every rank must see
+ * it, since each writes its parts there. */
+static ftl_status shared_temp_dir(const ftl_prep_options *o, const ftl_collectives *col, char **out) {
+    uint8_t *name = NULL;
+    size_t size = 0;
+    ftl_status st = FTL_OK;
+    if (ftl_dist_rank(col) == 0) {
+        char *t = ftl_temp_name_for(o->output_dir);
+        char *a = ftl_format("%s/train.parquet", t), *b = ftl_format("%s/val.parquet", t);
+        st = ftl_make_dirs(a);
+        if (st == FTL_OK) st = ftl_make_dirs(b);
+        free(a);
+        free(b);
+        name = (uint8_t *)t;
+        size = strlen(t) + 1;
+    }
+    bool any = false;
+    ftl_status agree = ftl_dist_any_failed(col, st != FTL_OK, &any);
+    if (agree != FTL_OK || any) {
+        free(name);
+        return agree != FTL_OK ? agree : st != FTL_OK ? st : ftl_fail(FTL_E_IO, "rank 0 could not create the output folder");
+    }
+    FTL_TRY(ftl_dist_broadcast_blob(col, &name, &size, 0));
+    char *probe = ftl_format("%s/train.parquet", (char *)name);
+    bool seen = ftl_is_directory(probe);
+    free(probe);
+    st = seen ? FTL_OK
+              : ftl_fail(FTL_E_INVALID_ARG,
+                         "rank %d cannot see the output folder %s that rank 0 created: under mpirun every rank writes its "
+                         "part of the dataset there, so OUT must be on a filesystem all ranks share (or run prep as one "
+                         "process)", ftl_dist_rank(col), (char *)name);
+    agree = ftl_dist_any_failed(col, !seen, &any);
+    if (st == FTL_OK && agree == FTL_OK && any)
+        st = ftl_fail(FTL_E_INVALID_ARG, "another rank cannot see the shared output folder %s (see its message)", (char *)name);
+    if (st == FTL_OK) st = agree;
+    if (st != FTL_OK) {
+        if (ftl_dist_rank(col) == 0) ftl_remove_tree((char *)name);
+        free(name);
+        return st;
+    }
+    *out = (char *)name;
+    return FTL_OK;
+}
+
+/* Sums the per-rank summaries into every rank's (counts, rows, bytes). */
+static ftl_status gather_skipped(const ftl_collectives *col, ftl_prep_summary *sum) {
+    ftl_strbuf b = {0};
+    for (int64_t i = 0; i < sum->skipped_count; i++)
+    {
+        ftl_strbuf_append(&b, sum->skipped[i].path, strlen(sum->skipped[i].path) + 1);
+        ftl_strbuf_append(&b, sum->skipped[i].reason, strlen(sum->skipped[i].reason) + 1);
+    }
+    uint8_t *all = NULL;
+    size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(col), sizeof *sizes);
+    ftl_status st = ftl_dist_gather(col, b.data ? b.data : "", b.len, 0, &all, sizes);
+    ftl_strbuf_free(&b);
+    for (int64_t i = 0; i < sum->skipped_count; i++) free(sum->skipped[i].path), free(sum->skipped[i].reason);
+    free(sum->skipped);
+    sum->skipped = NULL;
+    sum->skipped_count = 0;
+    if (st == FTL_OK && ftl_dist_rank(col) == 0) { /* every rank's list, in rank order */
+        size_t total = 0;
+        for (int r = 0; r < ftl_dist_size(col); r++) total += sizes[r];
+        for (size_t at = 0; at < total;) {
+            const char *path = (const char *)all + at;
+            const char *reason = path + strlen(path) + 1;
+            summary_add_skipped(sum, path, reason);
+            at += strlen(path) + strlen(reason) + 2;
+        }
+    }
+    free(all);
+    free(sizes);
+    return st;
+}
+
+static ftl_status reduce_summary(const ftl_collectives *col, ftl_prep_summary *sum) {
+    FTL_TRY(gather_skipped(col, sum));
+    int c = sum->class_count;
+    int64_t n = 6 + 2 * (int64_t)c;
+    int64_t *v = ftl_xcalloc((size_t)n, sizeof *v);
+    v[0] = sum->train_rows, v[1] = sum->val_rows;
+    v[3] = (int64_t)sum->source_bytes, v[4] = (int64_t)sum->train_file_bytes, v[5] = (int64_t)sum->val_file_bytes;
+    memcpy(v + 6, sum->train_counts, (size_t)c * sizeof *v);
+    memcpy(v + 6 + c, sum->val_counts, (size_t)c * sizeof *v);
+    ftl_status st = ftl_dist_allreduce_i64(col, v, (size_t)n);
+    if (st == FTL_OK) {
+        sum->train_rows = v[0], sum->val_rows = v[1];
+        sum->source_bytes = (uint64_t)v[3], sum->train_file_bytes = (uint64_t)v[4], sum->val_file_bytes = (uint64_t)v[5];
+        memcpy(sum->train_counts, v + 6, (size_t)c * sizeof *v);
+        memcpy(sum->val_counts, v + 6 + c, (size_t)c * sizeof *v);
+    }
+    free(v);
+    return st;
+}
+
 static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum) {
     FTL_TRY(check_output(o));
     prep_source source;
@@ -339,6 +450,11 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
         ftl_log_warn("%s has train/ and val/ folders: their split is kept and --val-fraction / --stratify are not used",
                      o->source_dir);
     prep_source_assign_splits(&source, o->val_fraction, o->seed, o->stratify);
+    const ftl_collectives *col = o->collectives;
+    bool dist = ftl_dist_active(col);
+    int rank = ftl_dist_rank(col);
+    int64_t all_items = source.item_count;
+    if (dist) keep_rank_share(&source, rank, ftl_dist_size(col));
 
     sum->class_count = source.class_count;
     sum->class_names = ftl_xcalloc((size_t)source.class_count, sizeof *sum->class_names);
@@ -347,7 +463,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     sum->val_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->val_counts);
     sum->empty_class_count = source.empty_class_count;
     sum->split_method = source.has_split_folders ? "folders" : o->stratify ? "stratified" : "random";
-    for (int64_t i = 0; i < source.unsupported_count; i++) {
+    for (int64_t i = 0; i < source.unsupported_count && rank == 0; i++) { /* every rank sees them: rank 0 says it */
         if (o->strict) {
             ftl_status st = ftl_fail(FTL_E_UNSUPPORTED, "%s/%s: %s (--strict)", source.root, source.unsupported_paths[i],
                                      source.unsupported_reasons[i]);
@@ -360,8 +476,24 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
 
     int threads = o->threads > 0 ? o->threads : ftl_cpu_count();
     sum->threads = threads;
-    char *temp_dir = ftl_temp_name_for(o->output_dir);
-    char *paths[2] = {ftl_format("%s/train.parquet", temp_dir), ftl_format("%s/val.parquet", temp_dir)};
+    char *temp_dir = NULL;
+    if (dist) {
+        ftl_status st = shared_temp_dir(o, col, &temp_dir);
+        if (st != FTL_OK) {
+            prep_source_free(&source);
+            return st;
+        }
+    } else {
+        temp_dir = ftl_temp_name_for(o->output_dir);
+    }
+    char *paths[2];
+    if (dist) {
+        paths[0] = ftl_format("%s/train.parquet/part-%05d.parquet", temp_dir, rank);
+        paths[1] = ftl_format("%s/val.parquet/part-%05d.parquet", temp_dir, rank);
+    } else {
+        paths[0] = ftl_format("%s/train.parquet", temp_dir);
+        paths[1] = ftl_format("%s/val.parquet", temp_dir);
+    }
     ftl_parquet_writer *writers[2] = {NULL, NULL};
     prep_job job = {.options = o, .source = &source, .canvas_bytes = (size_t)o->image_size * (size_t)o->image_size * 3};
     job.ring_size = (int64_t)threads * RING_PER_THREAD;
@@ -405,12 +537,24 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
         uint64_t size;
         if (ftl_file_size(paths[0], &size) == FTL_OK) sum->train_file_bytes = size;
         if (ftl_file_size(paths[1], &size) == FTL_OK) sum->val_file_bytes = size;
-        if (sum->train_rows + sum->val_rows == 0)
-            st = ftl_fail(FTL_E_FORMAT, "none of the %lld images under %s could be read", (long long)source.item_count,
-                          source.root);
     }
-    if (st == FTL_OK) st = publish_output(temp_dir, o->output_dir);
-    if (st != FTL_OK) ftl_remove_tree(temp_dir);
+    if (dist) { /* the dataset appears only when every rank has written its parts */
+        ftl_dist_set_context(col, -1, "the end of prep (every rank's parts written)");
+        bool any = false;
+        ftl_status agree = ftl_dist_any_failed(col, st != FTL_OK, &any);
+        if (st == FTL_OK && agree == FTL_OK && any)
+            st = ftl_fail(FTL_E_IO, "another rank failed (see its message); nothing was written to %s", o->output_dir);
+        if (st == FTL_OK) st = agree;
+        if (st == FTL_OK) st = reduce_summary(col, sum);
+    }
+    if (st == FTL_OK && sum->train_rows + sum->val_rows == 0)
+        st = ftl_fail(FTL_E_FORMAT, "none of the %lld images under %s could be read", (long long)all_items, source.root);
+    if (st == FTL_OK && rank == 0) st = publish_output(temp_dir, o->output_dir);
+    if (st != FTL_OK && rank == 0) ftl_remove_tree(temp_dir);
+    if (st != FTL_OK && dist) {
+        unlink(paths[0]);
+        unlink(paths[1]);
+    }
     ftl_cleanup_unregister(paths[0]);
     ftl_cleanup_unregister(paths[1]);
     ftl_cleanup_unregister(temp_dir);

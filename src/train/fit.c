@@ -246,12 +246,36 @@ static ftl_status plan_epochs(const ftl_trainer *t, const ftl_batch_source *trai
      * another one never takes). */
     int64_t global = c->batch_size * ftl_dist_size(&c->collectives), size = train->size;
     *steps = c->drop_remainder ? size / global : (size + global - 1) / global;
+    if (*steps == 0 && global == c->batch_size)
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "%lld training examples make no full batch of %lld (remainders are dropped): lower --batch",
+                        (long long)size, (long long)global);
     if (*steps == 0)
         return ftl_fail(FTL_E_INVALID_ARG,
-                        "%lld training examples make no full global batch of %lld (--batch %lld x %d ranks; remainders "
-                        "are dropped): lower --batch",
+                        "%lld training examples make no full batch of %lld (the global batch: --batch %lld x %d ranks; "
+                        "remainders are dropped): lower --batch",
                         (long long)size, (long long)global, (long long)c->batch_size, ftl_dist_size(&c->collectives));
     return FTL_OK;
+}
+
+/* Test hooks for the fault tests (tests/e2e/test_dist.sh), read from the environment:
+ * FTL_TEST_STALL_RANK=R with FTL_TEST_STALL_STEP=S makes rank R sleep FTL_TEST_STALL_SECONDS
+ * before global step S (the stall inspector must name it); FTL_TEST_STEP_SLEEP_MS slows every
+ * step, so a test can kill a rank in the middle of an epoch. */
+static void test_hooks(int rank, int64_t step) {
+    static int loaded, stall_rank = -1, step_sleep_ms;
+    static long long stall_step;
+    static double stall_seconds;
+    if (!loaded) {
+        loaded = 1;
+        const char *v;
+        if ((v = getenv("FTL_TEST_STALL_RANK"))) stall_rank = atoi(v);
+        if ((v = getenv("FTL_TEST_STALL_STEP"))) stall_step = atoll(v);
+        if ((v = getenv("FTL_TEST_STALL_SECONDS"))) stall_seconds = atof(v);
+        if ((v = getenv("FTL_TEST_STEP_SLEEP_MS"))) step_sleep_ms = atoi(v);
+    }
+    if (step_sleep_ms > 0) usleep((useconds_t)step_sleep_ms * 1000);
+    if (rank == stall_rank && step == stall_step && stall_seconds > 0) usleep((useconds_t)(stall_seconds * 1e6));
 }
 
 static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, int64_t steps, bool wrap,
@@ -263,6 +287,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     ftl_metric_counts counts = {0};
     double fetch_s = 0, backbone_s = 0, head_s = 0, allreduce_s = 0, lr = 0;
     for (int64_t s = 0; s < steps; s++) {
+        test_hooks(ftl_dist_rank(col), t->step);
         double t0 = ftl_now();
         ftl_feature_batch b = {0};
         FTL_TRY(train->next_batch(train->ctx, (size_t)c->batch_size, wrap, &b));

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Data parallelism under a real Open MPI launcher (the article's steps 5-6): the collectives for
+# 1-4 ranks, the same model for any rank count (in memory and streamed), resume under another
+# rank count, exact metrics on uneven shards, prep split over ranks, mismatched arguments, the
+# stall inspector and a killed rank. Ranks oversubscribe the 2 cores here; CI runs as root.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch dist)
+if ! command -v mpirun >/dev/null 2>&1; then
+    for t in collectives same_model resume prep eval stall kill mismatch; do skip "dist_$t" "mpirun (openmpi-bin) is not installed"; done
+    finish
+fi
+if ! "$FTL" --version | grep -q 'Open MPI'; then
+    for t in collectives same_model resume prep eval stall kill mismatch; do skip "dist_$t" "this ftl was built without MPI"; done
+    finish
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none   # containers often forbid CMA (ptrace)
+MPI=(mpirun --oversubscribe --bind-to none)
+CHECK="$BUILD/tools/ftl_dist_check"
+MODEL="$SHARED/models/mobilenet_v1_0.25_128.onnx"  # small and fast; its 1001 outputs are the features
+READ_ST="$PY $(dirname "$0")/../ref/read_safetensors.py"
+
+# ---- the collectives, 1 to 4 ranks, with large and with tiny MPI messages
+for n in 1 2 3 4; do
+    for chunk in 1073741824 64; do
+        out=$("${MPI[@]}" -np $n "$CHECK" --chunk $chunk 2>&1)
+        rc=$?
+        if [ $rc -eq 0 ] && ! grep -q '^FAIL' <<<"$out" && [ "$(grep -c '^ok ' <<<"$out")" -eq 7 ]; then
+            pass "dist_collectives_np${n}_chunk${chunk}"
+        else
+            fail "dist_collectives_np${n}_chunk${chunk}" "rc $rc: $(grep -E '^FAIL|rror' <<<"$out" | head -5)"
+        fi
+    done
+done
+"$FTL" --version | grep -q 'data parallelism: Open MPI' && pass dist_version_names_the_transport ||
+    fail dist_version_names_the_transport "$("$FTL" --version)"
+
+# ---- the stall inspector: rank 1 sleeps past the timeout; the others name it and the job ends
+start=$(date +%s)
+out=$(timeout 60 "${MPI[@]}" -np 3 "$CHECK" --stall-rank 1 --sleep 30 --stall-timeout 5 2>&1)
+rc=$?
+took=$(($(date +%s) - start))
+if [ $rc -ne 0 ] && [ $took -le 15 ] && grep -q 'stalled for [0-9]* s in the test barrier at step 7: rank 1 has not joined' <<<"$out" &&
+    grep -q 'warning: rank [02]: waiting' <<<"$out"; then
+    pass dist_stall_inspector_names_the_missing_rank
+else
+    fail dist_stall_inspector_names_the_missing_rank "rc $rc after ${took}s: $(head -c 600 <<<"$out")"
+fi
+out=$(timeout 60 "${MPI[@]}" -np 2 "$CHECK" --stall-rank 0 --sleep 30 --stall-timeout 4 2>&1)
+rc=$?
+grep -q 'rank 1: stalled for [0-9]* s .*: rank 0 has not joined' <<<"$out" && [ $rc -ne 0 ] &&
+    pass dist_stall_inspector_names_rank_0_too || fail dist_stall_inspector_names_rank_0_too "rc $rc: $(head -c 400 <<<"$out")"
+
+# ---- prep: np 2 writes part folders that read as the single-process dataset
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds1" --size 128 --quiet 2>/dev/null || fail dist_prep "single-process prep failed"
+"${MPI[@]}" -np 2 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds2" --size 128 --threads 1 >"$d/prep2.out" 2>"$d/prep2.err" ||
+    fail dist_prep_np2_runs "$(tail -3 "$d/prep2.err")"
+q() { node "$(dirname "$0")/../tools/duckdb_query.mjs" "$1"; }
+same_rows() {  # NAME A B: label, path and image bytes of every row, in order
+    local a b
+    a=$(q "SELECT label, path, md5(image::VARCHAR) h FROM read_parquet($2, filename=true, file_row_number=true) ORDER BY filename, file_row_number")
+    b=$(q "SELECT label, path, md5(image::VARCHAR) h FROM read_parquet($3, filename=true, file_row_number=true) ORDER BY filename, file_row_number")
+    if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$(wc -c <<<"$a")" -gt 1000 ]; then pass "$1"; else fail "$1" "rows differ ($(wc -c <<<"$a") vs $(wc -c <<<"$b") bytes)"; fi
+}
+same_rows dist_prep_np2_train_equals_np1 "'$d/ds1/train.parquet'" "'$d/ds2/train.parquet/*.parquet'"
+same_rows dist_prep_np2_val_equals_np1 "'$d/ds1/val.parquet'" "'$d/ds2/val.parquet/*.parquet'"
+grep -q '397 images (244 train, 153 val)' "$d/prep2.out" && grep -q 'skipped' "$d/prep2.out" && pass dist_prep_summary_counts_all_ranks ||
+    fail dist_prep_summary_counts_all_ranks "$(head -5 "$d/prep2.out")"
+ls "$d" | grep -q 'tmp' && fail dist_prep_leaves_no_temporary "$(ls "$d")" || pass dist_prep_leaves_no_temporary
+
+T="$d/ds1/train.parquet"
+V="$d/ds1/val.parquet"
+RUN=(--backbone "$MODEL" --lr 0.004 --dropout 0.5 --epochs 6 --seed 3 --early-stopping monitor=val_acc,patience=3,min_delta=0.001)
+
+# ---- the same model for np 1, 2 and 4 with the same global batch (cache built by np 2's ranks)
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --threads 1 --cache-dir "$d/cache" \
+    --out "$d/np2.ftl" --log "$d/np2.jsonl" >"$d/np2.out" 2>"$d/np2.err" || fail dist_train_np2_runs "$(tail -3 "$d/np2.err")"
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 64 --threads 2 --cache-dir "$d/cache" \
+    --out "$d/np1.ftl" --log "$d/np1.jsonl" >"$d/np1.out" 2>"$d/np1.err" || fail dist_train_np1_runs "$(tail -3 "$d/np1.err")"
+"${MPI[@]}" -np 4 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 16 --threads 1 --cache-dir "$d/cache" \
+    --out "$d/np4.ftl" --log "$d/np4.jsonl" >"$d/np4.out" 2>"$d/np4.err" || fail dist_train_np4_runs "$(tail -3 "$d/np4.err")"
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --threads 1 --cache-dir "$d/cache" --max-memory 1 \
+    --out "$d/np2s.ftl" --log "$d/np2s.jsonl" >"$d/np2s.out" 2>"$d/np2s.err" || fail dist_train_np2_streamed_runs "$(tail -3 "$d/np2s.err")"
+grep -q 'computing' "$d/np1.err" "$d/np4.err" && fail dist_feature_cache_reused_under_other_np "$(grep computing "$d/np1.err" "$d/np4.err")" ||
+    pass dist_feature_cache_reused_under_other_np
+for m in np1 np2 np4 np2s; do $READ_ST "$d/$m.ftl" >"$d/$m.json" 2>/dev/null; done
+same_model() {  # NAME A B
+    $PY - "$d/$2" "$d/$3" <<'PYEOF' && pass "$1" || fail "$1" "see log"
+import json, sys
+a, b = sys.argv[1], sys.argv[2]
+la = [json.loads(l) for l in open(a + ".jsonl")]
+lb = [json.loads(l) for l in open(b + ".jsonl")]
+assert len(la) == len(lb) and len(la) >= 2, (len(la), len(lb))
+for x, y in zip(la, lb):
+    for k in ("loss", "acc", "val_loss", "val_acc"):
+        assert abs(x[k] - y[k]) <= 1e-5 * max(1, abs(x[k])), (k, x["epoch"], x[k], y[k])
+    assert x["steps"] == y["steps"] and x["examples"] == y["examples"], (x["steps"], y["steps"])
+ma, mb = json.load(open(a + ".json")), json.load(open(b + ".json"))
+assert json.loads(ma["metadata"]["ftl.metrics"])["best_epoch"] == json.loads(mb["metadata"]["ftl.metrics"])["best_epoch"]
+for t in ("head.kernel", "head.bias"):
+    va, vb = [float(v) for v in ma["tensors"][t]["values"]], [float(v) for v in mb["tensors"][t]["values"]]
+    worst = max(abs(p - q) / max(1e-3, abs(p)) for p, q in zip(va, vb))
+    assert worst <= 1e-4, (t, worst)
+print("same model", a, b)
+PYEOF
+}
+same_model dist_same_model_np1_np2 np1 np2
+same_model dist_same_model_np1_np4 np1 np4
+same_model dist_same_model_np2_streamed np1 np2s
+grep -q 'streaming them' "$d/np2s.err" && pass dist_streamed_features_used || fail dist_streamed_features_used "$(head -3 "$d/np2s.err")"
+[ "$(grep -c '^Epoch\|^train:' "$d/np2.out")" -eq "$(grep -c '^Epoch\|^train:' "$d/np1.out")" ] && [ "$(wc -l <"$d/np2.jsonl")" -eq "$(wc -l <"$d/np1.jsonl")" ] &&
+    pass dist_rank0_alone_logs || fail dist_rank0_alone_logs "$(wc -l "$d/np2.jsonl" "$d/np1.jsonl")"
+
+# ---- resume under another rank count ends with the uninterrupted model
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --threads 1 --cache-dir "$d/cache" \
+    --checkpoint "$d/ck/c-{epoch}.ckpt" --out "$d/full.ftl" --log "$d/full.jsonl" >/dev/null 2>"$d/full.err" ||
+    fail dist_resume_setup "$(tail -3 "$d/full.err")"
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 64 --cache-dir "$d/cache" --resume "$d/ck/c-2.ckpt" \
+    --out "$d/resumed.ftl" --log "$d/resumed.jsonl" >/dev/null 2>"$d/resumed.err" || fail dist_resume_np1 "$(tail -3 "$d/resumed.err")"
+$READ_ST "$d/full.ftl" >"$d/full.json" 2>/dev/null
+$READ_ST "$d/resumed.ftl" >"$d/resumed.json" 2>/dev/null
+tail -n +3 "$d/full.jsonl" >"$d/full_tail.jsonl"; mv "$d/full_tail.jsonl" "$d/fulltail.jsonl"; cp "$d/full.json" "$d/fulltail.json"
+same_model dist_resume_np2_checkpoint_under_np1 fulltail resumed
+
+# ---- eval: exact global counts on uneven shards (3 ranks, 153 images), predictions in order
+"$FTL" eval "$d/np1.ftl" "$V" --json "$d/e1.json" --predictions "$d/p1.csv" --quiet >/dev/null 2>"$d/e1.err" || fail dist_eval_np1 "$(cat "$d/e1.err")"
+"${MPI[@]}" -np 3 "$FTL" eval "$d/np1.ftl" "$V" --threads 1 --json "$d/e3.json" --predictions "$d/p3.csv" --quiet >"$d/e3.out" 2>"$d/e3.err" ||
+    fail dist_eval_np3 "$(tail -3 "$d/e3.err")"
+$PY - "$d" <<'PYEOF' && pass dist_eval_np3_exact_metrics_and_ordered_predictions || fail dist_eval_np3_exact_metrics_and_ordered_predictions "see log"
+import json, sys
+d = sys.argv[1]
+a, b = json.load(open(d + "/e1.json")), json.load(open(d + "/e3.json"))
+assert a["images"] == b["images"] == 153 and a["top1"] == b["top1"] and a["top5"] == b["top5"], (a["top1"], b["top1"])
+assert a["confusion"] == b["confusion"] and abs(a["loss"] - b["loss"]) < 1e-9, (a["loss"], b["loss"])
+assert open(d + "/p1.csv").read() == open(d + "/p3.csv").read()
+PYEOF
+
+# ---- different arguments on one rank: refused at start, naming the option
+out=$(timeout 60 mpirun --oversubscribe -np 1 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --out "$d/mm.ftl" : \
+      -np 1 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 16 --out "$d/mm.ftl" 2>&1)
+rc=$?
+[ $rc -ne 0 ] && grep -q 'rank 1 was started with other arguments than rank 0: --batch is "16" here but "32" on rank 0' <<<"$out" &&
+    [ ! -e "$d/mm.ftl" ] && pass dist_mismatched_arguments_named || fail dist_mismatched_arguments_named "rc $rc: $(head -c 500 <<<"$out")"
+
+# ---- predict refuses to run N copies
+out=$("${MPI[@]}" -np 2 "$FTL" predict "$d/np1.ftl" "$SHARED/data/hymenoptera/val/ants/10308379_1b6c72e180.jpg" 2>&1)
+[ $? -ne 0 ] && grep -q 'predict runs in one process' <<<"$out" && pass dist_predict_refuses_a_launcher ||
+    fail dist_predict_refuses_a_launcher "$out"
+
+# ---- a rank killed mid-epoch ends the job; the last checkpoint resumes to the uninterrupted model
+rm -rf "$d/kck"
+( FTL_TEST_STEP_SLEEP_MS=150 "${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --threads 1 --cache-dir "$d/cache" \
+    --checkpoint "$d/kck/c-{epoch}.ckpt" --out "$d/killed.ftl" >"$d/kill.out" 2>"$d/kill.err"; echo $? >"$d/kill.rc" ) &
+for i in $(seq 1 100); do [ -e "$d/kck/c-2.ckpt" ] && break; sleep 0.2; done
+victim=""
+for p in $(pgrep -f "ftl train .*killed.ftl"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && victim=$p
+done
+killed_at=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+for i in $(seq 1 150); do [ -e "$d/kill.rc" ] && break; sleep 0.2; done
+took=$(($(date +%s) - killed_at))
+if [ -n "$victim" ] && [ -e "$d/kill.rc" ] && [ "$(cat "$d/kill.rc")" -ne 0 ] && [ $took -le 30 ] && [ ! -e "$d/killed.ftl" ]; then
+    pass dist_killed_rank_ends_the_job
+else
+    fail dist_killed_rank_ends_the_job "victim '$victim', rc $(cat "$d/kill.rc" 2>/dev/null), ${took}s: $(tail -3 "$d/kill.err")"
+fi
+last=$(ls "$d/kck" 2>/dev/null | sed 's/c-\([0-9]*\).ckpt/\1/' | sort -n | tail -1)
+"${MPI[@]}" -np 4 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 16 --threads 1 --cache-dir "$d/cache" --resume "$d/kck/c-$last.ckpt" \
+    --out "$d/afterkill.ftl" --log "$d/afterkill.jsonl" >/dev/null 2>"$d/afterkill.err" || fail dist_resume_after_kill "$(tail -3 "$d/afterkill.err")"
+$READ_ST "$d/afterkill.ftl" >"$d/afterkill.json" 2>/dev/null
+tail -n +$((last + 1)) "$d/full.jsonl" >"$d/fullk.jsonl"; cp "$d/full.json" "$d/fullk.json"
+same_model dist_resume_after_kill_under_np4_matches_uninterrupted fullk afterkill
+finish
