@@ -5,6 +5,7 @@
 #include "data/loader_plan.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/sha256.h"
 #include "util/string_list.h"
@@ -63,6 +64,26 @@ ftl_status dataset_total_rows(const char *const *sources, int source_count, int6
     }
     free(paths);
     return st;
+}
+
+char *dataset_quick_identity(const char *const *sources, int source_count) {
+    char **paths;
+    int count;
+    if (loader_expand_sources(sources, source_count, &paths, &count) != FTL_OK) return ftl_strdup("(unreadable)");
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "%d file%s", count, count == 1 ? "" : "s");
+    for (int i = 0; i < count; i++) {
+        uint64_t size = 0;
+        ftl_file_size(paths[i], &size);
+        ftl_parquet_file *f = NULL;
+        int64_t rows = -1;
+        if (ftl_parquet_open(paths[i], &f) == FTL_OK) rows = ftl_parquet_num_rows(f);
+        ftl_parquet_close(f);
+        ftl_strbuf_printf(&b, "; %s: %llu bytes, %lld rows", base_name(paths[i]), (unsigned long long)size, (long long)rows);
+        free(paths[i]);
+    }
+    free(paths);
+    return b.data;
 }
 
 void feature_cache_parts_free(feature_cache_parts *p) {

@@ -40,6 +40,9 @@ ftl_status feature_cache_get(const feature_cache_request *r, feature_cache_parts
 /* The same without embedding: out->count is 0 when the cache does not hold every requested row. */
 ftl_status feature_cache_lookup(const feature_cache_request *r, feature_cache_parts *out);
 void feature_cache_parts_free(feature_cache_parts *p);
+/* A cheap identity of a dataset (its files' names, sizes and row counts), for checking that every
+ * rank sees the same data at start. malloc'd. */
+char *dataset_quick_identity(const char *const *sources, int source_count);
 /* Rows of a dataset (sum over its files' footers). */
 ftl_status dataset_total_rows(const char *const *sources, int source_count, int64_t *rows);
 

@@ -1,6 +1,7 @@
 /* `ftl train`: backbone -> (feature cache | per-batch backbone) -> trainer -> MODEL.ftl. */
 #include "ftl/pipeline.h"
 #include "ftl/loader.h"
+#include "ftl/dist.h"
 #include "ftl/parquet.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
@@ -318,6 +319,21 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     mo.threads = o->embed.threads;
     mo.batch = o->embed.batch;
     if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &mo, &r.backbone);
+    /* Every rank must train on the same data with the same backbone: compared with rank 0's. */
+    const ftl_collectives *col = &o->fit.collectives;
+    if (st == FTL_OK && ftl_dist_active(col)) {
+        ftl_dist_set_context(col, -1, "the start-up checks");
+        st = ftl_dist_check_same(col, "the backbone (sha256)", ftl_model_get_info(r.backbone)->sha256);
+        char *ti = dataset_quick_identity(train_src, 1);
+        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset", ti);
+        free(ti);
+        if (st == FTL_OK && o->val_path) {
+            const char *val_src[1] = {o->val_path};
+            char *vi = dataset_quick_identity(val_src, 1);
+            st = ftl_dist_check_same(col, "the validation dataset", vi);
+            free(vi);
+        }
+    }
     if (st == FTL_OK) {
         r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);
         r.classes_json = ftl_json_string_array(r.class_names, r.class_count);

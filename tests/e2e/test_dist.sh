@@ -135,6 +135,23 @@ assert a["confusion"] == b["confusion"] and abs(a["loss"] - b["loss"]) < 1e-9, (
 assert open(d + "/p1.csv").read() == open(d + "/p3.csv").read()
 PYEOF
 
+# ---- the same under ASan + UBSan (Open MPI's own allocations suppressed, its plugins kept loaded
+# so the suppressions can see them)
+san_env=(env OMPI_MCA_mca_base_component_disable_dlclose=1
+         ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:fast_unwind_on_malloc=0
+         LSAN_OPTIONS=suppressions=$PWD/tests/sanitizer/lsan_openmpi.supp:print_suppressions=0)
+"${san_env[@]}" "${MPI[@]}" -np 2 "$FTL_SAN" eval "$d/np1.ftl" "$V" --threads 1 --json "$d/es.json" --quiet >/dev/null 2>"$d/es.err"
+rc=$?
+cmp -s <($PY -c 'import json,sys; e=json.load(open(sys.argv[1])); print(e["top1"], e["confusion"])' "$d/e1.json") \
+       <($PY -c 'import json,sys; e=json.load(open(sys.argv[1])); print(e["top1"], e["confusion"])' "$d/es.json" 2>/dev/null) &&
+    [ $rc -eq 0 ] && ! grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' "$d/es.err" &&
+    pass dist_eval_np2_under_sanitizers || fail dist_eval_np2_under_sanitizers "rc $rc: $(grep -m3 -E 'Sanitizer|runtime error|rror' "$d/es.err")"
+"${san_env[@]}" "${MPI[@]}" -np 2 "$FTL_SAN" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --batch 32 --threads 1 --cache-dir "$d/cache" \
+    --checkpoint "$d/sck/c-{epoch}.ckpt" --out "$d/san.ftl" >/dev/null 2>"$d/san.err"
+rc=$?
+[ $rc -eq 0 ] && [ -e "$d/san.ftl" ] && ! grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' "$d/san.err" &&
+    pass dist_train_np2_under_sanitizers || fail dist_train_np2_under_sanitizers "rc $rc: $(grep -m3 -E 'Sanitizer|runtime error|rror' "$d/san.err")"
+
 # ---- different arguments on one rank: refused at start, naming the option
 out=$(timeout 60 mpirun --oversubscribe -np 1 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --out "$d/mm.ftl" : \
       -np 1 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 16 --out "$d/mm.ftl" 2>&1)
