@@ -21,6 +21,8 @@ build_packages=(
 test_packages=(
   python3-numpy python3-pil python3-onnx python3-torch python3-torchvision
   nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
+  iproute2 util-linux    # ip netns, unshare: two "hosts" on one machine for the MPI tests
+  bc                     # bench/dist/run.sh arithmetic
 )
 
 fuzz_packages=(

@@ -422,6 +422,9 @@ typedef struct ftl_fit_config {
     const char *log_path;     /* JSONL, one record per epoch, appended; NULL = none */
     FILE *epoch_out;          /* Keras-style epoch lines; NULL = silent */
     ftl_collectives collectives; /* ftl/dist.h; rank 0 of 1 = single process */
+    /* Chrome trace-event file (--timeline): one track per rank, a span per data wait, backbone,
+     * head step, allreduce, validation and checkpoint; NULL = none. */
+    const char *timeline_path;
     /* Called after each epoch (rank 0 and others); set *stop to end training. Optional. */
     ftl_status (*on_epoch_end)(void *ctx, const ftl_epoch_log *log, bool *stop);
     void *on_epoch_end_ctx;

@@ -51,6 +51,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"keep-last", CLI_INT, &keep_last, "K", "keep only the last K checkpoints"},
         {"resume", CLI_STRING, &o.resume_path, "CKPT", "continue from a checkpoint (bit-identical to an uninterrupted run)"},
         {"log", CLI_STRING, &o.fit.log_path, "RUN.jsonl", "per-epoch metrics, learning rate, speed and time split as JSON lines"},
+        {"timeline", CLI_STRING, &o.fit.timeline_path, "TRACE.json",
+         "Chrome trace (chrome://tracing, Perfetto): a track per rank, spans for data wait, backbone, head, allreduce, validation, checkpoint"},
         {"feature-cache", CLI_BOOL, &o.feature_cache, NULL, "embed every image once, train on stored features (default; --no-feature-cache: backbone on every batch, as the article)"},
         {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "feature cache folder; default ftl-feature-cache/ next to --out"},
         {"max-memory", CLI_BYTES, &o.max_memory, "BYTES", "stream cached features larger than this; default half the RAM"},

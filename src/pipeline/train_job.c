@@ -291,6 +291,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (o->resume_path && !ftl_path_exists(o->resume_path))
         return ftl_fail(FTL_E_NOT_FOUND, "checkpoint %s does not exist", o->resume_path);
     FTL_TRY(ensure_parent_folder(o->out_path));
+    if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));
     train_run r;
     memset(&r, 0, sizeof r);
     const char *train_src[1] = {o->train_path};
@@ -333,6 +334,10 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
             st = ftl_dist_check_same(col, "the validation dataset", vi);
             free(vi);
         }
+        /* Sizes can agree while the rows differ (a re-prep with another seed): the content too. */
+        char fp[65];
+        if (st == FTL_OK) st = ftl_dataset_fingerprint(train_src, 1, fp);
+        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset's content fingerprint", fp);
     }
     if (st == FTL_OK) {
         r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);

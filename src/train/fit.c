@@ -294,6 +294,8 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         double t1 = ftl_now();
         fetch_s += t1 - t0;
         backbone_s += b.backbone_seconds;
+        ftl_timeline_span(&t->timeline, "data wait", t0, t1 - b.backbone_seconds, t->step);
+        if (b.backbone_seconds > 0) ftl_timeline_span(&t->timeline, "backbone", t1 - b.backbone_seconds, t1, t->step);
         if (b.global_count == 0)
             return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld", (long long)s,
                             (long long)steps, (long long)log->epoch);
@@ -317,6 +319,9 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         double t4 = ftl_now();
         head_s += (t2 - t1) + (t4 - t3);
         allreduce_s += t3 - t2;
+        ftl_timeline_span(&t->timeline, "head", t1, t2, t->step - 1);
+        if (ftl_dist_active(col)) ftl_timeline_span(&t->timeline, "allreduce", t2, t3, t->step - 1);
+        ftl_timeline_span(&t->timeline, "optimizer", t3, t4, t->step - 1);
     }
     ftl_dist_set_context(col, t->step, "the training metrics");
     FTL_TRY(reduce_counts(col, &counts));
@@ -345,6 +350,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         log->val_loss = ftl_metric_loss(&vc);
         log->val_acc = ftl_metric_accuracy(&vc);
         log->validation_s = ftl_now() - v0;
+        ftl_timeline_span(&t->timeline, "validation", v0, v0 + log->validation_s, t->step);
     }
     return FTL_OK;
 }
@@ -398,7 +404,7 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
         jsonl = fopen(c->log_path, "a");
         if (!jsonl) return ftl_fail(FTL_E_IO, "cannot open the log %s: %s", c->log_path, strerror(errno));
     }
-    ftl_status s = FTL_OK;
+    ftl_status s = ftl_timeline_open(&t->timeline, c->timeline_path, col);
     while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {
         ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs};
         double start = ftl_now();
@@ -431,7 +437,9 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
             if (s != FTL_OK) break;
             log.checkpoint = ckpt;
             log.checkpoint_s = ftl_now() - c0;
+            ftl_timeline_span(&t->timeline, "checkpoint", c0, c0 + log.checkpoint_s, t->step);
         }
+        if (s == FTL_OK) s = ftl_timeline_flush(&t->timeline);
         log.seconds = ftl_now() - start;
         ftl_train_history_append(t, &log);
         if (rank0 && c->epoch_out) print_epoch_line(c->epoch_out, &log, val != NULL);
@@ -450,6 +458,8 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     }
     if (jsonl && fclose(jsonl) != 0 && s == FTL_OK)
         s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+    ftl_status ts = ftl_timeline_close(&t->timeline, s == FTL_OK);
+    if (s == FTL_OK) s = ts;
     if (s != FTL_OK) return s;
     bool restored = t->tracking && ftl_early_stopping_restore(&t->es, t->head.params);
     if (restored && rank0 && c->epoch_out && t->es.best_epoch != t->epoch)

@@ -4,6 +4,7 @@
 
 #include "ftl/train.h"
 #include "util/json.h"
+#include "train/timeline.h"
 
 /* 64-byte aligned, zeroed float array; aborts when memory is exhausted (sizes are never read
  * from files before being checked). Free with free(). */
@@ -30,6 +31,7 @@ struct ftl_trainer {
     bool finished;            /* early stopping (or a hook) ended training */
     ftl_epoch_log *history;   /* history[i].checkpoint is owned (strdup) */
     size_t history_count, history_cap;
+    ftl_timeline timeline;    /* --timeline, open during ftl_trainer_fit */
     char **checkpoints;       /* files written by this run, oldest first (for keep_last) */
     size_t checkpoint_count;
 };
