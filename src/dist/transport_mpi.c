@@ -222,13 +222,28 @@ static size_t chunk_elements(const mpi_group *g, size_t element_size) {
     return n ? n : 1;
 }
 
+/* Large buffers: a stall-inspected barrier proves every rank has arrived, then the blocking
+ * MPI_Allreduce runs Open MPI's tuned algorithm (2.6x the non-blocking one for 84 MB on shared
+ * memory). It can no longer stall, since everyone is there; a rank dying inside it ends the job
+ * through the launcher. */
+enum { BLOCKING_FROM_BYTES = 256 << 10 };
+
+static ftl_status barrier(void *ctx);
+
 static ftl_status allreduce(void *ctx, void *data, size_t count, MPI_Datatype type, size_t element_size) {
     mpi_group *g = ctx;
     size_t chunk = chunk_elements(g, element_size);
     for (size_t at = 0; at < count; at += chunk) {
         size_t n = count - at < chunk ? count - at : chunk;
+        void *p = (char *)data + at * element_size;
+        if (n * element_size >= BLOCKING_FROM_BYTES) {
+            FTL_TRY(barrier(ctx));
+            int rc = MPI_Allreduce(MPI_IN_PLACE, p, (int)n, type, MPI_SUM, g->work);
+            if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Allreduce");
+            continue;
+        }
         MPI_Request req;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)data + at * element_size, (int)n, type, MPI_SUM, g->work, &req);
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, p, (int)n, type, MPI_SUM, g->work, &req);
         if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Iallreduce");
         FTL_TRY(wait_request(g, &req, "MPI_Iallreduce"));
     }
@@ -252,6 +267,13 @@ static ftl_status broadcast(void *ctx, void *data, size_t bytes, int root) {
     size_t at = 0;
     do {
         size_t n = bytes - at < chunk ? bytes - at : chunk;
+        if (n >= BLOCKING_FROM_BYTES) { /* as allreduce: everyone arrived, then the tuned call */
+            FTL_TRY(barrier(ctx));
+            int rc = MPI_Bcast((char *)data + at, (int)n, MPI_BYTE, root, g->work);
+            if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Bcast");
+            at += n;
+            continue;
+        }
         MPI_Request req;
         int rc = MPI_Ibcast((char *)data + at, (int)n, MPI_BYTE, root, g->work, &req);
         if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Ibcast");

@@ -25,7 +25,7 @@ for n in 1 2 3 4; do
     for chunk in 1073741824 64; do
         out=$("${MPI[@]}" -np $n "$CHECK" --chunk $chunk 2>&1)
         rc=$?
-        if [ $rc -eq 0 ] && ! grep -q '^FAIL' <<<"$out" && [ "$(grep -c '^ok ' <<<"$out")" -eq 7 ]; then
+        if [ $rc -eq 0 ] && ! grep -q '^FAIL' <<<"$out" && [ "$(grep -c '^ok ' <<<"$out")" -eq 8 ]; then
             pass "dist_collectives_np${n}_chunk${chunk}"
         else
             fail "dist_collectives_np${n}_chunk${chunk}" "rc $rc: $(grep -E '^FAIL|rror' <<<"$out" | head -5)"
@@ -110,6 +110,30 @@ same_model dist_same_model_np2_streamed np1 np2s
 grep -q 'streaming them' "$d/np2s.err" && pass dist_streamed_features_used || fail dist_streamed_features_used "$(head -3 "$d/np2s.err")"
 [ "$(grep -c '^Epoch\|^train:' "$d/np2.out")" -eq "$(grep -c '^Epoch\|^train:' "$d/np1.out")" ] && [ "$(wc -l <"$d/np2.jsonl")" -eq "$(wc -l <"$d/np1.jsonl")" ] &&
     pass dist_rank0_alone_logs || fail dist_rank0_alone_logs "$(wc -l "$d/np2.jsonl" "$d/np1.jsonl")"
+
+# ---- the timeline: a Chrome trace with a track per rank and every kind of span
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --batch 32 --threads 1 --cache-dir "$d/cache" \
+    --checkpoint "$d/tck/c-{epoch}.ckpt" --timeline "$d/trace.json" --log "$d/tl.jsonl" --out "$d/tl.ftl" >/dev/null 2>"$d/tl.err" ||
+    fail dist_timeline_run "$(tail -3 "$d/tl.err")"
+$PY - "$d/trace.json" "$d/tl.jsonl" <<'PYEOF' && pass dist_timeline_has_a_track_per_rank_and_every_span || fail dist_timeline_has_a_track_per_rank_and_every_span "see log"
+import json, sys
+ev = json.load(open(sys.argv[1]))
+steps = sum(json.loads(l)["steps"] for l in open(sys.argv[2]))
+names = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
+assert len(names) == 2 and any(n.startswith("rank 0 ") for n in names) and any(n.startswith("rank 1 ") for n in names), names
+spans = [e for e in ev if e.get("ph") == "X"]
+for pid in (0, 1):
+    mine = [e for e in spans if e["pid"] == pid]
+    kinds = {e["name"] for e in mine}
+    want = {"data wait", "head", "allreduce", "optimizer", "validation"} | ({"checkpoint"} if pid == 0 else set())
+    assert want <= kinds, (pid, kinds)
+    assert sum(e["name"] == "allreduce" for e in mine) == steps, (pid, steps)
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in mine)
+    ts = [e["ts"] for e in mine if e["name"] == "head"]
+    assert ts == sorted(ts)
+print("events", len(ev), "steps", steps)
+PYEOF
+ls "$d" | grep -q 'trace.json.tmp' && fail dist_timeline_temporary_removed "$(ls "$d")" || pass dist_timeline_temporary_removed
 
 # ---- resume under another rank count ends with the uninterrupted model
 "${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --threads 1 --cache-dir "$d/cache" \
