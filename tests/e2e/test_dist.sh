@@ -83,7 +83,16 @@ RUN=(--backbone "$MODEL" --lr 0.004 --dropout 0.5 --epochs 6 --seed 3 --early-st
     --out "$d/np2s.ftl" --log "$d/np2s.jsonl" >"$d/np2s.out" 2>"$d/np2s.err" || fail dist_train_np2_streamed_runs "$(tail -3 "$d/np2s.err")"
 grep -q 'computing' "$d/np1.err" "$d/np4.err" && fail dist_feature_cache_reused_under_other_np "$(grep computing "$d/np1.err" "$d/np4.err")" ||
     pass dist_feature_cache_reused_under_other_np
-for m in np1 np2 np4 np2s; do $READ_ST "$d/$m.ftl" >"$d/$m.json" 2>/dev/null; done
+# 3 ranks on 244 rows in 2 row groups (fewer row groups than ranks; 81/81/82 rows each), global
+# batch 63 with a remainder: the same model as one process with --batch 63
+"${MPI[@]}" -np 3 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 21 --threads 1 --cache-dir "$d/cache3" \
+    --out "$d/np3.ftl" --log "$d/np3.jsonl" >/dev/null 2>"$d/np3.err" || fail dist_train_np3_runs "$(tail -3 "$d/np3.err")"
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 63 --cache-dir "$d/cache3" \
+    --out "$d/np1b.ftl" --log "$d/np1b.jsonl" >/dev/null 2>"$d/np1b.err" || fail dist_train_np1b_runs "$(tail -3 "$d/np1b.err")"
+$PY -c 'import sys; from json import loads; sys.exit(0 if loads(open(sys.argv[1]).readline())["steps"] == 3 else 1)' "$d/np3.jsonl" &&
+    pass dist_np3_equal_steps_on_uneven_shards || fail dist_np3_equal_steps_on_uneven_shards "$(head -c 300 "$d/np3.jsonl")"
+for m in np1 np2 np4 np2s np3 np1b; do $READ_ST "$d/$m.ftl" >"$d/$m.json" 2>/dev/null; done
+same_model dist_same_model_np3_fewer_row_groups_than_ranks np1b np3
 same_model() {  # NAME A B
     $PY - "$d/$2" "$d/$3" <<'PYEOF' && pass "$1" || fail "$1" "see log"
 import json, sys
