@@ -91,6 +91,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libftl.a $(LDLIBS)
 .PRECIOUS: $(BUILD)/obj/%.o
+# The CLI linked with the single-process stub instead of Open MPI (what `make MPI=0` builds), for
+# the test that such a build refuses to run under a launcher.
+STUB_OBJS := $(sort $(filter-out $(BUILD)/obj/src/dist/transport_mpi.o,$(LIB_OBJS)) $(BUILD)/obj/src/dist/transport_none.o)
+$(BUILD)/ftl_stub: $(CLI_OBJS) $(STUB_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(filter-out $(MPI_LIBS),$(LDLIBS))
 # The CLI under sanitizers, for the bad-input end-to-end tests.
 $(BUILD)/ftl_san: $(CLI_SRCS:%.c=$(BUILD)/san/%.o) $(SAN_LIB_OBJS)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
@@ -112,7 +117,7 @@ fuzz:
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(TOOLS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(TOOLS) $(FUZZ_REPLAY)
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps

@@ -202,8 +202,8 @@ static ftl_status wait_request(mpi_group *g, MPI_Request *req, const char *call)
                 fflush(stderr);
                 warned = true;
             }
-            if (excused_count > 0 && !told_excused && g->rank == 0) {
-                fprintf(stderr, "waiting for %s\n", excused);
+            if (excused_count > 0 && !told_excused) {
+                fprintf(stderr, "ftl: rank %d: waiting for %s\n", g->rank, excused);
                 fflush(stderr);
                 told_excused = true;
             }

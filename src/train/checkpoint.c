@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Metadata keys that identify what the head was trained on; a resume must match them. */
 static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_MODEL_META_CLASSES,
@@ -93,6 +94,10 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
         return s;
     }
     ftl_dist_phase_begin(col, "writing a checkpoint");
+    /* Test hook (tests/e2e/test_dist.sh): a slow disk, longer than the stall timeout, must not
+     * trip the other ranks' stall inspector. */
+    const char *slow = getenv("FTL_TEST_CHECKPOINT_SLEEP_S");
+    if (slow && atof(slow) > 0) usleep((useconds_t)(atof(slow) * 1e6));
     ftl_safetensors_writer *w = ftl_safetensors_writer_new();
     for (size_t i = 0; i < c->checkpoint_meta_count; i++)
         ftl_safetensors_writer_set_metadata(w, c->checkpoint_meta[i].key, c->checkpoint_meta[i].value);

@@ -192,6 +192,53 @@ rc=$?
 [ $rc -ne 0 ] && grep -q 'rank 1 was started with other arguments than rank 0: --batch is "16" here but "32" on rank 0' <<<"$out" &&
     [ ! -e "$d/mm.ftl" ] && pass dist_mismatched_arguments_named || fail dist_mismatched_arguments_named "rc $rc: $(head -c 500 <<<"$out")"
 
+# ---- a build without MPI refuses a launcher's N ranks (and runs alone as before)
+out=$(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$BUILD/ftl_stub" eval "$d/np1.ftl" "$V" --quiet 2>&1)
+[ $? -ne 0 ] && grep -q 'started by a launcher with 2 ranks, but this ftl was built without MPI' <<<"$out" &&
+    "$BUILD/ftl_stub" --version | grep -q 'none: built without MPI' && "$BUILD/ftl_stub" eval "$d/np1.ftl" "$V" --quiet >/dev/null 2>&1 &&
+    pass dist_stub_build_refuses_a_launcher || fail dist_stub_build_refuses_a_launcher "$out"
+
+# ---- a checkpoint of the previous format (per-rank dropout streams) is refused, saying why
+cp "$d/ck/c-1.ckpt" "$d/old.ckpt"
+$PY - "$d/old.ckpt" <<'PYEOF'
+import sys
+b = open(sys.argv[1], "rb").read()
+assert b.count(b"ftl-checkpoint-2") == 1
+open(sys.argv[1], "wb").write(b.replace(b"ftl-checkpoint-2", b"ftl-checkpoint-1"))
+PYEOF
+expect_error dist_old_checkpoint_refused 2 'written by an older ftl \(ftl-checkpoint-1\).*train again from the start' \
+    "$FTL_SAN" train "$T" --val "$V" "${RUN[@]}" --batch 64 --cache-dir "$d/cache" --resume "$d/old.ckpt" --out "$d/old.ftl" --quiet
+
+# ---- streaming (--no-feature-cache): every rank's loader position kept, another N refused
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --batch 16 --threads 1 --no-feature-cache \
+    --checkpoint "$d/sck2/c-{epoch}.ckpt" --out "$d/str.ftl" >/dev/null 2>"$d/str.err" || fail dist_streaming_np2_runs "$(tail -3 "$d/str.err")"
+out=$("$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --batch 16 --no-feature-cache --resume "$d/sck2/c-1.ckpt" --out "$d/str1.ftl" 2>&1)
+[ $? -ne 0 ] && grep -q 'cannot resume from .* with 1 rank: it was written by 2 ranks that each streamed their own shard' <<<"$out" &&
+    pass dist_streaming_resume_under_other_np_refused || fail dist_streaming_resume_under_other_np_refused "$(head -c 400 <<<"$out")"
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --batch 16 --threads 1 --no-feature-cache \
+    --resume "$d/sck2/c-1.ckpt" --out "$d/str2.ftl" >/dev/null 2>"$d/str2.err" && cmp -s "$d/str.ftl" "$d/str2.ftl" &&
+    pass dist_streaming_resume_same_np_identical || fail dist_streaming_resume_same_np_identical "$(tail -3 "$d/str2.err")"
+
+# ---- the stall inspector inside training: rank 1 sleeps before step 2; a slow checkpoint does not trip it
+start=$(date +%s)
+out=$(FTL_TEST_STALL_RANK=1 FTL_TEST_STALL_STEP=2 FTL_TEST_STALL_SECONDS=40 timeout 60 "${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" \
+      "${RUN[@]}" --batch 32 --threads 1 --cache-dir "$d/cache" --stall-timeout 5 --out "$d/stall.ftl" 2>&1)
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc -ne 0 ] && [ $took -le 15 ] && grep -q 'rank 0: stalled for [0-9]* s in the gradient allreduce at step 2: rank 1 has not joined' <<<"$out" &&
+    [ ! -e "$d/stall.ftl" ] && pass dist_train_stall_names_the_missing_rank ||
+    fail dist_train_stall_names_the_missing_rank "rc $rc after ${took}s: $(grep -m3 'stall\|waiting\|rror' <<<"$out")"
+out=$(FTL_TEST_CHECKPOINT_SLEEP_S=7 timeout 120 "${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --batch 32 \
+      --threads 1 --cache-dir "$d/cache" --stall-timeout 3 --checkpoint "$d/slow/c-{epoch}.ckpt" --out "$d/slow.ftl" 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ -e "$d/slow.ftl" ] && grep -q 'waiting for rank 0 (writing a checkpoint)' <<<"$out" &&
+    pass dist_slow_checkpoint_is_a_long_phase_not_a_stall || fail dist_slow_checkpoint_is_a_long_phase_not_a_stall "rc $rc: $(grep -m3 'stall\|waiting\|rror' <<<"$out")"
+
+# ---- prep: one rank's failure leaves no dataset and no temporary folder
+out=$("${MPI[@]}" -np 2 "$FTL" prep "$SHARED/data/hymenoptera" "$d/strict" --size 128 --strict --threads 1 2>&1)
+[ $? -ne 0 ] && grep -q 'rank 0: .*imageNotFound.gif.*(--strict)' <<<"$out" && [ ! -e "$d/strict" ] && ! ls "$d" | grep -q '^strict' &&
+    pass dist_prep_failure_leaves_nothing || fail dist_prep_failure_leaves_nothing "$(ls "$d" | grep strict) $(head -c 300 <<<"$out")"
+
 # ---- predict refuses to run N copies
 out=$("${MPI[@]}" -np 2 "$FTL" predict "$d/np1.ftl" "$SHARED/data/hymenoptera/val/ants/10308379_1b6c72e180.jpg" 2>&1)
 [ $? -ne 0 ] && grep -q 'predict runs in one process' <<<"$out" && pass dist_predict_refuses_a_launcher ||
