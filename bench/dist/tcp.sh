@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Allreduce over Open MPI's TCP transport between two network namespaces joined by a veth pair
 # (two "hosts" on one machine, 192.0.2.0/24 inside the namespaces only): np 2
-# (one rank per host). Needs root. usage: bench/dist/tcp.sh [BUILD]
+# and np 4 (two ranks per host). Needs root. usage: bench/dist/tcp.sh [BUILD]
 set -eu
 BUILD=$(cd "${1:-build}" && pwd)
 A=ftl-bench-a-$$ B=ftl-bench-b-$$
@@ -21,7 +21,7 @@ exec ip netns exec "\$ns" bash -c "\$*"
 EOS
 chmod +x "$work/agent.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for slots in 1; do  # 2 per host: see docs/BENCHMARKS.md
+for slots in ${SLOTS:-1 2}; do
     ip netns exec "$A" mpirun -H 192.0.2.1:$slots,192.0.2.2:$slots -np $((2 * slots)) --oversubscribe \
         --mca plm_rsh_agent "$work/agent.sh" --mca btl tcp,self --mca btl_tcp_if_include 192.0.2.0/24 \
         --mca oob_tcp_if_include 192.0.2.0/24 -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \

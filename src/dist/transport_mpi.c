@@ -436,12 +436,20 @@ ftl_status dist_transport_start(const ftl_dist_options *o, ftl_collectives *t) {
     MPI_Comm_dup(MPI_COMM_WORLD, &g->control);
     MPI_Comm_set_errhandler(g->work, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(g->control, MPI_ERRORS_RETURN);
-    MPI_Comm node;
+    /* Ranks on this host: from Open MPI's environment when it says (MPI_Comm_split_type over
+     * shared memory crashed Open MPI 4.1.4 with two ranks per network namespace), else asked. */
     int local_rank = 0, local_size = 1;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_rank(node, &local_rank);
-        MPI_Comm_size(node, &local_size);
-        MPI_Comm_free(&node);
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (lr && ls && atoi(ls) >= 1) {
+        local_rank = atoi(lr);
+        local_size = atoi(ls);
+    } else {
+        MPI_Comm node;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_rank(node, &local_rank);
+            MPI_Comm_size(node, &local_size);
+            MPI_Comm_free(&node);
+        }
     }
     g->stall_timeout = o->stall_timeout_s;
     g->max_message = o->max_message_bytes ? o->max_message_bytes : (size_t)1 << 30;
