@@ -68,6 +68,12 @@ grep -q '397 images (244 train, 153 val)' "$d/prep2.out" && grep -q 'skipped' "$
     fail dist_prep_summary_counts_all_ranks "$(head -5 "$d/prep2.out")"
 ls "$d" | grep -q 'tmp' && fail dist_prep_leaves_no_temporary "$(ls "$d")" || pass dist_prep_leaves_no_temporary
 
+# threads: an unbound rank takes its host's cores divided by the ranks on the host
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/th1" --size 64 2>/dev/null | grep -q "on $(nproc) thread" &&
+    mpirun --oversubscribe --bind-to none -np 2 "$FTL" prep "$SHARED/data/hymenoptera" "$d/th2" --size 64 2>/dev/null |
+    grep -q "on $(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 )) thread" && pass dist_threads_default_to_a_share_of_the_host ||
+    fail dist_threads_default_to_a_share_of_the_host "$("$FTL" prep "$SHARED/data/hymenoptera" "$d/th3" --size 64 2>/dev/null | head -1)"
+
 T="$d/ds1/train.parquet"
 V="$d/ds1/val.parquet"
 RUN=(--backbone "$MODEL" --lr 0.004 --dropout 0.5 --epochs 6 --seed 3 --early-stopping monitor=val_acc,patience=3,min_delta=0.001)
