@@ -87,6 +87,10 @@ $(BUILD)/ftl_unit_san: $(SAN_UNIT_OBJS) $(SAN_LIB_OBJS)
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libftl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libftl.a $(LDLIBS)
+# The collectives check under ASan + UBSan (the MPI tests run under the sanitizers too).
+$(BUILD)/tools/ftl_dist_check_san: $(BUILD)/san/tests/tools/ftl_dist_check.o $(SAN_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libftl.a $(LDLIBS)
@@ -117,7 +121,7 @@ fuzz:
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(TOOLS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY)
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps

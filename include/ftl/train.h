@@ -359,7 +359,8 @@ typedef struct ftl_batch_source {
     ftl_status (*restore_position)(void *ctx, const uint8_t *blob, size_t size);
 } ftl_batch_source;
 
-/* In-memory features (cache loaded in RAM). The arrays are borrowed. shuffle: a new permutation
+/* In-memory features (cache loaded in RAM), for one process: each batch is the whole global
+ * batch (under several ranks use the feature-cache sources of ftl_train_run). The arrays are borrowed. shuffle: a new permutation
  * of all examples for each pass, from xoshiro256** seeded with `seed` (deterministic). */
 typedef struct ftl_memory_source {
     const float *features;

@@ -9,6 +9,7 @@ int cli_cmd_prep(int argc, char **argv) {
     ftl_prep_options_init(&o);
     int64_t seed = (int64_t)o.seed;
     bool quiet = false;
+    double stall_timeout = 60;
     const cli_flag flags[] = {
         {"size", CLI_INT, &o.image_size, "S", "images become S x S x 3 (thumbnail + white padding); default 299"},
         {"val-fraction", CLI_DOUBLE, &o.val_fraction, "F", "validation share when SRC has no train/ and val/ folders; default 0.1"},
@@ -19,6 +20,7 @@ int cli_cmd_prep(int argc, char **argv) {
         {"threads", CLI_INT, &o.threads, "N", "worker threads; default: all cores"},
         {"strict", CLI_BOOL, &o.strict, NULL, "stop at the first unreadable image instead of skipping it"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
+        {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},
     };
     const cli_command cmd = {"prep", "ftl prep SRC OUT [options]",
@@ -39,6 +41,7 @@ int cli_cmd_prep(int argc, char **argv) {
             o.split_flags_given = true;
     o.source_dir = positional[0];
     o.output_dir = positional[1];
+    ftl_dist_set_stall_timeout(stall_timeout);
     o.collectives = ftl_dist_world();
     bool rank0 = ftl_dist_rank(o.collectives) == 0;
     o.show_progress = !quiet && rank0;

@@ -293,7 +293,11 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
             uint8_t *bytes = NULL, *got = NULL;
             size_t size = 0;
             size_t *sizes = ftl_xcalloc((size_t)ranks, sizeof *sizes);
-            if (rank == r) st = ftl_read_file(part, &bytes, &size);
+            if (rank == r) { /* reading a large part may take a while: announced */
+                ftl_dist_phase_begin(col, "reading its part for rank 0");
+                st = ftl_read_file(part, &bytes, &size);
+                ftl_dist_phase_end(col);
+            }
             if (st == FTL_OK) st = ftl_dist_gather(col, bytes, rank == r ? size : 0, 0, &got, sizes);
             if (st == FTL_OK && rank == 0) { /* only rank r sent bytes: the gathered buffer is its file */
                 ftl_cleanup_register(path);
@@ -303,7 +307,11 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
             free(bytes);
             free(got);
         }
-        if (st == FTL_OK && rank == 0) st = append_part(w, path);
+        if (st == FTL_OK && rank == 0) {
+            ftl_dist_phase_begin(col, "writing the features file");
+            st = append_part(w, path);
+            ftl_dist_phase_end(col);
+        }
         if (st == FTL_OK && rank == 0 && !have_metadata) {
             ftl_parquet_file *f = NULL;
             st = ftl_parquet_open(path, &f);

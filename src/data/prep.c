@@ -369,7 +369,11 @@ static ftl_status shared_temp_dir(const ftl_prep_options *o, const ftl_collectiv
         free(name);
         return agree != FTL_OK ? agree : st != FTL_OK ? st : ftl_fail(FTL_E_IO, "rank 0 could not create the output folder");
     }
-    FTL_TRY(ftl_dist_broadcast_blob(col, &name, &size, 0));
+    st = ftl_dist_broadcast_blob(col, &name, &size, 0);
+    if (st != FTL_OK) {
+        free(name);
+        return st;
+    }
     char *probe = ftl_format("%s/train.parquet", (char *)name);
     bool seen = ftl_is_directory(probe);
     free(probe);
@@ -518,6 +522,8 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
             if (pthread_create(&workers[started], NULL, prep_worker, &job) != 0) break;
         if (started == 0) st = ftl_fail(FTL_E_INTERNAL, "cannot start worker threads");
     }
+    /* Ranks' shares can take very different times (image sizes, hosts): a long phase. */
+    ftl_dist_phase_begin(col, "preparing its share of the images");
     if (st == FTL_OK) st = write_rows(&job, writers, sum);
     pthread_mutex_lock(&job.lock);
     job.stop = true;
@@ -533,6 +539,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
         if (st == FTL_OK) st = ftl_parquet_writer_close(writers[k]);
         else ftl_parquet_writer_abort(writers[k]);
     }
+    ftl_dist_phase_end(col);
     if (st == FTL_OK) {
         uint64_t size;
         if (ftl_file_size(paths[0], &size) == FTL_OK) sum->train_file_bytes = size;

@@ -22,7 +22,7 @@
 #include <time.h>
 
 enum { NOTICE_TAG = 7, GATHER_TAG = 11, WHAT_LEN = 64 };
-enum { NOTICE_WAITING = 1, NOTICE_BUSY = 2 };
+enum { NOTICE_WAITING = 1, NOTICE_BUSY = 2, NOTICE_DONE = 3 };
 
 typedef struct notice {
     int32_t type, rank;
@@ -64,14 +64,16 @@ static ftl_status mpi_failed(int code, const char *call) {
     return ftl_fail(FTL_E_IO, "rank %d: %s failed: %.*s", group.rank, call, len, text);
 }
 
+/* MPI holds the address of every pending send's message: slots are never moved while one is
+ * pending; the array is reused only once all of them have completed. */
 static void reap_sends(mpi_group *g) {
-    int kept = 0;
+    bool all_done = true;
     for (int i = 0; i < g->send_count; i++) {
         int done = 0;
-        MPI_Test(&g->sends[i].request, &done, MPI_STATUS_IGNORE);
-        if (!done) g->sends[kept++] = g->sends[i];
+        if (g->sends[i].request != MPI_REQUEST_NULL) MPI_Test(&g->sends[i].request, &done, MPI_STATUS_IGNORE);
+        all_done = all_done && g->sends[i].request == MPI_REQUEST_NULL;
     }
-    g->send_count = kept;
+    if (all_done) g->send_count = 0;
 }
 
 /* Sends one notice to every other rank (non-blocking; the buffers live until sent). */
@@ -80,11 +82,13 @@ static void send_notice(mpi_group *g, int type, int64_t seq, const char *what) {
     for (int r = 0; r < g->size; r++) {
         if (r == g->rank) continue;
         if (g->send_count == g->send_cap) {
-            /* MPI holds the address of a pending send: finish them all before the array moves. */
+            /* Finish every pending send before the array is reused or moves. */
             for (int i = 0; i < g->send_count; i++) MPI_Wait(&g->sends[i].request, MPI_STATUS_IGNORE);
             g->send_count = 0;
-            g->send_cap = g->send_cap ? 2 * g->send_cap : 4 * g->size;
-            g->sends = ftl_xrealloc(g->sends, (size_t)g->send_cap * sizeof *g->sends);
+            if (g->send_cap < 64 * g->size) {
+                g->send_cap = g->send_cap ? 2 * g->send_cap : 4 * g->size;
+                g->sends = ftl_xrealloc(g->sends, (size_t)g->send_cap * sizeof *g->sends);
+            }
         }
         pending_send *p = &g->sends[g->send_count++];
         memset(&p->message, 0, sizeof p->message);
@@ -116,6 +120,9 @@ static void read_notices(mpi_group *g) {
         } else if (n.type == NOTICE_BUSY) {
             g->busy_seq[r] = n.seq;
             snprintf(g->busy_what[r], WHAT_LEN, "%s", n.what);
+        } else if (n.type == NOTICE_DONE) { /* back from its long phase: the usual limit again */
+            g->busy_seq[r] = -1;
+            g->joined_at[r] = ftl_now();
         }
     }
 }
@@ -249,7 +256,8 @@ static ftl_status allreduce(void *ctx, void *data, size_t count, MPI_Datatype ty
     }
     if (count == 0) { /* still a collective: every rank must agree on the sequence */
         MPI_Request req;
-        MPI_Ibarrier(g->work, &req);
+        int rc = MPI_Ibarrier(g->work, &req);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Ibarrier");
         FTL_TRY(wait_request(g, &req, "MPI_Ibarrier"));
     }
     return FTL_OK;
@@ -319,7 +327,7 @@ static ftl_status gather(void *ctx, const void *data, size_t bytes, int root, ui
         buffer = ftl_xmalloc(total ? total : 1);
         size_t offset = 0;
         for (int r = 0; r < g->size; r++) {
-            if (r == root) memcpy(buffer + offset, data, bytes);
+            if (r == root && bytes > 0) memcpy(buffer + offset, data, bytes);
             else
                 for (size_t at = 0; at < (size_t)all[r] && rc == MPI_SUCCESS; at += chunk) {
                     size_t n = (size_t)all[r] - at < chunk ? (size_t)all[r] - at : chunk;
@@ -344,15 +352,15 @@ static ftl_status gather(void *ctx, const void *data, size_t bytes, int root, ui
     g->seq = seq;
     if (st == FTL_OK) {
         MPI_Request req; /* ends the gather on every rank at the same sequence number */
-        MPI_Ibarrier(g->work, &req);
-        st = wait_request(g, &req, "MPI_Ibarrier");
+        rc = MPI_Ibarrier(g->work, &req);
+        st = rc == MPI_SUCCESS ? wait_request(g, &req, "MPI_Ibarrier") : mpi_failed(rc, "MPI_Ibarrier");
     }
-    free(reqs);
     free(all);
     if (st != FTL_OK) {
-        free(buffer);
+        /* Requests may still be pending: their buffers stay allocated (the job is being aborted). */
         return st;
     }
+    free(reqs);
     if (out) *out = buffer;
     else free(buffer);
     return FTL_OK;
@@ -407,7 +415,9 @@ static void phase_begin(void *ctx, const char *what) {
 
 static void phase_end(void *ctx) {
     mpi_group *g = ctx;
+    if (!g->in_phase) return;
     g->in_phase = false;
+    send_notice(g, NOTICE_DONE, g->seq, g->phase);
 }
 
 /* ---------------------------------------------------------------- start / stop */
@@ -428,6 +438,8 @@ ftl_status dist_transport_start(const ftl_dist_options *o, ftl_collectives *t) {
     int provided = 0;
     int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Init_thread");
+    if (provided < MPI_THREAD_FUNNELED) /* only the main thread calls MPI, but other threads exist */
+        return ftl_fail(FTL_E_UNSUPPORTED, "this MPI library offers thread level %d, ftl needs MPI_THREAD_FUNNELED", provided);
     mpi_group *g = &group;
     memset(g, 0, sizeof *g);
     MPI_Comm_rank(MPI_COMM_WORLD, &g->rank);
@@ -482,7 +494,8 @@ ftl_status dist_transport_finalize(ftl_collectives *t) {
     set_context(g, -1, "the end of the job");
     ftl_status st = barrier(g);
     read_notices(g);
-    for (int i = 0; i < g->send_count; i++) MPI_Request_free(&g->sends[i].request);
+    for (int i = 0; i < g->send_count; i++)
+        if (g->sends[i].request != MPI_REQUEST_NULL) MPI_Request_free(&g->sends[i].request);
     MPI_Comm_free(&g->work);
     MPI_Comm_free(&g->control);
     MPI_Finalize();

@@ -172,6 +172,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     bool show = o->show_progress && st == FTL_OK && l && rank0;
     if (show) ftl_progress_start(&progress, "eval", "images", ftl_loader_shard_rows(l));
     ftl_batch b;
+    ftl_dist_phase_begin(col, "evaluating its shard");
     while (st == FTL_OK && l && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
         const float *x = (const float *)b.values;
         if (!part) {
@@ -181,6 +182,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         if (st == FTL_OK) st = eval_batch(&e, x, b.labels, b.paths, b.rows);
         if (show) ftl_progress_update(&progress, r->rows);
     }
+    ftl_dist_phase_end(col);
     if (show) ftl_progress_finish(&progress, r->rows);
     /* Exact global sums: counts as integers, the loss as a double sum. */
     if (st == FTL_OK && ftl_dist_active(col)) {

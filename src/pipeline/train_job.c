@@ -288,7 +288,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     /* Everything that can be checked before hours of work is checked first. */
     if (o->val_path && !ftl_path_exists(o->val_path))
         return ftl_fail(FTL_E_NOT_FOUND, "validation dataset %s does not exist", o->val_path);
-    if (o->resume_path && !ftl_path_exists(o->resume_path))
+    /* Only rank 0 reads the checkpoint (and broadcasts it): the other hosts need not have it. */
+    if (o->resume_path && ftl_dist_rank(&o->fit.collectives) == 0 && !ftl_path_exists(o->resume_path))
         return ftl_fail(FTL_E_NOT_FOUND, "checkpoint %s does not exist", o->resume_path);
     FTL_TRY(ensure_parent_folder(o->out_path));
     if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));

@@ -87,6 +87,12 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
         ftl_status g = ftl_dist_gather(col, blob, blob_size, 0, &all, sizes);
         if (s == FTL_OK) s = g;
     }
+    /* A checkpoint missing one rank's position could not resume: none is written then. */
+    bool any = false;
+    ftl_status agree = ftl_dist_any_failed(col, s != FTL_OK, &any);
+    if (s == FTL_OK && agree == FTL_OK && any)
+        s = ftl_fail(FTL_E_INTERNAL, "another rank could not save its data position (see its message); no checkpoint written");
+    if (s == FTL_OK) s = agree;
     if (s != FTL_OK || rank != 0) {
         free(blob);
         free(all);

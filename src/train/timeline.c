@@ -27,7 +27,12 @@ ftl_status ftl_timeline_open(ftl_timeline *t, const char *path, const ftl_collec
     }
     /* Every rank's clock starts as it leaves this barrier (skew: the barrier's exit, microseconds
      * on one host, tens of microseconds over TCP). */
-    FTL_TRY(ftl_dist_barrier(col));
+    st = ftl_dist_barrier(col);
+    if (st != FTL_OK) {
+        if (t->file.fp) ftl_atomic_abort(&t->file);
+        memset(t, 0, sizeof *t);
+        return st;
+    }
     t->origin = ftl_now();
     char host[256] = "";
     gethostname(host, sizeof host - 1);

@@ -179,6 +179,24 @@ PYEOF
 san_env=(env OMPI_MCA_mca_base_component_disable_dlclose=1
          ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:fast_unwind_on_malloc=0
          LSAN_OPTIONS=suppressions=$PWD/tests/sanitizer/lsan_openmpi.supp:print_suppressions=0)
+for n in 2 3; do
+    out=$("${san_env[@]}" "${MPI[@]}" -np $n "$BUILD/tools/ftl_dist_check_san" --chunk 100 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(grep -c '^ok ' <<<"$out")" -eq 8 ] && ! grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' <<<"$out" &&
+        pass "dist_collectives_np${n}_under_sanitizers" || fail "dist_collectives_np${n}_under_sanitizers" "rc $rc: $(grep -m3 -E 'Sanitizer|runtime error|FAIL' <<<"$out")"
+done
+"${san_env[@]}" "${MPI[@]}" -np 2 "$FTL_SAN" prep "$SHARED/data/hymenoptera" "$d/sanprep" --size 64 --threads 1 --quiet >/dev/null 2>"$d/sanprep.err"
+rc=$?
+[ $rc -eq 0 ] && [ -e "$d/sanprep/val.parquet/part-00001.parquet" ] && ! grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' "$d/sanprep.err" &&
+    pass dist_prep_np2_under_sanitizers || fail dist_prep_np2_under_sanitizers "rc $rc: $(grep -m3 -E 'Sanitizer|runtime error|rror' "$d/sanprep.err")"
+"${san_env[@]}" "${MPI[@]}" -np 2 "$FTL_SAN" embed "$V" --backbone "$MODEL" "$d/sanemb.parquet" --threads 1 --quiet >/dev/null 2>"$d/sanemb.err"
+rc=$?
+[ $rc -eq 0 ] && [ -e "$d/sanemb.parquet" ] && ! grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer' "$d/sanemb.err" &&
+    pass dist_embed_np2_under_sanitizers || fail dist_embed_np2_under_sanitizers "rc $rc: $(grep -m3 -E 'Sanitizer|runtime error|rror' "$d/sanemb.err")"
+"$FTL" embed "$V" --backbone "$MODEL" "$d/emb1.parquet" --quiet 2>/dev/null
+a=$(q "SELECT label, path, md5(features::VARCHAR) h FROM read_parquet('$d/emb1.parquet', file_row_number=true) ORDER BY file_row_number")
+b=$(q "SELECT label, path, md5(features::VARCHAR) h FROM read_parquet('$d/sanemb.parquet', file_row_number=true) ORDER BY file_row_number")
+[ -n "$a" ] && [ "$a" = "$b" ] && pass dist_embed_np2_equals_np1_row_for_row || fail dist_embed_np2_equals_np1_row_for_row "$(wc -c <<<"$a") vs $(wc -c <<<"$b") bytes"
 "${san_env[@]}" "${MPI[@]}" -np 2 "$FTL_SAN" eval "$d/np1.ftl" "$V" --threads 1 --json "$d/es.json" --quiet >/dev/null 2>"$d/es.err"
 rc=$?
 cmp -s <($PY -c 'import json,sys; e=json.load(open(sys.argv[1])); print(e["top1"], e["confusion"])' "$d/e1.json") \
