@@ -281,7 +281,8 @@ killed_at=$(date +%s)
 [ -n "$victim" ] && kill -9 "$victim"
 for i in $(seq 1 150); do [ -e "$d/kill.rc" ] && break; sleep 0.2; done
 took=$(($(date +%s) - killed_at))
-if [ -n "$victim" ] && [ -e "$d/kill.rc" ] && [ "$(cat "$d/kill.rc")" -ne 0 ] && [ $took -le 30 ] && [ ! -e "$d/killed.ftl" ]; then
+if [ -n "$victim" ] && [ -e "$d/kill.rc" ] && [ "$(cat "$d/kill.rc")" -ne 0 ] && [ $took -le 30 ] && [ ! -e "$d/killed.ftl" ] &&
+    grep -q 'process rank 1 .*exited on signal 9' "$d/kill.err"; then
     pass dist_killed_rank_ends_the_job
 else
     fail dist_killed_rank_ends_the_job "victim '$victim', rc $(cat "$d/kill.rc" 2>/dev/null), ${took}s: $(tail -3 "$d/kill.err")"

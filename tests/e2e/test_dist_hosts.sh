@@ -8,7 +8,7 @@
 # same path is refused at start.
 source "$(dirname "$0")/lib.sh"
 d=$(scratch dist_hosts)
-TESTS="dist_hosts_train dist_hosts_same_model dist_hosts_outputs_only_on_rank0 dist_hosts_caches_local dist_hosts_other_data_refused"
+TESTS="dist_hosts_train dist_hosts_timeline_has_both_ranks dist_hosts_same_model dist_hosts_outputs_only_on_rank0 dist_hosts_caches_local dist_hosts_other_data_refused"
 skip_all() { for t in $TESTS; do skip "$t" "$1"; done; finish; }
 command -v mpirun >/dev/null 2>&1 || skip_all "mpirun (openmpi-bin) is not installed"
 "$FTL" --version | grep -q 'Open MPI' || skip_all "this ftl was built without MPI"
@@ -58,7 +58,7 @@ RUN=(--backbone "$MODEL" --lr 0.004 --dropout 0.5 --epochs 4 --seed 5 --threads 
 # `hostname` differs per host in a real cluster; here both ranks report the machine's name, so
 # the ranks are told apart by their addresses in the messages only.
 on_host_a timeout 300 "${MPI[@]}" "$FTL" train "$d/ds/train.parquet" --val "$d/ds/val.parquet" "${RUN[@]}" --batch 16 \
-    --cache-dir "$SCR/cache" --checkpoint "$SCR/ck/c-{epoch}.ckpt" --log "$SCR/run.jsonl" --out "$SCR/model.ftl" \
+    --cache-dir "$SCR/cache" --checkpoint "$SCR/ck/c-{epoch}.ckpt" --log "$SCR/run.jsonl" --timeline "$SCR/trace.json" --out "$SCR/model.ftl" \
     >"$d/hosts.out" 2>"$d/hosts.err"
 rc=$?
 [ $rc -eq 0 ] && pass dist_hosts_train || fail dist_hosts_train "rc $rc: $(grep -v '^\s*$' "$d/hosts.err" | tail -5)"
@@ -87,6 +87,13 @@ PYEOF
 [ -e "$d/hostA/model.ftl" ] && [ -e "$d/hostA/ck/c-4.ckpt" ] && [ ! -e "$d/hostB/model.ftl" ] && [ ! -e "$d/hostB/ck" ] &&
     [ ! -e "$d/hostB/run.jsonl" ] && [ -z "$(ls -A "$SCR")" ] && pass dist_hosts_outputs_only_on_rank0 ||
     fail dist_hosts_outputs_only_on_rank0 "A: $(ls "$d/hostA" | tr '\n' ' ') B: $(ls "$d/hostB" | tr '\n' ' ') shared: $(ls -A "$SCR")"
+# the timeline, written on host A, has a track for the rank on each host
+$PY - "$d/hostA/trace.json" <<'PYEOF' && [ ! -e "$d/hostB/trace.json" ] && pass dist_hosts_timeline_has_both_ranks || fail dist_hosts_timeline_has_both_ranks "see log"
+import json, sys
+ev = json.load(open(sys.argv[1]))
+pids = {e["pid"] for e in ev if e.get("ph") == "X" and e["name"] == "allreduce"}
+assert pids == {0, 1}, pids
+PYEOF
 # each host's cache holds its own rows only
 a=$(ls "$d/hostA/cache" 2>/dev/null | grep -c 'rows-0-')
 b=$(ls "$d/hostB/cache" 2>/dev/null | grep -c 'rows-0-')
