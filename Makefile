@@ -41,7 +41,7 @@ UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/onnx.pb-c.o
 SAN_UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all deps test-deps test demo bench clean fuzz
+.PHONY: all deps test-deps test demo bench clean fuzz install uninstall
 all: $(BUILD)/ftl $(BUILD)/libftl.a $(BUILD)/libftl.so
 
 deps:
@@ -76,8 +76,10 @@ $(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPP
 $(BUILD)/libftl.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
+VERSION   := $(shell sed -n 's/^#define FTL_VERSION "\(.*\)"/\1/p' include/ftl/base.h)
+SOMAJOR   := 0
 $(BUILD)/libftl.so: $(LIB_OBJS)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libftl.so.$(SOMAJOR) -o $@ $^ $(LDLIBS)
 $(BUILD)/ftl: $(CLI_OBJS) $(BUILD)/libftl.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libftl.a $(LDLIBS)
 $(BUILD)/ftl_unit: $(UNIT_OBJS) $(BUILD)/libftl.a
@@ -127,6 +129,34 @@ test:
 demo: deps
 	$(MAKE) all
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) scripts/demo.sh
+
+# `make install PREFIX=/usr/local DESTDIR=...`: the CLI, the libraries (a SONAME'd shared one and
+# the static one), the public headers, ftl.pc for pkg-config and the man page.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+LIBDIR  := $(PREFIX)/lib
+INSTALLED := $(PREFIX)/bin/ftl $(LIBDIR)/libftl.a $(LIBDIR)/libftl.so $(LIBDIR)/libftl.so.$(SOMAJOR) \
+             $(LIBDIR)/libftl.so.$(VERSION) $(LIBDIR)/pkgconfig/ftl.pc $(PREFIX)/share/man/man1/ftl.1 \
+             $(PREFIX)/include/ftl.h $(patsubst include/%,$(PREFIX)/include/%,$(wildcard include/ftl/*.h))
+$(BUILD)/ftl.pc: Makefile include/ftl/base.h
+	@mkdir -p $(BUILD)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: ftl' 'Description: fast transfer learning: Parquet datasets, ONNX backbones, a trained softmax head' \
+	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lftl' 'Libs.private: $(LDLIBS)' 'Cflags: -I$${includedir}' >$@
+install: all $(BUILD)/ftl.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/ftl $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/ftl $(DESTDIR)$(PREFIX)/bin/ftl
+	install -m 644 $(BUILD)/libftl.a $(DESTDIR)$(LIBDIR)/libftl.a
+	install -m 755 $(BUILD)/libftl.so $(DESTDIR)$(LIBDIR)/libftl.so.$(VERSION)
+	ln -sf libftl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libftl.so.$(SOMAJOR)
+	ln -sf libftl.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libftl.so
+	install -m 644 include/ftl.h $(DESTDIR)$(PREFIX)/include/ftl.h
+	install -m 644 include/ftl/*.h $(DESTDIR)$(PREFIX)/include/ftl/
+	install -m 644 $(BUILD)/ftl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ftl.pc
+	install -m 644 docs/ftl.1 $(DESTDIR)$(PREFIX)/share/man/man1/ftl.1
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(PREFIX)/include/ftl 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

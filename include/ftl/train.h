@@ -313,6 +313,13 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
  * version and feature_dim are filled in. */
 ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count);
 
+/* Whether a file looks like safetensors (an 8-byte header length, then '{'). */
+bool ftl_is_safetensors_file(const char *path);
+/* `ftl inspect MODEL.ftl | CHECKPOINT`: classes, backbone (path, sha256, feature tensor),
+ * preprocessing, training arguments and final metrics of a model; epoch, step, rank count and
+ * what it resumes of a checkpoint. As text or one JSON document. */
+ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json);
+
 typedef struct ftl_classifier {
     ftl_head head;
     char **class_names;   /* [head.classes] */

@@ -37,7 +37,8 @@ int cli_cmd_inspect(int argc, char **argv) {
         }
     static const cli_command cmd = {
         "inspect", "ftl inspect FILE [--json] [--checksums] [--pages]",
-        "Describe a Parquet file (schema, rows, row groups, codecs, metadata; class names and counts for ftl datasets)\n"
+        "Describe a Parquet file (schema, rows, row groups, codecs, metadata; class names and counts for ftl datasets),\n"
+        "a trained model or checkpoint (MODEL.ftl: classes, backbone, preprocessing, training, metrics),\n"
         "or an ONNX model (its own options: ftl inspect MODEL.onnx --help).",
         1, 1};
     bool json = false, checksums = false, pages = false;
@@ -62,6 +63,7 @@ int cli_cmd_inspect(int argc, char **argv) {
         return 2;
     }
 
+    if (ftl_is_safetensors_file(path)) return cli_report(ftl_trained_file_describe(path, stdout, json));
     switch (detect_kind(path)) {
     case INSPECT_PARQUET: {
         ftl_parquet_describe_options opts = {.json = json, .checksums = checksums, .pages = pages};
@@ -71,6 +73,6 @@ int cli_cmd_inspect(int argc, char **argv) {
         return cli_cmd_inspect_model(argc, argv);
     case INSPECT_UNKNOWN: break;
     }
-    fprintf(stderr, "ftl: error: %s: not a Parquet file (no PAR1 magic) and not an .onnx model\n", path);
+    fprintf(stderr, "ftl: error: %s: not a Parquet file (no PAR1 magic), not an ftl model or checkpoint, and not an .onnx model\n", path);
     return 1;
 }

@@ -132,14 +132,24 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.image_column = o->image_column;
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;
-    if (st == FTL_OK && o->cache_dir && end > begin) {
+    /* Without --cache-dir, the cache `ftl train` leaves next to the model by default (only a file
+     * of exactly this key is used: same data, backbone, preprocessing, precision, algorithm). */
+    char *cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : NULL;
+    if (!cache_dir) {
+        const char *slash = strrchr(o->model_path, '/');
+        char *guess = slash ? ftl_format("%.*s/ftl-feature-cache", (int)(slash - o->model_path), o->model_path)
+                            : ftl_strdup("ftl-feature-cache");
+        if (ftl_is_directory(guess)) cache_dir = guess;
+        else free(guess);
+    }
+    if (st == FTL_OK && cache_dir && end > begin) {
         feature_cache_request req = {.sources = src, .source_count = 1, .what = "eval", .embed = &eo, .model = cb.backbone,
-                                     .cache_dir = o->cache_dir, .row_begin = begin, .row_end = end, .collectives = col};
+                                     .cache_dir = cache_dir, .row_begin = begin, .row_end = end, .collectives = col};
         st = feature_cache_lookup(&req, &cached);
         if (st == FTL_OK && cached.count == 1) part = &cached.parts[0];
         else if (st == FTL_OK)
             ftl_log_info("eval: the feature cache %s does not hold rows %lld-%lld in one part; computing their features",
-                         o->cache_dir, (long long)begin, (long long)end);
+                         cache_dir, (long long)begin, (long long)end);
     }
     ftl_loader_options lo;
     ftl_loader_options_init(&lo);
@@ -227,6 +237,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     free(e.class_correct);
     free(e.class_total);
     feature_cache_parts_free(&cached);
+    free(cache_dir);
     ftl_strbuf_free(&e.lines);
     classifier_backbone_close(&cb);
     r->seconds = ftl_now() - start;

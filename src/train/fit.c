@@ -169,8 +169,12 @@ static double monitored_value(ftl_monitor m, const ftl_epoch_log *l) {
 
 static void print_epoch_line(FILE *out, const ftl_epoch_log *l, bool has_val) {
     char line[512];
-    int n = snprintf(line, sizeof line, "Epoch %lld/%lld - %.2fs - loss: %.4f - acc: %.4f", (long long)l->epoch,
-                     (long long)l->epochs, l->seconds, l->loss, l->acc);
+    /* Epochs on cached features take milliseconds: "0.00s" would say nothing. */
+    char took[32];
+    if (l->seconds < 0.1) snprintf(took, sizeof took, "%.0fms", l->seconds * 1e3 < 1 ? 1.0 : l->seconds * 1e3);
+    else snprintf(took, sizeof took, "%.2fs", l->seconds);
+    int n = snprintf(line, sizeof line, "Epoch %lld/%lld - %s - loss: %.4f - acc: %.4f", (long long)l->epoch,
+                     (long long)l->epochs, took, l->loss, l->acc);
     if (has_val && n > 0 && n < (int)sizeof line)
         snprintf(line + n, sizeof line - (size_t)n, " - val_loss: %.4f - val_acc: %.4f", l->val_loss, l->val_acc);
     fprintf(out, "%s\n", line);

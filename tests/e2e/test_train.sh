@@ -49,6 +49,14 @@ assert abs(ev["loss"] - metrics["val_loss"]) < 1e-6
 conf = ev["confusion"]
 assert sum(map(sum, conf)) == 153 and sum(conf[i][i] for i in range(2)) == round(ev["top1"] * 153)
 PYEOF
+# eval finds the cache train left next to the model (same key), and gives the same numbers
+"$FTL" eval "$d/model.ftl" "$V" --json "$d/eval_cached.json" >/dev/null 2>"$d/eval_cached.err"
+mkdir -p "$d/elsewhere" && cp "$d/model.ftl" "$d/elsewhere/"
+"$FTL" eval "$d/elsewhere/model.ftl" "$V" --json "$d/eval_images.json" >/dev/null 2>"$d/eval_images.err"
+grep -q 'feature cache: reusing .* for eval' "$d/eval_cached.err" && ! grep -q 'reusing' "$d/eval_images.err" &&
+    $PY -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a["top1"]==b["top1"] and a["confusion"]==b["confusion"] and abs(a["loss"]-b["loss"])<1e-6' \
+        "$d/eval_cached.json" "$d/eval_images.json" && pass eval_uses_the_cache_train_left_next_to_the_model ||
+    fail eval_uses_the_cache_train_left_next_to_the_model "$(cat "$d/eval_cached.err" "$d/eval_images.err" | head -5)"
 # predict on every val image agrees with eval's per-image prediction
 $PY -c 'import csv,sys; [print(sys.argv[1] + "/" + r["path"]) for r in csv.DictReader(open(sys.argv[2]))]' \
     "$SHARED/data/hymenoptera" "$d/pred.csv" >"$d/val_files.txt"
@@ -151,6 +159,23 @@ if "$FTL" train "$T" --val "$V" "${RESUME[@]}" --out "$d/direct.ftl" --conv-algo
 else
     fail resume_other_conv_algorithm_warns "$(cat "$d/resume-direct.err")"
 fi
+# inspect describes a trained model and a checkpoint (text and JSON), read back against the files
+"$FTL" inspect "$d/model.ftl" --json >"$d/inspect_model.json" 2>"$d/inspect.err" &&
+    "$FTL" inspect "$d/ckpt/checkpoint-2.ckpt" --json >"$d/inspect_ckpt.json" 2>>"$d/inspect.err" &&
+    "$FTL" inspect "$d/model.ftl" >"$d/inspect_model.txt" 2>>"$d/inspect.err" &&
+    $PY - "$d" <<'PYEOF' && pass inspect_describes_models_and_checkpoints || fail inspect_describes_models_and_checkpoints "$(cat "$d/inspect.err")"
+import json, sys
+d = sys.argv[1]
+m, c = json.load(open(d + "/inspect_model.json")), json.load(open(d + "/inspect_ckpt.json"))
+meta = json.load(open(d + "/model.json"))["metadata"]
+assert m["kind"] == "model" and m["classes"] == ["ants", "bees"] and m["feature_dim"] == 1024 and m["class_count"] == 2, m
+assert m["backbone"]["sha256"] == meta["ftl.backbone_sha256"] and m["metrics"] == json.loads(meta["ftl.metrics"]), m
+assert m["training_args"]["lr"] == 0.004 and m["preprocessing"] == json.loads(meta["ftl.input_scaling"])
+assert c["kind"] == "checkpoint" and c["resumes_after_epoch"] == 2 and c["world_size"] == 1, c
+assert c["position_kind"] == "per-rank", c  # RESUME streams (--no-feature-cache): its position is per rank
+text = open(d + "/inspect_model.txt").read()
+assert "ftl model (ftl-model-1)" in text and meta["ftl.backbone_sha256"] in text, text
+PYEOF
 head -c 5000 "$d/ckpt/checkpoint-2.ckpt" >"$d/truncated.ckpt"
 expect_error resume_truncated_checkpoint_refused 1 'truncated.ckpt' \
     "$FTL_SAN" train "$T" --val "$V" "${RESUME[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"

@@ -296,6 +296,11 @@ TEST(train_fit_epoch_line_and_jsonl_log) {
         snprintf(want, sizeof want, "s - loss: %.4f - acc: %.4f - val_loss: %.4f - val_acc: %.4f", l->loss, l->acc,
                  l->val_loss, l->val_acc);
         CHECK_CONTAINS(line, want);
+        /* the time as the record says: milliseconds below 0.1 s (never "0.00s") */
+        if (l->seconds < 0.1) snprintf(want, sizeof want, " - %.0fms - ", l->seconds * 1e3 < 1 ? 1.0 : l->seconds * 1e3);
+        else snprintf(want, sizeof want, " - %.2fs - ", l->seconds);
+        CHECK_CONTAINS(line, want);
+        CHECK(strstr(line, " - 0.00s - ") == NULL);
     }
     CHECK_EQ_INT(line_no, 3);
     free(text);

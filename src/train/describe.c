@@ -1,0 +1,129 @@
+/* `ftl inspect MODEL.ftl | CHECKPOINT`: what a trained model or a checkpoint holds, as text or JSON. */
+#include "ftl/train.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool ftl_is_safetensors_file(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return false;
+    uint8_t head[9];
+    size_t n = fread(head, 1, sizeof head, fp);
+    fclose(fp);
+    if (n != sizeof head) return false;
+    uint64_t len = 0;
+    for (int i = 7; i >= 0; i--) len = len << 8 | head[i];
+    return len >= 2 && len < ((uint64_t)1 << 32) && head[8] == '{';
+}
+
+static const char *meta(const ftl_safetensors *st, const char *key) {
+    const char *v = ftl_safetensors_metadata(st, key);
+    return v ? v : "";
+}
+
+/* A metadata value that holds JSON goes in as JSON; anything else as a string. */
+static void append_json_value(ftl_strbuf *b, const char *text) {
+    ftl_json *v = NULL;
+    if (text && *text && ftl_json_parse(text, strlen(text), &v) == FTL_OK) ftl_strbuf_append(b, text, strlen(text));
+    else if (text && *text) ftl_json_append_string(b, text);
+    else ftl_strbuf_append(b, "null", 4);
+    ftl_json_free(v);
+}
+
+static void state_numbers(const ftl_safetensors *st, double *epoch, double *step, double *global_batch, double *best) {
+    *epoch = *step = *global_batch = *best = -1;
+    const char *text = ftl_safetensors_metadata(st, "ftl.train_state");
+    ftl_json *v = NULL;
+    if (!text || ftl_json_parse(text, strlen(text), &v) != FTL_OK) return;
+    ftl_json_get_number(v, "epoch", epoch);
+    ftl_json_get_number(v, "step", step);
+    if (!ftl_json_get_number(v, "global_batch", global_batch)) ftl_json_get_number(v, "batch_size", global_batch);
+    const ftl_json *es = ftl_json_get(v, "early_stopping");
+    if (es) ftl_json_get_number(es, "best_epoch", best);
+    ftl_json_free(v);
+}
+
+ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
+    ftl_safetensors *st;
+    FTL_TRY(ftl_safetensors_open(path, &st));
+    const char *format = meta(st, FTL_MODEL_META_FORMAT);
+    bool is_model = strcmp(format, FTL_MODEL_FORMAT) == 0;
+    bool is_ckpt = strncmp(format, "ftl-checkpoint-", 15) == 0;
+    if (!is_model && !is_ckpt) {
+        ftl_safetensors_close(st);
+        return ftl_fail(FTL_E_FORMAT, "%s: a safetensors file, but not an ftl model or checkpoint (ftl.format is \"%s\")", path,
+                        format);
+    }
+    const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
+    long long dim = k && k->ndim == 2 ? (long long)k->shape[0] : -1, classes = k && k->ndim == 2 ? (long long)k->shape[1] : -1;
+    double epoch, step, global_batch, best;
+    state_numbers(st, &epoch, &step, &global_batch, &best);
+    ftl_strbuf b = {0};
+    if (json) {
+        ftl_strbuf_printf(&b, "{\"path\": ");
+        ftl_json_append_string(&b, path);
+        ftl_strbuf_printf(&b, ", \"kind\": \"%s\", \"format\": ", is_model ? "model" : "checkpoint");
+        ftl_json_append_string(&b, format);
+        ftl_strbuf_printf(&b, ", \"ftl_version\": ");
+        ftl_json_append_string(&b, meta(st, FTL_MODEL_META_VERSION));
+        ftl_strbuf_printf(&b, ", \"classes\": ");
+        append_json_value(&b, meta(st, FTL_MODEL_META_CLASSES));
+        ftl_strbuf_printf(&b, ", \"feature_dim\": %lld, \"class_count\": %lld, \"backbone\": {\"path\": ", dim, classes);
+        ftl_json_append_string(&b, meta(st, FTL_MODEL_META_BACKBONE_PATH));
+        ftl_strbuf_printf(&b, ", \"sha256\": ");
+        ftl_json_append_string(&b, meta(st, FTL_MODEL_META_BACKBONE_SHA256));
+        ftl_strbuf_printf(&b, ", \"feature_tensor\": ");
+        ftl_json_append_string(&b, meta(st, FTL_MODEL_META_FEATURE_TENSOR));
+        ftl_strbuf_printf(&b, "}, \"input_size\": ");
+        append_json_value(&b, meta(st, FTL_MODEL_META_INPUT_SIZE));
+        ftl_strbuf_printf(&b, ", \"preprocessing\": ");
+        append_json_value(&b, meta(st, FTL_MODEL_META_INPUT_SCALING));
+        ftl_strbuf_printf(&b, ", \"precision\": ");
+        ftl_json_append_string(&b, meta(st, "ftl.precision"));
+        ftl_strbuf_printf(&b, ", \"conv_algorithm\": ");
+        ftl_json_append_string(&b, meta(st, "ftl.conv_algorithm"));
+        if (is_model) {
+            ftl_strbuf_printf(&b, ", \"training_args\": ");
+            append_json_value(&b, meta(st, FTL_MODEL_META_TRAINING_ARGS));
+            ftl_strbuf_printf(&b, ", \"metrics\": ");
+            append_json_value(&b, meta(st, FTL_MODEL_META_METRICS));
+        } else {
+            ftl_strbuf_printf(&b, ", \"resumes_after_epoch\": %.0f, \"step\": %.0f, \"global_batch\": %.0f, \"best_epoch\": %.0f, "
+                                  "\"world_size\": ", epoch, step, global_batch, best);
+            append_json_value(&b, meta(st, "ftl.world_size"));
+            ftl_strbuf_printf(&b, ", \"position_kind\": ");
+            ftl_json_append_string(&b, meta(st, "ftl.position_kind"));
+            ftl_strbuf_printf(&b, ", \"optimizer\": ");
+            append_json_value(&b, meta(st, "ftl.optimizer"));
+        }
+        ftl_strbuf_printf(&b, "}\n");
+    } else {
+        ftl_strbuf_printf(&b, "%s: ftl %s (%s), written by ftl %s\n", path, is_model ? "model" : "checkpoint", format,
+                          meta(st, FTL_MODEL_META_VERSION));
+        ftl_strbuf_printf(&b, "  head: dense %lld features -> %lld classes %s\n", dim, classes, meta(st, FTL_MODEL_META_CLASSES));
+        ftl_strbuf_printf(&b, "  backbone: %s\n    sha256 %s, features from '%s'\n", meta(st, FTL_MODEL_META_BACKBONE_PATH),
+                          meta(st, FTL_MODEL_META_BACKBONE_SHA256), meta(st, FTL_MODEL_META_FEATURE_TENSOR));
+        const char *size = meta(st, FTL_MODEL_META_INPUT_SIZE);
+        ftl_strbuf_printf(&b, "  preprocessing: %s%s%s, precision %s, convolutions %s\n", *size ? size : "", *size ? " px, " : "",
+                          meta(st, FTL_MODEL_META_INPUT_SCALING), meta(st, "ftl.precision"), meta(st, "ftl.conv_algorithm"));
+        if (is_model) {
+            ftl_strbuf_printf(&b, "  training: %s\n  final metrics: %s\n", meta(st, FTL_MODEL_META_TRAINING_ARGS),
+                              meta(st, FTL_MODEL_META_METRICS));
+        } else {
+            const char *kind = meta(st, "ftl.position_kind");
+            ftl_strbuf_printf(&b, "  resumes after epoch %.0f (step %.0f), global batch %.0f on %s rank(s); best epoch so far %.0f\n",
+                              epoch, step, global_batch, meta(st, "ftl.world_size"), best);
+            ftl_strbuf_printf(&b, "  data position: %s\n  optimizer: %s\n",
+                              strcmp(kind, "per-rank") == 0 ? "one per rank (--no-feature-cache): resume with the same number of ranks"
+                                                            : "global (the feature cache): resumes under any number of ranks",
+                              meta(st, "ftl.optimizer"));
+        }
+    }
+    ftl_status s = ftl_write_all(out, b.data, b.len, "stdout");
+    ftl_strbuf_free(&b);
+    ftl_safetensors_close(st);
+    return s;
+}
