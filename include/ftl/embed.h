@@ -23,6 +23,7 @@ typedef struct ftl_embed_options {
     int image_size;                /* 0: from the dataset metadata */
     const char *image_column;      /* default "image" */
     const char *label_column;      /* default "label" */
+    int label_offset;              /* added to every label (-1 for 1-based labels); recorded, part of the cache key */
     int batch;                     /* images per forward pass; default 32 */
     int threads;                   /* backbone threads; 0 = all cores */
     int loader_threads;            /* background readers; 0 = 1 */

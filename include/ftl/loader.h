@@ -31,6 +31,7 @@ typedef struct ftl_loader_options {
     int source_count;
     const char *value_column;    /* default "image" */
     const char *label_column;    /* default "label" */
+    int label_offset;            /* added to every label (-1: Spark's 1-based file_to_label, as the article subtracts 1) */
     const char *path_column;     /* NULL: not read; e.g. "path" to get each row's path */
     bool path_optional;          /* a missing path column is not an error (batches get no paths) */
     int image_size;              /* S when the metadata has no ftl.image_size (rows are S*S*3 bytes); 0 = auto */

@@ -49,6 +49,8 @@ typedef struct ftl_eval_options {
     const char *cache_dir;        /* reuse cached features when present (NULL: none) */
     int batch, threads, loader_threads, image_size;
     const char *image_column, *label_column;
+    int label_offset;             /* with label_offset_given; else the model's recorded one */
+    bool label_offset_given;
     const char *predictions_path; /* CSV: path, label, predicted, probability (NULL: none) */
     bool show_progress;
     /* Under mpirun: each rank evaluates its shard; the metrics are exact global sums and rank 0

@@ -25,6 +25,7 @@ int cli_cmd_embed(int argc, char **argv) {
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.image_column, "NAME", "column holding the S*S*3 image bytes; default image"},
         {"label-col", CLI_STRING, &o.label_column, "NAME", "column holding the int label; default label"},
+        {"label-offset", CLI_INT, &o.label_offset, "N", "add N to every label (-1: 1-based labels such as Spark's file_to_label)"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},

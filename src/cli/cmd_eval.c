@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int cli_cmd_eval(int argc, char **argv) {
     ftl_eval_options o;
@@ -21,6 +22,7 @@ int cli_cmd_eval(int argc, char **argv) {
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.image_column, "NAME", "image column; default image"},
         {"label-col", CLI_STRING, &o.label_column, "NAME", "label column; default label"},
+        {"label-offset", CLI_INT, &o.label_offset, "N", "added to every label; default: what the model was trained with"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress"},
     };
@@ -30,6 +32,8 @@ int cli_cmd_eval(int argc, char **argv) {
     int npos = 0;
     int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
     if (rc != 0) return rc < 0 ? 0 : rc;
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--label-offset", 14) == 0) o.label_offset_given = true;
     o.model_path = pos[0];
     o.data_path = pos[1];
     o.show_progress = !quiet;

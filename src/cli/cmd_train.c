@@ -31,6 +31,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"image-size", CLI_INT, &o.embed.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.embed.image_column, "NAME", "image column; default image"},
         {"label-col", CLI_STRING, &o.embed.label_column, "NAME", "label column; default label"},
+        {"label-offset", CLI_INT, &o.embed.label_offset, "N",
+         "add N to every label (-1: 1-based labels such as Spark's file_to_label); recorded in the model for eval"},
         {"epochs", CLI_INT64, &epochs, "N", "epochs; default 30"},
         {"batch", CLI_INT64, &batch, "B", "batch size; default 16"},
         {"steps-per-epoch", CLI_INT64, &steps, "N", "an epoch is N batches of an endless reshuffled stream (default: one pass)"},

@@ -169,6 +169,7 @@ static ftl_status write_metadata(ftl_parquet_writer *w, ftl_loader *l, const ftl
     char *pre = ftl_nn_preprocess_json(&o->preprocess, m, image_size);
     char *dim = ftl_format("%lld", (long long)s->feature_dim);
     char *size = ftl_format("%d", image_size);
+    char *offset = ftl_format("%d", o->label_offset);
     const char *classes = ftl_loader_metadata(l, FTL_META_CLASSES);
     const char *pairs[][2] = {
         {FTL_META_FORMAT, FTL_META_FEATURES_FORMAT},
@@ -183,6 +184,7 @@ static ftl_status write_metadata(ftl_parquet_writer *w, ftl_loader *l, const ftl
         {FTL_META_CONV_ALGORITHM, ftl_nn_conv_algorithm_name(o->conv_algorithm)},
         {FTL_META_SOURCE_FINGERPRINT, s->dataset_fingerprint},
         {FTL_META_SOURCE_IMAGE_SIZE, size},
+        {"ftl.label_offset", offset},
     };
     ftl_status st = FTL_OK;
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0] && st == FTL_OK; i++)
@@ -190,6 +192,7 @@ static ftl_status write_metadata(ftl_parquet_writer *w, ftl_loader *l, const ftl
     free(pre);
     free(dim);
     free(size);
+    free(offset);
     return st;
 }
 
@@ -369,6 +372,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     lo.num_shards = o->num_shards > 0 ? o->num_shards : 1;
     lo.row_begin = o->row_begin;
     lo.row_end = o->row_end;
+    lo.label_offset = o->label_offset;
     ftl_loader *l;
     FTL_TRY(ftl_loader_open(&lo, &l));
     int image_size = ftl_loader_image_size(l);

@@ -130,9 +130,11 @@ static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int grou
         } else {
             memcpy(&v, (const uint8_t *)rb->label.values + 8 * i, 8);
         }
+        v += l->o.label_offset;
         if (v < 0 || v > INT32_MAX)
-            return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: label %lld is out of range", f->path, group,
-                            (long long)i, (long long)v);
+            return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: label %lld%s is out of range", f->path, group,
+                            (long long)i, (long long)(v - l->o.label_offset),
+                            l->o.label_offset ? " (before --label-offset)" : "");
         rb->whole.labels[i] = (int32_t)v;
     }
     if (rb->value.null_count > 0)
@@ -531,7 +533,8 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
     /* A shuffle buffer larger than the shard holds the whole shard and emits the same order. */
     int64_t shard_rows = l->plan.shard_end - l->plan.shard_begin;
     if (l->o.shuffle_buffer > shard_rows) l->o.shuffle_buffer = shard_rows;
-    l->columns_desc = ftl_format("%s|%s|%s", l->o.label_column, l->o.value_column, l->o.path_column ? l->o.path_column : "");
+    l->columns_desc = ftl_format("%s|%s|%s|%d", l->o.label_column, l->o.value_column, l->o.path_column ? l->o.path_column : "",
+                                 l->o.label_offset);
     if (options->resume_position) {
         l->o.resume_position = options->resume_position;
         st = restore_position(l);

@@ -12,7 +12,8 @@
 #include <string.h>
 
 /* Class names: the dataset's ftl.classes, else "0".."K-1" with K = largest label + 1. */
-ftl_status dataset_read_classes(const char *const *sources, const char *label_column, char ***names, int64_t *count) {
+ftl_status dataset_read_classes(const char *const *sources, const char *label_column, int label_offset, char ***names,
+                                int64_t *count) {
     char **paths;
     int n;
     FTL_TRY(loader_expand_sources(sources, 1, &paths, &n));
@@ -21,6 +22,9 @@ ftl_status dataset_read_classes(const char *const *sources, const char *label_co
     const char *json = st == FTL_OK ? ftl_parquet_metadata_get(f, FTL_META_CLASSES) : NULL;
     *names = NULL;
     *count = 0;
+    if (st == FTL_OK && json && label_offset != 0)
+        st = ftl_fail(FTL_E_INVALID_ARG, "%s names its classes (%s): its labels are 0-based already, --label-offset %d does not "
+                      "apply", paths[0], FTL_META_CLASSES, label_offset);
     if (st == FTL_OK && json) {
         ftl_json *v;
         st = ftl_json_parse(json, strlen(json), &v);
@@ -36,7 +40,7 @@ ftl_status dataset_read_classes(const char *const *sources, const char *label_co
         if (v) ftl_json_free(v);
     } else if (st == FTL_OK) {
         /* No class list (a Spark or pyarrow dataset): scan the labels. */
-        int64_t max_label = -1;
+        int64_t max_label = -1, min_label = INT64_MAX;
         for (int k = 0; st == FTL_OK && k < n; k++) {
             ftl_parquet_file *g = NULL;
             st = ftl_parquet_open(paths[k], &g);
@@ -59,19 +63,31 @@ ftl_status dataset_read_classes(const char *const *sources, const char *label_co
                     } else {
                         memcpy(&x, (uint8_t *)v.values + 8 * i, 8);
                     }
+                    x += label_offset;
                     if (x > max_label) max_label = x;
+                    if (x < min_label) min_label = x;
                 }
             }
             ftl_parquet_column_values_free(&v);
             ftl_parquet_close(g);
         }
+        if (st == FTL_OK && min_label < 0)
+            st = ftl_fail(FTL_E_FORMAT, "%s: label %lld%s is negative: labels must be 0..K-1", sources[0],
+                          (long long)(min_label - label_offset), label_offset ? " (before --label-offset)" : "");
         if (st == FTL_OK && (max_label < 0 || max_label > 1000000))
             st = ftl_fail(FTL_E_FORMAT, "%s: labels must be 0..K-1 (largest label %lld)", sources[0], (long long)max_label);
         if (st == FTL_OK) {
             *count = max_label + 1;
             *names = ftl_xcalloc((size_t)*count, sizeof **names);
             for (int64_t i = 0; i < *count; i++) (*names)[i] = ftl_format("%lld", (long long)i);
-            ftl_log_warn("%s has no class names (%s metadata); using 0..%lld", paths[0], FTL_META_CLASSES, (long long)max_label);
+            if (min_label >= 1)
+                ftl_log_warn("%s has no class names (%s metadata) and its smallest label is %lld: classes 0..%lld make %lld "
+                             "classes, %lld of them without any image; if the labels are 1-based (Spark's file_to_label "
+                             "gives 001.ak47 -> 1, and the article subtracts 1), pass --label-offset -%lld",
+                             paths[0], FTL_META_CLASSES, (long long)min_label, (long long)max_label, (long long)max_label + 1,
+                             (long long)min_label, (long long)min_label);
+            else
+                ftl_log_warn("%s has no class names (%s metadata); using 0..%lld", paths[0], FTL_META_CLASSES, (long long)max_label);
         }
     }
     ftl_parquet_close(f);
@@ -85,11 +101,11 @@ void dataset_free_classes(char **names, int64_t count) {
     free(names);
 }
 
-ftl_status dataset_check_classes(const char *const *sources, const char *label_column, char *const *names, int64_t count,
-                                 const char *what) {
+ftl_status dataset_check_classes(const char *const *sources, const char *label_column, int label_offset, char *const *names,
+                                 int64_t count, const char *what) {
     char **mine = NULL;
     int64_t n = 0;
-    FTL_TRY(dataset_read_classes(sources, label_column, &mine, &n));
+    FTL_TRY(dataset_read_classes(sources, label_column, label_offset, &mine, &n));
     ftl_status st = FTL_OK;
     bool same = n == count;
     for (int64_t i = 0; same && i < n; i++) same = strcmp(mine[i], names[i]) == 0;

@@ -7,10 +7,12 @@
 #include <stdint.h>
 
 /* The dataset's ftl.classes, else "0".."K-1" with K = largest label + 1 (a Spark/pyarrow dataset). */
-ftl_status dataset_read_classes(const char *const *sources, const char *label_column, char ***names, int64_t *count);
+ftl_status dataset_read_classes(const char *const *sources, const char *label_column, int label_offset, char ***names,
+                                int64_t *count);
 /* Refuses (FTL_E_INVALID_ARG) a dataset whose class list differs from `names` (or, without a
  * list, whose labels reach `count`); `what` names the other side in the message ("TRAIN", a model). */
-ftl_status dataset_check_classes(const char *const *sources, const char *label_column, char *const *names, int64_t count,
+ftl_status dataset_check_classes(const char *const *sources, const char *label_column, int label_offset, char *const *names,
+                                 int64_t count,
                                  const char *what);
 void dataset_free_classes(char **names, int64_t count);
 

@@ -109,7 +109,14 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     /* The dataset must mean the same classes and hold images of the size the model was trained on. */
     const char *src[1] = {o->data_path};
     const char *label_col = o->label_column ? o->label_column : FTL_COLUMN_LABEL;
-    if (st == FTL_OK) st = dataset_check_classes(src, label_col, cb.clf.class_names, c, o->model_path);
+    /* Labels as the model was trained on them (--label-offset is recorded in the model). */
+    const char *offset_meta = ftl_classifier_metadata(&cb.clf, "ftl.label_offset");
+    int label_offset = offset_meta ? atoi(offset_meta) : 0;
+    if (o->label_offset_given && o->label_offset != label_offset)
+        ftl_log_warn("%s was trained with --label-offset %d; evaluating with %d as asked", o->model_path, label_offset,
+                     o->label_offset);
+    if (o->label_offset_given) label_offset = o->label_offset;
+    if (st == FTL_OK) st = dataset_check_classes(src, label_col, label_offset, cb.clf.class_names, c, o->model_path);
     int data_size = 0;
     if (st == FTL_OK) st = loader_dataset_image_size(src, 1, o->image_size, &data_size);
     if (st == FTL_OK && data_size != cb.input_size)
@@ -132,6 +139,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.image_column = o->image_column;
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;
+    eo.label_offset = label_offset;
     /* Without --cache-dir, the cache `ftl train` leaves next to the model by default (only a file
      * of exactly this key is used: same data, backbone, preprocessing, precision, algorithm). */
     char *cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : NULL;
@@ -166,6 +174,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     lo.equal_batches = false;
     lo.epochs = 1;
     lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
+    lo.label_offset = part ? 0 : label_offset; /* cached labels carry it already */
     lo.row_begin = part ? begin - part->begin : begin;
     lo.row_end = part ? end - part->begin : end;
     ftl_loader *l = NULL;

@@ -169,10 +169,10 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
                          .conv_algorithm = ftl_nn_conv_algorithm_name(e->conv_algorithm)};
     FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));
     id.preprocess = ftl_nn_preprocess_json(&e->preprocess, r->model, image_size);
-    char *key_text = ftl_format("ftl-feature-cache-3\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", id.fingerprint, id.backbone_sha256,
-                                id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
+    char *key_text = ftl_format("ftl-feature-cache-3\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
+                                id.backbone_sha256, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
-                                e->label_column ? e->label_column : "label");
+                                e->label_column ? e->label_column : "label", e->label_offset);
     char key[65];
     ftl_sha256_hex_of_string(key_text, key);
     free(key_text);

@@ -52,6 +52,7 @@ static ftl_loader_options train_order(const ftl_train_options *o, const char *co
     lo.epochs = 0; /* endless: the trainer decides when to stop */
     lo.steps_per_epoch = o->fit.steps_per_epoch;
     lo.equal_batches = true;
+    lo.label_offset = o->embed.label_offset;
     lo.shard = o->fit.collectives.rank;
     lo.num_shards = o->fit.collectives.world_size > 0 ? o->fit.collectives.world_size : 1;
     lo.threads = o->embed.loader_threads > 0 ? o->embed.loader_threads : 1;
@@ -252,6 +253,7 @@ static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl
     char *dim = ftl_format("%lld", (long long)r->dim);
     char *size = ftl_format("%d", r->image_size);
     char *dropout = ftl_format("%.9g", o->fit.dropout);
+    char *offset = ftl_format("%d", o->embed.label_offset);
     char *args = training_args_json(o);
     char *metrics = metrics_json(res);
     char *abs_backbone = realpath(o->embed.backbone_path, NULL);
@@ -265,12 +267,13 @@ static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl
         {FTL_MODEL_META_INPUT_SCALING, r->preprocess_json},
         {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
+        {"ftl.label_offset", offset},
         {FTL_MODEL_META_TRAINING_ARGS, args},
         {FTL_MODEL_META_METRICS, metrics},
         {FTL_MODEL_META_DROPOUT, dropout},
     };
     ftl_status st = ftl_classifier_save(o->out_path, ftl_trainer_head(trainer), meta, sizeof meta / sizeof meta[0]);
-    free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone);
+    free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset);
     return st;
 }
 
@@ -297,11 +300,12 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     memset(&r, 0, sizeof r);
     const char *train_src[1] = {o->train_path};
     ftl_status st = dataset_read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
-                                 &r.class_names, &r.class_count);
+                                         o->embed.label_offset, &r.class_names, &r.class_count);
     if (st == FTL_OK && o->val_path) {
         const char *val_src[1] = {o->val_path};
         char *what = ftl_format("the training set %s", o->train_path);
-        st = dataset_check_classes(val_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL, r.class_names,
+        st = dataset_check_classes(val_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
+                                   o->embed.label_offset, r.class_names,
                                    r.class_count, what);
         free(what);
         int val_size = 0;
@@ -352,6 +356,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
 
     ftl_trainer *trainer = NULL;
     char *dim_text = ftl_format("%lld", (long long)r.dim);
+    char *offset_text = ftl_format("%d", o->embed.label_offset);
     const ftl_model_info *info = st == FTL_OK ? ftl_model_get_info(r.backbone) : NULL;
     ftl_kv ckpt_meta[] = {
         {FTL_MODEL_META_BACKBONE_SHA256, info ? info->sha256 : ""},
@@ -361,6 +366,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {FTL_MODEL_META_INPUT_SCALING, r.preprocess_json ? r.preprocess_json : ""},
         {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
+        {"ftl.label_offset", offset_text},
     };
     ftl_fit_config fit = o->fit;
     fit.checkpoint_meta = ckpt_meta;
@@ -372,6 +378,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (st == FTL_OK && fit.collectives.rank == 0) st = save_model(&r, o, trainer, &s->fit);
     ftl_trainer_free(trainer);
     free(dim_text);
+    free(offset_text);
     train_run_free(&r);
     s->seconds = ftl_now() - start;
     return st;

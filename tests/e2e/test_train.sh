@@ -176,6 +176,30 @@ assert c["position_kind"] == "per-rank", c  # RESUME streams (--no-feature-cache
 text = open(d + "/inspect_model.txt").read()
 assert "ftl model (ftl-model-1)" in text and meta["ftl.backbone_sha256"] in text, text
 PYEOF
+# 1-based labels without class names (as Spark's file_to_label writes them): a warning offering
+# --label-offset -1; with it, 2 classes, recorded in the model, and eval applies it unasked
+Q="node $(dirname "$0")/../tools/duckdb_query.mjs"
+$Q "COPY (SELECT label + 1 AS label, image, path FROM read_parquet('$T')) TO '$d/spark_train.parquet' (FORMAT parquet)" >/dev/null
+$Q "COPY (SELECT label + 1 AS label, image, path FROM read_parquet('$V')) TO '$d/spark_val.parquet' (FORMAT parquet)" >/dev/null
+SPARK=(--backbone "$MODEL" --image-size 299 --epochs 2 --batch 16)
+"$FTL" train "$d/spark_train.parquet" --val "$d/spark_val.parquet" "${SPARK[@]}" --out "$d/spark3.ftl" >/dev/null 2>"$d/spark3.err"
+"$FTL" train "$d/spark_train.parquet" --val "$d/spark_val.parquet" "${SPARK[@]}" --label-offset -1 --out "$d/spark2.ftl" >/dev/null 2>"$d/spark2.err"
+"$FTL" eval "$d/spark2.ftl" "$d/spark_val.parquet" --image-size 299 --json "$d/spark_eval.json" --quiet >/dev/null 2>"$d/spark_eval.err"
+$READ_ST "$d/spark3.ftl" >"$d/spark3.json" 2>/dev/null
+$READ_ST "$d/spark2.ftl" >"$d/spark2.json" 2>/dev/null
+grep -q 'smallest label is 1: classes 0..2 make 3 classes, 1 of them without any image.*pass --label-offset -1' "$d/spark3.err" &&
+    ! grep -q 'smallest label' "$d/spark2.err" &&
+    $PY - "$d" <<'PYEOF' && pass label_offset_for_one_based_labels || fail label_offset_for_one_based_labels "$(cat "$d/spark3.err" "$d/spark2.err" "$d/spark_eval.err" | head -5)"
+import json, sys
+d = sys.argv[1]
+m3, m2 = json.load(open(d + "/spark3.json"))["metadata"], json.load(open(d + "/spark2.json"))["metadata"]
+assert json.loads(m3["ftl.classes"]) == ["0", "1", "2"], m3["ftl.classes"]
+assert json.loads(m2["ftl.classes"]) == ["0", "1"] and m2["ftl.label_offset"] == "-1", m2
+e = json.load(open(d + "/spark_eval.json"))
+assert e["images"] == 153 and sum(map(sum, e["confusion"])) == 153 and e["top1"] > 0.8, e
+PYEOF
+expect_error eval_with_another_label_offset_is_refused 2 'has classes \["0", "1", "2"\] but .*spark2.ftl has \["0", "1"\]' \
+    "$FTL_SAN" eval "$d/spark2.ftl" "$d/spark_val.parquet" --image-size 299 --label-offset 0 --quiet
 head -c 5000 "$d/ckpt/checkpoint-2.ckpt" >"$d/truncated.ckpt"
 expect_error resume_truncated_checkpoint_refused 1 'truncated.ckpt' \
     "$FTL_SAN" train "$T" --val "$V" "${RESUME[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"
