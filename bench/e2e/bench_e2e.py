@@ -40,8 +40,8 @@ def run_ftl():
                     "--threads", str(a.threads), "--json", out + "/eval.json", "--quiet"], check=True, capture_output=True)
     total = time.perf_counter() - t0
     ev = json.load(open(out + "/eval.json"))
-    epochs = sum(1 for _ in open(out + "/run.jsonl"))
-    logs = [json.loads(l) for l in open(out + "/run.jsonl")]
+    logs = [r for r in map(json.loads, open(out + "/run.jsonl")) if r.get("record") == "epoch"]
+    epochs = len(logs)
     epoch_s = statistics.median(l["time_s"] for l in logs)
     return {"tool": "ftl", "total_s": total, "val_acc": ev["top1"], "epochs": epochs, "epoch_s": epoch_s}
 

@@ -27,6 +27,8 @@ typedef struct ftl_train_options {
     const char *resume_path;      /* a checkpoint to continue from */
     bool overwrite;
     bool show_progress;
+    int argc;                     /* the command line, for the log's run record (optional) */
+    char *const *argv;
 } ftl_train_options;
 
 void ftl_train_options_init(ftl_train_options *options);

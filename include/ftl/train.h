@@ -427,7 +427,8 @@ typedef struct ftl_fit_config {
      * also the place for training args. Borrowed. */
     const ftl_kv *checkpoint_meta;
     size_t checkpoint_meta_count;
-    const char *log_path;     /* JSONL, one record per epoch, appended; NULL = none */
+    const char *log_path;     /* JSONL, appended: run_record first (when set), then one "record":"epoch" line per epoch */
+    const char *run_record;   /* one JSON object ("record":"run": command, versions, data, machine); NULL = none */
     FILE *epoch_out;          /* Keras-style epoch lines; NULL = silent */
     ftl_collectives collectives; /* ftl/dist.h; rank 0 of 1 = single process */
     /* Chrome trace-event file (--timeline): one track per rank, a span per data wait, backbone,

@@ -140,6 +140,8 @@ int cli_cmd_train(int argc, char **argv) {
     }
     ftl_dist_set_stall_timeout(stall_timeout);
     o.fit.collectives = *ftl_dist_world();
+    o.argc = argc;
+    o.argv = argv;
     ftl_train_summary s;
     st = ftl_train_run(&o, &s);
     if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0) {

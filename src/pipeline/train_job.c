@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void ftl_train_options_init(ftl_train_options *o) {
@@ -91,6 +92,56 @@ static char *training_args_json(const ftl_train_options *o) {
                       f->early_stopping.restore_best ? "true" : "false", (long long)o->shuffle_buffer,
                       o->feature_cache ? "true" : "false", f->collectives.world_size);
     ftl_strbuf_append(&b, "}", 1);
+    return b.data;
+}
+
+/* The log's first line for this run: what ran, on what data and backbone, where. */
+static char *run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "{\"record\":\"run\",\"ftl_version\":\"%s\",\"command\":[\"ftl\"", FTL_VERSION);
+    for (int i = 0; i < o->argc; i++) {
+        ftl_strbuf_append(&b, ",", 1);
+        ftl_json_append_string(&b, o->argv[i]);
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[32] = "";
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    ftl_strbuf_printf(&b, "],\"started\":\"%s\",\"resume\":", when);
+    if (o->resume_path) ftl_json_append_string(&b, o->resume_path);
+    else ftl_strbuf_append(&b, "null", 4);
+    ftl_strbuf_printf(&b, ",\"backbone\":{\"path\":");
+    ftl_json_append_string(&b, o->embed.backbone_path);
+    ftl_strbuf_printf(&b, ",\"sha256\":\"%s\",\"feature_tensor\":", info->sha256);
+    ftl_json_append_string(&b, info->feature_name);
+    ftl_strbuf_printf(&b, ",\"feature_dim\":%lld},\"train\":", (long long)dim);
+    ftl_json_append_string(&b, o->train_path);
+    ftl_strbuf_printf(&b, ",\"val\":");
+    if (o->val_path) ftl_json_append_string(&b, o->val_path);
+    else ftl_strbuf_append(&b, "null", 4);
+    ftl_strbuf_printf(&b, ",\"classes\":%s,\"label_offset\":%d,\"precision\":\"%s\",\"conv_algorithm\":\"%s\","
+                          "\"feature_cache\":%s,\"threads\":%d,\"ranks\":%d,\"device\":\"cpu\",\"machine\":{\"host\":",
+                      classes_json ? classes_json : "[]", o->embed.label_offset, ftl_nn_precision_name(o->embed.precision),
+                      ftl_nn_conv_algorithm_name(o->embed.conv_algorithm), o->feature_cache ? "true" : "false",
+                      o->embed.threads > 0 ? o->embed.threads : ftl_cpu_count(), ftl_dist_size(&o->fit.collectives));
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    ftl_json_append_string(&b, host);
+    char cpu[256] = "";
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (fp && fgets(line, sizeof line, fp))
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *colon = strchr(line, ':');
+            if (colon) snprintf(cpu, sizeof cpu, "%s", colon + 2);
+            cpu[strcspn(cpu, "\n")] = '\0';
+            break;
+        }
+    if (fp) fclose(fp);
+    ftl_strbuf_printf(&b, ",\"cpu\":");
+    ftl_json_append_string(&b, cpu);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    ftl_strbuf_printf(&b, ",\"cores\":%ld}}", online);
     return b.data;
 }
 
@@ -369,6 +420,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {"ftl.label_offset", offset_text},
     };
     ftl_fit_config fit = o->fit;
+    char *run_record = info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info) : NULL;
+    fit.run_record = run_record;
     fit.checkpoint_meta = ckpt_meta;
     fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
@@ -379,6 +432,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_trainer_free(trainer);
     free(dim_text);
     free(offset_text);
+    free(run_record);
     train_run_free(&r);
     s->seconds = ftl_now() - start;
     return st;

@@ -134,7 +134,7 @@ void ftl_train_history_append(ftl_trainer *t, const ftl_epoch_log *log) {
 }
 
 void ftl_train_append_epoch_json(ftl_strbuf *b, const ftl_epoch_log *l) {
-    ftl_strbuf_printf(b, "{\"epoch\":%lld,\"epochs\":%lld,\"steps\":%lld,\"examples\":%lld,\"time_s\":", (long long)l->epoch,
+    ftl_strbuf_printf(b, "{\"record\":\"epoch\",\"epoch\":%lld,\"epochs\":%lld,\"steps\":%lld,\"examples\":%lld,\"time_s\":", (long long)l->epoch,
                       (long long)l->epochs, (long long)l->steps, (long long)l->examples);
     ftl_json_append_number(b, l->seconds);
     const char *names[] = {"loss", "acc", "val_loss", "val_acc", "lr", "images_per_s"};
@@ -407,6 +407,11 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     if (c->log_path && rank0) {
         jsonl = fopen(c->log_path, "a");
         if (!jsonl) return ftl_fail(FTL_E_IO, "cannot open the log %s: %s", c->log_path, strerror(errno));
+        /* Each run (and each resume) starts its part of the log with what it is. */
+        if (c->run_record && (fputs(c->run_record, jsonl) == EOF || fputs("\n", jsonl) == EOF || fflush(jsonl) != 0)) {
+            fclose(jsonl);
+            return ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+        }
     }
     ftl_status s = ftl_timeline_open(&t->timeline, c->timeline_path, col);
     while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {

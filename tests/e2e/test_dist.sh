@@ -95,7 +95,7 @@ grep -q 'computing' "$d/np1.err" "$d/np4.err" && fail dist_feature_cache_reused_
     --out "$d/np3.ftl" --log "$d/np3.jsonl" >/dev/null 2>"$d/np3.err" || fail dist_train_np3_runs "$(tail -3 "$d/np3.err")"
 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 63 --cache-dir "$d/cache3" \
     --out "$d/np1b.ftl" --log "$d/np1b.jsonl" >/dev/null 2>"$d/np1b.err" || fail dist_train_np1b_runs "$(tail -3 "$d/np1b.err")"
-$PY -c 'import sys; from json import loads; sys.exit(0 if loads(open(sys.argv[1]).readline())["steps"] == 3 else 1)' "$d/np3.jsonl" &&
+$PY -c 'import sys, json; e = [r for r in map(json.loads, open(sys.argv[1])) if r.get("record") == "epoch"]; sys.exit(0 if e[0]["steps"] == 3 else 1)' "$d/np3.jsonl" &&
     pass dist_np3_equal_steps_on_uneven_shards || fail dist_np3_equal_steps_on_uneven_shards "$(head -c 300 "$d/np3.jsonl")"
 for m in np1 np2 np4 np2s np3 np1b; do $READ_ST "$d/$m.ftl" >"$d/$m.json" 2>/dev/null; done
 same_model dist_same_model_np3_fewer_row_groups_than_ranks np1b np3
@@ -103,8 +103,8 @@ same_model() {  # NAME A B
     $PY - "$d/$2" "$d/$3" <<'PYEOF' && pass "$1" || fail "$1" "see log"
 import json, sys
 a, b = sys.argv[1], sys.argv[2]
-la = [json.loads(l) for l in open(a + ".jsonl")]
-lb = [json.loads(l) for l in open(b + ".jsonl")]
+epochs = lambda f: [r for r in map(json.loads, open(f)) if r.get("record") == "epoch"]  # other records skipped
+la, lb = epochs(a + ".jsonl"), epochs(b + ".jsonl")
 assert len(la) == len(lb) and len(la) >= 2, (len(la), len(lb))
 for x, y in zip(la, lb):
     for k in ("loss", "acc", "val_loss", "val_acc"):
@@ -133,7 +133,7 @@ grep -q 'streaming them' "$d/np2s.err" && pass dist_streamed_features_used || fa
 $PY - "$d/trace.json" "$d/tl.jsonl" <<'PYEOF' && pass dist_timeline_has_a_track_per_rank_and_every_span || fail dist_timeline_has_a_track_per_rank_and_every_span "see log"
 import json, sys
 ev = json.load(open(sys.argv[1]))
-steps = sum(json.loads(l)["steps"] for l in open(sys.argv[2]))
+steps = sum(r["steps"] for r in map(json.loads, open(sys.argv[2])) if r.get("record") == "epoch")
 names = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
 assert len(names) == 2 and any(n.startswith("rank 0 ") for n in names) and any(n.startswith("rank 1 ") for n in names), names
 spans = [e for e in ev if e.get("ph") == "X"]
@@ -158,8 +158,13 @@ ls "$d" | grep -q 'trace.json.tmp' && fail dist_timeline_temporary_removed "$(ls
     --out "$d/resumed.ftl" --log "$d/resumed.jsonl" >/dev/null 2>"$d/resumed.err" || fail dist_resume_np1 "$(tail -3 "$d/resumed.err")"
 $READ_ST "$d/full.ftl" >"$d/full.json" 2>/dev/null
 $READ_ST "$d/resumed.ftl" >"$d/resumed.json" 2>/dev/null
-tail -n +3 "$d/full.jsonl" >"$d/full_tail.jsonl"; mv "$d/full_tail.jsonl" "$d/fulltail.jsonl"; cp "$d/full.json" "$d/fulltail.json"
+epochs_after() {  # LOG N OUT: the epoch records after epoch N
+    $PY -c 'import json,sys; [print(l, end="") for l in open(sys.argv[1]) if json.loads(l).get("record") == "epoch" and json.loads(l)["epoch"] > int(sys.argv[2])]' "$1" "$2" >"$3"
+}
+epochs_after "$d/full.jsonl" 2 "$d/fulltail.jsonl"; cp "$d/full.json" "$d/fulltail.json"
 same_model dist_resume_np2_checkpoint_under_np1 fulltail resumed
+$PY -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert r[0]["record"] == "run" and r[0]["resume"].endswith("c-2.ckpt") and r[0]["ranks"] == 1; f=[json.loads(l) for l in open(sys.argv[2])]; assert f[0]["record"] == "run" and f[0]["ranks"] == 2' \
+    "$d/resumed.jsonl" "$d/full.jsonl" && pass dist_log_run_records_name_ranks_and_resume || fail dist_log_run_records_name_ranks_and_resume "$(head -c 300 "$d/resumed.jsonl")"
 
 # ---- eval: exact global counts on uneven shards (3 ranks, 153 images), predictions in order
 "$FTL" eval "$d/np1.ftl" "$V" --json "$d/e1.json" --predictions "$d/p1.csv" --quiet >/dev/null 2>"$d/e1.err" || fail dist_eval_np1 "$(cat "$d/e1.err")"
@@ -291,6 +296,6 @@ last=$(ls "$d/kck" 2>/dev/null | sed 's/c-\([0-9]*\).ckpt/\1/' | sort -n | tail 
 "${MPI[@]}" -np 4 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 16 --threads 1 --cache-dir "$d/cache" --resume "$d/kck/c-$last.ckpt" \
     --out "$d/afterkill.ftl" --log "$d/afterkill.jsonl" >/dev/null 2>"$d/afterkill.err" || fail dist_resume_after_kill "$(tail -3 "$d/afterkill.err")"
 $READ_ST "$d/afterkill.ftl" >"$d/afterkill.json" 2>/dev/null
-tail -n +$((last + 1)) "$d/full.jsonl" >"$d/fullk.jsonl"; cp "$d/full.json" "$d/fullk.json"
+epochs_after "$d/full.jsonl" "$last" "$d/fullk.jsonl"; cp "$d/full.json" "$d/fullk.json"
 same_model dist_resume_after_kill_under_np4_matches_uninterrupted fullk afterkill
 finish

@@ -70,8 +70,8 @@ $READ_ST "$d/hostA/model.ftl" >"$d/two.json" 2>/dev/null
 $PY - "$d/one" "$d/two" "$d/hostA/run.jsonl" <<'PYEOF' && pass dist_hosts_same_model || fail dist_hosts_same_model "see log"
 import json, sys
 one, two, log2 = sys.argv[1], sys.argv[2], sys.argv[3]
-la = [json.loads(l) for l in open(one + ".jsonl")]
-lb = [json.loads(l) for l in open(log2)]
+epochs = lambda f: [r for r in map(json.loads, open(f)) if r.get("record") == "epoch"]
+la, lb = epochs(one + ".jsonl"), epochs(log2)
 assert len(la) == len(lb) == 4, (len(la), len(lb))
 for x, y in zip(la, lb):
     for k in ("loss", "acc", "val_loss", "val_acc"):

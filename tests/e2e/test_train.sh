@@ -31,7 +31,13 @@ print("metrics", metrics)
 assert metrics["val_acc"] >= 0.90, metrics
 assert json.loads(meta["ftl.classes"]) == ["ants", "bees"]
 assert meta["ftl.feature_dim"] == "1024"
-logs = [json.loads(l) for l in open(d + "/run.jsonl")]
+records = [json.loads(l) for l in open(d + "/run.jsonl")]
+runs = [r for r in records if r.get("record") == "run"]
+logs = [r for r in records if r.get("record") == "epoch"]
+assert len(runs) == 1 and len(records) == len(runs) + len(logs), [r.get("record") for r in records]
+run = runs[0]
+assert run["command"][:2] == ["ftl", "train"] and run["backbone"]["sha256"] == meta["ftl.backbone_sha256"], run
+assert run["classes"] == ["ants", "bees"] and run["ranks"] == 1 and run["machine"]["cores"] >= 1 and run["resume"] is None, run
 assert len(logs) == metrics["epochs_run"] and all("val_acc" in r and "lr" in r for r in logs), logs[:1]
 PYEOF
 
