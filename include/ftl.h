@@ -17,5 +17,6 @@
 #include "ftl/embed.h"
 #include "ftl/train.h"
 #include "ftl/pipeline.h"
+#include "ftl/report.h"
 
 #endif

@@ -23,6 +23,7 @@ test_packages=(
   nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
   iproute2 util-linux    # ip netns, unshare: two "hosts" on one machine for the MPI tests
   bc                     # bench/dist/run.sh arithmetic
+  chromium               # renders ftl report pages in the tests (headless, no network)
 )
 
 fuzz_packages=(

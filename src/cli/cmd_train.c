@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_cmd_train(int argc, char **argv) {
     ftl_train_options o;
@@ -17,6 +18,7 @@ int cli_cmd_train(int argc, char **argv) {
     bool nesterov = false, restore_best = true, drop_remainder = true, quiet = false;
     int keep_last = 0;
     double stall_timeout = 60;
+    const char *report = NULL;
     const cli_flag flags[] = {
         {"val", CLI_STRING, &o.val_path, "VAL", "validation dataset (evaluated after every epoch)"},
         {"backbone", CLI_STRING, &o.embed.backbone_path, "MODEL.onnx", "the frozen pretrained backbone (required)"},
@@ -53,6 +55,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"keep-last", CLI_INT, &keep_last, "K", "keep only the last K checkpoints"},
         {"resume", CLI_STRING, &o.resume_path, "CKPT", "continue from a checkpoint (bit-identical to an uninterrupted run)"},
         {"log", CLI_STRING, &o.fit.log_path, "RUN.jsonl", "per-epoch metrics, learning rate, speed and time split as JSON lines"},
+        {"report", CLI_STRING, &report, "REPORT.html", "after training, draw the --log (and --timeline) as an HTML page (ftl report)"},
         {"timeline", CLI_STRING, &o.fit.timeline_path, "TRACE.json",
          "Chrome trace (chrome://tracing, Perfetto): a track per rank, spans for data wait, backbone, head, allreduce, validation, checkpoint"},
         {"feature-cache", CLI_BOOL, &o.feature_cache, NULL, "embed every image once, train on stored features (default; --no-feature-cache: backbone on every batch, as the article)"},
@@ -94,6 +97,14 @@ int cli_cmd_train(int argc, char **argv) {
     /* A flag that cannot take effect is an error or a warning, never silently dropped. */
     if (st == FTL_OK && kind != FTL_OPTIMIZER_SGD && (!isnan(momentum) || nesterov)) {
         fprintf(stderr, "ftl train: error: --momentum and --nesterov apply to --optimizer sgd, not %s\n", optimizer);
+        return 2;
+    }
+    if (report && !o.fit.log_path) {
+        fprintf(stderr, "ftl train: error: --report draws the log: give --log RUN.jsonl too\n");
+        return 2;
+    }
+    if (report && access(report, F_OK) == 0 && !o.overwrite) {
+        fprintf(stderr, "ftl train: error: report %s already exists (use --overwrite to replace it)\n", report);
         return 2;
     }
     if ((keep_last > 0 || o.fit.save_best_only) && !o.fit.checkpoint_pattern) {
@@ -144,6 +155,12 @@ int cli_cmd_train(int argc, char **argv) {
     o.argv = argv;
     ftl_train_summary s;
     st = ftl_train_run(&o, &s);
+    if (st == FTL_OK && report && ftl_dist_rank(ftl_dist_world()) == 0) {
+        const char *logs[1] = {o.fit.log_path};
+        ftl_report_options ro = {.logs = logs, .log_count = 1, .timeline = o.fit.timeline_path, .output_path = report,
+                                 .overwrite = true};
+        st = ftl_report_write(&ro);
+    }
     if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0) {
         const ftl_fit_result *r = &s.fit;
         printf("train: %lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "

@@ -1,0 +1,35 @@
+/* A training log (ftl train --log) read back: its run records and epoch records, in order.
+ * Records of unknown kinds are skipped; a truncated last line is skipped with a note. */
+#ifndef FTL_REPORT_RUN_LOG_H
+#define FTL_REPORT_RUN_LOG_H
+
+#include "ftl/base.h"
+#include "util/json.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { RUN_LOG_TIMES = 6 };
+extern const char *const run_log_time_names[RUN_LOG_TIMES]; /* data_wait_s, backbone_s, ... */
+
+typedef struct run_epoch {
+    int64_t epoch, epochs, steps, examples, best_epoch; /* epochs: planned (--epochs) */
+    double seconds, loss, acc, val_loss, val_acc, lr, images_per_second; /* NaN when absent/null */
+    double time[RUN_LOG_TIMES];
+    bool improved;
+    int segment;             /* index of the run record (resume) this epoch belongs to */
+} run_epoch;
+
+typedef struct run_log {
+    char *path;
+    ftl_json **runs;          /* the "record":"run" objects, in order */
+    int run_count;
+    int64_t *run_first_epoch; /* the first epoch logged after each run record (0: none) */
+    run_epoch *epochs;
+    int64_t epoch_count;
+    char *notes;              /* what is missing or was skipped, one sentence per line */
+} run_log;
+
+ftl_status run_log_read(const char *path, run_log *log);
+void run_log_free(run_log *log);
+
+#endif

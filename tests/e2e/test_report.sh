@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# ftl report: the page's plotted points read back against the logs (every value, every epoch),
+# the eval and timeline sections against their files, several logs overlaid, a resumed run, the
+# degenerate logs (one epoch, no validation, a truncated last line) and a file that is not a
+# log; then headless Chromium renders it in a network namespace without network: the screenshot
+# is not blank and nothing was requested from outside.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch report)
+MODEL="$SHARED/models/mobilenet_v1_0.25_128.onnx"
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --size 128 --quiet 2>/dev/null
+T="$d/ds/train.parquet" V="$d/ds/val.parquet"
+RUN=(--backbone "$MODEL" --lr 0.004 --dropout 0.5 --epochs 8 --early-stopping monitor=val_acc,patience=3 --quiet)
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --checkpoint "$d/ck/c-{epoch}.ckpt" --log "$d/a.jsonl" --timeline "$d/trace.json" \
+    --out "$d/a.ftl" >/dev/null 2>&1 || fail report_setup "train failed"
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --lr 0.001 --log "$d/b.jsonl" --out "$d/b.ftl" >/dev/null 2>&1
+"$FTL" eval "$d/a.ftl" "$V" --json "$d/eval.json" --quiet >/dev/null 2>&1
+# a resumed run: 2 epochs, then a resume to 5 appending to the same log
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --checkpoint "$d/rk/c-{epoch}.ckpt" --log "$d/r.jsonl" --out "$d/r1.ftl" >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 5 --early-stopping monitor=val_acc,patience=9 --checkpoint "$d/rk/c-{epoch}.ckpt" \
+    --resume "$d/rk/c-2.ckpt" --log "$d/r.jsonl" --out "$d/r2.ftl" >/dev/null 2>&1
+
+"$FTL" report "$d/a.jsonl" "$d/b.jsonl" -o "$d/report.html" --eval "$d/eval.json" --timeline "$d/trace.json" >/dev/null 2>"$d/report.err" &&
+    pass report_runs || fail report_runs "$(cat "$d/report.err")"
+READBACK="$(dirname "$0")/report_readback.py"
+$PY "$READBACK" "$d/report.html" "$d/a.jsonl" "$d/b.jsonl" --eval "$d/eval.json" --timeline "$d/trace.json" &&
+    pass report_points_agree_with_logs_eval_and_timeline || fail report_points_agree_with_logs_eval_and_timeline "see log"
+
+"$FTL" report "$d/r.jsonl" -o "$d/resumed.html" >/dev/null 2>&1
+$PY "$READBACK" "$d/resumed.html" "$d/r.jsonl" --expect-resumes 1 && pass report_resumed_run_shows_its_segments ||
+    fail report_resumed_run_shows_its_segments "see log"
+
+# ftl train --report: the page of the run just trained
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 3 --log "$d/t.jsonl" --report "$d/t.html" --out "$d/t.ftl" >/dev/null 2>&1 &&
+    $PY "$READBACK" "$d/t.html" "$d/t.jsonl" && pass report_from_train_flag || fail report_from_train_flag "see log"
+expect_error report_flag_needs_a_log 2 '--report draws the log: give --log' "$FTL_SAN" train "$T" "${RUN[@]}" --report "$d/x.html" --out "$d/x.ftl"
+
+# degenerate logs still render, each with a note
+head -2 "$d/a.jsonl" >"$d/one.jsonl"
+"$FTL" train "$T" "${RUN[@]}" --early-stopping monitor=acc --epochs 2 --log "$d/noval.jsonl" --out "$d/nv.ftl" >/dev/null 2>&1
+head -c $(($(wc -c <"$d/a.jsonl") - 40)) "$d/a.jsonl" >"$d/cut.jsonl"
+for k in one:'one epoch only' noval:'no validation metrics' cut:'is incomplete and was skipped'; do
+    name=${k%%:*} want=${k#*:}
+    if "$FTL" report "$d/$name.jsonl" -o "$d/$name.html" >/dev/null 2>"$d/$name.err" && grep -q "$want" "$d/$name.html" &&
+        $PY "$READBACK" "$d/$name.html" "$d/$name.jsonl" >/dev/null; then
+        pass "report_degenerate_log_${name}_renders_with_a_note"
+    else
+        fail "report_degenerate_log_${name}_renders_with_a_note" "$(cat "$d/$name.err")"
+    fi
+done
+expect_error report_refuses_a_file_that_is_not_a_log 1 'README.md: line 1 is not a JSON object: not an ftl training log' \
+    "$FTL_SAN" report README.md -o "$d/bad.html"
+[ ! -e "$d/bad.html" ] && pass report_writes_nothing_on_error || fail report_writes_nothing_on_error "bad.html exists"
+expect_error report_refuses_an_existing_output 2 'already exists' "$FTL_SAN" report "$d/a.jsonl" -o "$d/report.html"
+
+# the page in a browser, without network
+if ! command -v chromium >/dev/null 2>&1; then
+    skip report_renders_in_chromium_without_requests "chromium is not installed (scripts/install_deps.sh test installs it)"
+elif ! unshare -n true 2>/dev/null; then
+    skip report_renders_in_chromium_without_requests "cannot make a network namespace here (unshare -n)"
+else
+    rm -rf "$d/chrome"
+    timeout 120 unshare -n chromium --headless --no-sandbox --disable-gpu --user-data-dir="$d/chrome" --window-size=1200,2400 \
+        --enable-logging=stderr --v=0 --screenshot="$d/shot.png" "file://$d/report.html" >"$d/chrome.out" 2>"$d/chrome.err"
+    if [ -s "$d/shot.png" ] && $PY - "$d/shot.png" <<'PYEOF' && ! grep -q -i -E 'Refused to (load|connect)|net::ERR_|blocked' "$d/chrome.err"; then
+import sys
+from PIL import Image
+im = Image.open(sys.argv[1]).convert("RGB")
+colors = im.getcolors(1 << 24)
+assert colors and len(colors) > 20, len(colors or [])
+# the curves' colours are on the page
+assert any(c[1] == (31, 119, 180) for c in colors), "no series colour in the screenshot"
+PYEOF
+        pass report_renders_in_chromium_without_requests
+    else
+        fail report_renders_in_chromium_without_requests "$(grep -i -E 'refused|err_|blocked|error' "$d/chrome.err" | head -3)"
+    fi
+fi
+finish
