@@ -78,8 +78,8 @@ $(BUILD)/libftl.a: $(LIB_OBJS)
 	ar rcs $@ $^
 VERSION   := $(shell sed -n 's/^#define FTL_VERSION "\(.*\)"/\1/p' include/ftl/base.h)
 SOMAJOR   := 0
-$(BUILD)/libftl.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libftl.so.$(SOMAJOR) -o $@ $^ $(LDLIBS)
+$(BUILD)/libftl.so: $(LIB_OBJS) Makefile
+	$(CC) -shared -Wl,-soname,libftl.so.$(SOMAJOR) -o $@ $(LIB_OBJS) $(LDLIBS)
 $(BUILD)/ftl: $(CLI_OBJS) $(BUILD)/libftl.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libftl.a $(LDLIBS)
 $(BUILD)/ftl_unit: $(UNIT_OBJS) $(BUILD)/libftl.a
@@ -134,13 +134,15 @@ demo: deps
 # the static one), the public headers, ftl.pc for pkg-config and the man page.
 PREFIX  ?= /usr/local
 DESTDIR ?=
-LIBDIR  := $(PREFIX)/lib
+LIBDIR  ?= $(PREFIX)/lib
 INSTALLED := $(PREFIX)/bin/ftl $(LIBDIR)/libftl.a $(LIBDIR)/libftl.so $(LIBDIR)/libftl.so.$(SOMAJOR) \
              $(LIBDIR)/libftl.so.$(VERSION) $(LIBDIR)/pkgconfig/ftl.pc $(PREFIX)/share/man/man1/ftl.1 \
              $(PREFIX)/include/ftl.h $(patsubst include/%,$(PREFIX)/include/%,$(wildcard include/ftl/*.h))
-$(BUILD)/ftl.pc: Makefile include/ftl/base.h
+# ftl.pc is made at every install: it records PREFIX and LIBDIR, which can change between calls.
+.PHONY: $(BUILD)/ftl.pc
+$(BUILD)/ftl.pc:
 	@mkdir -p $(BUILD)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
 	  'Name: ftl' 'Description: fast transfer learning: Parquet datasets, ONNX backbones, a trained softmax head' \
 	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lftl' 'Libs.private: $(LDLIBS)' 'Cflags: -I$${includedir}' >$@
 install: all $(BUILD)/ftl.pc

@@ -33,7 +33,7 @@ int cli_cmd_eval(int argc, char **argv) {
     int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
     if (rc != 0) return rc < 0 ? 0 : rc;
     for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], "--label-offset", 14) == 0) o.label_offset_given = true;
+        if (argv[i][0] == '-' && strstr(argv[i], "label-offset")) o.label_offset_given = true; /* -x and --x alike */
     o.model_path = pos[0];
     o.data_path = pos[1];
     o.show_progress = !quiet;

@@ -130,7 +130,7 @@ static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int grou
         } else {
             memcpy(&v, (const uint8_t *)rb->label.values + 8 * i, 8);
         }
-        v += l->o.label_offset;
+        if (v >= INT32_MIN && v <= INT32_MAX) v += l->o.label_offset; /* the sum cannot overflow then */
         if (v < 0 || v > INT32_MAX)
             return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: label %lld%s is out of range", f->path, group,
                             (long long)i, (long long)(v - l->o.label_offset),

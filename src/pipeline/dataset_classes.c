@@ -63,6 +63,10 @@ ftl_status dataset_read_classes(const char *const *sources, const char *label_co
                     } else {
                         memcpy(&x, (uint8_t *)v.values + 8 * i, 8);
                     }
+                    if (x < INT32_MIN || x > INT32_MAX) { /* no class index; also keeps the sum below in range */
+                        st = ftl_fail(FTL_E_FORMAT, "%s: label %lld is out of range", paths[k], (long long)x);
+                        break;
+                    }
                     x += label_offset;
                     if (x > max_label) max_label = x;
                     if (x < min_label) min_label = x;

@@ -195,9 +195,17 @@ static ftl_status eval_section(ftl_strbuf *b, const char *path) {
                          conf->count != classes->count))
         st = ftl_fail(FTL_E_FORMAT, "%s: not an ftl eval --json file (classes and confusion expected)", path);
     size_t n = st == FTL_OK ? classes->count : 0;
-    for (size_t i = 0; st == FTL_OK && i < n; i++)
-        if (conf->items[i].type != FTL_JSON_ARRAY || conf->items[i].count != n)
+    for (size_t i = 0; st == FTL_OK && i < n; i++) {
+        if (conf->items[i].type != FTL_JSON_ARRAY || conf->items[i].count != n) {
             st = ftl_fail(FTL_E_FORMAT, "%s: confusion row %zu does not have %zu entries", path, i, n);
+            break;
+        }
+        for (size_t j = 0; st == FTL_OK && j < n; j++) {
+            const ftl_json *c = &conf->items[i].items[j];
+            if (c->type != FTL_JSON_NUMBER || !(c->number >= 0 && c->number <= 1e15))
+                st = ftl_fail(FTL_E_FORMAT, "%s: confusion[%zu][%zu] is not an image count", path, i, j);
+        }
+    }
     if (st != FTL_OK) {
         ftl_json_free(v);
         return st;
@@ -316,6 +324,13 @@ static ftl_status timeline_section(ftl_strbuf *b, const char *path) {
         if (!ftl_json_get_number(e, "pid", &pid) || !ftl_json_get_number(ftl_json_get(e, "args"), "step", &step)) continue;
         if (pid >= 0 && pid < 4096 && pid + 1 > ranks) ranks = (int)pid + 1;
         if (step >= 0 && step < 1e8 && step + 1 > steps) steps = (int64_t)step + 1;
+    }
+    /* Step and rank numbers come from the file: a table far larger than its events is not a trace of ours. */
+    if ((double)ranks * (double)steps > 8.0 * (double)v->count + 1024) {
+        size_t events = v->count;
+        ftl_json_free(v);
+        return ftl_fail(FTL_E_FORMAT, "%s: %d ranks x %lld steps for %zu events: not an ftl --timeline file", path, ranks,
+                        (long long)steps, events);
     }
     double *t = ftl_xcalloc((size_t)(ranks * steps) + 1, sizeof *t);
     for (size_t i = 0; i < v->count; i++) {

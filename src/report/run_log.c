@@ -10,6 +10,9 @@
 const char *const run_log_time_names[RUN_LOG_TIMES] = {"data_wait_s", "backbone_s", "head_s", "allreduce_s",
                                                        "validation_s", "checkpoint_s"};
 
+/* A count from the file, clamped so that no conversion can overflow. */
+static int64_t count_of(double x) { return x >= 0 ? (x < 1e15 ? (int64_t)x : (int64_t)1e15) : 0; }
+
 static double number_or_nan(const ftl_json *o, const char *key) {
     double v;
     return o && ftl_json_get_number(o, key, &v) ? v : NAN;
@@ -26,10 +29,10 @@ static void note(run_log *log, const char *text) {
 
 ftl_status run_log_read(const char *path, run_log *log) {
     memset(log, 0, sizeof *log);
-    log->path = ftl_strdup(path);
     uint8_t *data;
     size_t size;
     FTL_TRY(ftl_read_file(path, &data, &size));
+    log->path = ftl_strdup(path);
     ftl_status st = FTL_OK;
     int64_t line_no = 0, unknown = 0;
     bool any_ftl = false;
@@ -45,11 +48,13 @@ ftl_status run_log_read(const char *path, run_log *log) {
         ftl_json *v = NULL;
         if (ftl_json_parse(text, n, &v) != FTL_OK || v->type != FTL_JSON_OBJECT) {
             ftl_json_free(v);
-            if (last && any_ftl) { /* a run killed while writing its last line */
-                char *t = ftl_format("%s: the last line (%lld) is incomplete and was skipped.", path, (long long)line_no);
+            if (any_ftl) { /* a run killed while writing a line (a resume may have appended after it) */
+                char *t = last ? ftl_format("%s: the last line (%lld) is incomplete and was skipped.", path, (long long)line_no)
+                               : ftl_format("%s: line %lld is incomplete (a run killed while writing it?) and was skipped.",
+                                            path, (long long)line_no);
                 note(log, t);
                 free(t);
-                break;
+                continue;
             }
             st = ftl_fail(FTL_E_FORMAT, "%s: line %lld is not a JSON object: not an ftl training log (ftl train --log)",
                           path, (long long)line_no);
@@ -80,10 +85,10 @@ ftl_status run_log_read(const char *path, run_log *log) {
             break;
         }
         e.epoch = (int64_t)d;
-        e.epochs = (int64_t)fmax(0, number_or_nan(v, "epochs"));
-        e.steps = (int64_t)fmax(0, number_or_nan(v, "steps"));
-        e.examples = (int64_t)fmax(0, number_or_nan(v, "examples"));
-        e.best_epoch = (int64_t)fmax(0, number_or_nan(v, "best_epoch"));
+        e.epochs = count_of(number_or_nan(v, "epochs"));
+        e.steps = count_of(number_or_nan(v, "steps"));
+        e.examples = count_of(number_or_nan(v, "examples"));
+        e.best_epoch = count_of(number_or_nan(v, "best_epoch"));
         e.seconds = number_or_nan(v, "time_s");
         e.loss = number_or_nan(v, "loss");
         e.acc = number_or_nan(v, "acc");

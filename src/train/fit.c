@@ -407,6 +407,15 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     if (c->log_path && rank0) {
         jsonl = fopen(c->log_path, "a");
         if (!jsonl) return ftl_fail(FTL_E_IO, "cannot open the log %s: %s", c->log_path, strerror(errno));
+        /* A run killed while writing left half a line: end it, so the next record is a line of its own. */
+        long size = (fseek(jsonl, 0, SEEK_END) == 0) ? ftell(jsonl) : -1;
+        if (size > 0) {
+            FILE *r = fopen(c->log_path, "rb");
+            int lastc = EOF;
+            if (r && fseek(r, -1, SEEK_END) == 0) lastc = fgetc(r);
+            if (r) fclose(r);
+            if (lastc != '\n' && lastc != EOF) fputs("\n", jsonl);
+        }
         /* Each run (and each resume) starts its part of the log with what it is. */
         if (c->run_record && (fputs(c->run_record, jsonl) == EOF || fputs("\n", jsonl) == EOF || fflush(jsonl) != 0)) {
             fclose(jsonl);

@@ -51,6 +51,22 @@ expect_error report_refuses_a_file_that_is_not_a_log 1 'README.md: line 1 is not
     "$FTL_SAN" report README.md -o "$d/bad.html"
 [ ! -e "$d/bad.html" ] && pass report_writes_nothing_on_error || fail report_writes_nothing_on_error "bad.html exists"
 expect_error report_refuses_an_existing_output 2 'already exists' "$FTL_SAN" report "$d/a.jsonl" -o "$d/report.html"
+# hostile inputs: huge numbers in a log, a timeline whose step numbers ask for terabytes, inf counts
+printf '{"record":"epoch","epoch":1,"loss":1,"acc":0.5}\n{"record":"epoch","epoch":2,"loss":1e999,"acc":0.5,"best_epoch":1e999,"epochs":1e300}\n' >"$d/huge.jsonl"
+"$FTL_SAN" report "$d/huge.jsonl" -o "$d/huge.html" >/dev/null 2>"$d/huge.err" && ! grep -q -E 'Sanitizer|runtime error' "$d/huge.err" &&
+    pass report_survives_huge_numbers || fail report_survives_huge_numbers "$(head -3 "$d/huge.err")"
+printf '[{"name":"head","ph":"X","pid":4095,"ts":0,"dur":1,"args":{"step":99999999}}]' >"$d/sparse_trace.json"
+expect_error report_refuses_a_sparse_timeline 1 'not an ftl --timeline file' \
+    "$FTL_SAN" report "$d/a.jsonl" -o "$d/sparse.html" --timeline "$d/sparse_trace.json"
+$PY -c 'import json,sys; e=json.load(open(sys.argv[1])); e["confusion"][0][0]=float("inf"); open(sys.argv[2],"w").write(json.dumps(e).replace("Infinity","1e999"))' \
+    "$d/eval.json" "$d/inf_eval.json"
+expect_error report_refuses_an_eval_with_impossible_counts 1 'confusion\[0\]\[0\] is not an image count' \
+    "$FTL_SAN" report "$d/a.jsonl" -o "$d/inf.html" --eval "$d/inf_eval.json"
+# a run killed while writing its log, then resumed into the same log: the broken line is skipped
+head -c $(($(wc -c <"$d/r.jsonl") - 30)) "$d/r.jsonl" >"$d/killed.jsonl"
+cat "$d/r.jsonl" >>"$d/killed.jsonl"
+"$FTL" report "$d/killed.jsonl" -o "$d/killed.html" >/dev/null 2>"$d/killed.err" && grep -q 'is incomplete (a run killed while writing it?)' "$d/killed.html" &&
+    pass report_skips_a_half_line_before_a_resume || fail report_skips_a_half_line_before_a_resume "$(cat "$d/killed.err")"
 
 # the page in a browser, without network
 if ! command -v chromium >/dev/null 2>&1; then
