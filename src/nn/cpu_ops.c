@@ -435,43 +435,79 @@ static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
     return cpu_emit_reorder(p, vv, out, label);
 }
 
+/* One concat primitive of vals[0..nin) along axis into a new value (the node's output when
+ * out_tensor >= 0, else an intermediate of the given dims). */
+static ftl_status concat_step(nn_plan *p, const nn_node *n, const char *label, int axis, int *vals, dnnl_memory_desc_t *mds,
+                              int nin, const dnnl_memory_desc_t *dst_any, int out_tensor, int *out_value) {
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(NULL, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_concat_primitive_desc_create(&pd, dst_any, nin, axis, mds, attr, p->engine);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "concat"), "node '%s' (%s)", n->name, n->op_type);
+    dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    int keys[CPU_MAX_ARGS], args[CPU_MAX_ARGS];
+    for (int k = 0; k < nin; k++) keys[k] = DNNL_ARG_MULTIPLE_SRC + k, args[k] = vals[k];
+    keys[nin] = DNNL_ARG_DST;
+    args[nin] = out_tensor >= 0 ? new_output(p, out_tensor, &dst_md) : cpu_new_value(p, &dst_md, cpu_new_buf(p, 0, p->cur_node));
+    *out_value = args[nin];
+    return cpu_emit_prim(p, pd, keys, args, nin + 1, nin, label);
+}
+
+/* Concat of any number of inputs (DenseNet's grow with depth): oneDNN takes up to
+ * CPU_MAX_ARGS - 1 per primitive, so longer lists are concatenated in a chain of partial results. */
 static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
-    int nin = 0, vals[64];
-    dnnl_memory_desc_t mds[64];
-    if (n->n_in > CPU_MAX_ARGS - 1)
-        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): more than %d inputs", n->name, CPU_MAX_ARGS - 1);
+    int nin = 0;
+    int *vals = ftl_xmalloc((size_t)(n->n_in + 1) * sizeof *vals);
+    dnnl_memory_desc_t *mds = ftl_xmalloc((size_t)(n->n_in + 1) * sizeof *mds);
     dnnl_data_type_t dt = dnnl_data_type_undef;
-    for (int k = 0; k < n->n_in; k++) {
+    ftl_status st = FTL_OK;
+    for (int k = 0; k < n->n_in && st == FTL_OK; k++) {
         if (n->in[k] < 0) continue;
-        if (nn_is_const(g, n->in[k]))
-            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): constant input '%s' is not supported", n->name,
-                            g->tensors[n->in[k]].name);
+        if (nn_is_const(g, n->in[k])) {
+            st = ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): constant input '%s' is not supported", n->name,
+                          g->tensors[n->in[k]].name);
+            break;
+        }
         int v = p->tval[n->in[k]];
         if (dt == dnnl_data_type_undef) dt = p->vals[v].md.data_type;
         if (p->vals[v].md.data_type != dt) {
             dnnl_memory_desc_t md;
             cpu_plain_md(&md, shape_of(g, n->in[k]), dt);
-            FTL_TRY(cpu_ensure(p, n->in[k], &md, &v));
+            st = cpu_ensure(p, n->in[k], &md, &v);
         }
         vals[nin] = v;
         mds[nin++] = p->vals[v].md;
     }
-    dnnl_memory_desc_t dst_any;
-    any_md(&dst_any, shape_of(g, n->out[0]), dt);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(NULL, &attr, false));
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_concat_primitive_desc_create(&pd, &dst_any, nin, n->p.axis, mds, attr, p->engine);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "concat"), "node '%s' (%s)", n->name, n->op_type);
-    dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    int keys[64];
-    for (int k = 0; k < nin; k++) keys[k] = DNNL_ARG_MULTIPLE_SRC + k;
-    keys[nin] = DNNL_ARG_DST;
-    vals[nin] = new_output(p, n->out[0], &dst_md);
-    return cpu_emit_prim(p, pd, keys, vals, nin + 1, nin, label);
+    const int most = CPU_MAX_ARGS - 1;
+    const nn_shape *ys = shape_of(g, n->out[0]);
+    while (st == FTL_OK && nin > most) { /* the first `most` inputs become one partial result */
+        dnnl_memory_desc_t part_any;
+        any_md(&part_any, ys, dt);
+        int64_t along = 0;
+        for (int k = 0; k < most; k++) along += mds[k].dims[n->p.axis];
+        part_any.dims[n->p.axis] = along;
+        dnnl_memory_desc_init_by_tag(&part_any, part_any.ndims, part_any.dims, dt, dnnl_format_tag_any);
+        int part;
+        st = concat_step(p, n, label, (int)n->p.axis, vals, mds, most, &part_any, -1, &part);
+        if (st != FTL_OK) break;
+        vals[0] = part;
+        mds[0] = p->vals[part].md;
+        memmove(vals + 1, vals + most, (size_t)(nin - most) * sizeof *vals);
+        memmove(mds + 1, mds + most, (size_t)(nin - most) * sizeof *mds);
+        nin -= most - 1;
+    }
+    if (st == FTL_OK) {
+        dnnl_memory_desc_t dst_any;
+        any_md(&dst_any, ys, dt);
+        int out;
+        st = concat_step(p, n, label, (int)n->p.axis, vals, mds, nin, &dst_any, n->out[0], &out);
+    }
+    free(vals);
+    free(mds);
+    return st;
 }
 
 static ftl_status emit_pad(nn_plan *p, nn_graph *g, const nn_node *n) {

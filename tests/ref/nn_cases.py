@@ -163,6 +163,9 @@ def build_cases(d):
     g = G("concat_channels_odd", [2, 4, 7, 6])
     g.save(d, g.op("Concat", [g.conv("x", 4, 5, pads=[1, 1, 1, 1]), g.conv("x", 4, 7, k=(1, 1)), "x"], axis=1))
     g = G("concat_axis2", [2, 3, 4, 5]); g.save(d, g.op("Concat", [g.conv("x", 3, 3, pads=[1, 1, 1, 1]), "x"], axis=2))
+    # DenseNet-style: more inputs than one oneDNN concat takes (33: a chain of partial concats)
+    g = G("concat_33_inputs", [2, 3, 5, 6])
+    g.save(d, g.op("Concat", [g.conv("x", 3, 1 + k % 3, k=(1, 1)) for k in range(32)] + ["x"], axis=1))
     g = G("transpose_nhwc_input", [2, 9, 7, 3])  # a channels-last input adapter
     g.save(d, g.conv(g.op("Transpose", ["x"], perm=[0, 3, 1, 2]), 3, 8, pads=[1, 1, 1, 1]))
     g = G("transpose_to_nhwc", [2, 3, 5, 4]); g.save(d, g.op("Transpose", [g.conv("x", 3, 6)], perm=[0, 2, 3, 1]))
