@@ -1,4 +1,4 @@
-/* torchvision mobilenet_v2 and resnet50 (random weights, exported by tests/ref/nn_torchvision.py
+/* torchvision mobilenet_v2, resnet50 and densenet121 (random weights, exported by tests/ref/nn_torchvision.py
  * with torch.onnx) against PyTorch's outputs: float input, the uint8 path with torch scaling and a
  * 256 -> 224 Pillow-BILINEAR resize, and --features-from the pooled features under fc. */
 #include "nn_testutil.h"
@@ -72,6 +72,9 @@ static void check_model(const char *name) {
 
 TEST(nn_torchvision_mobilenet_v2) { check_model("mobilenet_v2"); }
 TEST(nn_torchvision_resnet50) { check_model("resnet50"); }
+/* DenseNet's concats grow to 32 inputs (more than one oneDNN concat takes) and its
+ * pre-activation BatchNorms follow Concat, so they are not folded into a conv. */
+TEST(nn_torchvision_densenet121) { check_model("densenet121"); }
 
 TEST(nn_torchvision_resnet50_features_from) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
