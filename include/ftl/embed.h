@@ -24,6 +24,7 @@ typedef struct ftl_embed_options {
     const char *image_column;      /* default "image" */
     const char *label_column;      /* default "label" */
     int label_offset;              /* added to every label (-1 for 1-based labels); recorded, part of the cache key */
+    const char *source_fingerprint; /* ftl_dataset_fingerprint of sources when the caller has it (it reads every byte) */
     int batch;                     /* images per forward pass; default 32 */
     int threads;                   /* backbone threads; 0 = all cores */
     int loader_threads;            /* background readers; 0 = 1 */

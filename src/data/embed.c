@@ -223,21 +223,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     double start = ftl_now();
     memset(s, 0, sizeof *s);
     int64_t total = 0;
-    {
-        char **paths;
-        int count;
-        FTL_TRY(loader_expand_sources(o->sources, o->source_count, &paths, &count));
-        ftl_status st = FTL_OK;
-        for (int i = 0; i < count; i++) {
-            ftl_parquet_file *f = NULL;
-            if (st == FTL_OK) st = ftl_parquet_open(paths[i], &f);
-            if (st == FTL_OK) total += ftl_parquet_num_rows(f);
-            ftl_parquet_close(f);
-            free(paths[i]);
-        }
-        free(paths);
-        FTL_TRY(st);
-    }
+    FTL_TRY(loader_total_rows(o->sources, o->source_count, &total));
     if (rank == 0 && ftl_path_exists(o->output_path) && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
     const char *tmp = getenv("TMPDIR");
@@ -352,7 +338,8 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
         return ftl_fail(FTL_E_INVALID_ARG, "embed needs a dataset, a backbone and an output path");
     if (ftl_path_exists(o->output_path) && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
-    FTL_TRY(ftl_dataset_fingerprint(o->sources, o->source_count, s->dataset_fingerprint));
+    if (o->source_fingerprint) snprintf(s->dataset_fingerprint, sizeof s->dataset_fingerprint, "%s", o->source_fingerprint);
+    else FTL_TRY(ftl_dataset_fingerprint(o->sources, o->source_count, s->dataset_fingerprint));
 
     ftl_loader_options lo;
     ftl_loader_options_init(&lo);

@@ -107,6 +107,21 @@ static ftl_status metadata_image_size(ftl_parquet_file *f, const char *path, int
     return FTL_OK;
 }
 
+ftl_status loader_total_rows(const char *const *sources, int source_count, int64_t *rows) {
+    ftl_string_list paths = {0};
+    FTL_TRY(expand_into(sources, source_count, &paths));
+    ftl_status st = FTL_OK;
+    *rows = 0;
+    for (int i = 0; i < paths.count && st == FTL_OK; i++) {
+        ftl_parquet_file *f = NULL;
+        st = ftl_parquet_open(paths.items[i], &f);
+        if (st == FTL_OK) *rows += ftl_parquet_num_rows(f);
+        ftl_parquet_close(f);
+    }
+    ftl_string_list_free(&paths);
+    return st;
+}
+
 ftl_status loader_dataset_image_size(const char *const *sources, int source_count, int override, int *size) {
     if (override > 0) {
         if (override > FTL_LOADER_MAX_IMAGE_SIZE)

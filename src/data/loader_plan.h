@@ -38,6 +38,8 @@ typedef struct loader_plan {
 /* Files named by `sources`: files as given, folders searched for *.parquet part files (sorted). */
 ftl_status loader_expand_sources(const char *const *sources, int source_count, char ***paths, int *count);
 /* S of a dataset's images: `override` when > 0, else the first file's ftl.image_size. */
+/* Rows of a dataset: the sum over its files' footers. */
+ftl_status loader_total_rows(const char *const *sources, int source_count, int64_t *rows);
 ftl_status loader_dataset_image_size(const char *const *sources, int source_count, int override, int *size);
 ftl_status loader_plan_build(const ftl_loader_options *options, loader_plan *plan);
 void loader_plan_free(loader_plan *plan);

@@ -124,7 +124,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
                       o->data_path, data_size, data_size, o->model_path, cb.input_size, cb.input_size, cb.input_size);
     /* This rank's rows: a contiguous share, so rank order is dataset order. */
     int64_t total = 0, begin = 0, end = 0;
-    if (st == FTL_OK) st = dataset_total_rows(src, 1, &total);
+    if (st == FTL_OK) st = loader_total_rows(src, 1, &total);
     begin = ftl_dist_rank(col) * total / ftl_dist_size(col);
     end = (ftl_dist_rank(col) + 1) * total / ftl_dist_size(col);
     /* Cached features of exactly these rows, backbone and preprocessing, when one part holds them. */

@@ -49,22 +49,6 @@ static const char *stale_reason(const char *path, const cache_identity *id) {
     return reason;
 }
 
-ftl_status dataset_total_rows(const char *const *sources, int source_count, int64_t *rows) {
-    char **paths;
-    int count;
-    FTL_TRY(loader_expand_sources(sources, source_count, &paths, &count));
-    ftl_status st = FTL_OK;
-    *rows = 0;
-    for (int i = 0; i < count; i++) {
-        ftl_parquet_file *f = NULL;
-        if (st == FTL_OK) st = ftl_parquet_open(paths[i], &f);
-        if (st == FTL_OK) *rows += ftl_parquet_num_rows(f);
-        ftl_parquet_close(f);
-        free(paths[i]);
-    }
-    free(paths);
-    return st;
-}
 
 char *dataset_quick_identity(const char *const *sources, int source_count) {
     char **paths;
@@ -127,7 +111,8 @@ static void list_parts(const char *dir, const char *prefix, const cache_identity
     if (*count > 1) qsort(*parts, (size_t)*count, sizeof **parts, part_order);
 }
 
-static ftl_status embed_part(const feature_cache_request *r, const char *path, int64_t begin, int64_t end) {
+static ftl_status embed_part(const feature_cache_request *r, const char *fingerprint, const char *path, int64_t begin,
+                             int64_t end) {
     const ftl_embed_options *e = r->embed;
     ftl_embed_options eo = *e;
     eo.sources = r->sources;
@@ -139,6 +124,7 @@ static ftl_status embed_part(const feature_cache_request *r, const char *path, i
     eo.shard = 0;
     eo.num_shards = 1;
     eo.collectives = NULL; /* this rank's part only */
+    eo.source_fingerprint = fingerprint;
     ftl_embed_summary summary;
     ftl_dist_phase_begin(r->collectives, "building its feature cache part");
     ftl_status st = ftl_embed_run(&eo, &summary);
@@ -157,7 +143,7 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     const ftl_model_info *info = ftl_model_get_info(r->model);
     int image_size;
     FTL_TRY(loader_dataset_image_size(r->sources, r->source_count, e->image_size, &image_size));
-    FTL_TRY(dataset_total_rows(r->sources, r->source_count, &out->total_rows));
+    FTL_TRY(loader_total_rows(r->sources, r->source_count, &out->total_rows));
     int64_t begin = r->row_end > 0 ? r->row_begin : 0, end = r->row_end > 0 ? r->row_end : out->total_rows;
     if (begin < 0 || end > out->total_rows || begin > end)
         return ftl_fail(FTL_E_INTERNAL, "rows %lld-%lld are outside the dataset's %lld", (long long)begin, (long long)end,
@@ -167,7 +153,8 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     cache_identity id = {.backbone_sha256 = info->sha256, .feature_tensor = info->feature_name,
                          .precision = ftl_nn_precision_name(e->precision),
                          .conv_algorithm = ftl_nn_conv_algorithm_name(e->conv_algorithm)};
-    FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));
+    if (r->fingerprint) snprintf(id.fingerprint, sizeof id.fingerprint, "%s", r->fingerprint);
+    else FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));
     id.preprocess = ftl_nn_preprocess_json(&e->preprocess, r->model, image_size);
     char *key_text = ftl_format("ftl-feature-cache-3\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
                                 id.backbone_sha256, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
@@ -216,7 +203,7 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
             ftl_log_info("feature cache: computing %s features of rows %lld-%lld, which %s does not hold (its parts of "
                          "this key come from a run over other rows, e.g. another number of ranks)",
                          r->what, (long long)at, (long long)gap_end, r->cache_dir);
-        st = embed_part(r, path, at, gap_end);
+        st = embed_part(r, id.fingerprint, path, at, gap_end);
         if (st == FTL_OK) {
             out->parts = ftl_xrealloc(out->parts, (size_t)(out->count + 1) * sizeof *out->parts);
             out->parts[out->count++] = (feature_part){path, at, gap_end};

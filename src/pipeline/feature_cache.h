@@ -22,6 +22,7 @@ typedef struct feature_cache_request {
     const char *cache_dir;
     int64_t row_begin, row_end;       /* the rows this rank needs; row_end 0: all of them */
     const ftl_collectives *collectives; /* embedding is announced as a long phase (stall inspector) */
+    const char *fingerprint;          /* ftl_dataset_fingerprint of sources if already computed, else NULL */
 } feature_cache_request;
 
 /* The cache is a set of part files per key, each holding a contiguous range of the dataset's rows
@@ -43,8 +44,6 @@ void feature_cache_parts_free(feature_cache_parts *p);
 /* A cheap identity of a dataset (its files' names, sizes and row counts), for checking that every
  * rank sees the same data at start. malloc'd. */
 char *dataset_quick_identity(const char *const *sources, int source_count);
-/* Rows of a dataset (sum over its files' footers). */
-ftl_status dataset_total_rows(const char *const *sources, int source_count, int64_t *rows);
 
 /* Features of a file in memory, in file order. */
 typedef struct feature_table {

@@ -173,6 +173,7 @@ typedef struct train_run {
     int64_t class_count, dim;
     int image_size;
     char *preprocess_json, *classes_json, *cache_dir;
+    char train_fingerprint[65];  /* computed once (it reads every byte): the rank check and the cache key */
 } train_run;
 
 static void train_run_free(train_run *r) {
@@ -221,19 +222,20 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
     const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
     double t0 = ftl_now();
     int64_t train_total = 0, val_total = 0, tb, te, vb = 0, ve = 0;
-    FTL_TRY(dataset_total_rows(train_src, 1, &train_total));
-    if (o->val_path) FTL_TRY(dataset_total_rows(val_src, 1, &val_total));
+    FTL_TRY(loader_total_rows(train_src, 1, &train_total));
+    if (o->val_path) FTL_TRY(loader_total_rows(val_src, 1, &val_total));
     rank_rows(col, train_total, &tb, &te);
     rank_rows(col, val_total, &vb, &ve);
     feature_cache_parts tp = {0}, vp = {0};
     feature_cache_request req = {.sources = train_src, .source_count = 1, .what = "train", .embed = &o->embed,
                                  .model = r->backbone, .cache_dir = r->cache_dir, .row_begin = tb, .row_end = te,
-                                 .collectives = col};
+                                 .collectives = col, .fingerprint = r->train_fingerprint[0] ? r->train_fingerprint : NULL};
     ftl_status st = te > tb ? feature_cache_get(&req, &tp) : FTL_OK;
     s->train_cache_reused = tp.reused;
     if (st == FTL_OK && o->val_path && ve > vb) {
         req.sources = val_src;
         req.what = "val";
+        req.fingerprint = NULL;
         req.row_begin = vb;
         req.row_end = ve;
         st = feature_cache_get(&req, &vp);
@@ -391,9 +393,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
             free(vi);
         }
         /* Sizes can agree while the rows differ (a re-prep with another seed): the content too. */
-        char fp[65];
-        if (st == FTL_OK) st = ftl_dataset_fingerprint(train_src, 1, fp);
-        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset's content fingerprint", fp);
+        if (st == FTL_OK) st = ftl_dataset_fingerprint(train_src, 1, r.train_fingerprint);
+        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset's content fingerprint", r.train_fingerprint);
     }
     if (st == FTL_OK) {
         r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);

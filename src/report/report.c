@@ -182,13 +182,20 @@ static int by_accuracy(const void *a, const void *b) {
     return (x->accuracy > y->accuracy) - (x->accuracy < y->accuracy);
 }
 
-static ftl_status eval_section(ftl_strbuf *b, const char *path) {
+/* A whole JSON file (eval --json, a timeline). */
+static ftl_status read_json_file(const char *path, ftl_json **v) {
     uint8_t *data;
     size_t size;
+    *v = NULL;
     FTL_TRY(ftl_read_file(path, &data, &size));
-    ftl_json *v = NULL;
-    ftl_status st = ftl_json_parse((const char *)data, size, &v);
+    ftl_status st = ftl_json_parse((const char *)data, size, v);
     free(data);
+    return st;
+}
+
+static ftl_status eval_section(ftl_strbuf *b, const char *path) {
+    ftl_json *v = NULL;
+    ftl_status st = read_json_file(path, &v);
     const ftl_json *classes = st == FTL_OK ? ftl_json_get(v, "classes") : NULL;
     const ftl_json *conf = st == FTL_OK ? ftl_json_get(v, "confusion") : NULL;
     if (st == FTL_OK && (!classes || classes->type != FTL_JSON_ARRAY || !conf || conf->type != FTL_JSON_ARRAY ||
@@ -303,12 +310,8 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Per-rank step times from a --timeline trace: the spans of one global step, summed. */
 static ftl_status timeline_section(ftl_strbuf *b, const char *path) {
-    uint8_t *data;
-    size_t size;
-    FTL_TRY(ftl_read_file(path, &data, &size));
     ftl_json *v = NULL;
-    ftl_status st = ftl_json_parse((const char *)data, size, &v);
-    free(data);
+    ftl_status st = read_json_file(path, &v);
     if (st == FTL_OK && v->type != FTL_JSON_ARRAY) st = ftl_fail(FTL_E_FORMAT, "%s: not a trace-event array", path);
     if (st != FTL_OK) {
         ftl_json_free(v);

@@ -207,6 +207,10 @@ PYEOF
 expect_error eval_with_another_label_offset_is_refused 2 'has classes \["0", "1", "2"\] but .*spark2.ftl has \["0", "1"\]' \
     "$FTL_SAN" eval "$d/spark2.ftl" "$d/spark_val.parquet" --image-size 299 --label-offset 0 --quiet
 head -c 5000 "$d/ckpt/checkpoint-2.ckpt" >"$d/truncated.ckpt"
+expect_error inspect_truncated_checkpoint_is_a_clear_error 1 'truncated.ckpt' "$FTL_SAN" inspect "$d/truncated.ckpt" --json
+$PY -c 'import json,struct,sys; h=json.dumps({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"__metadata__":{"format":"pt"}}).encode(); open(sys.argv[1],"wb").write(struct.pack("<Q",len(h))+h+b"\0\0\0\0")' "$d/other.safetensors"
+expect_error inspect_foreign_safetensors_named 1 'other.safetensors: a safetensors file, but not an ftl model or checkpoint' \
+    "$FTL_SAN" inspect "$d/other.safetensors"
 expect_error resume_truncated_checkpoint_refused 1 'truncated.ckpt' \
     "$FTL_SAN" train "$T" --val "$V" "${RESUME[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"
 
