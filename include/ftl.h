@@ -18,5 +18,6 @@
 #include "ftl/train.h"
 #include "ftl/pipeline.h"
 #include "ftl/report.h"
+#include "ftl/export.h"
 
 #endif

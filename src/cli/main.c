@@ -16,6 +16,7 @@ static const subcommand subcommands[] = {
     {"train", cli_cmd_train, "train a softmax head on a frozen backbone (feature cache, early stopping, checkpoints)"},
     {"eval", cli_cmd_eval, "loss, top-1/top-5, per-class accuracy and confusion matrix of a trained model"},
     {"predict", cli_cmd_predict, "classify image files with a trained model"},
+    {"export", cli_cmd_export, "a trained model as one ONNX graph (preprocessing, backbone, head) for any runtime"},
     {"inspect", cli_cmd_inspect, "describe a Parquet dataset, a trained model or checkpoint, or an ONNX model"},
     {"report", cli_cmd_report, "a training log (and eval, timeline) as one self-contained HTML page"},
 };

@@ -163,6 +163,22 @@ static ftl_status external_bytes(Onnx__TensorProto *tp, const char *tname, size_
     return FTL_OK;
 }
 
+ftl_status nn_tensor_external_data(Onnx__TensorProto *tp, const char *tname, nn_extdata *x, const uint8_t **bytes,
+                                  size_t *size) {
+    int dt = tp->has_data_type ? tp->data_type : 0;
+    size_t es = elem_size(dt);
+    if (!es) return ftl_fail(FTL_E_UNSUPPORTED, "tensor '%s': data type %d is not supported", tname, dt);
+    uint64_t count = 1;
+    for (size_t i = 0; i < tp->n_dims; i++) {
+        if (tp->dims[i] < 0 || tp->dims[i] > (1ll << MAX_ELEMENTS_LOG2))
+            return ftl_fail(FTL_E_FORMAT, "tensor '%s': dimension %zu is %lld", tname, i, (long long)tp->dims[i]);
+        count *= (uint64_t)tp->dims[i];
+        if (count > (1ull << MAX_ELEMENTS_LOG2)) return ftl_fail(FTL_E_FORMAT, "tensor '%s': too many elements", tname);
+    }
+    *size = (size_t)count * es;
+    return external_bytes(tp, tname, *size, x, bytes);
+}
+
 ftl_status nn_tensor_from_proto(Onnx__TensorProto *tp, nn_tensor *t, nn_extdata *x) {
     const char *tname = t->name;
     int dt = tp->has_data_type ? tp->data_type : 0;

@@ -20,4 +20,9 @@ void nn_extdata_free(nn_extdata *x);
  * and bool types). May take ownership of tp's raw bytes. Errors name the tensor. */
 ftl_status nn_tensor_from_proto(Onnx__TensorProto *tp, nn_tensor *t, nn_extdata *x);
 
+/* The bytes of an initializer stored as external data (data_location EXTERNAL), after checking
+ * location, offset and length against the file and the tensor's shape and type. */
+ftl_status nn_tensor_external_data(Onnx__TensorProto *tp, const char *tname, nn_extdata *x, const uint8_t **bytes,
+                                  size_t *size);
+
 #endif

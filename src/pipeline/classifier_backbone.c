@@ -30,39 +30,62 @@ static ftl_status preprocess_from_json(const char *model_path, const char *json,
     return st;
 }
 
+ftl_status classifier_recipe_read(const ftl_classifier *clf, const char *model_path, classifier_recipe *r) {
+    memset(r, 0, sizeof *r);
+    r->backbone_path = ftl_classifier_metadata(clf, FTL_MODEL_META_BACKBONE_PATH);
+    r->backbone_sha256 = ftl_classifier_metadata(clf, FTL_MODEL_META_BACKBONE_SHA256);
+    r->feature_tensor = ftl_classifier_metadata(clf, FTL_MODEL_META_FEATURE_TENSOR);
+    r->scaling_json = ftl_classifier_metadata(clf, FTL_MODEL_META_INPUT_SCALING);
+    const char *size = ftl_classifier_metadata(clf, FTL_MODEL_META_INPUT_SIZE);
+    const char *precision = ftl_classifier_metadata(clf, "ftl.precision");
+    const char *conv_algorithm = ftl_classifier_metadata(clf, "ftl.conv_algorithm");
+    if (!r->backbone_path || !r->backbone_sha256 || !r->feature_tensor || !r->scaling_json || !size)
+        return ftl_fail(FTL_E_FORMAT, "%s: not a model trained by ftl train (backbone metadata missing)", model_path);
+    char *end;
+    long s = strtol(size, &end, 10);
+    if (*end || s < 1 || s > 65535) return ftl_fail(FTL_E_FORMAT, "%s: bad input size '%s'", model_path, size);
+    r->input_size = (int)s;
+    FTL_TRY(ftl_nn_precision_parse(precision ? precision : "fp32", &r->precision));
+    FTL_TRY(ftl_nn_conv_algorithm_parse(conv_algorithm ? conv_algorithm : "direct", &r->conv_algorithm)); /* older models: direct */
+    return preprocess_from_json(model_path, r->scaling_json, &r->preprocess);
+}
+
+ftl_status classifier_backbone_locate(const classifier_recipe *r, const char *model_path, const char *override,
+                                      char **path) {
+    *path = NULL;
+    const char *p = override ? override : r->backbone_path;
+    if (!ftl_path_exists(p)) {
+        if (override) return ftl_fail(FTL_E_NOT_FOUND, "--backbone %s: no such file", p);
+        return ftl_fail(FTL_E_NOT_FOUND, "the backbone %s recorded in %s does not exist (pass --backbone PATH)", p,
+                        model_path);
+    }
+    *path = ftl_strdup(p);
+    return FTL_OK;
+}
+
+ftl_status classifier_backbone_mismatch(const char *backbone_path, const char *sha256, const char *model_path,
+                                        const char *recorded) {
+    return ftl_fail(FTL_E_INVALID_ARG, "%s has sha256 %.16s..., but %s was trained on a backbone with sha256 %.16s...",
+                    backbone_path, sha256, model_path, recorded);
+}
+
 ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_path, const char *override, int batch,
                                     int threads) {
     memset(cb, 0, sizeof *cb);
     FTL_TRY(ftl_classifier_load(model_path, &cb->clf));
-    const char *path = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_BACKBONE_PATH);
-    const char *sha = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_BACKBONE_SHA256);
-    const char *tensor = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_FEATURE_TENSOR);
-    const char *scaling = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_INPUT_SCALING);
-    const char *size = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_INPUT_SIZE);
-    const char *precision = ftl_classifier_metadata(&cb->clf, "ftl.precision");
-    const char *conv_algorithm = ftl_classifier_metadata(&cb->clf, "ftl.conv_algorithm");
-    ftl_status st = FTL_OK;
-    if (!path || !sha || !tensor || !scaling || !size)
-        st = ftl_fail(FTL_E_FORMAT, "%s: not a model trained by ftl train (backbone metadata missing)", model_path);
+    classifier_recipe r;
+    ftl_status st = classifier_recipe_read(&cb->clf, model_path, &r);
     if (st == FTL_OK) {
-        char *end;
-        long s = strtol(size, &end, 10);
-        if (*end || s < 1 || s > 65535) st = ftl_fail(FTL_E_FORMAT, "%s: bad input size '%s'", model_path, size);
-        cb->input_size = (int)s;
-    }
-    if (st == FTL_OK) st = ftl_nn_precision_parse(precision ? precision : "fp32", &cb->precision);
-    if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm ? conv_algorithm : "direct", &cb->conv_algorithm); /* older models: direct */
-    if (st == FTL_OK) st = preprocess_from_json(model_path, scaling, &cb->preprocess);
-    if (st == FTL_OK) {
-        cb->backbone_path = ftl_strdup(override ? override : path);
-        if (!ftl_path_exists(cb->backbone_path))
-            st = ftl_fail(FTL_E_NOT_FOUND, "the backbone %s recorded in %s does not exist (pass --backbone PATH)",
-                          cb->backbone_path, model_path);
+        cb->input_size = r.input_size;
+        cb->precision = r.precision;
+        cb->conv_algorithm = r.conv_algorithm;
+        cb->preprocess = r.preprocess;
+        st = classifier_backbone_locate(&r, model_path, override, &cb->backbone_path);
     }
     if (st == FTL_OK) {
         ftl_model_options mo;
         ftl_model_options_init(&mo);
-        mo.features_from = tensor;
+        mo.features_from = r.feature_tensor;
         mo.precision = cb->precision;
         mo.conv_algorithm = cb->conv_algorithm;
         mo.threads = threads;
@@ -71,17 +94,17 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
     }
     if (st == FTL_OK) {
         const ftl_model_info *info = ftl_model_get_info(cb->backbone);
-        if (strcmp(info->sha256, sha) != 0)
-            st = ftl_fail(FTL_E_INVALID_ARG, "%s has sha256 %.16s..., but %s was trained on a backbone with sha256 %.16s...",
-                          cb->backbone_path, info->sha256, model_path, sha);
+        if (strcmp(info->sha256, r.backbone_sha256) != 0)
+            st = classifier_backbone_mismatch(cb->backbone_path, info->sha256, model_path, r.backbone_sha256);
         else if (info->feature_dim != cb->clf.head.dim)
             st = ftl_fail(FTL_E_FORMAT, "%s: the head takes %lld features, the backbone gives %lld", model_path,
                           (long long)cb->clf.head.dim, (long long)info->feature_dim);
     }
     if (st == FTL_OK) {
         char *again = ftl_nn_preprocess_json(&cb->preprocess, cb->backbone, cb->input_size);
-        if (strcmp(again, scaling) != 0)
-            st = ftl_fail(FTL_E_FORMAT, "%s: cannot reproduce the recorded preprocessing %s (got %s)", model_path, scaling, again);
+        if (strcmp(again, r.scaling_json) != 0)
+            st = ftl_fail(FTL_E_FORMAT, "%s: cannot reproduce the recorded preprocessing %s (got %s)", model_path,
+                          r.scaling_json, again);
         free(again);
     }
     if (st != FTL_OK) classifier_backbone_close(cb);

@@ -17,6 +17,24 @@ typedef struct classifier_backbone {
     int input_size;   /* S of the dataset images the model was trained on */
 } classifier_backbone;
 
+/* What MODEL.ftl records about its backbone (strings point into the classifier's metadata). */
+typedef struct classifier_recipe {
+    const char *backbone_path, *backbone_sha256, *feature_tensor, *scaling_json;
+    int input_size;
+    ftl_nn_preprocess preprocess;
+    ftl_nn_precision precision;
+    ftl_nn_conv_algorithm conv_algorithm;
+} classifier_recipe;
+
+/* Reads and checks the recipe of a loaded model file (errors name model_path). */
+ftl_status classifier_recipe_read(const ftl_classifier *clf, const char *model_path, classifier_recipe *r);
+/* The backbone to open: `override` when given, else the recorded path; it must exist. Caller frees. */
+ftl_status classifier_backbone_locate(const classifier_recipe *r, const char *model_path, const char *override,
+                                      char **path);
+/* The error for a backbone whose sha256 is not the recorded one. */
+ftl_status classifier_backbone_mismatch(const char *backbone_path, const char *sha256, const char *model_path,
+                                        const char *recorded);
+
 /* backbone_override: a path to use instead of the recorded one (same sha256 required). */
 ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_path, const char *backbone_override,
                                     int batch, int threads);
