@@ -89,6 +89,23 @@ static int64_t input_batch(const Onnx__ValueInfoProto *vi) {
     return d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value > 0 ? d->dim_value : -1;
 }
 
+/* Initializers no node reads any more (attributes again after an opset conversion). */
+static void drop_unused_inits(const onnx_builder *b, backbone_graph *bg) {
+    ob_table used = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        Onnx__NodeProto *const *nodes = pass ? bg->nodes : b->nodes;
+        size_t n = pass ? bg->n_nodes : b->n_nodes;
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < nodes[i]->n_input; k++)
+                if (nodes[i]->input[k] && *nodes[i]->input[k]) ob_table_put(&used, nodes[i]->input[k], 1);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < bg->n_inits; i++)
+        if (ob_table_get(&used, bg->inits[i]->name) >= 0) bg->inits[kept++] = bg->inits[i];
+    bg->n_inits = kept; /* init_index is not used after this */
+    ob_table_free(&used);
+}
+
 typedef struct export_job {
     const ftl_export_options *o;
     ftl_classifier clf;
@@ -153,6 +170,7 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
         ob_attr_int(b, sm, "axis", 1);
     }
 
+    drop_unused_inits(b, bg);
     Onnx__GraphProto *g = ob_alloc(b, sizeof *g);
     onnx__graph_proto__init(g);
     g->name = ob_strdup(b, "ftl_classifier");
@@ -240,6 +258,8 @@ ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) 
                         EXPORT_OPSET_MAX);
     if (o->input != FTL_EXPORT_INPUT_UINT8_NHWC && o->input != FTL_EXPORT_INPUT_FLOAT_NCHW)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown export input %d", (int)o->input);
+    if (ftl_is_directory(o->output_path))
+        return ftl_fail(FTL_E_INVALID_ARG, "%s is a folder; give the .onnx file to write", o->output_path);
     if (ftl_path_exists(o->output_path) && !o->overwrite) /* before the work: fail fast */
         return ftl_fail(FTL_E_EXISTS, "%s already exists (use --overwrite to replace it)", o->output_path);
     export_job j = {.o = o};
