@@ -7,6 +7,7 @@
  * build: cc -O2 -mavx512f -mavx512bf16 -pthread peak.c -o peak;  run: ./peak THREADS */
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -65,8 +66,10 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (threads < 1 || threads > 256) return 2;
     if (argc > 2) iters = atol(argv[2]);
-    double f1 = run(fma_loop, 1, 32.0), b1 = run(bf16_loop, 1, 64.0);
-    double f = run(fma_loop, threads, 32.0), b = run(bf16_loop, threads, 64.0);
+    /* CPUs without AVX512-BF16 (e.g. Intel before Cooper Lake) report 0 for the bf16 peak */
+    bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+    double f1 = run(fma_loop, 1, 32.0), b1 = has_bf16 ? run(bf16_loop, 1, 64.0) : 0;
+    double f = run(fma_loop, threads, 32.0), b = has_bf16 ? run(bf16_loop, threads, 64.0) : 0;
     printf("{\"threads\":%d,\"fp32_fma_gflops\":%.1f,\"bf16_dp_gflops\":%.1f,\"one_thread_fp32\":%.1f,"
            "\"one_thread_bf16\":%.1f,\"measured_fp32\":%.1f,\"measured_bf16\":%.1f}\n",
            threads, f1 * threads, b1 * threads, f1, b1, f, b);
