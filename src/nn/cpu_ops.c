@@ -537,6 +537,25 @@ static ftl_status emit_pad(nn_plan *p, nn_graph *g, const nn_node *n) {
     return cpu_emit_reorder(p, sv, dv, label);
 }
 
+/* Slice of an activation (steps of 1): a strided view of the plain input, copied out. */
+static ftl_status emit_slice(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
+    int v = p->tval[n->in[0]];
+    dnnl_data_type_t dt = p->vals[v].md.data_type;
+    dnnl_memory_desc_t plain_in, plain_out, view;
+    cpu_plain_md(&plain_in, xs, dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));
+    dnnl_dims_t dims, off;
+    for (int i = 0; i < xs->rank; i++) dims[i] = ys->d[i], off[i] = n->p.slice_begin[i];
+    CPU_TRY(dnnl_memory_desc_init_submemory(&view, &plain_in, dims, off), label);
+    int sv = cpu_new_value(p, &view, p->vals[v].buf);
+    cpu_plain_md(&plain_out, ys, dt);
+    int out = new_output(p, n->out[0], &plain_out);
+    return cpu_emit_reorder(p, sv, out, label);
+}
+
 /* Gemm and MatMul with constant B: an inner product over the last axis. */
 static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
@@ -623,6 +642,7 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_TRANSPOSE: return emit_transpose(p, g, n);
     case NN_OP_CONCAT: return emit_concat(p, g, n);
     case NN_OP_PAD: return emit_pad(p, g, n);
+    case NN_OP_SLICE: return emit_slice(p, g, n);
     case NN_OP_GEMM: case NN_OP_MATMUL: return emit_inner_product(p, g, n);
     case NN_OP_BATCHNORM:
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (BatchNormalization): only 4-D inputs are supported", n->name);

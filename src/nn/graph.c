@@ -19,7 +19,10 @@ static const char *const op_names[NN_OP_COUNT] = {
     [NN_OP_SQUEEZE] = "Squeeze", [NN_OP_UNSQUEEZE] = "Unsqueeze", [NN_OP_CONCAT] = "Concat",
     [NN_OP_GEMM] = "Gemm", [NN_OP_MATMUL] = "MatMul", [NN_OP_PAD] = "Pad",
     [NN_OP_IDENTITY] = "Identity", [NN_OP_DROPOUT] = "Dropout", [NN_OP_TRANSPOSE] = "Transpose",
-    [NN_OP_CONSTANT] = "Constant",
+    [NN_OP_CONSTANT] = "Constant", [NN_OP_SHAPE] = "Shape", [NN_OP_GATHER] = "Gather", [NN_OP_CAST] = "Cast",
+    [NN_OP_SLICE] = "Slice", [NN_OP_EQUAL] = "Equal", [NN_OP_WHERE] = "Where",
+    [NN_OP_CONSTANTOFSHAPE] = "ConstantOfShape", [NN_OP_EXPAND] = "Expand", [NN_OP_RANGE] = "Range",
+    [NN_OP_MOD] = "Mod", [NN_OP_NOT] = "Not",
 };
 
 const char *nn_op_name(nn_op op) { return op >= 0 && op < NN_OP_COUNT ? op_names[op] : "?"; }
@@ -42,20 +45,26 @@ static void free_attrs(nn_node *n) {
     free(n->attr);
 }
 
+void nn_node_free(nn_node *n) {
+    free(n->name);
+    free(n->op_type);
+    free(n->in);
+    free(n->out);
+    free_attrs(n);
+    memset(n, 0, sizeof *n);
+}
+
 void nn_graph_free(nn_graph *g) {
     if (!g) return;
     for (int i = 0; i < g->n_tensors; i++) {
         free(g->tensors[i].name);
         free(g->tensors[i].data);
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        nn_node *n = &g->nodes[i];
-        free(n->name);
-        free(n->op_type);
-        free(n->in);
-        free(n->out);
-        free_attrs(n);
-    }
+    for (int i = 0; i < g->n_nodes; i++) nn_node_free(&g->nodes[i]);
+    for (int i = 0; i < g->n_folds; i++) nn_node_free(&g->folds[i].node);
+    for (int i = 0; i < g->n_retired; i++) free(g->retired[i]);
+    free(g->folds);
+    free(g->retired);
     free(g->tensors);
     free(g->nodes);
     free(g->inputs);

@@ -28,6 +28,7 @@ typedef struct nn_tensor {
     int64_t count;            /* elements of data */
     int producer;             /* node index, -1 for graph inputs and constants */
     bool is_input;            /* a graph input fed at run time */
+    bool computed;            /* data computed from shapes by a fold (recomputed for every batch) */
 } nn_tensor;
 
 typedef enum nn_op {
@@ -36,6 +37,9 @@ typedef enum nn_op {
     NN_OP_MAXPOOL, NN_OP_AVGPOOL, NN_OP_GLOBALAVGPOOL, NN_OP_GLOBALMAXPOOL, NN_OP_REDUCEMEAN,
     NN_OP_FLATTEN, NN_OP_RESHAPE, NN_OP_SQUEEZE, NN_OP_UNSQUEEZE, NN_OP_CONCAT, NN_OP_GEMM,
     NN_OP_MATMUL, NN_OP_PAD, NN_OP_IDENTITY, NN_OP_DROPOUT, NN_OP_TRANSPOSE, NN_OP_CONSTANT,
+    /* evaluated at load time (shape arithmetic); Slice also runs on activations */
+    NN_OP_SHAPE, NN_OP_GATHER, NN_OP_CAST, NN_OP_SLICE, NN_OP_EQUAL, NN_OP_WHERE, NN_OP_CONSTANTOFSHAPE,
+    NN_OP_EXPAND, NN_OP_RANGE, NN_OP_MOD, NN_OP_NOT,
     NN_OP_COUNT
 } nn_op;
 
@@ -99,6 +103,15 @@ typedef struct nn_params {
     int n_pads;
     float pad_value;
     bool allowzero;                   /* Reshape */
+    /* Shape start/end; Cast target (ONNX TensorProto data type); Mod fmod */
+    int64_t start, end;
+    int cast_to;
+    bool fmod;
+    /* Slice on activations: begin and length per axis (steps of 1), from its constant inputs */
+    int64_t slice_begin[NN_MAX_RANK];
+    /* a parameter input (Reshape shape, axes, pads, Clip min/max) was not a constant when the
+     * node was parsed: it is computed from shapes, and the node is parsed again once it is */
+    bool deferred;
 } nn_params;
 
 typedef struct nn_node {
@@ -115,6 +128,13 @@ typedef struct nn_node {
     bool dead;                /* removed by the optimiser */
 } nn_node;
 
+/* A node evaluated during shape inference (shape arithmetic, constant subgraphs): after main
+ * node `after` (-1: before all), its output's data is computed for the current batch. */
+typedef struct nn_fold {
+    nn_node node;
+    int after;
+} nn_fold;
+
 typedef struct nn_graph {
     nn_tensor *tensors;
     int n_tensors, cap_tensors;
@@ -124,6 +144,10 @@ typedef struct nn_graph {
     int n_inputs;
     int *outputs;
     int n_outputs;
+    nn_fold *folds;           /* in evaluation order */
+    int n_folds, cap_folds;
+    void **retired;           /* earlier data of computed tensors: plans compiled then may point there */
+    int n_retired, cap_retired;
     /* name lookup: open addressing over tensor indices */
     int *hash;
     int hash_cap;
@@ -142,6 +166,8 @@ ftl_status nn_graph_add_tensor(nn_graph *g, const char *name, int *index);
 int nn_graph_new_tensor(nn_graph *g, const char *base);
 /* Appends a node (fields zeroed) and returns its index. */
 int nn_graph_add_node(nn_graph *g);
+/* Frees a node's names, edges and attributes (the node itself is not freed). */
+void nn_node_free(nn_node *n);
 /* Sets a constant's data (takes ownership). */
 void nn_tensor_set_data(nn_tensor *t, nn_dtype dtype, void *data, const nn_shape *shape);
 

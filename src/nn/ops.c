@@ -45,6 +45,17 @@ static const op_info op_table[] = {
     {"Dropout", NN_OP_DROPOUT, 1, 3, 1, 2, {"ratio", "seed"}},
     {"Transpose", NN_OP_TRANSPOSE, 1, 1, 1, 1, {"perm"}},
     {"Constant", NN_OP_CONSTANT, 0, 0, 1, 1, {"value", "value_float", "value_floats", "value_int", "value_ints"}},
+    {"Shape", NN_OP_SHAPE, 1, 1, 1, 1, {"start", "end"}},
+    {"Gather", NN_OP_GATHER, 2, 2, 1, 1, {"axis"}},
+    {"Cast", NN_OP_CAST, 1, 1, 1, 1, {"to", "saturate"}},
+    {"Slice", NN_OP_SLICE, 3, 5, 1, 1, {0}},
+    {"Equal", NN_OP_EQUAL, 2, 2, 1, 1, {0}},
+    {"Where", NN_OP_WHERE, 3, 3, 1, 1, {0}},
+    {"ConstantOfShape", NN_OP_CONSTANTOFSHAPE, 1, 1, 1, 1, {"value"}},
+    {"Expand", NN_OP_EXPAND, 2, 2, 1, 1, {0}},
+    {"Range", NN_OP_RANGE, 3, 3, 1, 1, {0}},
+    {"Mod", NN_OP_MOD, 2, 2, 1, 1, {"fmod"}},
+    {"Not", NN_OP_NOT, 1, 1, 1, 1, {0}},
 };
 enum { OP_TABLE_SIZE = sizeof op_table / sizeof op_table[0] };
 
@@ -114,14 +125,24 @@ static ftl_status get_ints(const nn_node *n, const char *name, int want, int max
     return FTL_OK;
 }
 
+/* A parameter input that is not a constant yet: it may be computed from shapes (a fold), so the
+ * node is parsed again at shape time; a second miss is the error. */
+static _Thread_local bool parse_is_final; /* set while nn_node_reparse_params runs */
+
+static ftl_status defer(nn_node *n, const nn_graph *g, int k, const char *what) {
+    if (parse_is_final)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): input %d ('%s', the %s) must be a constant, or computed "
+                        "from constants and shapes only", n->name, n->op_type, k, g->tensors[n->in[k]].name, what);
+    n->p.deferred = 1;
+    return FTL_OK;
+}
+
 /* A constant input holding a list of int64 (pads, axes). */
-static ftl_status const_ints(const nn_graph *g, const nn_node *n, int k, const char *what, int max, int64_t *v, int *count) {
+static ftl_status const_ints(const nn_graph *g, nn_node *n, int k, const char *what, int max, int64_t *v, int *count) {
     *count = -1;
     if (k >= n->n_in || n->in[k] < 0) return FTL_OK;
     const nn_tensor *t = &g->tensors[n->in[k]];
-    if (!t->data)
-        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): input %d ('%s', the %s) must be a constant initializer",
-                        n->name, n->op_type, k, t->name, what);
+    if (!t->data) return defer(n, g, k, what);
     if (t->dtype != NN_I64 || t->shape.rank > 1 || t->count > max)
         return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): input '%s' (the %s) must be a 1-D integer tensor of at most %d "
                         "values", n->name, n->op_type, t->name, what, max);
@@ -131,12 +152,10 @@ static ftl_status const_ints(const nn_graph *g, const nn_node *n, int k, const c
 }
 
 /* A constant scalar float input (Clip min/max, Pad value). */
-static ftl_status const_scalar(const nn_graph *g, const nn_node *n, int k, const char *what, float *v) {
+static ftl_status const_scalar(const nn_graph *g, nn_node *n, int k, const char *what, float *v) {
     if (k >= n->n_in || n->in[k] < 0) return FTL_OK;
     const nn_tensor *t = &g->tensors[n->in[k]];
-    if (!t->data)
-        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): input %d ('%s', the %s) must be a constant initializer",
-                        n->name, n->op_type, k, t->name, what);
+    if (!t->data) return defer(n, g, k, what);
     if (t->count != 1)
         return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): input '%s' (the %s) must be a scalar, it has %lld values",
                         n->name, n->op_type, t->name, what, (long long)t->count);
@@ -215,7 +234,18 @@ static ftl_status check_arity_and_attrs(const nn_graph *g, const nn_node *n) {
     return FTL_OK;
 }
 
-ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
+static ftl_status parse_params(nn_graph *g, nn_node *n);
+
+ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) { return parse_params(g, n); }
+
+ftl_status nn_node_reparse_params(nn_graph *g, nn_node *n) {
+    parse_is_final = true;
+    ftl_status st = parse_params(g, n);
+    parse_is_final = false;
+    return st;
+}
+
+static ftl_status parse_params(nn_graph *g, nn_node *n) {
     FTL_TRY(check_arity_and_attrs(g, n));
     nn_params *p = &n->p;
     memset(p, 0, sizeof *p);
@@ -272,6 +302,7 @@ ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
         int c;
         FTL_TRY(get_ints(n, "axes", -1, NN_MAX_RANK, p->axes, &c));
         if (c < 0) FTL_TRY(const_ints(g, n, 1, "axes", NN_MAX_RANK, p->axes, &c));
+        if (p->deferred) break;
         p->n_axes = c;
         FTL_TRY(get_int(n, "keepdims", 1, &iv));
         p->keepdims = iv != 0;
@@ -291,9 +322,7 @@ ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
     case NN_OP_RESHAPE:
         FTL_TRY(get_int(n, "allowzero", 0, &iv));
         p->allowzero = iv != 0;
-        if (!nn_is_const(g, n->in[1]))
-            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Reshape): the shape input '%s' must be a constant initializer",
-                            n->name, g->tensors[n->in[1]].name);
+        if (!nn_is_const(g, n->in[1])) return defer(n, g, 1, "shape");
         if (g->tensors[n->in[1]].dtype != NN_I64 || g->tensors[n->in[1]].count > NN_MAX_RANK)
             return ftl_fail(FTL_E_FORMAT, "node '%s' (Reshape): the shape input must be int64 with at most %d values",
                             n->name, NN_MAX_RANK);
@@ -303,6 +332,7 @@ ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
         int c;
         FTL_TRY(get_ints(n, "axes", -1, NN_MAX_RANK, p->axes, &c));
         if (c < 0) FTL_TRY(const_ints(g, n, 1, "axes", NN_MAX_RANK, p->axes, &c));
+        if (p->deferred) break;
         if (c < 0 && n->op == NN_OP_UNSQUEEZE) return bad_attr(n, "axes", "is required");
         p->n_axes = c;
         break;
@@ -328,6 +358,7 @@ ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
         int c;
         FTL_TRY(get_ints(n, "pads", -1, 2 * NN_MAX_RANK, p->pads, &c));
         if (c < 0) FTL_TRY(const_ints(g, n, 1, "pads", 2 * NN_MAX_RANK, p->pads, &c));
+        if (p->deferred) break;
         if (c < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (Pad): no pads given", n->name);
         p->n_pads = c;
         for (int i = 0; i < c; i++)
@@ -336,6 +367,31 @@ ftl_status nn_node_parse_params(nn_graph *g, nn_node *n) {
         FTL_TRY(const_scalar(g, n, 2, "constant value", &p->pad_value));
         if (n->n_in > 3 && n->in[3] >= 0)
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Pad): the 'axes' input is not supported", n->name);
+        break;
+    }
+    case NN_OP_SHAPE:
+        FTL_TRY(get_int(n, "start", 0, &p->start));
+        FTL_TRY(get_int(n, "end", INT64_MAX, &p->end));
+        break;
+    case NN_OP_GATHER:
+        FTL_TRY(get_int(n, "axis", 0, &iv));
+        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+        p->axis = (int)iv;
+        break;
+    case NN_OP_CAST:
+        if (!nn_node_attr(n, "to")) return bad_attr(n, "to", "is required");
+        FTL_TRY(get_int(n, "to", 0, &iv));
+        if (iv < 1 || iv > 16) return bad_attr(n, "to", "not a numeric ONNX data type");
+        p->cast_to = (int)iv;
+        break;
+    case NN_OP_MOD:
+        FTL_TRY(get_int(n, "fmod", 0, &iv));
+        p->fmod = iv != 0;
+        break;
+    case NN_OP_CONSTANTOFSHAPE: {
+        const nn_attr *v = nn_node_attr(n, "value");
+        if (v && (v->type != NN_ATTR_TENSOR || g->tensors[v->tensor].count != 1))
+            return bad_attr(n, "value", "expected a one-element tensor");
         break;
     }
     case NN_OP_DROPOUT:

@@ -26,6 +26,9 @@ static void replace_uses(nn_graph *g, int from, int to) {
         for (int k = 0; k < n->n_post; k++)
             if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == from) n->post[k].sum_tensor = to;
     }
+    for (int f = 0; f < g->n_folds; f++)
+        for (int k = 0; k < g->folds[f].node.n_in; k++)
+            if (g->folds[f].node.in[k] == from) g->folds[f].node.in[k] = to;
     for (int i = 0; i < g->n_outputs; i++)
         if (g->outputs[i] == from) g->outputs[i] = to;
 }
@@ -33,6 +36,9 @@ static void replace_uses(nn_graph *g, int from, int to) {
 /* The only live node reading t (as a plain input), or -1. */
 static int sole_consumer(const nn_graph *g, int t, int after) {
     int found = -1;
+    for (int f = 0; f < g->n_folds; f++) /* read by shape arithmetic: it must stay a tensor of its own */
+        for (int k = 0; k < g->folds[f].node.n_in; k++)
+            if (g->folds[f].node.in[k] == t) return -1;
     for (int i = after + 1; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
         if (n->dead) continue;

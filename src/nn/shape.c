@@ -1,6 +1,9 @@
 /* Shape inference: one function per op family, in execution order. */
 #include "nn/shape.h"
+#include "nn/fold.h"
+#include "nn/ops.h"
 #include "util/error.h"
+#include "util/fsutil.h"
 
 #include <stdio.h>
 
@@ -351,7 +354,26 @@ static ftl_status infer_transpose(nn_graph *g, nn_node *n, nn_shape *y) {
     return FTL_OK;
 }
 
-static ftl_status infer_node(nn_graph *g, nn_node *n, nn_shape *y) {
+/* Slice on an activation: steps of 1, the batch axis whole (one image's rows stay together). */
+static ftl_status infer_slice(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    int64_t b[NN_MAX_RANK], e[NN_MAX_RANK], st[NN_MAX_RANK];
+    FTL_TRY(nn_slice_bounds(g, n, x, b, e, st));
+    *y = *x;
+    for (int i = 0; i < x->rank; i++) {
+        if (st[i] != 1)
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Slice): steps other than 1 on an activation are not supported",
+                            n->name);
+        y->d[i] = e[i] > b[i] ? e[i] - b[i] : 0;
+        n->p.slice_begin[i] = b[i];
+        if (y->d[i] < 1) return node_err(n, "the slice of %s is empty", SHAPE_TXT(*x), "");
+    }
+    if (y->d[0] != x->d[0])
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Slice): slicing the batch axis is not supported", n->name);
+    return FTL_OK;
+}
+
+ftl_status nn_infer_node_shape(nn_graph *g, nn_node *n, nn_shape *y) {
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] >= 0 && g->tensors[n->in[k]].shape.rank < 0)
             return node_err(n, "input '%s' has no known shape%s", g->tensors[n->in[k]].name, "");
@@ -382,13 +404,46 @@ static ftl_status infer_node(nn_graph *g, nn_node *n, nn_shape *y) {
     case NN_OP_MATMUL: return infer_matmul(g, n, y);
     case NN_OP_PAD: return infer_pad(g, n, y);
     case NN_OP_TRANSPOSE: return infer_transpose(g, n, y);
-    default: *y = *x; return FTL_OK; /* element-wise activations, Identity, Dropout */
+    case NN_OP_SLICE: return infer_slice(g, n, y);
+    default:
+        if (nn_op_is_value_only(n->op))
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): runs on an activation ('%s'); ftl evaluates %s only on "
+                            "constants and shapes (at load time)", n->name, n->op_type, g->tensors[n->in[0]].name, n->op_type);
+        *y = *x;
+        return FTL_OK; /* element-wise activations, Identity, Dropout */
     }
 }
 
 static bool is_const_foldable(nn_op op) {
     return op == NN_OP_IDENTITY || op == NN_OP_DROPOUT || op == NN_OP_RESHAPE || op == NN_OP_FLATTEN ||
            op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE;
+}
+
+/* Moves main node i into the fold list, to be evaluated after main node `after`. */
+static void extract_fold(nn_graph *g, int i, int after) {
+    if (g->n_folds == g->cap_folds) {
+        g->cap_folds = g->cap_folds ? 2 * g->cap_folds : 64;
+        g->folds = ftl_xrealloc(g->folds, (size_t)g->cap_folds * sizeof *g->folds);
+    }
+    int at = g->n_folds; /* keep the list ordered by `after` (stable) */
+    while (at > 0 && g->folds[at - 1].after > after) at--;
+    memmove(&g->folds[at + 1], &g->folds[at], (size_t)(g->n_folds - at) * sizeof *g->folds);
+    g->folds[at] = (nn_fold){.node = g->nodes[i], .after = after};
+    g->n_folds++;
+    nn_node *n = &g->nodes[i];
+    memset(n, 0, sizeof *n); /* its strings and edges now belong to the fold */
+    n->dead = true;
+}
+
+static ftl_status run_folds(nn_graph *g, int *next, int upto) {
+    for (; *next < g->n_folds && g->folds[*next].after <= upto; (*next)++) {
+        nn_node *f = &g->folds[*next].node;
+        if (f->p.deferred) FTL_TRY(nn_node_reparse_params(g, f));
+        if (!nn_fold_possible(g, f))
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): an input is no longer a constant", f->name, f->op_type);
+        FTL_TRY(nn_fold_eval(g, f));
+    }
+    return FTL_OK;
 }
 
 ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
@@ -401,14 +456,31 @@ ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
             return ftl_fail(FTL_E_FORMAT, "graph input '%s' has shape %s: more than 2^31 elements or a negative "
                             "dimension", in->name, SHAPE_TXT(in->shape));
     }
+    int next_fold = 0, last_live = -1;
+    FTL_TRY(run_folds(g, &next_fold, -1));
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *n = &g->nodes[i];
         if (n->dead) continue;
-        bool all_const = true;
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !nn_is_const(g, n->in[k]) && !(k > 0 && n->op == NN_OP_RESHAPE)) all_const = false;
+            if (n->in[k] >= 0 && g->tensors[n->in[k]].shape.rank < 0 && !g->tensors[n->in[k]].data)
+                return node_err(n, "input '%s' has no known shape%s", g->tensors[n->in[k]].name, "");
+        if (n->p.deferred) FTL_TRY(nn_node_reparse_params(g, n));
+        bool all_const = true, any_computed = false;
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0) continue;
+            if (!nn_is_const(g, n->in[k]) && !(k > 0 && n->op == NN_OP_RESHAPE)) all_const = false;
+            if (g->tensors[n->in[k]].computed) any_computed = true;
+        }
+        if ((all_const && (any_computed || !is_const_foldable(n->op)) && nn_fold_possible(g, n)) ||
+            (n->op == NN_OP_SHAPE && nn_fold_possible(g, n))) {
+            /* shape arithmetic, or arithmetic on constants: evaluated now and for every batch */
+            FTL_TRY(nn_fold_eval(g, n));
+            extract_fold(g, i, last_live);
+            next_fold++; /* just evaluated */
+            continue;
+        }
         nn_shape y;
-        FTL_TRY(infer_node(g, n, &y));
+        FTL_TRY(nn_infer_node_shape(g, n, &y));
         if (!shape_size_ok(&y))
             return node_err(n, "its output would have shape %s: more than 2^31 elements or a negative dimension",
                             SHAPE_TXT(y), "");
@@ -429,6 +501,8 @@ ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
             return node_err(n, "all its inputs are constants; computing constants at load time is not supported for "
                             "this op%s%s", "", "");
         out->shape = y;
+        last_live = i;
+        FTL_TRY(run_folds(g, &next_fold, i));
     }
     return FTL_OK;
 }

@@ -8,6 +8,15 @@
 
 void nn_graph_compact(nn_graph *g) {
     int k = 0;
+    /* folds run after a main node: renumber, a removed node's folds moving to the live one before it */
+    int *renumber = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *renumber);
+    for (int i = 0, live = -1; i < g->n_nodes; i++) {
+        if (!g->nodes[i].dead) live++;
+        renumber[i] = live;
+    }
+    for (int f = 0; f < g->n_folds; f++)
+        if (g->folds[f].after >= 0) g->folds[f].after = renumber[g->folds[f].after];
+    free(renumber);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead) {
             nn_node *n = &g->nodes[i];
@@ -90,10 +99,26 @@ ftl_status nn_graph_sort(nn_graph *g) {
     return st;
 }
 
+/* Marks the inputs of fold f needed when its output is, else drops it; true when kept. */
+static bool prune_fold(nn_graph *g, int f, bool *need) {
+    nn_node *n = &g->folds[f].node;
+    if (!need[n->out[0]]) {
+        nn_node_free(n);
+        n->dead = true;
+        return false;
+    }
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0) need[n->in[k]] = true;
+    return true;
+}
+
 ftl_status nn_graph_prune(nn_graph *g, int feature) {
     bool *need = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *need);
     need[feature] = true;
-    for (int i = g->n_nodes - 1; i >= 0; i--) { /* reverse topological order */
+    int f = g->n_folds - 1;
+    for (int i = g->n_nodes - 1; i >= -1; i--) { /* reverse execution order, folds included */
+        for (; f >= 0 && g->folds[f].after >= i; f--) prune_fold(g, f, need);
+        if (i < 0) break;
         nn_node *n = &g->nodes[i];
         bool used = false;
         for (int k = 0; k < n->n_out; k++)
@@ -105,6 +130,10 @@ ftl_status nn_graph_prune(nn_graph *g, int feature) {
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0) need[n->in[k]] = true;
     }
+    int kept_folds = 0;
+    for (int k = 0; k < g->n_folds; k++)
+        if (!g->folds[k].node.dead) g->folds[kept_folds++] = g->folds[k];
+    g->n_folds = kept_folds;
     int kept = 0;
     for (int i = 0; i < g->n_inputs; i++)
         if (need[g->inputs[i]]) g->inputs[kept++] = g->inputs[i];
@@ -131,6 +160,9 @@ int *nn_graph_use_counts(const nn_graph *g) {
         for (int k = 0; k < n->n_post; k++)
             if (n->post[k].kind == NN_POST_SUM) uses[n->post[k].sum_tensor]++;
     }
+    for (int f = 0; f < g->n_folds; f++) /* a Shape reads its input's shape: keep that tensor as it is */
+        for (int k = 0; k < g->folds[f].node.n_in; k++)
+            if (g->folds[f].node.in[k] >= 0) uses[g->folds[f].node.in[k]]++;
     for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i]]++;
     return uses;
 }

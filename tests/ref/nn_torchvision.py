@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torchvision mobilenet_v2, resnet50 and densenet121 (random weights, seeded; BatchNorm statistics randomised
+"""torchvision mobilenet_v2, resnet50, densenet121 and shufflenet_v2_x0_5 (random weights, seeded; BatchNorm statistics randomised
 so folding matters) exported with torch.onnx, with PyTorch's own outputs as the reference.
 
 usage: nn_torchvision.py OUTDIR
@@ -40,7 +40,9 @@ def main():
     resized = np.stack([np.asarray(Image.fromarray(im).resize((224, 224), Image.BILINEAR)) for im in images])
     pre = ((resized.astype(np.float64) / 255.0 - MEAN.astype(np.float64)) / STD.astype(np.float64)).astype(np.float32)
     pre = np.ascontiguousarray(pre.transpose(0, 3, 1, 2))
-    for name in ("mobilenet_v2", "resnet50", "densenet121"):  # densenet: concats of up to 32 inputs
+    # densenet: concats of up to 32 inputs; shufflenet: the exporter's shape arithmetic for the dynamic
+    # batch (Shape, Gather, Div, Unsqueeze, Concat) feeding Reshape and Slice of activations
+    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5"):
         gen = torch.Generator().manual_seed(1)
         torch.manual_seed(1)
         model = getattr(torchvision.models, name)(weights=None).eval()

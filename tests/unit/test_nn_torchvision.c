@@ -1,4 +1,4 @@
-/* torchvision mobilenet_v2, resnet50 and densenet121 (random weights, exported by tests/ref/nn_torchvision.py
+/* torchvision mobilenet_v2, resnet50, densenet121 and shufflenet_v2 (random weights, exported by tests/ref/nn_torchvision.py
  * with torch.onnx) against PyTorch's outputs: float input, the uint8 path with torch scaling and a
  * 256 -> 224 Pillow-BILINEAR resize, and --features-from the pooled features under fc. */
 #include "nn_testutil.h"
@@ -75,6 +75,10 @@ TEST(nn_torchvision_resnet50) { check_model("resnet50"); }
 /* DenseNet's concats grow to 32 inputs (more than one oneDNN concat takes) and its
  * pre-activation BatchNorms follow Concat, so they are not folded into a conv. */
 TEST(nn_torchvision_densenet121) { check_model("densenet121"); }
+/* ShuffleNet v2 as torch.onnx writes it for a dynamic batch: its channel shuffles reshape with
+ * shapes computed by Shape/Gather/Div/Unsqueeze/Concat, folded at load for each batch size (here 2,
+ * then 1 for the partial batch), and its branches Slice the channels of activations. */
+TEST(nn_torchvision_shufflenet_v2) { check_model("shufflenet_v2_x0_5"); }
 
 TEST(nn_torchvision_resnet50_features_from) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
