@@ -58,13 +58,15 @@ class G:
                self.const(rand(c, scale=0.1)), self.const(RNG.uniform(0.5, 1.5, c))]
         return self.op("BatchNormalization", ins, epsilon=1e-3)
 
-    def save(self, outdir, out, tol=1e-4, batch_dim=None):
+    def save(self, outdir, out, tol=1e-4, batch_dim=None, out_shape=None):
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + self.in_shape[1:])
         graph = helper.make_graph(self.nodes, self.name, [x], [], initializer=self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)], producer_name="nn_cases.py")
         model.ir_version = 8
         inferred = onnx.shape_inference.infer_shapes(model)  # the output's shape, for a checker-valid graph
         vi = [v for v in inferred.graph.value_info if v.name == out]
+        if out_shape:  # shapes computed by shape arithmetic: onnx's inference cannot follow them
+            vi = [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)]
         if not vi:
             raise SystemExit(f"{self.name}: no inferred shape for {out}")
         model.graph.output.append(vi[0])
@@ -176,6 +178,30 @@ def build_cases(d):
     g = G("pad_negative_crop", [2, 3, 8, 8]); g.save(d, g.op("Pad", ["x", g.const(np.array([0, 0, -1, 2, 0, 0, 1, -2], np.int64))]))
     g = G("identity_dropout", [2, 3, 6, 6])
     g.save(d, g.op("Dropout", [g.op("Identity", [g.conv("x", 3, 4)])]))
+    # ---- shape arithmetic folded at load (what exporters write for a dynamic batch)
+    g = G("fold_shape_reshape_slice", [2, 6, 4, 5])
+    y = g.conv("x", 6, 6, pads=[1, 1, 1, 1])
+    s = g.op("Shape", [y])
+    n, c = g.op("Gather", [s, g.const(np.int64(0))], axis=0), g.op("Gather", [s, g.const(np.int64(1))], axis=0)
+    hw = g.op("Mul", [g.op("Gather", [s, g.const(np.int64(2))], axis=0), g.op("Gather", [s, g.const(np.int64(3))], axis=0)])
+    half = g.op("Div", [c, g.const(np.int64(2))])
+    un = lambda v: g.op("Unsqueeze", [v, g.const(np.array([0], np.int64))])
+    shape5 = g.op("Concat", [un(n), g.const(np.array([2], np.int64)), un(half), un(hw)], axis=0)
+    shuffled = g.op("Transpose", [g.op("Reshape", [y, shape5])], perm=[0, 2, 1, 3])
+    back = g.op("Reshape", [shuffled, g.op("Shape", [y])])
+    tail = g.op("Slice", [back, un(half), g.const(np.array([2**62], np.int64)), g.const(np.array([1], np.int64))])
+    g.save(d, g.op("Concat", [tail, g.op("Slice", [back, g.const(np.array([0], np.int64)), un(half),
+                                                       g.const(np.array([1], np.int64))])], axis=1),
+           out_shape=["N", 6, 4, 5])
+    g = G("fold_mask_from_range", [2, 3, 4, 5])
+    r = g.op("Range", [g.const(np.int64(0)), g.const(np.int64(5)), g.const(np.int64(1))])
+    odd = g.op("Not", [g.op("Equal", [g.op("Mod", [r, g.const(np.int64(2))]), g.const(np.int64(0))])])
+    w = g.op("Where", [odd, g.const(np.float32(-1.0)), g.op("Cast", [r], to=TensorProto.FLOAT)])
+    base = g.op("ConstantOfShape", [g.const(np.array([1, 1, 1, 5], np.int64))],
+                value=numpy_helper.from_array(np.array([0.5], np.float32)))
+    mask = g.op("Expand", [g.op("Add", [base, g.op("Reshape", [w, g.const(np.array([1, 1, 1, 5], np.int64))])]),
+                           g.const(np.array([1, 3, 1, 5], np.int64))])
+    g.save(d, g.op("Add", [g.conv("x", 3, 3, pads=[1, 1, 1, 1]), mask]))
     # ---- Gemm / MatMul heads
     g = G("gemm_transb_alpha_beta", [3, 8, 5, 5])
     f = g.op("Flatten", [g.op("GlobalAveragePool", [g.conv("x", 8, 12)])], axis=1)
@@ -248,6 +274,15 @@ def bad_models(d):
     onnx.save(m, f"{d}/dynamic_hw.onnx")
     flat = helper.make_node("Flatten", ["x"], ["y"], name="flat2", axis=2)
     onnx.save(model([flat], []), f"{d}/batch_mixed_output.onnx")
+    # a shape that does not fold: computed from the activation's values, not its shape
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flat", axis=1),
+             helper.make_node("Slice", ["f", "s0", "s2", "ax1"], ["head"], name="first_two"),
+             helper.make_node("Cast", ["head"], ["shape"], name="to_shape", to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_by_values")]
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s0", [0]), ("s2", [2]), ("ax1", [1]))]
+    onnx.save(model(nodes, consts), f"{d}/shape_from_values.onnx")
+    gather = helper.make_node("Gather", ["x", "idx"], ["y"], name="pick_channel", axis=1)
+    onnx.save(model([gather], [numpy_helper.from_array(np.array([0], np.int64), "idx")]), f"{d}/gather_on_activation.onnx")
 
 
 def resize_refs(d):
