@@ -378,8 +378,9 @@ static ftl_status eval_node(nn_graph *g, nn_node *n, nn_dtype *dt, nn_shape *y, 
         return FTL_OK;
     }
     case NN_OP_RANGE: {
+        if (v[0].count != 1 || v[1].count != 1 || v[2].count != 1) return fail(n, "needs scalar start, limit and delta");
         double start = get(&v[0], 0), limit = get(&v[1], 0), delta = get(&v[2], 0);
-        if (v[0].count != 1 || v[1].count != 1 || v[2].count != 1 || delta == 0) return fail(n, "needs scalar start, limit, delta != 0");
+        if (delta == 0) return fail(n, "a delta of 0");
         double c = ceil((limit - start) / delta);
         if (!(c <= (double)FOLD_MAX_ELEMENTS)) return fail(n, "too many elements");
         *count = c > 0 ? (int64_t)c : 0;
@@ -394,11 +395,14 @@ static ftl_status eval_node(nn_graph *g, nn_node *n, nn_dtype *dt, nn_shape *y, 
         return eval_elementwise(n, v, nv, dt, y, out, count);
     case NN_OP_TRANSPOSE: {
         int r = v[0].shape.rank;
+        if (n->p.n_axes >= 0 && n->p.n_axes != r) return fail(n, "perm does not match the input's rank");
         int64_t perm[NN_MAX_RANK];
-        for (int i = 0; i < r; i++) perm[i] = n->p.n_axes < 0 ? r - 1 - i : n->p.axes[i];
+        bool seen[NN_MAX_RANK] = {0};
         *y = v[0].shape;
         for (int i = 0; i < r; i++) {
-            if (perm[i] < 0 || perm[i] >= r) return fail(n, "perm is not a permutation");
+            perm[i] = n->p.n_axes < 0 ? r - 1 - i : n->p.axes[i];
+            if (perm[i] < 0 || perm[i] >= r || seen[perm[i]]) return fail(n, "perm is not a permutation");
+            seen[perm[i]] = true;
             y->d[i] = v[0].shape.d[perm[i]];
         }
         *dt = v[0].dtype;
