@@ -216,6 +216,9 @@ static ftl_status emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
     case NN_ACT_SIGMOID: return eltwise_step(p, n, src, dst, dnnl_eltwise_logistic, 0, 0);
     case NN_ACT_HARDSWISH: return eltwise_step(p, n, src, dst, dnnl_eltwise_hardswish, 0, 0);
     case NN_ACT_TANH: return eltwise_step(p, n, src, dst, dnnl_eltwise_tanh, 0, 0);
+    case NN_ACT_SQRT: return eltwise_step(p, n, src, dst, dnnl_eltwise_sqrt, 0, 0);
+    case NN_ACT_POW: return eltwise_step(p, n, src, dst, dnnl_eltwise_pow, 1.0f, a->alpha);
+    case NN_ACT_GELU_ERF: return eltwise_step(p, n, src, dst, dnnl_eltwise_gelu_erf, 0, 0);
     case NN_ACT_HARDSIGMOID: /* clip(alpha*x + beta, 0, 1): two passes, the second in place */
         FTL_TRY(eltwise_step(p, n, src, dst, dnnl_eltwise_linear, a->alpha, a->beta));
         return eltwise_step(p, n, dst, dst, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
@@ -466,17 +469,27 @@ static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     ftl_status st = FTL_OK;
     for (int k = 0; k < n->n_in && st == FTL_OK; k++) {
         if (n->in[k] < 0) continue;
-        if (nn_is_const(g, n->in[k])) {
-            st = ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): constant input '%s' is not supported", n->name,
-                          g->tensors[n->in[k]].name);
-            break;
+        int v;
+        if (nn_is_const(g, n->in[k])) { /* a ViT's class token, expanded to the batch */
+            const nn_tensor *c = &g->tensors[n->in[k]];
+            if (c->dtype != NN_F32) {
+                st = ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Concat): integer input '%s' next to activations", n->name,
+                              c->name);
+                break;
+            }
+            dnnl_memory_desc_t plain;
+            cpu_plain_md(&plain, &c->shape, dnnl_f32);
+            st = cpu_const_value(p, c->data, &plain, &plain, &v);
+            if (st != FTL_OK) break;
+        } else {
+            v = p->tval[n->in[k]];
         }
-        int v = p->tval[n->in[k]];
         if (dt == dnnl_data_type_undef) dt = p->vals[v].md.data_type;
         if (p->vals[v].md.data_type != dt) {
             dnnl_memory_desc_t md;
             cpu_plain_md(&md, shape_of(g, n->in[k]), dt);
-            st = cpu_ensure(p, n->in[k], &md, &v);
+            if (nn_is_const(g, n->in[k])) st = cpu_const_value(p, g->tensors[n->in[k]].data, &p->vals[v].md, &md, &v);
+            else st = cpu_ensure(p, n->in[k], &md, &v);
         }
         vals[nin] = v;
         mds[nin++] = p->vals[v].md;
@@ -554,6 +567,127 @@ static ftl_status emit_slice(nn_plan *p, nn_graph *g, const nn_node *n) {
     cpu_plain_md(&plain_out, ys, dt);
     int out = new_output(p, n->out[0], &plain_out);
     return cpu_emit_reorder(p, sv, out, label);
+}
+
+/* Gather of one index along a non-batch axis: the slice at that position, viewed without the axis. */
+static ftl_status emit_gather_one(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
+    int v = p->tval[n->in[0]];
+    dnnl_data_type_t dt = p->vals[v].md.data_type;
+    dnnl_memory_desc_t plain_in, plain_out, view, slice_md;
+    cpu_plain_md(&plain_in, xs, dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));
+    nn_shape sliced = *xs;
+    sliced.d[n->p.axis] = 1;
+    dnnl_dims_t dims, off;
+    for (int i = 0; i < xs->rank; i++) dims[i] = sliced.d[i], off[i] = n->p.slice_begin[i];
+    CPU_TRY(dnnl_memory_desc_init_submemory(&view, &plain_in, dims, off), label);
+    int sv = cpu_new_value(p, &view, p->vals[v].buf);
+    cpu_plain_md(&slice_md, &sliced, dt);
+    int tmp = cpu_new_value(p, &slice_md, cpu_new_buf(p, 0, p->cur_node));
+    FTL_TRY(cpu_emit_reorder(p, sv, tmp, label));
+    cpu_plain_md(&plain_out, ys, dt);
+    cpu_bind(p, n->out[0], cpu_new_value(p, &plain_out, p->vals[tmp].buf));
+    return FTL_OK;
+}
+
+/* Softmax over one axis (oneDNN's accurate softmax: max subtracted, sums in fp32). */
+static ftl_status emit_softmax(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    int v = p->tval[n->in[0]];
+    dnnl_memory_desc_t plain;
+    cpu_plain_md(&plain, shape_of(g, n->in[0]), p->vals[v].md.data_type);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain, &v));
+    dnnl_softmax_v2_desc_t sd;
+    CPU_TRY(dnnl_softmax_v2_forward_desc_init(&sd, dnnl_forward_inference, dnnl_softmax_accurate, &plain, &plain,
+                                              n->p.axis), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(NULL, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &sd, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "softmax"), "node '%s' (%s)", n->name, n->op_type);
+    int out = new_output(p, n->out[0], &plain);
+    int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {v, out};
+    return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
+}
+
+/* ReduceMean over exactly H and W of a 4-D tensor: a global average pool. */
+static bool reduce_is_spatial(const nn_graph *g, const nn_node *n) {
+    const nn_shape *xs = shape_of(g, n->in[0]);
+    if (xs->rank != 4 || n->p.n_axes != 2) return false;
+    bool red[4] = {0};
+    for (int i = 0; i < 2; i++) {
+        int64_t a = n->p.axes[i] < 0 ? n->p.axes[i] + 4 : n->p.axes[i];
+        if (a < 0 || a > 3) return false;
+        red[a] = true;
+    }
+    return red[2] && red[3];
+}
+
+/* A mean over any non-batch axes (a layer norm's statistics): oneDNN's reduction on plain layouts. */
+static ftl_status emit_reduce_mean(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]);
+    int v = p->tval[n->in[0]];
+    dnnl_data_type_t dt = p->vals[v].md.data_type;
+    dnnl_memory_desc_t plain, kept, out_md;
+    cpu_plain_md(&plain, xs, dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain, &v));
+    nn_shape ks = *xs; /* the output with the reduced axes kept as 1s */
+    bool red[NN_MAX_RANK] = {0};
+    for (int i = 0; i < n->p.n_axes; i++) red[n->p.axes[i] < 0 ? n->p.axes[i] + xs->rank : n->p.axes[i]] = true;
+    for (int i = 0; i < xs->rank; i++)
+        if (red[i] || n->p.n_axes <= 0) ks.d[i] = 1;
+    cpu_plain_md(&kept, &ks, dt);
+    dnnl_reduction_desc_t rd;
+    CPU_TRY(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &plain, &kept, 0.0f, 0.0f), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(n, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &rd, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "reduction"), "node '%s' (%s)", n->name, n->op_type);
+    int tmp = cpu_new_value(p, &kept, cpu_new_buf(p, 0, p->cur_node));
+    int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {v, tmp};
+    FTL_TRY(cpu_emit_prim(p, pd, keys, vals, 2, 1, label));
+    cpu_plain_md(&out_md, shape_of(g, n->out[0]), dt);
+    cpu_bind(p, n->out[0], cpu_new_value(p, &out_md, p->vals[tmp].buf));
+    return FTL_OK;
+}
+
+/* MatMul of two activations (attention): oneDNN matmul, leading dimensions broadcast. */
+static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *ys = shape_of(g, n->out[0]);
+    int va = p->tval[n->in[0]], vb = p->tval[n->in[1]];
+    dnnl_data_type_t dt = p->vals[va].md.data_type;
+    nn_shape as = expand_rank(shape_of(g, n->in[0]), ys->rank), bs = expand_rank(shape_of(g, n->in[1]), ys->rank);
+    dnnl_memory_desc_t pa, pb, ma, mb, md;
+    cpu_plain_md(&pa, shape_of(g, n->in[0]), dt);
+    cpu_plain_md(&pb, shape_of(g, n->in[1]), dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &pa, &va));
+    FTL_TRY(cpu_ensure(p, n->in[1], &pb, &vb));
+    cpu_plain_md(&ma, &as, dt);
+    cpu_plain_md(&mb, &bs, dt);
+    cpu_plain_md(&md, ys, dt);
+    int a = cpu_new_value(p, &ma, p->vals[va].buf), b = cpu_new_value(p, &mb, p->vals[vb].buf);
+    dnnl_matmul_desc_t mm;
+    CPU_TRY(dnnl_matmul_desc_init(&mm, &ma, &mb, NULL, &md), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(n, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &mm, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "matmul"), "node '%s' (%s)", n->name, n->op_type);
+    int out = new_output(p, n->out[0], &md);
+    int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, vals[3] = {a, b, out};
+    return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
 }
 
 /* Gemm and MatMul with constant B: an inner product over the last axis. */
@@ -634,7 +768,10 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_HARDSWISH: case NN_OP_TANH:
         return emit_activation(p, g, n);
     case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV: return emit_binary(p, g, n);
-    case NN_OP_MAXPOOL: case NN_OP_AVGPOOL: case NN_OP_GLOBALAVGPOOL: case NN_OP_GLOBALMAXPOOL: case NN_OP_REDUCEMEAN:
+    case NN_OP_REDUCEMEAN:
+        if (!reduce_is_spatial(g, n)) return emit_reduce_mean(p, g, n);
+        return emit_pool(p, g, n);
+    case NN_OP_MAXPOOL: case NN_OP_AVGPOOL: case NN_OP_GLOBALAVGPOOL: case NN_OP_GLOBALMAXPOOL:
         return emit_pool(p, g, n);
     case NN_OP_FLATTEN: case NN_OP_RESHAPE: case NN_OP_SQUEEZE: case NN_OP_UNSQUEEZE: case NN_OP_IDENTITY:
     case NN_OP_DROPOUT:
@@ -643,7 +780,15 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_CONCAT: return emit_concat(p, g, n);
     case NN_OP_PAD: return emit_pad(p, g, n);
     case NN_OP_SLICE: return emit_slice(p, g, n);
-    case NN_OP_GEMM: case NN_OP_MATMUL: return emit_inner_product(p, g, n);
+    case NN_OP_GATHER: return emit_gather_one(p, g, n);
+    case NN_OP_SOFTMAX: return emit_softmax(p, g, n);
+    case NN_OP_SQRT: case NN_OP_POW: case NN_OP_GELU: return emit_activation(p, g, n);
+    case NN_OP_ERF:
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Erf): supported only inside GELU (0.5 x (1 + erf(x / sqrt 2)))",
+                        n->name);
+    case NN_OP_GEMM: case NN_OP_MATMUL:
+        if (n->op == NN_OP_MATMUL && !nn_is_const(g, n->in[1])) return emit_batched_matmul(p, g, n);
+        return emit_inner_product(p, g, n);
     case NN_OP_BATCHNORM:
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (BatchNormalization): only 4-D inputs are supported", n->name);
     default: return fail_node(n, "not supported by the CPU backend");

@@ -40,6 +40,8 @@ typedef enum nn_op {
     /* evaluated at load time (shape arithmetic); Slice also runs on activations */
     NN_OP_SHAPE, NN_OP_GATHER, NN_OP_CAST, NN_OP_SLICE, NN_OP_EQUAL, NN_OP_WHERE, NN_OP_CONSTANTOFSHAPE,
     NN_OP_EXPAND, NN_OP_RANGE, NN_OP_MOD, NN_OP_NOT,
+    /* transformer ops */
+    NN_OP_POW, NN_OP_SQRT, NN_OP_ERF, NN_OP_SOFTMAX, NN_OP_GELU,
     NN_OP_COUNT
 } nn_op;
 
@@ -63,7 +65,8 @@ typedef struct nn_attr {
  * activations). HARDSIGMOID = clip(alpha*x+beta, 0, 1). */
 typedef enum nn_act_kind {
     NN_ACT_RELU, NN_ACT_LEAKYRELU, NN_ACT_CLIP, NN_ACT_SIGMOID, NN_ACT_HARDSIGMOID, NN_ACT_HARDSWISH,
-    NN_ACT_TANH
+    NN_ACT_TANH, NN_ACT_SQRT, NN_ACT_POW, /* POW: x^alpha */
+    NN_ACT_GELU_ERF                       /* 0.5 x (1 + erf(x / sqrt 2)), recognised from its ops */
 } nn_act_kind;
 
 typedef struct nn_act {

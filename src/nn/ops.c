@@ -56,6 +56,11 @@ static const op_info op_table[] = {
     {"Range", NN_OP_RANGE, 3, 3, 1, 1, {0}},
     {"Mod", NN_OP_MOD, 2, 2, 1, 1, {"fmod"}},
     {"Not", NN_OP_NOT, 1, 1, 1, 1, {0}},
+    {"Pow", NN_OP_POW, 2, 2, 1, 1, {0}},
+    {"Sqrt", NN_OP_SQRT, 1, 1, 1, 1, {0}},
+    {"Erf", NN_OP_ERF, 1, 1, 1, 1, {0}},
+    {"Softmax", NN_OP_SOFTMAX, 1, 1, 1, 1, {"axis"}},
+    {"Gelu", NN_OP_GELU, 1, 1, 1, 1, {"approximate"}},
 };
 enum { OP_TABLE_SIZE = sizeof op_table / sizeof op_table[0] };
 
@@ -81,7 +86,8 @@ bool nn_op_is_reshape_like(nn_op op) {
 
 bool nn_op_is_activation(nn_op op) {
     return op == NN_OP_RELU || op == NN_OP_CLIP || op == NN_OP_LEAKYRELU || op == NN_OP_SIGMOID ||
-           op == NN_OP_HARDSIGMOID || op == NN_OP_HARDSWISH || op == NN_OP_TANH;
+           op == NN_OP_HARDSIGMOID || op == NN_OP_HARDSWISH || op == NN_OP_TANH || op == NN_OP_SQRT ||
+           op == NN_OP_POW || op == NN_OP_GELU;
 }
 
 /* ---- attribute getters: type-checked, error names node/op/attribute ---- */
@@ -282,6 +288,25 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
     case NN_OP_SIGMOID: p->act = (nn_act){NN_ACT_SIGMOID, 0, 0}; break;
     case NN_OP_HARDSWISH: p->act = (nn_act){NN_ACT_HARDSWISH, 0, 0}; break;
     case NN_OP_TANH: p->act = (nn_act){NN_ACT_TANH, 0, 0}; break;
+    case NN_OP_SQRT: p->act = (nn_act){NN_ACT_SQRT, 0, 0}; break;
+    case NN_OP_GELU: {
+        const nn_attr *a = nn_node_attr(n, "approximate");
+        if (a && (a->type != NN_ATTR_STRING || strcmp(a->s, "none") != 0))
+            return bad_attr(n, "approximate", "only 'none' (the erf form) is supported");
+        p->act = (nn_act){NN_ACT_GELU_ERF, 0, 0};
+        break;
+    }
+    case NN_OP_POW: /* an activation when the exponent is a constant scalar */
+        p->act = (nn_act){NN_ACT_POW, 1.0f, 0};
+        FTL_TRY(const_scalar(g, n, 1, "exponent", &p->act.alpha));
+        break;
+    case NN_OP_SOFTMAX:
+        FTL_TRY(get_int(n, "axis", g->opset >= 13 ? -1 : 1, &iv));
+        if (g->opset < 13 && iv != -1)
+            return bad_attr(n, "axis", "before opset 13 only axis -1 has the meaning of opset 13 (softmax over one axis)");
+        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+        p->axis = (int)iv;
+        break;
     case NN_OP_LEAKYRELU:
         p->act.kind = NN_ACT_LEAKYRELU;
         FTL_TRY(get_float(n, "alpha", 0.01f, &p->act.alpha));

@@ -246,6 +246,67 @@ static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
     free(uses);
 }
 
+/* The value of a constant scalar float tensor, or NaN. */
+static double scalar_of(const nn_graph *g, int t) {
+    const nn_tensor *c = &g->tensors[t];
+    if (!c->data || c->count != 1) return NAN;
+    return c->dtype == NN_F32 ? ((const float *)c->data)[0] : (double)((const int64_t *)c->data)[0];
+}
+
+/* The input of binary node n that is not `t` (-1 when neither is). */
+static int other_input(const nn_node *n, int t) { return n->in[0] == t ? n->in[1] : n->in[1] == t ? n->in[0] : -1; }
+
+/* The one live node reading t, when t has exactly one use. */
+static nn_node *only_reader(nn_graph *g, const int *uses, int t, nn_op op) {
+    if (uses[t] != 1) return NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == t) return n->op == op ? n : NULL;
+    }
+    return NULL;
+}
+
+/* GELU as exporters write it, 0.5 * x * (1 + erf(x / sqrt 2)) (Div or Mul by 1/sqrt 2, the two
+ * products in either order), becomes one Gelu node: oneDNN's gelu_erf, one pass instead of five. */
+static void fuse_gelu(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *erf = &g->nodes[i];
+        if (erf->dead || erf->op != NN_OP_ERF) continue;
+        int scaled = erf->in[0], pre = g->tensors[scaled].producer;
+        if (pre < 0 || uses[scaled] != 1) continue;
+        nn_node *d = &g->nodes[pre];
+        int x = -1;
+        if (d->op == NN_OP_DIV && fabs(scalar_of(g, d->in[1]) - M_SQRT2) < 1e-6) x = d->in[0];
+        if (d->op == NN_OP_MUL) {
+            if (fabs(scalar_of(g, d->in[1]) - M_SQRT1_2) < 1e-6) x = d->in[0];
+            else if (fabs(scalar_of(g, d->in[0]) - M_SQRT1_2) < 1e-6) x = d->in[1];
+        }
+        if (x < 0 || nn_is_const(g, x)) continue;
+        nn_node *add = only_reader(g, uses, erf->out[0], NN_OP_ADD);
+        if (!add || scalar_of(g, other_input(add, erf->out[0])) != 1.0) continue;
+        /* x * (1 + erf) * 0.5, either product first */
+        nn_node *m1 = only_reader(g, uses, add->out[0], NN_OP_MUL);
+        if (!m1) continue;
+        nn_node *m2 = NULL;
+        int other = other_input(m1, add->out[0]);
+        if (other == x) m2 = only_reader(g, uses, m1->out[0], NN_OP_MUL);
+        else if (scalar_of(g, other) == 0.5) m2 = only_reader(g, uses, m1->out[0], NN_OP_MUL);
+        if (!m2) continue;
+        int last = other_input(m2, m1->out[0]);
+        bool ok = other == x ? scalar_of(g, last) == 0.5 : last == x;
+        if (!ok) continue;
+        /* m2 becomes Gelu(x); the rest goes */
+        m2->op = NN_OP_GELU;
+        m2->in[0] = x;
+        m2->n_in = 1;
+        m2->p.act = (nn_act){NN_ACT_GELU_ERF, 0, 0};
+        d->dead = erf->dead = add->dead = m1->dead = true;
+        s->acts_fused++;
+    }
+}
+
 ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     nn_optimize_stats local = {0};
     nn_optimize_stats *s = stats ? stats : &local;
@@ -258,6 +319,10 @@ ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     free(uses);
     uses = nn_graph_use_counts(g);
     fold_batchnorms(g, uses, s);
+    free(uses);
+    nn_graph_compact(g);
+    uses = nn_graph_use_counts(g);
+    fuse_gelu(g, uses, s);
     free(uses);
     nn_graph_compact(g);
     fuse_postops(g, s);

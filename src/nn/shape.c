@@ -177,9 +177,8 @@ static ftl_status infer_reduce_mean(nn_graph *g, nn_node *n, nn_shape *y) {
             red[a] = true;
         }
     }
-    if (x->rank != 4 || red[0] || red[1] || !red[2] || !red[3])
-        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (ReduceMean): only the mean over H and W (axes 2,3) of a 4-D "
-                        "tensor is supported", n->name);
+    if (red[0] && x->rank > 1)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (ReduceMean): a mean over the batch axis is not supported", n->name);
     y->rank = 0;
     for (int i = 0; i < x->rank; i++) {
         if (!red[i]) y->d[y->rank++] = x->d[i];
@@ -301,9 +300,33 @@ static ftl_status infer_gemm(nn_graph *g, nn_node *n, nn_shape *y) {
     return FTL_OK;
 }
 
+/* MatMul of two activations: numpy semantics, leading dimensions broadcast. */
+static ftl_status infer_batched_matmul(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *a = in_shape(g, n, 0), *b = in_shape(g, n, 1);
+    if (a->rank < 2 || b->rank < 2)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (MatMul): 1-D operands are not supported", n->name);
+    if (a->d[a->rank - 1] != b->d[b->rank - 2]) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "A is %s but B is %s", SHAPE_TXT(*a), SHAPE_TXT(*b));
+        return node_err(n, "%s%s", msg, "");
+    }
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    y->rank = r;
+    for (int i = 0; i < r - 2; i++) {
+        int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+        if (da != db && da != 1 && db != 1) return node_err(n, "batch dimensions that do not broadcast%s%s", "", "");
+        y->d[i] = da == 1 ? db : da;
+    }
+    y->d[r - 2] = a->d[a->rank - 2];
+    y->d[r - 1] = b->d[b->rank - 1];
+    return FTL_OK;
+}
+
 static ftl_status infer_matmul(nn_graph *g, nn_node *n, nn_shape *y) {
     const nn_shape *a = in_shape(g, n, 0);
     const nn_tensor *b = &g->tensors[n->in[1]];
+    if (!b->data && !nn_is_const(g, n->in[0])) return infer_batched_matmul(g, n, y);
     if (!b->data || b->dtype != NN_F32 || b->shape.rank != 2)
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (MatMul): input B ('%s') must be a 2-D float initializer", n->name, b->name);
     if (a->rank < 2) return need_rank(g, n, 0, 2);
@@ -349,9 +372,7 @@ static ftl_status infer_transpose(nn_graph *g, nn_node *n, nn_shape *y) {
         seen[a] = true;
         y->d[i] = x->d[a];
     }
-    if (n->p.axes[0] != 0)
-        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Transpose): moving the batch axis is not supported", n->name);
-    return FTL_OK;
+    return FTL_OK; /* moving the batch axis is allowed: such a graph runs in whole batches (no micro-batches) */
 }
 
 /* Slice on an activation: steps of 1, the batch axis whole (one image's rows stay together). */
@@ -370,6 +391,26 @@ static ftl_status infer_slice(nn_graph *g, nn_node *n, nn_shape *y) {
     }
     if (y->d[0] != x->d[0])
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Slice): slicing the batch axis is not supported", n->name);
+    return FTL_OK;
+}
+
+/* Gather of one index from an activation (a ViT's class token): a slice of that position. */
+static ftl_status infer_gather_one(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    const nn_tensor *idx = &g->tensors[n->in[1]];
+    int a;
+    FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));
+    if (a == 0) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gather): gathering along the batch axis", n->name);
+    int64_t k = ((const int64_t *)idx->data)[0];
+    if (k < 0) k += x->d[a];
+    if (k < 0 || k >= x->d[a]) return node_err(n, "the index is out of range for %s", SHAPE_TXT(*x), "");
+    n->p.axis = a;
+    for (int i = 0; i < NN_MAX_RANK; i++) n->p.slice_begin[i] = 0;
+    n->p.slice_begin[a] = k;
+    y->rank = 0; /* a scalar index drops the axis, a 1-element list keeps it */
+    for (int i = 0; i < x->rank; i++)
+        if (i != a) y->d[y->rank++] = x->d[i];
+        else if (idx->shape.rank >= 1) y->d[y->rank++] = 1;
     return FTL_OK;
 }
 
@@ -405,6 +446,18 @@ ftl_status nn_infer_node_shape(nn_graph *g, nn_node *n, nn_shape *y) {
     case NN_OP_PAD: return infer_pad(g, n, y);
     case NN_OP_TRANSPOSE: return infer_transpose(g, n, y);
     case NN_OP_SLICE: return infer_slice(g, n, y);
+    case NN_OP_SOFTMAX: {
+        int a;
+        FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));
+        if (a == 0 && x->rank > 1) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Softmax): over the batch axis", n->name);
+        n->p.axis = a;
+        *y = *x;
+        return FTL_OK;
+    }
+    case NN_OP_GATHER:
+        if (nn_is_const(g, n->in[1]) && g->tensors[n->in[1]].count == 1 && g->tensors[n->in[1]].dtype == NN_I64)
+            return infer_gather_one(g, n, y);
+        /* fall through */
     default:
         if (nn_op_is_value_only(n->op))
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): runs on an activation ('%s'); ftl evaluates %s only on "

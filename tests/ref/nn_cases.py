@@ -282,7 +282,7 @@ def bad_models(d):
     consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s0", [0]), ("s2", [2]), ("ax1", [1]))]
     onnx.save(model(nodes, consts), f"{d}/shape_from_values.onnx")
     gather = helper.make_node("Gather", ["x", "idx"], ["y"], name="pick_channel", axis=1)
-    onnx.save(model([gather], [numpy_helper.from_array(np.array([0], np.int64), "idx")]), f"{d}/gather_on_activation.onnx")
+    onnx.save(model([gather], [numpy_helper.from_array(np.array([0, 2], np.int64), "idx")]), f"{d}/gather_on_activation.onnx")
 
 
 def resize_refs(d):

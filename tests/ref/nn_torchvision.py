@@ -42,10 +42,20 @@ def main():
     pre = np.ascontiguousarray(pre.transpose(0, 3, 1, 2))
     # densenet: concats of up to 32 inputs; shufflenet: the exporter's shape arithmetic for the dynamic
     # batch (Shape, Gather, Div, Unsqueeze, Concat) feeding Reshape and Slice of activations
-    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5"):
+    # vit_small: torchvision's VisionTransformer class with fewer layers and narrower (the ops of
+    # ViT-B/16 - patch conv, class token, decomposed LayerNorm, attention MatMuls, Softmax, GELU - at a
+    # size CI runs in seconds); its zero-initialised head randomised so the logits mean something
+    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5", "vit_small"):
         gen = torch.Generator().manual_seed(1)
         torch.manual_seed(1)
-        model = getattr(torchvision.models, name)(weights=None).eval()
+        if name == "vit_small":
+            from torchvision.models.vision_transformer import VisionTransformer
+            model = VisionTransformer(image_size=224, patch_size=16, num_layers=3, num_heads=4, hidden_dim=96,
+                                      mlp_dim=192, num_classes=10).eval()
+            model.heads.head.weight.data = torch.randn(model.heads.head.weight.shape, generator=gen) * 0.2
+            model.heads.head.bias.data = torch.randn(model.heads.head.bias.shape, generator=gen) * 0.1
+        else:
+            model = getattr(torchvision.models, name)(weights=None).eval()
         randomize_bn(model, gen)
         x = torch.randn(3, 3, 224, 224, generator=gen)
         path = os.path.join(out, f"{name}.onnx")

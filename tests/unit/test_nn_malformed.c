@@ -50,7 +50,7 @@ TEST(nn_bad_graphs) {
     bad("old_opset", FTL_E_UNSUPPORTED, "opset 3", NULL);
     bad("dynamic_hw", FTL_E_UNSUPPORTED, "dynamic", "'x'");
     bad("batch_mixed_output", FTL_E_UNSUPPORTED, "not the batch", "'y'");
-    /* shape arithmetic folds; values of activations do not */
+    /* shape arithmetic folds; values of activations do not, nor a Gather of several indices */
     bad("shape_from_values", FTL_E_UNSUPPORTED, "node 'to_shape' (Cast)", "runs on an activation");
     bad("gather_on_activation", FTL_E_UNSUPPORTED, "node 'pick_channel' (Gather)", "runs on an activation");
 }

@@ -79,6 +79,11 @@ TEST(nn_torchvision_densenet121) { check_model("densenet121"); }
  * shapes computed by Shape/Gather/Div/Unsqueeze/Concat, folded at load for each batch size (here 2,
  * then 1 for the partial batch), and its branches Slice the channels of activations. */
 TEST(nn_torchvision_shufflenet_v2) { check_model("shufflenet_v2_x0_5"); }
+/* A (narrow, 3-layer) torchvision ViT: the class token expanded to the batch by shape arithmetic
+ * and concatenated, LayerNorm as exported (ReduceMean over the last axis, Sub, Pow, Sqrt, Div), the
+ * attention's batched MatMuls and Softmax with the batch axis moved by Transposes, GELU from its
+ * five ops, and the class token picked by a Gather. */
+TEST(nn_torchvision_vit) { check_model("vit_small"); }
 
 TEST(nn_torchvision_resnet50_features_from) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
