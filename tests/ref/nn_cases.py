@@ -202,6 +202,43 @@ def build_cases(d):
     mask = g.op("Expand", [g.op("Add", [base, g.op("Reshape", [w, g.const(np.array([1, 1, 1, 5], np.int64))])]),
                            g.const(np.array([1, 3, 1, 5], np.int64))])
     g.save(d, g.op("Add", [g.conv("x", 3, 3, pads=[1, 1, 1, 1]), mask]))
+    # ---- transformer ops
+    g = G("layernorm_decomposed_gelu", [2, 3, 8, 8])
+    t = g.op("Transpose", [g.op("Reshape", [g.conv("x", 3, 16, k=(4, 4), strides=[4, 4]),
+                                             g.const(np.array([0, 16, 4], np.int64))])], perm=[0, 2, 1])  # [N,4,16]
+    mu = g.op("ReduceMean", [t], axes=[-1])
+    dev = g.op("Sub", [t, mu])
+    var = g.op("ReduceMean", [g.op("Pow", [dev, g.const(np.float32(2.0))])], axes=[-1])
+    ln = g.op("Add", [g.op("Mul", [g.op("Div", [dev, g.op("Sqrt", [g.op("Add", [var, g.const(np.float32(1e-6))])])]),
+                                   g.const(RNG.uniform(0.5, 1.5, 16).astype(np.float32))]), g.const(rand(16, scale=0.1))])
+    h = g.op("MatMul", [ln, g.const(rand(16, 24, scale=0.25))])
+    gelu = g.op("Mul", [g.op("Mul", [h, g.op("Add", [g.op("Erf", [g.op("Div", [h, g.const(np.float32(1.4142135381698608))])]),
+                                                     g.const(np.float32(1.0))])]), g.const(np.float32(0.5))])
+    g.save(d, gelu)
+    g = G("attention_batch_moved", [2, 3, 8, 8])
+    tok = g.op("Reshape", [g.conv("x", 3, 8, k=(2, 2), strides=[2, 2]), g.const(np.array([0, 8, 16], np.int64))])
+    tok = g.op("Transpose", [tok], perm=[2, 0, 1])  # [16, N, 8]: the batch axis moved, as torch's attention does
+    q = g.op("Reshape", [g.op("MatMul", [tok, g.const(rand(8, 8, scale=0.3))]), g.const(np.array([16, -1, 4], np.int64))])
+    k = g.op("Reshape", [g.op("MatMul", [tok, g.const(rand(8, 8, scale=0.3))]), g.const(np.array([16, -1, 4], np.int64))])
+    v = g.op("Reshape", [g.op("MatMul", [tok, g.const(rand(8, 8, scale=0.3))]), g.const(np.array([16, -1, 4], np.int64))])
+    qh, kh, vh = (g.op("Transpose", [t], perm=[1, 0, 2]) for t in (q, k, v))  # [N*2, 16, 4]
+    scores = g.op("Softmax", [g.op("Div", [g.op("MatMul", [qh, g.op("Transpose", [kh], perm=[0, 2, 1])]),
+                                           g.const(np.float32(2.0))])], axis=-1)
+    ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [scores, vh])], perm=[1, 0, 2]),
+                           g.const(np.array([16, -1, 8], np.int64))])
+    g.save(d, g.op("Transpose", [ctx], perm=[1, 0, 2]))
+    g = G("class_token_concat_gather", [2, 3, 8, 8])
+    tok = g.op("Transpose", [g.op("Reshape", [g.conv("x", 3, 6, k=(4, 4), strides=[4, 4]),
+                                               g.const(np.array([0, 6, 4], np.int64))])], perm=[0, 2, 1])  # [N,4,6]
+    n = g.op("Gather", [g.op("Shape", ["x"]), g.const(np.int64(0))], axis=0)
+    shape = g.op("Concat", [g.op("Unsqueeze", [n, g.const(np.array([0], np.int64))]), g.const(np.array([1, 6], np.int64))], axis=0)
+    cls = g.op("Expand", [g.const(rand(1, 1, 6)), shape])
+    seq = g.op("Add", [g.op("Concat", [cls, tok], axis=1), g.const(rand(1, 5, 6, scale=0.1))])
+    g.save(d, g.op("Softmax", [g.op("Gather", [seq, g.const(np.int64(0))], axis=1)], axis=1))
+    g = G("matmul_broadcast_batch", [2, 4, 6, 5])
+    a = g.op("Relu", [g.conv("x", 4, 4, pads=[1, 1, 1, 1])])  # [N,4,6,5]
+    b = g.op("Sigmoid", [g.op("Transpose", [g.op("ReduceMean", [a], axes=[1], keepdims=1)], perm=[0, 1, 3, 2])])  # [N,1,5,6]
+    g.save(d, g.op("MatMul", [a, b]))
     # ---- Gemm / MatMul heads
     g = G("gemm_transb_alpha_beta", [3, 8, 5, 5])
     f = g.op("Flatten", [g.op("GlobalAveragePool", [g.conv("x", 8, 12)])], axis=1)
