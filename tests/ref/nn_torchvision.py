@@ -45,7 +45,9 @@ def main():
     # vit_small: torchvision's VisionTransformer class with fewer layers and narrower (the ops of
     # ViT-B/16 - patch conv, class token, decomposed LayerNorm, attention MatMuls, Softmax, GELU - at a
     # size CI runs in seconds); its zero-initialised head randomised so the logits mean something
-    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5", "vit_small"):
+    # convnext_small_cfg: torchvision's ConvNeXt class with two narrow stages (LayerNorm over channels
+    # after permutes, 7x7 depthwise convs, Linear on 4-D tensors, layer scale, GELU)
+    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5", "vit_small", "convnext_small_cfg"):
         gen = torch.Generator().manual_seed(1)
         torch.manual_seed(1)
         if name == "vit_small":
@@ -54,6 +56,9 @@ def main():
                                       mlp_dim=192, num_classes=10).eval()
             model.heads.head.weight.data = torch.randn(model.heads.head.weight.shape, generator=gen) * 0.2
             model.heads.head.bias.data = torch.randn(model.heads.head.bias.shape, generator=gen) * 0.1
+        elif name == "convnext_small_cfg":
+            from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+            model = ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)], layer_scale=0.5).eval()
         else:
             model = getattr(torchvision.models, name)(weights=None).eval()
         randomize_bn(model, gen)

@@ -84,6 +84,9 @@ TEST(nn_torchvision_shufflenet_v2) { check_model("shufflenet_v2_x0_5"); }
  * attention's batched MatMuls and Softmax with the batch axis moved by Transposes, GELU from its
  * five ops, and the class token picked by a Gather. */
 TEST(nn_torchvision_vit) { check_model("vit_small"); }
+/* A two-stage torchvision ConvNeXt: LayerNorm over channels between permutes, 7x7 depthwise convs,
+ * Linear layers on 4-D tensors, layer scale and GELU. */
+TEST(nn_torchvision_convnext) { check_model("convnext_small_cfg"); }
 
 TEST(nn_torchvision_resnet50_features_from) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
