@@ -550,7 +550,7 @@ static ftl_status emit_pad(nn_plan *p, nn_graph *g, const nn_node *n) {
     return cpu_emit_reorder(p, sv, dv, label);
 }
 
-/* Slice of an activation (steps of 1): a strided view of the plain input, copied out. */
+/* Slice of an activation: a strided view of the plain input, copied out. */
 static ftl_status emit_slice(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -560,9 +560,17 @@ static ftl_status emit_slice(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_memory_desc_t plain_in, plain_out, view;
     cpu_plain_md(&plain_in, xs, dt);
     FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));
-    dnnl_dims_t dims, off;
-    for (int i = 0; i < xs->rank; i++) dims[i] = ys->d[i], off[i] = n->p.slice_begin[i];
-    CPU_TRY(dnnl_memory_desc_init_submemory(&view, &plain_in, dims, off), label);
+    /* a strided view: the input's strides times the steps, starting at the first element taken */
+    dnnl_dims_t dims, strides;
+    int64_t in_stride = 1, first = 0;
+    for (int i = xs->rank - 1; i >= 0; i--) {
+        dims[i] = ys->d[i];
+        strides[i] = in_stride * n->p.slice_step[i];
+        first += n->p.slice_begin[i] * in_stride;
+        in_stride *= xs->d[i];
+    }
+    CPU_TRY(dnnl_memory_desc_init_by_strides(&view, xs->rank, dims, dt, strides), label);
+    view.offset0 = first;
     int sv = cpu_new_value(p, &view, p->vals[v].buf);
     cpu_plain_md(&plain_out, ys, dt);
     int out = new_output(p, n->out[0], &plain_out);

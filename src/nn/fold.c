@@ -25,14 +25,15 @@ static ftl_status fail(const nn_node *n, const char *why) {
 
 bool nn_op_is_value_only(nn_op op) {
     return op == NN_OP_SHAPE || op == NN_OP_GATHER || op == NN_OP_CAST || op == NN_OP_EQUAL || op == NN_OP_WHERE ||
-           op == NN_OP_CONSTANTOFSHAPE || op == NN_OP_EXPAND || op == NN_OP_RANGE || op == NN_OP_MOD || op == NN_OP_NOT;
+           op == NN_OP_CONSTANTOFSHAPE || op == NN_OP_EXPAND || op == NN_OP_RANGE || op == NN_OP_MOD || op == NN_OP_NOT ||
+           op == NN_OP_SCATTERND;
 }
 
 static bool evaluable(nn_op op) {
     switch (op) {
     case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV: case NN_OP_CONCAT: case NN_OP_UNSQUEEZE:
     case NN_OP_SQUEEZE: case NN_OP_RESHAPE: case NN_OP_FLATTEN: case NN_OP_IDENTITY: case NN_OP_DROPOUT:
-    case NN_OP_SLICE: case NN_OP_TRANSPOSE:
+    case NN_OP_SLICE: case NN_OP_TRANSPOSE: case NN_OP_POW: case NN_OP_SQRT:
         return true;
     default: return nn_op_is_value_only(op);
     }
@@ -127,13 +128,13 @@ static ftl_status eval_elementwise(const nn_node *n, const value *v, int nv, nn_
     int64_t strides[3][NN_MAX_RANK];
     for (int k = 0; k < nv; k++) broadcast_strides(&v[k].shape, y->rank, strides[k]);
     const value *a = n->op == NN_OP_WHERE ? &v[1] : &v[0], *b = n->op == NN_OP_WHERE ? &v[2] : &v[nv > 1 ? 1 : 0];
-    if (n->op != NN_OP_NOT && a->dtype != b->dtype) return fail(n, "inputs of different types");
+    if (n->op != NN_OP_NOT && n->op != NN_OP_POW && a->dtype != b->dtype) return fail(n, "inputs of different types");
     *dt = n->op == NN_OP_EQUAL || n->op == NN_OP_NOT ? NN_I64 : a->dtype;
     *out = alloc_out(*dt, *count);
     for (int64_t i = 0; i < *count; i++) {
         int64_t off[3];
         offsets(y, i, (const int64_t(*)[NN_MAX_RANK])strides, nv, off);
-        if (a->dtype == NN_I64 && n->op != NN_OP_NOT && n->op != NN_OP_WHERE) {
+        if (a->dtype == NN_I64 && n->op != NN_OP_NOT && n->op != NN_OP_WHERE && n->op != NN_OP_POW && n->op != NN_OP_SQRT) {
             int64_t x = ((const int64_t *)v[0].data)[off[0]], z = ((const int64_t *)v[1].data)[off[1]], r = 0;
             switch (n->op) {
             case NN_OP_ADD: r = x + z; break;
@@ -168,6 +169,8 @@ static ftl_status eval_elementwise(const nn_node *n, const value *v, int nv, nn_
         }
         case NN_OP_EQUAL: r = get(&v[0], off[0]) == get(&v[1], off[1]); break;
         case NN_OP_NOT: r = get(&v[0], off[0]) == 0; break;
+        case NN_OP_POW: r = pow(get(&v[0], off[0]), get(&v[1], off[1])); break;
+        case NN_OP_SQRT: r = sqrt(get(&v[0], off[0])); break;
         case NN_OP_WHERE: r = get(&v[0], off[0]) != 0 ? get(&v[1], off[1]) : get(&v[2], off[2]); break;
         default: return fail(n, "internal: not an element-wise op");
         }
@@ -175,7 +178,8 @@ static ftl_status eval_elementwise(const nn_node *n, const value *v, int nv, nn_
             /* the arithmetic in float, as ONNX Runtime computes it */
             float x = (float)get(&v[0], off[0]), z = nv > 1 ? (float)get(&v[1], off[1]) : 0.0f;
             ((float *)*out)[i] = n->op == NN_OP_ADD ? x + z : n->op == NN_OP_SUB ? x - z : n->op == NN_OP_MUL ? x * z
-                               : n->op == NN_OP_DIV ? x / z : (float)r;
+                               : n->op == NN_OP_DIV ? x / z : n->op == NN_OP_POW ? powf(x, z)
+                               : n->op == NN_OP_SQRT ? sqrtf(x) : (float)r;
         }
         else ((int64_t *)*out)[i] = (int64_t)r;
     }
@@ -304,6 +308,45 @@ static ftl_status eval_concat(const nn_graph *g, const nn_node *n, nn_dtype *dt,
     return FTL_OK;
 }
 
+/* ScatterND: a copy of data with the slices named by the last axis of indices replaced by updates. */
+static ftl_status eval_scatternd(const nn_node *n, const value *x, const value *idx, const value *upd, nn_shape *y,
+                                 void **out, int64_t *count) {
+    if (idx->dtype != NN_I64 || idx->shape.rank < 1) return fail(n, "indices must be integers of rank >= 1");
+    if (upd->dtype != x->dtype) return fail(n, "updates of another type than the data");
+    int q = idx->shape.rank, k = (int)idx->shape.d[q - 1], r = x->shape.rank;
+    if (k < 1 || k > r) return fail(n, "the indices' last dimension exceeds the data's rank");
+    /* updates must be indices.shape[:-1] + data.shape[k:] */
+    if (upd->shape.rank != q - 1 + r - k) return fail(n, "updates of the wrong rank");
+    for (int i = 0; i < q - 1; i++)
+        if (upd->shape.d[i] != idx->shape.d[i]) return fail(n, "updates that do not match the indices");
+    for (int i = k; i < r; i++)
+        if (upd->shape.d[q - 1 + i - k] != x->shape.d[i]) return fail(n, "updates that do not match the data");
+    *y = x->shape;
+    *count = x->count;
+    size_t es = x->dtype == NN_F32 ? sizeof(float) : sizeof(int64_t);
+    *out = alloc_out(x->dtype, *count);
+    memcpy(*out, x->data, (size_t)(*count ? *count : 1) * es);
+    int64_t slice = 1;
+    for (int i = k; i < r; i++) slice *= x->shape.d[i];
+    int64_t tuples = k ? idx->count / k : 0;
+    for (int64_t t = 0; t < tuples; t++) {
+        int64_t off = 0;
+        for (int j = 0; j < k; j++) {
+            int64_t v = ((const int64_t *)idx->data)[t * k + j], d = x->shape.d[j];
+            if (v < 0) v += d;
+            if (v < 0 || v >= d) {
+                free(*out);
+                *out = NULL;
+                return fail(n, "an index out of range");
+            }
+            off = off * d + v;
+        }
+        memcpy((char *)*out + (size_t)(off * slice) * es, (const char *)upd->data + (size_t)(t * slice) * es,
+               (size_t)slice * es);
+    }
+    return FTL_OK;
+}
+
 static ftl_status eval_node(nn_graph *g, nn_node *n, nn_dtype *dt, nn_shape *y, void **out, int64_t *count) {
     value v[3];
     int nv = 0;
@@ -326,6 +369,7 @@ static ftl_status eval_node(nn_graph *g, nn_node *n, nn_dtype *dt, nn_shape *y, 
         return FTL_OK;
     }
     case NN_OP_GATHER: *dt = v[0].dtype; return eval_gather(n, &v[0], &v[1], y, out, count);
+    case NN_OP_SCATTERND: *dt = v[0].dtype; return eval_scatternd(n, &v[0], &v[1], &v[2], y, out, count);
     case NN_OP_SLICE: *dt = v[0].dtype; return eval_slice(g, n, &v[0], y, out, count);
     case NN_OP_CONCAT: return eval_concat(g, n, dt, y, out, count);
     case NN_OP_CAST: {
@@ -391,7 +435,7 @@ static ftl_status eval_node(nn_graph *g, nn_node *n, nn_dtype *dt, nn_shape *y, 
         return FTL_OK;
     }
     case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV: case NN_OP_MOD: case NN_OP_EQUAL:
-    case NN_OP_WHERE: case NN_OP_NOT:
+    case NN_OP_WHERE: case NN_OP_NOT: case NN_OP_POW: case NN_OP_SQRT:
         return eval_elementwise(n, v, nv, dt, y, out, count);
     case NN_OP_TRANSPOSE: {
         int r = v[0].shape.rank;

@@ -22,7 +22,7 @@ static const char *const op_names[NN_OP_COUNT] = {
     [NN_OP_CONSTANT] = "Constant", [NN_OP_SHAPE] = "Shape", [NN_OP_GATHER] = "Gather", [NN_OP_CAST] = "Cast",
     [NN_OP_SLICE] = "Slice", [NN_OP_EQUAL] = "Equal", [NN_OP_WHERE] = "Where",
     [NN_OP_CONSTANTOFSHAPE] = "ConstantOfShape", [NN_OP_EXPAND] = "Expand", [NN_OP_RANGE] = "Range",
-    [NN_OP_MOD] = "Mod", [NN_OP_NOT] = "Not", [NN_OP_POW] = "Pow", [NN_OP_SQRT] = "Sqrt", [NN_OP_ERF] = "Erf",
+    [NN_OP_MOD] = "Mod", [NN_OP_NOT] = "Not", [NN_OP_SCATTERND] = "ScatterND", [NN_OP_POW] = "Pow", [NN_OP_SQRT] = "Sqrt", [NN_OP_ERF] = "Erf",
     [NN_OP_SOFTMAX] = "Softmax", [NN_OP_GELU] = "Gelu",
 };
 

@@ -39,7 +39,7 @@ typedef enum nn_op {
     NN_OP_MATMUL, NN_OP_PAD, NN_OP_IDENTITY, NN_OP_DROPOUT, NN_OP_TRANSPOSE, NN_OP_CONSTANT,
     /* evaluated at load time (shape arithmetic); Slice also runs on activations */
     NN_OP_SHAPE, NN_OP_GATHER, NN_OP_CAST, NN_OP_SLICE, NN_OP_EQUAL, NN_OP_WHERE, NN_OP_CONSTANTOFSHAPE,
-    NN_OP_EXPAND, NN_OP_RANGE, NN_OP_MOD, NN_OP_NOT,
+    NN_OP_EXPAND, NN_OP_RANGE, NN_OP_MOD, NN_OP_NOT, NN_OP_SCATTERND,
     /* transformer ops */
     NN_OP_POW, NN_OP_SQRT, NN_OP_ERF, NN_OP_SOFTMAX, NN_OP_GELU,
     NN_OP_COUNT
@@ -111,7 +111,7 @@ typedef struct nn_params {
     int cast_to;
     bool fmod;
     /* Slice on activations: begin and length per axis (steps of 1), from its constant inputs */
-    int64_t slice_begin[NN_MAX_RANK];
+    int64_t slice_begin[NN_MAX_RANK], slice_step[NN_MAX_RANK];
     /* a parameter input (Reshape shape, axes, pads, Clip min/max) was not a constant when the
      * node was parsed: it is computed from shapes, and the node is parsed again once it is */
     bool deferred;

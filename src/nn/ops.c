@@ -56,6 +56,7 @@ static const op_info op_table[] = {
     {"Range", NN_OP_RANGE, 3, 3, 1, 1, {0}},
     {"Mod", NN_OP_MOD, 2, 2, 1, 1, {"fmod"}},
     {"Not", NN_OP_NOT, 1, 1, 1, 1, {0}},
+    {"ScatterND", NN_OP_SCATTERND, 3, 3, 1, 1, {"reduction"}},
     {"Pow", NN_OP_POW, 2, 2, 1, 1, {0}},
     {"Sqrt", NN_OP_SQRT, 1, 1, 1, 1, {0}},
     {"Erf", NN_OP_ERF, 1, 1, 1, 1, {0}},
@@ -226,7 +227,7 @@ static ftl_status check_arity_and_attrs(const nn_graph *g, const nn_node *n) {
             return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): required input %d is empty", n->name, n->op_type, k);
     if (n->out[0] < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): its output has no name", n->name, n->op_type);
     for (int k = 1; k < n->n_out; k++)
-        if (n->out[k] >= 0)
+        if (n->out[k] >= 0 && n->op != NN_OP_DROPOUT) /* an inference Dropout's mask: no reader can get a shape */
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): output %d ('%s') is not supported (inference "
                             "graphs use only the first output)", n->name, n->op_type, k, g->tensors[n->out[k]].name);
     for (int a = 0; a < n->n_attr; a++) {
@@ -409,6 +410,12 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
         if (iv < 1 || iv > 16) return bad_attr(n, "to", "not a numeric ONNX data type");
         p->cast_to = (int)iv;
         break;
+    case NN_OP_SCATTERND: {
+        const nn_attr *r = nn_node_attr(n, "reduction");
+        if (r && (r->type != NN_ATTR_STRING || strcmp(r->s, "none") != 0))
+            return bad_attr(n, "reduction", "only 'none' is supported");
+        break;
+    }
     case NN_OP_MOD:
         FTL_TRY(get_int(n, "fmod", 0, &iv));
         p->fmod = iv != 0;
@@ -421,9 +428,14 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
     }
     case NN_OP_DROPOUT:
         if (n->n_in > 2 && n->in[2] >= 0) {
-            const nn_tensor *t = &g->tensors[n->in[2]];
-            if (!t->data || t->count != 1 || (t->dtype == NN_I64 ? ((int64_t *)t->data)[0] != 0 : ((float *)t->data)[0] != 0))
-                return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Dropout): training_mode must be a constant false", n->name);
+            /* training mode with a constant ratio of 0 (torch's F.dropout(p=0.0) in Swin) is the identity too */
+            const nn_tensor *t = &g->tensors[n->in[2]], *r = n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
+            bool ratio_zero = r && r->data && r->count == 1 &&
+                              (r->dtype == NN_I64 ? ((int64_t *)r->data)[0] == 0 : ((float *)r->data)[0] == 0.0f);
+            if (!ratio_zero &&
+                (!t->data || t->count != 1 || (t->dtype == NN_I64 ? ((int64_t *)t->data)[0] != 0 : ((float *)t->data)[0] != 0)))
+                return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Dropout): training_mode must be a constant false (or the "
+                                "ratio a constant 0)", n->name);
         }
         break;
     default: break;

@@ -375,23 +375,22 @@ static ftl_status infer_transpose(nn_graph *g, nn_node *n, nn_shape *y) {
     return FTL_OK; /* moving the batch axis is allowed: such a graph runs in whole batches (no micro-batches) */
 }
 
-/* Slice on an activation: steps of 1, the batch axis whole (one image's rows stay together). */
+/* Slice on an activation: positive steps (Swin's patch merging takes every second row). */
 static ftl_status infer_slice(nn_graph *g, nn_node *n, nn_shape *y) {
     const nn_shape *x = in_shape(g, n, 0);
     int64_t b[NN_MAX_RANK], e[NN_MAX_RANK], st[NN_MAX_RANK];
     FTL_TRY(nn_slice_bounds(g, n, x, b, e, st));
     *y = *x;
     for (int i = 0; i < x->rank; i++) {
-        if (st[i] != 1)
-            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Slice): steps other than 1 on an activation are not supported",
+        if (st[i] < 1)
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Slice): negative steps on an activation are not supported",
                             n->name);
-        y->d[i] = e[i] > b[i] ? e[i] - b[i] : 0;
+        y->d[i] = e[i] > b[i] ? (e[i] - b[i] + st[i] - 1) / st[i] : 0;
         n->p.slice_begin[i] = b[i];
+        n->p.slice_step[i] = st[i];
         if (y->d[i] < 1) return node_err(n, "the slice of %s is empty", SHAPE_TXT(*x), "");
     }
-    if (y->d[0] != x->d[0])
-        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Slice): slicing the batch axis is not supported", n->name);
-    return FTL_OK;
+    return FTL_OK; /* axis 0 may be sliced where a Transpose moved the batch (whole-batch plans) */
 }
 
 /* Gather of one index from an activation (a ViT's class token): a slice of that position. */
@@ -400,7 +399,7 @@ static ftl_status infer_gather_one(nn_graph *g, nn_node *n, nn_shape *y) {
     const nn_tensor *idx = &g->tensors[n->in[1]];
     int a;
     FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));
-    if (a == 0) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gather): gathering along the batch axis", n->name);
+    /* axis 0 is the batch only while no Transpose moved it; where one did, plans run whole batches */
     int64_t k = ((const int64_t *)idx->data)[0];
     if (k < 0) k += x->d[a];
     if (k < 0 || k >= x->d[a]) return node_err(n, "the index is out of range for %s", SHAPE_TXT(*x), "");

@@ -47,7 +47,11 @@ def main():
     # size CI runs in seconds); its zero-initialised head randomised so the logits mean something
     # convnext_small_cfg: torchvision's ConvNeXt class with two narrow stages (LayerNorm over channels
     # after permutes, 7x7 depthwise convs, Linear on 4-D tensors, layer scale, GELU)
-    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5", "vit_small", "convnext_small_cfg"):
+    # swin_small_cfg: torchvision's SwinTransformer class, two narrow stages (shifted windows: the
+    # attention mask built by Slice/ScatterND-style arithmetic, torch.roll as Slice+Concat, patch
+    # merging by strided slices, relative position bias gathered from a table)
+    for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5", "vit_small", "convnext_small_cfg",
+                 "swin_small_cfg"):
         gen = torch.Generator().manual_seed(1)
         torch.manual_seed(1)
         if name == "vit_small":
@@ -56,6 +60,11 @@ def main():
                                       mlp_dim=192, num_classes=10).eval()
             model.heads.head.weight.data = torch.randn(model.heads.head.weight.shape, generator=gen) * 0.2
             model.heads.head.bias.data = torch.randn(model.heads.head.bias.shape, generator=gen) * 0.1
+        elif name == "swin_small_cfg":
+            from torchvision.models.swin_transformer import SwinTransformer
+            model = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[7, 7],
+                                    num_classes=10).eval()
+            model.head.weight.data = torch.randn(model.head.weight.shape, generator=gen) * 0.5  # logits of size ~1
         elif name == "convnext_small_cfg":
             from torchvision.models.convnext import CNBlockConfig, ConvNeXt
             model = ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)], layer_scale=0.5).eval()

@@ -87,6 +87,10 @@ TEST(nn_torchvision_vit) { check_model("vit_small"); }
 /* A two-stage torchvision ConvNeXt: LayerNorm over channels between permutes, 7x7 depthwise convs,
  * Linear layers on 4-D tensors, layer scale and GELU. */
 TEST(nn_torchvision_convnext) { check_model("convnext_small_cfg"); }
+/* A two-stage torchvision Swin: shifted-window attention with its mask folded at load (ScatterND,
+ * Range, Equal, Where), torch.roll as Slice + Concat, patch merging by strided Slices, the relative
+ * position bias gathered from its table, and Gathers along axes the Transposes moved first. */
+TEST(nn_torchvision_swin) { check_model("swin_small_cfg"); }
 
 TEST(nn_torchvision_resnet50_features_from) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
