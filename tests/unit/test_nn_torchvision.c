@@ -278,3 +278,54 @@ TEST(nn_torchvision_resnet50_batch_invariance) {
     nn_npy_free(&y);
     free(onnx);
 }
+
+/* Rows of `n` images run `batch` at a time (the caller frees). */
+static float *run_rows(const char *onnx, const float *in, int n, int batch, int64_t out_per) {
+    ftl_model *m = load(onnx, batch, NULL);
+    if (!m) return NULL;
+    float *out = malloc((size_t)(n * out_per) * sizeof *out);
+    if (ftl_model_run(m, in, n, out) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "run %s at batch %d: %s", onnx, batch, ftl_last_error());
+        free(out);
+        out = NULL;
+    }
+    ftl_model_free(m);
+    return out;
+}
+
+/* Batch invariance of a transformer: 13 images give the same rows one at a time as 13 at once
+ * (attention mixes tokens, never images; a Transpose that moves the batch axis must not mix them). */
+static void check_batch_invariance(const char *name) {
+    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), name);
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 3 || y.count % 3) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for %s missing: run tests/ref/gen_nn.sh", name);
+    } else {
+        int64_t in_per = x.count / 3, out_per = y.count / 3;
+        const int n = 13;
+        float *in = malloc((size_t)(n * in_per) * sizeof *in);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < in_per; k++) in[i * in_per + k] = x.data[(i % 3) * in_per + k] * (1.0f + 0.01f * (float)i);
+        float *one = run_rows(onnx, in, n, 1, out_per), *all = run_rows(onnx, in, n, 13, out_per);
+        if (one && all) {
+            double d = nn_max_abs_diff(one, all, n * out_per), scale = max_abs(one, n * out_per);
+            printf("  %-18s batch 1 vs 13: max |diff| %.3g (max |out| %.4g)\n", name, d, scale);
+            CHECK(d <= 1e-6 * (scale > 1 ? scale : 1));
+            /* and the rows differ from image to image (the scaled copies are not the same input) */
+            CHECK(nn_max_abs_diff(all, all + 3 * out_per, out_per) > 0);
+        }
+        free(one);
+        free(all);
+        free(in);
+    }
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
+}
+
+TEST(nn_torchvision_vit_batch_invariance) { check_batch_invariance("vit_small"); }
+TEST(nn_torchvision_swin_batch_invariance) { check_batch_invariance("swin_small_cfg"); }
