@@ -601,6 +601,42 @@ static ftl_status emit_gather_one(nn_plan *p, nn_graph *g, const nn_node *n) {
     return FTL_OK;
 }
 
+/* LayerNormalization over the last axis: oneDNN's layer normalization with scale and shift. */
+static ftl_status emit_layernorm(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]);
+    int v = p->tval[n->in[0]];
+    dnnl_memory_desc_t plain;
+    cpu_plain_md(&plain, xs, p->vals[v].md.data_type);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain, &v));
+    int64_t c = xs->d[xs->rank - 1];
+    float *zeros = NULL;
+    const float *scale = g->tensors[n->in[1]].data, *shift = NULL;
+    if (n->n_in > 2 && n->in[2] >= 0) shift = g->tensors[n->in[2]].data;
+    else shift = zeros = ftl_xcalloc((size_t)c, sizeof *zeros);
+    dnnl_memory_desc_t vec;
+    dnnl_dims_t vd = {c};
+    dnnl_memory_desc_init_by_tag(&vec, 1, vd, dnnl_f32, dnnl_a);
+    int sv, hv;
+    ftl_status st = cpu_const_value(p, scale, &vec, &vec, &sv);
+    if (st == FTL_OK) st = cpu_const_value(p, shift, &vec, &vec, &hv);
+    free(zeros);
+    FTL_TRY(st);
+    dnnl_layer_normalization_desc_t ld;
+    CPU_TRY(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &plain, NULL, n->p.epsilon,
+                                                       dnnl_use_scale | dnnl_use_shift), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(NULL, &attr, false));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ld, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "layer normalization"), "node '%s' (%s)", n->name, n->op_type);
+    int out = new_output(p, n->out[0], &plain);
+    int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}, vals[4] = {v, sv, hv, out};
+    return cpu_emit_prim(p, pd, keys, vals, 4, 3, label);
+}
+
 /* Softmax over one axis (oneDNN's accurate softmax: max subtracted, sums in fp32). */
 static ftl_status emit_softmax(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
@@ -790,6 +826,7 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_SLICE: return emit_slice(p, g, n);
     case NN_OP_GATHER: return emit_gather_one(p, g, n);
     case NN_OP_SOFTMAX: return emit_softmax(p, g, n);
+    case NN_OP_LAYERNORM: return emit_layernorm(p, g, n);
     case NN_OP_SQRT: case NN_OP_POW: case NN_OP_GELU: return emit_activation(p, g, n);
     case NN_OP_ERF:
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Erf): supported only inside GELU (0.5 x (1 + erf(x / sqrt 2)))",

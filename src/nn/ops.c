@@ -62,6 +62,7 @@ static const op_info op_table[] = {
     {"Erf", NN_OP_ERF, 1, 1, 1, 1, {0}},
     {"Softmax", NN_OP_SOFTMAX, 1, 1, 1, 1, {"axis"}},
     {"Gelu", NN_OP_GELU, 1, 1, 1, 1, {"approximate"}},
+    {"LayerNormalization", NN_OP_LAYERNORM, 2, 3, 1, 3, {"axis", "epsilon", "stash_type"}},
 };
 enum { OP_TABLE_SIZE = sizeof op_table / sizeof op_table[0] };
 
@@ -227,7 +228,7 @@ static ftl_status check_arity_and_attrs(const nn_graph *g, const nn_node *n) {
             return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): required input %d is empty", n->name, n->op_type, k);
     if (n->out[0] < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): its output has no name", n->name, n->op_type);
     for (int k = 1; k < n->n_out; k++)
-        if (n->out[k] >= 0 && n->op != NN_OP_DROPOUT) /* an inference Dropout's mask: no reader can get a shape */
+        if (n->out[k] >= 0 && n->op != NN_OP_DROPOUT && n->op != NN_OP_LAYERNORM) /* training outputs: no reader can get a shape */
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): output %d ('%s') is not supported (inference "
                             "graphs use only the first output)", n->name, n->op_type, k, g->tensors[n->out[k]].name);
     for (int a = 0; a < n->n_attr; a++) {
@@ -300,6 +301,13 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
     case NN_OP_POW: /* an activation when the exponent is a constant scalar */
         p->act = (nn_act){NN_ACT_POW, 1.0f, 0};
         FTL_TRY(const_scalar(g, n, 1, "exponent", &p->act.alpha));
+        break;
+    case NN_OP_LAYERNORM:
+        FTL_TRY(get_int(n, "axis", -1, &iv));
+        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+        p->axis = (int)iv;
+        FTL_TRY(get_float(n, "epsilon", 1e-5f, &p->epsilon));
+        if (!(p->epsilon >= 0)) return bad_attr(n, "epsilon", "must be >= 0");
         break;
     case NN_OP_SOFTMAX:
         FTL_TRY(get_int(n, "axis", g->opset >= 13 ? -1 : 1, &iv));

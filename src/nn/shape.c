@@ -445,6 +445,20 @@ ftl_status nn_infer_node_shape(nn_graph *g, nn_node *n, nn_shape *y) {
     case NN_OP_PAD: return infer_pad(g, n, y);
     case NN_OP_TRANSPOSE: return infer_transpose(g, n, y);
     case NN_OP_SLICE: return infer_slice(g, n, y);
+    case NN_OP_LAYERNORM: {
+        int a;
+        FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));
+        if (a != x->rank - 1)
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (LayerNormalization): only the last axis is supported (axis %d "
+                            "of rank %d)", n->name, n->p.axis, x->rank);
+        for (int k = 1; k < n->n_in; k++) {
+            const nn_tensor *t = n->in[k] >= 0 ? &g->tensors[n->in[k]] : NULL;
+            if (t && (!t->data || t->dtype != NN_F32 || t->count != x->d[a]))
+                return node_err(n, "scale and bias must be float constants of the last axis' size ('%s')", t->name, "");
+        }
+        *y = *x;
+        return FTL_OK;
+    }
     case NN_OP_SOFTMAX: {
         int a;
         FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));

@@ -9,6 +9,7 @@ Writes per model: <m>.onnx (opset 13, dynamic batch), <m>.in.npy (float input) a
 for resnet50 <m>.features.npy + <m>.features_name.txt (the pooled 2048-d features under fc).
 """
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -75,11 +76,19 @@ def main():
         path = os.path.join(out, f"{name}.onnx")
         torch.onnx.export(model, x, path, opset_version=13, input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+        if name in ("vit_small", "swin_small_cfg"):  # opset 17: LayerNorm as one LayerNormalization node
+            # (outside no_grad: there torch 1.13 takes a fused attention path it cannot export)
+            torch.onnx.export(model, x, os.path.join(out, f"{name}_op17.onnx"), opset_version=17,
+                              input_names=["input"], output_names=["logits"],
+                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
         with torch.no_grad():
             np.save(os.path.join(out, f"{name}.in.npy"), x.numpy())
             np.save(os.path.join(out, f"{name}.out.npy"), model(x).numpy())
             np.save(os.path.join(out, f"{name}.images.out.npy"), model(torch.from_numpy(pre)).numpy())
             images.tofile(os.path.join(out, f"{name}.images.rgb"))
+            if name in ("vit_small", "swin_small_cfg"):
+                for ext in ("in.npy", "out.npy", "images.out.npy", "images.rgb"):
+                    shutil.copyfile(os.path.join(out, f"{name}.{ext}"), os.path.join(out, f"{name}_op17.{ext}"))
             if name == "resnet50":
                 import onnx
                 g = onnx.load(path, load_external_data=False).graph

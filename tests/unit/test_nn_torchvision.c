@@ -91,6 +91,9 @@ TEST(nn_torchvision_convnext) { check_model("convnext_small_cfg"); }
  * Range, Equal, Where), torch.roll as Slice + Concat, patch merging by strided Slices, the relative
  * position bias gathered from its table, and Gathers along axes the Transposes moved first. */
 TEST(nn_torchvision_swin) { check_model("swin_small_cfg"); }
+/* The same two transformers exported at opset 17, where LayerNorm is one LayerNormalization node. */
+TEST(nn_torchvision_vit_opset17) { check_model("vit_small_op17"); }
+TEST(nn_torchvision_swin_opset17) { check_model("swin_small_cfg_op17"); }
 
 TEST(nn_torchvision_resnet50_features_from) {
     char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
