@@ -114,6 +114,8 @@ typedef struct ftl_model_info {
                                   batch's plan may use fewer) */
     int threads, batch, micro_batch; /* micro_batch: images per plan run (the largest per-layer one) */
     int micro_batch_min;       /* the smallest per-layer micro-batch (== micro_batch when uniform) */
+    int fixed_batch;           /* > 0: the file's fixed batch is baked into its graph, so every pass runs
+                                  exactly this many images (a partial batch is padded) */
     const char *backend;       /* e.g. "cpu (oneDNN 2.6.3, avx512_core_bf16)" */
 } ftl_model_info;
 

@@ -157,6 +157,9 @@ typedef struct nn_graph {
     /* model facts for inspect */
     int64_t ir_version, opset;
     char *producer;
+    int64_t fixed_batch;      /* the input's batch as written in the file (0: dynamic) */
+    int64_t batch_locked;     /* > 0: the graph only works at this batch (the export baked it into
+                                 constants); every shape inference then uses it */
 } nn_graph;
 
 nn_graph *nn_graph_new(void);

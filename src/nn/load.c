@@ -6,7 +6,9 @@
 #include "nn/topo.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,23 @@ ftl_status nn_load_checked(const char *path, nn_graph **out, char *sha256_hex) {
         st = nn_graph_sort(g);
     }
     if (st == FTL_OK && g->n_inputs == 0) st = ftl_fail(FTL_E_UNSUPPORTED, "the graph has no runtime input");
-    if (st == FTL_OK) st = nn_infer_shapes(g, 1);
+    if (st == FTL_OK) {
+        st = nn_infer_shapes(g, 1);
+        /* an export with a fixed batch may have baked it into Reshape shapes: then it runs at that batch */
+        if (st == FTL_OK && g->fixed_batch > 0) {
+            st = nn_infer_shapes(g, 2);
+            if (st == FTL_OK) st = nn_infer_shapes(g, 1);
+        }
+        if (st != FTL_OK && g->fixed_batch > 0) {
+            char first[512];
+            snprintf(first, sizeof first, "%s", ftl_last_error());
+            g->batch_locked = g->fixed_batch;
+            st = nn_infer_shapes(g, g->batch_locked);
+            if (st != FTL_OK) ftl_fail(st, "%s", first);
+            else ftl_log_info("%s: the graph works only at its fixed batch of %lld (%s); ftl runs it %lld images at a time",
+                              path, (long long)g->batch_locked, first, (long long)g->batch_locked);
+        }
+    }
     if (st == FTL_OK) nn_graph_compact(g);
     if (st != FTL_OK) {
         nn_graph_free(g);
@@ -80,7 +98,7 @@ void nn_graph_cost(const nn_graph *g, long long *params, long long *macs) {
     }
     free(counted);
     *params = p;
-    *macs = m;
+    *macs = g->batch_locked > 1 ? m / g->batch_locked : m; /* shapes are for the locked batch */
 }
 
 ftl_status nn_prepare_for_run(nn_graph *g, int feature, nn_optimize_stats *stats) {

@@ -209,7 +209,12 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     FTL_TRY(nn_infer_shapes(g, 2));
     nn_shape two = g->tensors[out].shape;
     FTL_TRY(nn_infer_shapes(g, 1));
-    if (one.rank < 1 || two.d[0] != 2 * one.d[0] || one.d[0] != 1) {
+    if (g->batch_locked > 0) { /* shapes are always for the locked batch: the output must follow it */
+        two = one;
+        two.d[0] = 2 * one.d[0];
+    }
+    if (one.rank < 1 || two.d[0] != 2 * one.d[0] || (g->batch_locked <= 0 && one.d[0] != 1) ||
+        (g->batch_locked > 0 && one.d[0] != g->batch_locked)) {
         char a[96], b[96];
         return ftl_fail(FTL_E_UNSUPPORTED, "%s: tensor '%s' has shape %s for 1 image and %s for 2: its first dimension "
                         "is not the batch, so it cannot be a per-image feature tensor", path, g->tensors[out].name,
@@ -220,7 +225,10 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     m->input_per_image = nn_shape_count(&g->tensors[in].shape) / g->tensors[in].shape.d[0];
     m->info.feature_dim = nn_shape_count(&g->tensors[out].shape) / g->tensors[out].shape.d[0];
     m->info.batch = o->batch;
-    if (o->micro_batch > 0) m->copts.batch = o->micro_batch < o->batch ? o->micro_batch : o->batch;
+    m->info.fixed_batch = (int)g->batch_locked;
+    if (g->batch_locked > 0) /* every plan runs exactly that many images; a partial batch is padded */
+        m->copts.batch = (int)g->batch_locked;
+    else if (o->micro_batch > 0) m->copts.batch = o->micro_batch < o->batch ? o->micro_batch : o->batch;
     else choose_micro_batches(g, o->batch, m->copts.precision, &m->copts.batch, &m->node_batch, &m->uniform_batch);
     m->copts.node_batch = m->node_batch;
     return FTL_OK;
@@ -311,15 +319,30 @@ static ftl_status plan_for(ftl_model *m, int rows, nn_plan **plan) {
     return FTL_OK;
 }
 
+/* Runs the plan for `rows` images already in its input into features; a graph locked to its batch
+ * runs a padded batch (zeros after the last image) and keeps the first `rows` rows. */
+static ftl_status run_rows(ftl_model *m, nn_plan *plan, int rows, float *features) {
+    if (m->g->batch_locked <= 0 || rows == m->copts.batch) return m->be->run(plan, features);
+    size_t per = (size_t)m->info.feature_dim, full = (size_t)m->copts.batch;
+    memset(m->be->input(plan) + (size_t)rows * m->input_per_image, 0,
+           (full - (size_t)rows) * m->input_per_image * sizeof(float));
+    float *all = malloc(full * per * sizeof *all);
+    if (!all) return ftl_fail(FTL_E_NOMEM, "out of memory for a padded batch");
+    ftl_status st = m->be->run(plan, all);
+    if (st == FTL_OK) memcpy(features, all, (size_t)rows * per * sizeof *all);
+    free(all);
+    return st;
+}
+
 ftl_status ftl_model_run(ftl_model *m, const float *input, int count, float *features) {
     if (count < 0) return ftl_fail(FTL_E_INVALID_ARG, "negative image count %d", count);
     for (int done = 0; done < count;) {
         int rows = count - done < m->copts.batch ? count - done : m->copts.batch;
         nn_plan *plan;
-        FTL_TRY(plan_for(m, rows, &plan));
+        FTL_TRY(plan_for(m, m->g->batch_locked > 0 ? m->copts.batch : rows, &plan));
         memcpy(m->be->input(plan), input + (size_t)done * m->input_per_image,
                (size_t)rows * (size_t)m->input_per_image * sizeof(float));
-        FTL_TRY(m->be->run(plan, features + (size_t)done * (size_t)m->info.feature_dim));
+        FTL_TRY(run_rows(m, plan, rows, features + (size_t)done * (size_t)m->info.feature_dim));
         done += rows;
     }
     return FTL_OK;
@@ -340,7 +363,7 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
     for (int done = 0; done < count;) {
         int rows = count - done < m->copts.batch ? count - done : m->copts.batch;
         nn_plan *plan;
-        FTL_TRY(plan_for(m, rows, &plan));
+        FTL_TRY(plan_for(m, m->g->batch_locked > 0 ? m->copts.batch : rows, &plan));
         float *in = m->be->input(plan);
         for (int r = 0; r < rows; r++) {
             const uint8_t *img = images_hwc + (size_t)(done + r) * image_bytes;
@@ -351,7 +374,7 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
             }
             nn_preprocess_image(table, img, i->height, i->width, i->channels_last, in + (size_t)r * m->input_per_image);
         }
-        FTL_TRY(m->be->run(plan, features + (size_t)done * (size_t)i->feature_dim));
+        FTL_TRY(run_rows(m, plan, rows, features + (size_t)done * (size_t)i->feature_dim));
         done += rows;
     }
     return FTL_OK;

@@ -178,6 +178,7 @@ static ftl_status build_graph(const Onnx__ModelProto *m, const char *path, nn_gr
         FTL_TRY(nn_graph_add_tensor(g, vi->name, &t));
         g->tensors[t].is_input = true;
         FTL_TRY(read_input_shape(vi, &g->tensors[t]));
+        if (g->tensors[t].shape.d[0] > 0) g->fixed_batch = g->tensors[t].shape.d[0];
         g->inputs[n_inputs++] = t;
     }
     g->n_inputs = n_inputs;

@@ -513,6 +513,7 @@ static ftl_status run_folds(nn_graph *g, int *next, int upto) {
 }
 
 ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
+    if (g->batch_locked > 0) batch = g->batch_locked;
     for (int t = 0; t < g->n_tensors; t++)
         if (!g->tensors[t].data && !g->tensors[t].is_input) g->tensors[t].shape.rank = -1;
     for (int i = 0; i < g->n_inputs; i++) {

@@ -76,6 +76,9 @@ def main():
         path = os.path.join(out, f"{name}.onnx")
         torch.onnx.export(model, x, path, opset_version=13, input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+        if name == "shufflenet_v2_x0_5":  # a fixed batch of 2 (no dynamic axes): the exporter bakes 2 into Reshapes
+            torch.onnx.export(model, x[:2], os.path.join(out, f"{name}_fixed2.onnx"), opset_version=13,
+                              input_names=["input"], output_names=["logits"])
         if name in ("vit_small", "swin_small_cfg"):  # opset 17: LayerNorm as one LayerNormalization node
             # (outside no_grad: there torch 1.13 takes a fused attention path it cannot export)
             torch.onnx.export(model, x, os.path.join(out, f"{name}_op17.onnx"), opset_version=17,
@@ -86,9 +89,9 @@ def main():
             np.save(os.path.join(out, f"{name}.out.npy"), model(x).numpy())
             np.save(os.path.join(out, f"{name}.images.out.npy"), model(torch.from_numpy(pre)).numpy())
             images.tofile(os.path.join(out, f"{name}.images.rgb"))
-            if name in ("vit_small", "swin_small_cfg"):
+            for variant in {"vit_small": ["op17"], "swin_small_cfg": ["op17"], "shufflenet_v2_x0_5": ["fixed2"]}.get(name, []):
                 for ext in ("in.npy", "out.npy", "images.out.npy", "images.rgb"):
-                    shutil.copyfile(os.path.join(out, f"{name}.{ext}"), os.path.join(out, f"{name}_op17.{ext}"))
+                    shutil.copyfile(os.path.join(out, f"{name}.{ext}"), os.path.join(out, f"{name}_{variant}.{ext}"))
             if name == "resnet50":
                 import onnx
                 g = onnx.load(path, load_external_data=False).graph

@@ -79,6 +79,18 @@ TEST(nn_torchvision_densenet121) { check_model("densenet121"); }
  * shapes computed by Shape/Gather/Div/Unsqueeze/Concat, folded at load for each batch size (here 2,
  * then 1 for the partial batch), and its branches Slice the channels of activations. */
 TEST(nn_torchvision_shufflenet_v2) { check_model("shufflenet_v2_x0_5"); }
+/* Exported with a fixed batch of 2, which torch.onnx bakes into the channel-shuffle Reshapes: ftl
+ * runs it 2 images at a time, the third image in a padded batch. */
+TEST(nn_torchvision_shufflenet_v2_fixed_batch) {
+    char *path = ftl_format("%s/ref/nn/torchvision/shufflenet_v2_x0_5_fixed2.onnx", ftl_test_build_dir());
+    ftl_model *m = load(path, 16, NULL);
+    if (m) {
+        CHECK_EQ_INT(ftl_model_get_info(m)->fixed_batch, 2);
+        ftl_model_free(m);
+    }
+    free(path);
+    check_model("shufflenet_v2_x0_5_fixed2");
+}
 /* A (narrow, 3-layer) torchvision ViT: the class token expanded to the batch by shape arithmetic
  * and concatenated, LayerNorm as exported (ReduceMean over the last axis, Sub, Pow, Sqrt, Div), the
  * attention's batched MatMuls and Softmax with the batch axis moved by Transposes, GELU from its
