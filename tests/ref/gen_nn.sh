@@ -3,7 +3,8 @@
 #   ops/          per-op ONNX graphs + random inputs (nn_cases.py, python3-onnx), expected outputs from
 #                 ONNX Runtime (nn_ort_batch.mjs: one node process for all cases), malformed models in
 #                 ops/bad/, Pillow BILINEAR resize pairs in ops/resize/
-#   torchvision/  mobilenet_v2 and resnet50 exported with torch.onnx + PyTorch outputs (nn_torchvision.py)
+#   torchvision/  torchvision families exported with torch.onnx + PyTorch outputs (nn_torchvision.py); for the
+#                 ViT also ONNX Runtime's class-token features (that tensor exposed as an output)
 # Skips a part when its stamp (sha256 of the scripts that make it) is unchanged.
 set -u
 : "${BUILD:?}" "${SHARED:?}" "${PY:=/usr/bin/python3}"
@@ -39,6 +40,20 @@ ops_cmd() {
     "$PY" "$here/nn_cases.py" "$out/ops" && node "$here/nn_ort_batch.mjs" "$out/ops/manifest.txt"
 }
 part nn-ops "$out/ops" "$(stamp_of "$here/nn_cases.py" "$here/nn_ort_batch.mjs" "$SHARED/tools/interop/package-lock.json")" ops_cmd
-part nn-torchvision "$out/torchvision" "$(stamp_of "$here/nn_torchvision.py")" \
-    "$PY" -W ignore "$here/nn_torchvision.py" "$out/torchvision"
+torchvision_cmd() {
+    local d="$out/torchvision"
+    "$PY" -W ignore "$here/nn_torchvision.py" "$d" || return 1
+    # the ViT's class token after the last LayerNorm (the Gemm head's input), by ONNX Runtime
+    local name
+    name=$("$PY" -c "import onnx,sys; g=onnx.load(sys.argv[1]).graph; print([n for n in g.node if n.op_type=='Gemm'][-1].input[0])" \
+        "$d/vit_small.onnx") || return 1
+    echo "$name" >"$d/vit_small.features_name.txt"
+    # exposed as a graph output with its shape written out (onnx's inference cannot follow the exporter's
+    # shape arithmetic, so the interop tool's checked exposure refuses it)
+    "$PY" -c "import onnx,sys; m=onnx.load(sys.argv[1]); m.graph.output.append(onnx.helper.make_tensor_value_info(sys.argv[3], onnx.TensorProto.FLOAT, ['N', 96])); onnx.save(m, sys.argv[2])" \
+        "$d/vit_small.onnx" "$d/vit_small.exposed.onnx" "$name" &&
+        node "$SHARED/tools/interop/onnx_run.mjs" "$d/vit_small.exposed.onnx" "$d/vit_small.in.npy" "$d/vit_small.features.npy" \
+            --output "$name" >/dev/null
+}
+part nn-torchvision "$out/torchvision" "$(stamp_of "$here/nn_torchvision.py" "$here/gen_nn.sh")" torchvision_cmd
 exit $status

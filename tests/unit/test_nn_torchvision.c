@@ -19,7 +19,7 @@ static double max_abs(const float *a, int64_t n) {
 static void compare(const char *what, const float *got, const nn_npy *ref, double rel) {
     double d = nn_max_abs_diff(got, ref->data, ref->count), scale = max_abs(ref->data, ref->count);
     double tol = rel * (scale > 1 ? scale : 1);
-    printf("  %-34s max |ftl - torch| %.3g (max |torch| %.4g, tolerance %.3g)\n", what, d, scale, tol);
+    printf("  %-34s max |ftl - ref| %.3g (max |ref| %.4g, tolerance %.3g)\n", what, d, scale, tol);
     if (!(d <= tol)) ftl_test_fail(__FILE__, __LINE__, "%s: %g > %g", what, d, tol);
 }
 
@@ -107,8 +107,9 @@ TEST(nn_torchvision_swin) { check_model("swin_small_cfg"); }
 TEST(nn_torchvision_vit_opset17) { check_model("vit_small_op17"); }
 TEST(nn_torchvision_swin_opset17) { check_model("swin_small_cfg_op17"); }
 
-TEST(nn_torchvision_resnet50_features_from) {
-    char *base = ftl_format("%s/ref/nn/torchvision/resnet50", ftl_test_build_dir());
+/* --features-from: `name` read from <model>.features_name.txt, compared with <model>.features.npy. */
+static void check_features_from(const char *model, int64_t dim, const char *what) {
+    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), model);
     char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base);
     char *f_p = ftl_format("%s.features.npy", base), *name_p = ftl_format("%s.features_name.txt", base);
     nn_npy x = {0}, f = {0};
@@ -123,11 +124,10 @@ TEST(nn_torchvision_resnet50_features_from) {
         ftl_model *m = load(onnx, 3, name);
         if (m) {
             const ftl_model_info *i = ftl_model_get_info(m);
-            CHECK_EQ_INT(i->feature_dim, 2048);
+            CHECK_EQ_INT(i->feature_dim, dim);
             CHECK_STR_EQ(i->feature_name, name);
             float *out = malloc((size_t)f.count * sizeof *out);
-            if (i->feature_dim == 2048 && ftl_model_run(m, x.data, 3, out) == FTL_OK)
-                compare("--features-from pooled features", out, &f, 2e-5);
+            if (i->feature_dim == dim && ftl_model_run(m, x.data, 3, out) == FTL_OK) compare(what, out, &f, 2e-5);
             free(out);
             ftl_model_free(m);
         }
@@ -140,6 +140,12 @@ TEST(nn_torchvision_resnet50_features_from) {
     free(in_p);
     free(f_p);
     free(name_p);
+}
+
+TEST(nn_torchvision_resnet50_features_from) { check_features_from("resnet50", 2048, "--features-from pooled features"); }
+/* The ViT's class token after the last LayerNorm, against ONNX Runtime with that tensor exposed. */
+TEST(nn_torchvision_vit_features_from_class_token) {
+    check_features_from("vit_small", 96, "--features-from class token (vs ORT)");
 }
 
 /* The exported ResNet-50 and its 3 reference inputs/outputs; false (the test failed) when missing.
