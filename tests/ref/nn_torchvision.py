@@ -51,8 +51,12 @@ def main():
     # swin_small_cfg: torchvision's SwinTransformer class, two narrow stages (shifted windows: the
     # attention mask built by Slice/ScatterND-style arithmetic, torch.roll as Slice+Concat, patch
     # merging by strided slices, relative position bias gathered from a table)
+    # and one model per remaining family (alexnet and vgg with their 100M-parameter classifiers narrowed:
+    # the same Linear/ReLU/Dropout ops at a size CI holds)
     for name in ("mobilenet_v2", "resnet50", "densenet121", "shufflenet_v2_x0_5", "vit_small", "convnext_small_cfg",
-                 "swin_small_cfg"):
+                 "swin_small_cfg", "alexnet", "vgg11_bn", "efficientnet_b0", "efficientnet_v2_s", "googlenet",
+                 "inception_v3", "mnasnet0_5", "mobilenet_v3_small", "regnet_y_400mf", "resnext50_32x4d",
+                 "squeezenet1_1"):
         gen = torch.Generator().manual_seed(1)
         torch.manual_seed(1)
         if name == "vit_small":
@@ -69,9 +73,19 @@ def main():
         elif name == "convnext_small_cfg":
             from torchvision.models.convnext import CNBlockConfig, ConvNeXt
             model = ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)], layer_scale=0.5).eval()
+        elif name in ("alexnet", "vgg11_bn"):
+            model = getattr(torchvision.models, name)(weights=None).eval()
+            width = 256 * 6 * 6 if name == "alexnet" else 512 * 7 * 7
+            model.classifier = torch.nn.Sequential(torch.nn.Dropout(), torch.nn.Linear(width, 128), torch.nn.ReLU(True),
+                                                   torch.nn.Dropout(), torch.nn.Linear(128, 10)).eval()
         else:
             model = getattr(torchvision.models, name)(weights=None).eval()
         randomize_bn(model, gen)
+        if name == "inception_v3":  # its default init grows activations to ~1e13 over 94 convs: keep them O(1)
+            for mod in model.modules():
+                if isinstance(mod, torch.nn.Conv2d):
+                    fan_in = mod.weight[0].numel()
+                    mod.weight.data = torch.randn(mod.weight.shape, generator=gen) * (1.0 / fan_in) ** 0.5
         x = torch.randn(3, 3, 224, 224, generator=gen)
         path = os.path.join(out, f"{name}.onnx")
         torch.onnx.export(model, x, path, opset_version=13, input_names=["input"], output_names=["logits"],

@@ -103,6 +103,18 @@ TEST(nn_torchvision_convnext) { check_model("convnext_small_cfg"); }
  * Range, Equal, Where), torch.roll as Slice + Concat, patch merging by strided Slices, the relative
  * position bias gathered from its table, and Gathers along axes the Transposes moved first. */
 TEST(nn_torchvision_swin) { check_model("swin_small_cfg"); }
+/* The other torchvision families (random weights; alexnet and vgg with narrowed classifiers). */
+TEST(nn_torchvision_alexnet) { check_model("alexnet"); }
+TEST(nn_torchvision_vgg11_bn) { check_model("vgg11_bn"); }
+TEST(nn_torchvision_efficientnet_b0) { check_model("efficientnet_b0"); }
+TEST(nn_torchvision_efficientnet_v2_s) { check_model("efficientnet_v2_s"); }
+TEST(nn_torchvision_googlenet) { check_model("googlenet"); }
+TEST(nn_torchvision_inception_v3) { check_model("inception_v3"); }
+TEST(nn_torchvision_mnasnet) { check_model("mnasnet0_5"); }
+TEST(nn_torchvision_mobilenet_v3) { check_model("mobilenet_v3_small"); }
+TEST(nn_torchvision_regnet) { check_model("regnet_y_400mf"); }
+TEST(nn_torchvision_resnext) { check_model("resnext50_32x4d"); }
+TEST(nn_torchvision_squeezenet) { check_model("squeezenet1_1"); }
 /* The same two transformers exported at opset 17, where LayerNorm is one LayerNormalization node. */
 TEST(nn_torchvision_vit_opset17) { check_model("vit_small_op17"); }
 TEST(nn_torchvision_swin_opset17) { check_model("swin_small_cfg_op17"); }
