@@ -307,6 +307,68 @@ static void fuse_gelu(nn_graph *g, const int *uses, nn_optimize_stats *s) {
     }
 }
 
+/* Whether ReduceMean node n averages exactly the last axis of its input. */
+static bool mean_of_last_axis(const nn_graph *g, const nn_node *n) {
+    if (n->op != NN_OP_REDUCEMEAN || n->p.n_axes != 1 || !n->p.keepdims) return false;
+    int r = g->tensors[n->in[0]].shape.rank;
+    return n->p.axes[0] == -1 || n->p.axes[0] == r - 1;
+}
+
+/* A float constant of `c` values (a layer norm's scale or shift). */
+static bool const_vector(const nn_graph *g, int t, int64_t c) {
+    const nn_tensor *v = &g->tensors[t];
+    return v->data && v->dtype == NN_F32 && v->count == c;
+}
+
+/* LayerNorm as exporters write it at opset 13 - d = x - mean(x); y = d / sqrt(mean(d^2) + eps) *
+ * gamma + beta, over the last axis - becomes one LayerNormalization node (oneDNN's layer
+ * normalization: one pass instead of eight, no temporaries). */
+static void fuse_layernorm(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *mean = &g->nodes[i];
+        if (mean->dead || !mean_of_last_axis(g, mean) || uses[mean->out[0]] != 1) continue;
+        int x = mean->in[0];
+        nn_node *sub = only_reader(g, uses, mean->out[0], NN_OP_SUB);
+        if (!sub || sub->in[0] != x || sub->in[1] != mean->out[0] || uses[sub->out[0]] != 2) continue;
+        nn_node *pw = NULL, *div = NULL;
+        for (int k = 0; k < g->n_nodes; k++) {
+            nn_node *c = &g->nodes[k];
+            if (c->dead || c->n_in < 1 || c->in[0] != sub->out[0]) continue;
+            if (c->op == NN_OP_POW && c->p.act.alpha == 2.0f) pw = c;
+            else if (c->op == NN_OP_DIV) div = c;
+        }
+        if (!pw || !div) continue;
+        nn_node *var = only_reader(g, uses, pw->out[0], NN_OP_REDUCEMEAN);
+        if (!var || !mean_of_last_axis(g, var)) continue;
+        nn_node *add_eps = only_reader(g, uses, var->out[0], NN_OP_ADD);
+        if (!add_eps) continue;
+        double eps = scalar_of(g, other_input(add_eps, var->out[0]));
+        if (!(eps >= 0)) continue;
+        nn_node *sq = only_reader(g, uses, add_eps->out[0], NN_OP_SQRT);
+        if (!sq || div->in[1] != sq->out[0] || uses[sq->out[0]] != 1) continue;
+        nn_node *mul = only_reader(g, uses, div->out[0], NN_OP_MUL);
+        if (!mul) continue;
+        int64_t c = g->tensors[x].shape.d[g->tensors[x].shape.rank - 1];
+        int gamma = other_input(mul, div->out[0]);
+        if (gamma < 0 || !const_vector(g, gamma, c)) continue;
+        nn_node *add = only_reader(g, uses, mul->out[0], NN_OP_ADD);
+        int beta = add ? other_input(add, mul->out[0]) : -1;
+        if (!add || beta < 0 || !const_vector(g, beta, c)) continue;
+        /* the final Add becomes LayerNormalization(x, gamma, beta) */
+        add->op = NN_OP_LAYERNORM;
+        add->in = ftl_xrealloc(add->in, 3 * sizeof *add->in);
+        add->n_in = 3;
+        add->in[0] = x;
+        add->in[1] = gamma;
+        add->in[2] = beta;
+        add->p.axis = -1;
+        add->p.epsilon = (float)eps;
+        add->n_post = 0;
+        mean->dead = sub->dead = pw->dead = var->dead = add_eps->dead = sq->dead = div->dead = mul->dead = true;
+        s->acts_fused++;
+    }
+}
+
 ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     nn_optimize_stats local = {0};
     nn_optimize_stats *s = stats ? stats : &local;
@@ -323,6 +385,10 @@ ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     nn_graph_compact(g);
     uses = nn_graph_use_counts(g);
     fuse_gelu(g, uses, s);
+    free(uses);
+    nn_graph_compact(g);
+    uses = nn_graph_use_counts(g);
+    fuse_layernorm(g, uses, s);
     free(uses);
     nn_graph_compact(g);
     fuse_postops(g, s);
