@@ -6,15 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *folder_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return ftl_strdup(".");
-    if (slash == path) return ftl_strdup("/");
-    char *d = ftl_strdup(path);
-    d[slash - path] = 0;
-    return d;
-}
-
 void backbone_graph_free(backbone_graph *g) {
     if (g->model) onnx__model_proto__free_unpacked(g->model, NULL);
     nn_extdata_free(&g->ext);
@@ -85,7 +76,7 @@ ftl_status backbone_graph_read(onnx_builder *b, const char *path, const char *fe
     g->model = size ? onnx__model_proto__unpack(NULL, size, bytes) : NULL;
     free(bytes);
     if (!g->model) return ftl_fail(FTL_E_FORMAT, "%s: not an ONNX model (protobuf decoding failed)", path);
-    g->ext.model_dir = folder_of(path);
+    g->ext.model_dir = ftl_path_folder(path);
     const Onnx__GraphProto *gp = g->model->graph;
     if (!gp) return ftl_fail(FTL_E_FORMAT, "%s: the model has no graph", path);
     g->opset = -1;

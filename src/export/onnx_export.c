@@ -74,11 +74,6 @@ static Onnx__StringStringEntryProto *meta(onnx_builder *b, const char *key, cons
     return e;
 }
 
-static const char *base_name(const char *path) {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
 /* The batch dimension of the backbone's input: -1 when dynamic, else its fixed size. */
 static int64_t input_batch(const Onnx__ValueInfoProto *vi) {
     const Onnx__TypeProto *tp = vi->type;
@@ -223,11 +218,11 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
         meta(b, "ftl.input_size", size_text),
         meta(b, "ftl.input_scaling", j->recipe.scaling_json),
         meta(b, "ftl.output", output),
-        meta(b, "ftl.backbone", base_name(j->backbone_path)),
+        meta(b, "ftl.backbone", ftl_path_file_name(j->backbone_path)),
         meta(b, "ftl.backbone_sha256", j->recipe.backbone_sha256),
         meta(b, "ftl.feature_tensor", j->recipe.feature_tensor),
         meta(b, "ftl.label_offset", offset ? offset : "0"),
-        meta(b, "ftl.model", base_name(o->model_path)),
+        meta(b, "ftl.model", ftl_path_file_name(o->model_path)),
         meta(b, "ftl.version", FTL_VERSION),
     };
     m.n_metadata_props = sizeof props / sizeof props[0];

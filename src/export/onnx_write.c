@@ -9,11 +9,6 @@
 
 enum { DATA_ALIGN = 64 }; /* offsets in the data file: lets readers map tensors aligned */
 
-static const char *base_name(const char *path) {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
 static Onnx__StringStringEntryProto *entry(onnx_builder *b, const char *key, const char *value) {
     Onnx__StringStringEntryProto *e = ob_alloc(b, sizeof *e);
     onnx__string_string_entry_proto__init(e);
@@ -82,7 +77,7 @@ ftl_status onnx_model_write(onnx_builder *b, Onnx__ModelProto *m, const char *pa
         if (ftl_path_exists(r->data_path) && !overwrite)
             st = ftl_fail(FTL_E_EXISTS, "%s already exists (use --overwrite to replace it)", r->data_path);
         if (st == FTL_OK) st = ftl_atomic_open(&data, r->data_path);
-        if (st == FTL_OK) st = write_external(b, m->graph, base_name(r->data_path), &data, r);
+        if (st == FTL_OK) st = write_external(b, m->graph, ftl_path_file_name(r->data_path), &data, r);
         if (st == FTL_OK) size = onnx__model_proto__get_packed_size(m);
         if (st == FTL_OK && size > max_model_bytes)
             st = ftl_fail(FTL_E_UNSUPPORTED, "%s: %zu bytes even with every initializer of %d bytes or more in %s",

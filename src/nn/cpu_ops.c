@@ -46,6 +46,18 @@ static ftl_status fail_node(const nn_node *n, const char *what) {
 
 /* The Winograd implementation with 4x4 output tiles when oneDNN offers it (it lists the 2x3 one
  * first; 4x3 measured 5-10% faster on ResNet's 56x56 and 28x28 layers), else its first. */
+/* The primitive descriptor of an op descriptor, with the post-ops of `fused` (NULL: none) and an
+ * optional leading negation; failures name the node. */
+static ftl_status node_pd(nn_plan *p, const nn_node *n, const void *desc, const nn_node *fused, bool negate,
+                          const char *what, dnnl_primitive_desc_t *pd) {
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr(fused, &attr, negate));
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, what), "node '%s' (%s)", n->name, n->op_type);
+    return FTL_OK;
+}
+
 static dnnl_status_t winograd_desc(nn_plan *p, const dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t attr,
                                    dnnl_primitive_desc_t *pd) {
     dnnl_primitive_desc_iterator_t it;
@@ -194,12 +206,8 @@ static ftl_status eltwise_step(nn_plan *p, const nn_node *n, int src, int dst, d
     label_of(n, label, sizeof label);
     dnnl_eltwise_desc_t ed;
     CPU_TRY(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &p->vals[src].md, alpha, beta), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(NULL, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ed, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "eltwise"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &ed, NULL, false, "eltwise", &pd));
     int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {src, dst};
     return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
 }
@@ -297,12 +305,8 @@ static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_memory_desc_t dst_md = md0;
     dnnl_binary_desc_t bdsc;
     CPU_TRY(dnnl_binary_desc_init(&bdsc, binary_alg(n->op), &md0, &md1, &dst_md), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(n, &attr, negate));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bdsc, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "binary"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &bdsc, n, negate, "binary", &pd));
     int dst = inplace_output(p, n->out[0], src0, &dst_md);
     int keys[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, vals[3] = {src0, src1, dst};
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
@@ -333,12 +337,8 @@ static ftl_status avgpool_overhang_fix(nn_plan *p, const nn_node *n, const nn_sh
     FTL_TRY(st);
     dnnl_binary_desc_t bd;
     CPU_TRY(dnnl_binary_desc_init(&bd, dnnl_binary_mul, &p->vals[dst].md, &fmd, &p->vals[dst].md), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(NULL, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "binary"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &bd, NULL, false, "binary", &pd));
     int keys[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, vals[3] = {dst, fv, dst};
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
 }
@@ -381,12 +381,8 @@ static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
     any_md(&dst_any, &ys4, src_md.data_type);
     dnnl_pooling_v2_desc_t pdsc;
     CPU_TRY(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &src_md, &dst_any, st, k, dil, pl, pr), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(NULL, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &pdsc, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "pooling"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &pdsc, NULL, false, "pooling", &pd));
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int dst;
     if (ys4.rank == ys->rank) {
@@ -626,12 +622,8 @@ static ftl_status emit_layernorm(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_layer_normalization_desc_t ld;
     CPU_TRY(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &plain, NULL, n->p.epsilon,
                                                        dnnl_use_scale | dnnl_use_shift), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(NULL, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ld, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "layer normalization"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &ld, NULL, false, "layer normalization", &pd));
     int out = new_output(p, n->out[0], &plain);
     int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}, vals[4] = {v, sv, hv, out};
     return cpu_emit_prim(p, pd, keys, vals, 4, 3, label);
@@ -648,12 +640,8 @@ static ftl_status emit_softmax(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_softmax_v2_desc_t sd;
     CPU_TRY(dnnl_softmax_v2_forward_desc_init(&sd, dnnl_forward_inference, dnnl_softmax_accurate, &plain, &plain,
                                               n->p.axis), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(NULL, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &sd, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "softmax"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &sd, NULL, false, "softmax", &pd));
     int out = new_output(p, n->out[0], &plain);
     int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {v, out};
     return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
@@ -690,12 +678,8 @@ static ftl_status emit_reduce_mean(nn_plan *p, nn_graph *g, const nn_node *n) {
     cpu_plain_md(&kept, &ks, dt);
     dnnl_reduction_desc_t rd;
     CPU_TRY(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &plain, &kept, 0.0f, 0.0f), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(n, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &rd, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "reduction"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &rd, n, false, "reduction", &pd));
     int tmp = cpu_new_value(p, &kept, cpu_new_buf(p, 0, p->cur_node));
     int keys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, vals[2] = {v, tmp};
     FTL_TRY(cpu_emit_prim(p, pd, keys, vals, 2, 1, label));
@@ -723,12 +707,8 @@ static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n)
     int a = cpu_new_value(p, &ma, p->vals[va].buf), b = cpu_new_value(p, &mb, p->vals[vb].buf);
     dnnl_matmul_desc_t mm;
     CPU_TRY(dnnl_matmul_desc_init(&mm, &ma, &mb, NULL, &md), label);
-    dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(n, &attr, false));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &mm, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return ftl_fail_context(cpu_check(s, "matmul"), "node '%s' (%s)", n->name, n->op_type);
+    FTL_TRY(node_pd(p, n, &mm, n, false, "matmul", &pd));
     int out = new_output(p, n->out[0], &md);
     int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, vals[3] = {a, b, out};
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);

@@ -13,15 +13,6 @@
 
 enum { OPSET_MIN = 7, OPSET_MAX = 18, OPSET_TESTED_MIN = 11, OPSET_TESTED_MAX = 17 };
 
-static char *dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return ftl_strdup(".");
-    if (slash == path) return ftl_strdup("/");
-    char *d = ftl_strdup(path);
-    d[slash - path] = 0;
-    return d;
-}
-
 static ftl_status read_opset(const Onnx__ModelProto *m, nn_graph *g) {
     g->opset = -1;
     for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -255,7 +246,7 @@ ftl_status nn_onnx_import(const char *path, nn_graph **graph, char *sha256_hex) 
         return ftl_fail(FTL_E_FORMAT, "%s: not an ONNX model (%s)", path,
                         size ? "protobuf decoding failed: truncated or corrupt file" : "empty file");
     nn_graph *g = nn_graph_new();
-    nn_extdata x = {.model_dir = dir_of(path), .hash = &hash};
+    nn_extdata x = {.model_dir = ftl_path_folder(path), .hash = &hash};
     ftl_status st = build_graph(m, path, g, &x);
     onnx__model_proto__free_unpacked(m, NULL);
     nn_extdata_free(&x);

@@ -375,22 +375,15 @@ ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     memset(s, 0, sizeof *s);
     remove_identities(g, s);
     nn_graph_compact(g);
-    int *uses = nn_graph_use_counts(g);
-    fold_pads(g, uses, s);
-    nn_graph_compact(g);
-    free(uses);
-    uses = nn_graph_use_counts(g);
-    fold_batchnorms(g, uses, s);
-    free(uses);
-    nn_graph_compact(g);
-    uses = nn_graph_use_counts(g);
-    fuse_gelu(g, uses, s);
-    free(uses);
-    nn_graph_compact(g);
-    uses = nn_graph_use_counts(g);
-    fuse_layernorm(g, uses, s);
-    free(uses);
-    nn_graph_compact(g);
+    /* each rewrite sees the use counts of the graph the previous one left */
+    void (*const passes[])(nn_graph *, const int *, nn_optimize_stats *) = {fold_pads, fold_batchnorms, fuse_gelu,
+                                                                            fuse_layernorm};
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+        int *uses = nn_graph_use_counts(g);
+        passes[i](g, uses, s);
+        free(uses);
+        nn_graph_compact(g);
+    }
     fuse_postops(g, s);
     nn_graph_compact(g);
     return FTL_OK;

@@ -323,3 +323,17 @@ ftl_status ftl_remove_tree(const char *path) {
     if (unlink(path) != 0) return ftl_fail(FTL_E_IO, "cannot remove %s: %s", path, strerror(errno));
     return FTL_OK;
 }
+
+char *ftl_path_folder(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return ftl_strdup(".");
+    if (slash == path) return ftl_strdup("/");
+    char *d = ftl_strdup(path);
+    d[slash - path] = 0;
+    return d;
+}
+
+const char *ftl_path_file_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}

@@ -38,6 +38,10 @@ ftl_status ftl_make_dirs(const char *path);
 ftl_status ftl_remove_tree(const char *path);
 /* fsync a folder so a rename inside it is durable. */
 void ftl_sync_directory_of(const char *path);
+/* The folder part of a path ("." when none, "/" for a file at the root). Caller frees. */
+char *ftl_path_folder(const char *path);
+/* What follows the last '/' (a pointer into path). */
+const char *ftl_path_file_name(const char *path);
 /* "<path>.tmp-<pid>-<n>": unique per process and call. Caller frees. */
 char *ftl_temp_name_for(const char *path);
 
