@@ -714,6 +714,60 @@ static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n)
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
 }
 
+/* Einsum in its batched-matmul form: A and B enter oneDNN's matmul as permuted (strided) views of
+ * their plain layouts, so a K^T costs no copy. */
+static ftl_status emit_einsum(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    int va = p->tval[n->in[0]], vb = p->tval[n->in[1]], perm_a[NN_MAX_RANK], perm_b[NN_MAX_RANK];
+    dnnl_data_type_t dt = p->vals[va].md.data_type;
+    dnnl_memory_desc_t pa, pb, ma, mb, md;
+    cpu_plain_md(&pa, shape_of(g, n->in[0]), dt);
+    cpu_plain_md(&pb, shape_of(g, n->in[1]), dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &pa, &va));
+    FTL_TRY(cpu_ensure(p, n->in[1], &pb, &vb));
+    for (int t = 0; t < n->p.ein_rank; t++) perm_a[t] = n->p.ein_a[t], perm_b[t] = n->p.ein_b[t];
+    CPU_TRY(dnnl_memory_desc_permute_axes(&ma, &pa, perm_a), label);
+    CPU_TRY(dnnl_memory_desc_permute_axes(&mb, &pb, perm_b), label);
+    cpu_plain_md(&md, shape_of(g, n->out[0]), dt);
+    int a = cpu_new_value(p, &ma, p->vals[va].buf), b = cpu_new_value(p, &mb, p->vals[vb].buf);
+    dnnl_matmul_desc_t mm;
+    CPU_TRY(dnnl_matmul_desc_init(&mm, &ma, &mb, NULL, &md), label);
+    dnnl_primitive_desc_t pd;
+    FTL_TRY(node_pd(p, n, &mm, n, false, "matmul", &pd));
+    int out = new_output(p, n->out[0], &md);
+    int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, vals[3] = {a, b, out};
+    return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
+}
+
+/* Split: each part a view of the plain input at its offset along the axis, copied out. */
+static ftl_status emit_split(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]);
+    int v = p->tval[n->in[0]];
+    dnnl_data_type_t dt = p->vals[v].md.data_type;
+    dnnl_memory_desc_t plain_in;
+    cpu_plain_md(&plain_in, xs, dt);
+    FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));
+    int64_t at = 0;
+    for (int k = 0; k < n->n_out; k++) {
+        int64_t size = n->p.split[k];
+        if (n->out[k] >= 0) {
+            const nn_shape *ys = shape_of(g, n->out[k]);
+            dnnl_dims_t dims, off;
+            for (int i = 0; i < xs->rank; i++) dims[i] = ys->d[i], off[i] = i == n->p.axis ? at : 0;
+            dnnl_memory_desc_t view, plain_out;
+            CPU_TRY(dnnl_memory_desc_init_submemory(&view, &plain_in, dims, off), label);
+            int sv = cpu_new_value(p, &view, p->vals[v].buf);
+            cpu_plain_md(&plain_out, ys, dt);
+            FTL_TRY(cpu_emit_reorder(p, sv, new_output(p, n->out[k], &plain_out), label));
+        }
+        at += size;
+    }
+    return FTL_OK;
+}
+
 /* Gemm and MatMul with constant B: an inner product over the last axis. */
 static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
@@ -801,6 +855,8 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_DROPOUT:
         return emit_view(p, g, n);
     case NN_OP_TRANSPOSE: return emit_transpose(p, g, n);
+    case NN_OP_EINSUM: return emit_einsum(p, g, n);
+    case NN_OP_SPLIT: return emit_split(p, g, n);
     case NN_OP_CONCAT: return emit_concat(p, g, n);
     case NN_OP_PAD: return emit_pad(p, g, n);
     case NN_OP_SLICE: return emit_slice(p, g, n);

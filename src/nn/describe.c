@@ -64,6 +64,57 @@ static void print_tensor_line(const nn_graph *g, const char *label, int t, FILE 
     fprintf(out, "\n");
 }
 
+/* The tensors a user most likely wants features from (what --features-from takes): pooled outputs
+ * (global pools, spatial means, the Flatten after them), a token picked from a sequence (a ViT's
+ * class token) and the input of every fully connected layer (the classic fc6/fc7 features); the
+ * last few in execution order, the nearest the output first. */
+/* A ReduceMean over every position, keeping the channels: the spatial axes of NCHW or NHWC, or the
+ * tokens of [N, tokens, channels]. */
+static bool reduces_positions(const nn_graph *g, const nn_node *n) {
+    int r = g->tensors[n->in[0]].shape.rank;
+    if (n->op != NN_OP_REDUCEMEAN || r < 3 || n->p.n_axes <= 0) return false;
+    unsigned mask = 0;
+    for (int k = 0; k < n->p.n_axes; k++) mask |= 1u << (unsigned)((n->p.axes[k] + r) % r);
+    unsigned all = (1u << (unsigned)r) - 1;
+    return r == 3 ? mask == 2u : (mask == (all & ~3u) || mask == (all & ~1u & ~(1u << (unsigned)(r - 1))));
+}
+
+static void print_cut_candidates(const nn_graph *g, FILE *out) {
+    enum { SHOW = 6 };
+    int *cand = ftl_xmalloc((size_t)(g->n_nodes + 1) * 2 * sizeof *cand), n = 0;
+    const char **why = ftl_xmalloc((size_t)(g->n_nodes + 1) * 2 * sizeof *why);
+    int64_t batch = g->n_inputs ? g->tensors[g->inputs[0]].shape.d[0] : 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *nd = &g->nodes[i];
+        if (nd->dead || g->tensors[nd->out[0]].shape.d[0] != batch) continue;
+        const nn_shape *y = &g->tensors[nd->out[0]].shape;
+        if (nd->op == NN_OP_GLOBALAVGPOOL || nd->op == NN_OP_GLOBALMAXPOOL || reduces_positions(g, nd))
+            cand[n] = nd->out[0], why[n++] = "pooled";
+        else if (nd->op == NN_OP_FLATTEN && y->rank == 2)
+            cand[n] = nd->out[0], why[n++] = "flattened";
+        else if (nd->op == NN_OP_GATHER && y->rank == 2)
+            cand[n] = nd->out[0], why[n++] = "one token of a sequence";
+        if ((nd->op == NN_OP_GEMM || (nd->op == NN_OP_MATMUL && nn_is_const(g, nd->in[1]))) && !nn_is_const(g, nd->in[0]) &&
+            g->tensors[nd->in[0]].shape.rank == 2 && g->tensors[nd->in[0]].shape.d[0] == batch)
+            cand[n] = nd->in[0], why[n++] = "input of a fully connected layer";
+    }
+    int shown = 0;
+    char s[128];
+    for (int k = n - 1; k >= 0 && shown < SHOW; k--) {
+        bool dup = false;
+        for (int j = k + 1; j < n; j++) dup = dup || cand[j] == cand[k];
+        if (dup) continue;
+        const nn_tensor *t = &g->tensors[cand[k]];
+        int64_t per = t->shape.d[0] > 0 ? nn_shape_count(&t->shape) / t->shape.d[0] : 0;
+        fprintf(out, "%-11s %s %s: %lld floats per image (%s)\n", shown ? "" : "cut at", t->name,
+                nn_shape_str(&t->shape, true, s, sizeof s), (long long)per, why[k]);
+        shown++;
+    }
+    if (!shown) fprintf(out, "cut at      (no pooled or fully connected tensors: see --tensors)\n");
+    free(cand);
+    free(why);
+}
+
 ftl_status ftl_model_describe(const char *path, const ftl_model_options *options, FILE *out) {
     nn_graph *g;
     char sha[65];
@@ -78,6 +129,7 @@ ftl_status ftl_model_describe(const char *path, const ftl_model_options *options
     nn_graph_cost(g, &params, &macs);
     fprintf(out, "parameters  %s float32 (%.1f MiB)\n", with_commas(params, a, sizeof a), (double)params * 4 / 1048576.0);
     fprintf(out, "MACs/image  %s (%.3f GFLOP per image)\n", with_commas(macs, b, sizeof b), 2e-9 * (double)macs);
+    print_cut_candidates(g, out);
     int feature;
     ftl_status st = nn_select_features(g, options ? options->features_from : NULL, &feature);
     nn_optimize_stats os;

@@ -24,6 +24,7 @@ static const char *const op_names[NN_OP_COUNT] = {
     [NN_OP_CONSTANTOFSHAPE] = "ConstantOfShape", [NN_OP_EXPAND] = "Expand", [NN_OP_RANGE] = "Range",
     [NN_OP_MOD] = "Mod", [NN_OP_NOT] = "Not", [NN_OP_SCATTERND] = "ScatterND", [NN_OP_POW] = "Pow", [NN_OP_SQRT] = "Sqrt", [NN_OP_ERF] = "Erf",
     [NN_OP_SOFTMAX] = "Softmax", [NN_OP_GELU] = "Gelu", [NN_OP_LAYERNORM] = "LayerNormalization",
+    [NN_OP_EINSUM] = "Einsum", [NN_OP_SPLIT] = "Split",
 };
 
 const char *nn_op_name(nn_op op) { return op >= 0 && op < NN_OP_COUNT ? op_names[op] : "?"; }

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { NN_MAX_RANK = 8, NN_MAX_POSTOPS = 8 };
+enum { NN_MAX_RANK = 8, NN_MAX_POSTOPS = 8, NN_MAX_SPLIT = 32 };
 /* The most elements one tensor (for the batch shapes are inferred at) may have: 2^31, i.e. 8 GiB
  * of float32. A larger one is a malformed or hostile model, refused before anything is sized. */
 #define NN_MAX_TENSOR_ELEMENTS ((int64_t)1 << 31)
@@ -41,7 +41,7 @@ typedef enum nn_op {
     NN_OP_SHAPE, NN_OP_GATHER, NN_OP_CAST, NN_OP_SLICE, NN_OP_EQUAL, NN_OP_WHERE, NN_OP_CONSTANTOFSHAPE,
     NN_OP_EXPAND, NN_OP_RANGE, NN_OP_MOD, NN_OP_NOT, NN_OP_SCATTERND,
     /* transformer ops */
-    NN_OP_POW, NN_OP_SQRT, NN_OP_ERF, NN_OP_SOFTMAX, NN_OP_GELU, NN_OP_LAYERNORM,
+    NN_OP_POW, NN_OP_SQRT, NN_OP_ERF, NN_OP_SOFTMAX, NN_OP_GELU, NN_OP_LAYERNORM, NN_OP_EINSUM, NN_OP_SPLIT,
     NN_OP_COUNT
 } nn_op;
 
@@ -112,6 +112,13 @@ typedef struct nn_params {
     bool fmod;
     /* Slice on activations: begin and length per axis (steps of 1), from its constant inputs */
     int64_t slice_begin[NN_MAX_RANK], slice_step[NN_MAX_RANK];
+    /* Einsum as a batched matmul: input axis t of A (B) is axis ein_a[t] (ein_b[t]) of the
+     * canonical [batch..., i, k] ([batch..., k, j]); the output is [batch..., i, j] */
+    int8_t ein_a[NN_MAX_RANK], ein_b[NN_MAX_RANK];
+    int ein_rank;
+    /* Split: the size of each output along `axis` (from the split input or attribute, or equal) */
+    int64_t split[NN_MAX_SPLIT];
+    int n_split;
     /* a parameter input (Reshape shape, axes, pads, Clip min/max) was not a constant when the
      * node was parsed: it is computed from shapes, and the node is parsed again once it is */
     bool deferred;

@@ -94,6 +94,10 @@ void nn_graph_cost(const nn_graph *g, long long *params, long long *macs) {
         } else if (n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL) {
             const nn_shape *x = &g->tensors[n->in[0]].shape;
             m += nn_shape_count(y) * x->d[x->rank - 1];
+        } else if (n->op == NN_OP_EINSUM) { /* the contracted letter's size */
+            const nn_shape *x = &g->tensors[n->in[0]].shape;
+            for (int t = 0; t < x->rank; t++)
+                if (n->p.ein_a[t] == x->rank - 1) m += nn_shape_count(y) * x->d[t];
         }
     }
     free(counted);

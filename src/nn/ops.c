@@ -63,6 +63,8 @@ static const op_info op_table[] = {
     {"Softmax", NN_OP_SOFTMAX, 1, 1, 1, 1, {"axis"}},
     {"Gelu", NN_OP_GELU, 1, 1, 1, 1, {"approximate"}},
     {"LayerNormalization", NN_OP_LAYERNORM, 2, 3, 1, 3, {"axis", "epsilon", "stash_type"}},
+    {"Einsum", NN_OP_EINSUM, 2, 2, 1, 1, {"equation"}},
+    {"Split", NN_OP_SPLIT, 1, 2, 1, NN_MAX_SPLIT, {"axis", "split", "num_outputs"}},
 };
 enum { OP_TABLE_SIZE = sizeof op_table / sizeof op_table[0] };
 
@@ -171,6 +173,56 @@ static ftl_status const_scalar(const nn_graph *g, nn_node *n, int k, const char 
     return FTL_OK;
 }
 
+/* Einsum in the batched-matmul form (MaxViT's attention: "BGHID,BGHJD->BGHIJ"): every letter of
+ * the output is a batch letter (in both inputs) or the one free letter of A or of B, exactly one
+ * letter is contracted, and the batch axis (the first letter of all three terms) stays first. */
+static ftl_status parse_einsum(nn_node *n, nn_params *p) {
+    const nn_attr *eq = nn_node_attr(n, "equation");
+    if (!eq || eq->type != NN_ATTR_STRING) return bad_attr(n, "equation", "is required (a string)");
+    char terms[3][NN_MAX_RANK + 1];
+    int len[3] = {0, 0, 0}, term = 0;
+    for (const char *c = eq->s; *c; c++) {
+        if (*c == ' ') continue;
+        if (*c == ',' && term == 0) term = 1;
+        else if (c[0] == '-' && c[1] == '>' && term == 1) term = 2, c++;
+        else if (((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) && len[term] < NN_MAX_RANK) terms[term][len[term]++] = *c;
+        else return bad_attr(n, "equation", "only 'A,B->C' with letters and at most 8 axes per term is supported (no '...')");
+    }
+    if (term != 2) return bad_attr(n, "equation", "needs two inputs and an explicit '->' output");
+    for (int t = 0; t < 3; t++) {
+        terms[t][len[t]] = 0;
+        for (int i = 0; i < len[t]; i++)
+            if (strchr(terms[t] + i + 1, terms[t][i])) return bad_attr(n, "equation", "a letter repeated within a term (a diagonal)");
+    }
+    const char *a = terms[0], *b = terms[1], *o = terms[2];
+    int r = len[2];
+    char k = 0;
+    for (int i = 0; i < len[0]; i++)
+        if (strchr(b, a[i]) && !strchr(o, a[i])) {
+            if (k) return bad_attr(n, "equation", "contracts more than one letter");
+            k = a[i];
+        }
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < len[t]; i++)
+            if (!strchr(terms[1 - t], terms[t][i]) && !strchr(o, terms[t][i]))
+                return bad_attr(n, "equation", "sums an axis of one input away");
+    if (!k || r < 3 || len[0] != r || len[1] != r || a[0] != o[0] || b[0] != o[0])
+        return bad_attr(n, "equation", "only batched matrix products that keep the batch axis first are supported");
+    char ci = o[r - 2], cj = o[r - 1];
+    if (!strchr(a, ci) || strchr(b, ci) || !strchr(b, cj) || strchr(a, cj))
+        return bad_attr(n, "equation", "the output must end in A's free letter, then B's");
+    for (int i = 0; i < r - 2; i++)
+        if (!strchr(a, o[i]) || !strchr(b, o[i])) return bad_attr(n, "equation", "a leading output letter missing from an input");
+    /* canonical positions: batch letters in the output's order, then (i, k) for A and (k, j) for B */
+    for (int i = 0; i < r; i++) {
+        char ca = a[i], cb = b[i];
+        p->ein_a[i] = (int8_t)(ca == ci ? r - 2 : ca == k ? r - 1 : strchr(o, ca) - o);
+        p->ein_b[i] = (int8_t)(cb == k ? r - 2 : cb == cj ? r - 1 : strchr(o, cb) - o);
+    }
+    p->ein_rank = r;
+    return FTL_OK;
+}
+
 /* Two int64 attribute values narrowed to int after a range check (a cast first would let
  * 2^32 + 3 pass as 3). */
 static ftl_status get_pair(nn_node *n, const char *name, int dflt, int *out) {
@@ -228,7 +280,7 @@ static ftl_status check_arity_and_attrs(const nn_graph *g, const nn_node *n) {
             return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): required input %d is empty", n->name, n->op_type, k);
     if (n->out[0] < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): its output has no name", n->name, n->op_type);
     for (int k = 1; k < n->n_out; k++)
-        if (n->out[k] >= 0 && n->op != NN_OP_DROPOUT && n->op != NN_OP_LAYERNORM) /* training outputs: no reader can get a shape */
+        if (n->out[k] >= 0 && n->op != NN_OP_DROPOUT && n->op != NN_OP_LAYERNORM && n->op != NN_OP_SPLIT) /* training outputs */
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): output %d ('%s') is not supported (inference "
                             "graphs use only the first output)", n->name, n->op_type, k, g->tensors[n->out[k]].name);
     for (int a = 0; a < n->n_attr; a++) {
@@ -309,6 +361,24 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
         FTL_TRY(get_float(n, "epsilon", 1e-5f, &p->epsilon));
         if (!(p->epsilon >= 0)) return bad_attr(n, "epsilon", "must be >= 0");
         break;
+    case NN_OP_EINSUM: FTL_TRY(parse_einsum(n, p)); break;
+    case NN_OP_SPLIT: {
+        FTL_TRY(get_int(n, "axis", 0, &iv));
+        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+        p->axis = (int)iv;
+        int c;
+        FTL_TRY(get_ints(n, "split", -1, NN_MAX_SPLIT, p->split, &c));
+        if (c < 0) FTL_TRY(const_ints(g, n, 1, "split", NN_MAX_SPLIT, p->split, &c));
+        if (p->deferred) break;
+        if (c >= 0 && c != n->n_out)
+            return ftl_fail(FTL_E_FORMAT, "node '%s' (Split): %d split sizes for %d outputs", n->name, c, n->n_out);
+        for (int k = 0; k < c; k++)
+            if (p->split[k] < 0) return bad_attr(n, "split", "a negative size");
+        p->n_split = c; /* -1: equal parts (num_outputs, when given, must be the number of outputs) */
+        FTL_TRY(get_int(n, "num_outputs", n->n_out, &iv));
+        if (iv != n->n_out) return bad_attr(n, "num_outputs", "differs from the number of outputs");
+        break;
+    }
     case NN_OP_SOFTMAX:
         FTL_TRY(get_int(n, "axis", g->opset >= 13 ? -1 : 1, &iv));
         if (g->opset < 13 && iv != -1)

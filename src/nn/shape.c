@@ -393,6 +393,58 @@ static ftl_status infer_slice(nn_graph *g, nn_node *n, nn_shape *y) {
     return FTL_OK; /* axis 0 may be sliced where a Transpose moved the batch (whole-batch plans) */
 }
 
+/* Einsum as a batched matmul (ops.c parse_einsum): A and B seen in canonical axis order. */
+static ftl_status infer_einsum(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *a = in_shape(g, n, 0), *b = in_shape(g, n, 1);
+    int r = n->p.ein_rank;
+    if (a->rank != r || b->rank != r) {
+        char msg[192];
+        snprintf(msg, sizeof msg, "the equation has %d letters per term but the inputs are %s and %s", r, SHAPE_TXT(*a),
+                 SHAPE_TXT(*b));
+        return node_err(n, "%s%s", msg, "");
+    }
+    nn_shape ca = {.rank = r}, cb = {.rank = r};
+    for (int t = 0; t < r; t++) ca.d[n->p.ein_a[t]] = a->d[t], cb.d[n->p.ein_b[t]] = b->d[t];
+    bool ok = ca.d[r - 1] == cb.d[r - 2];
+    for (int t = 0; t < r - 2; t++) ok = ok && ca.d[t] == cb.d[t];
+    if (!ok) {
+        char msg[192];
+        snprintf(msg, sizeof msg, "the inputs %s and %s disagree on a shared letter's size", SHAPE_TXT(*a), SHAPE_TXT(*b));
+        return node_err(n, "%s%s", msg, "");
+    }
+    *y = ca;
+    y->d[r - 1] = cb.d[r - 1];
+    return FTL_OK;
+}
+
+/* Split along a non-batch axis: the sizes given, or equal parts (the last one smaller, as in
+ * opset 18); n->p.split holds every output's size afterwards. */
+static ftl_status infer_split(nn_graph *g, nn_node *n, nn_shape *y) {
+    const nn_shape *x = in_shape(g, n, 0);
+    int a;
+    FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));
+    if (a == 0) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Split): splitting the batch axis is not supported", n->name);
+    n->p.axis = a;
+    int64_t total = 0, dim = x->d[a];
+    if (n->p.n_split < 0) {
+        int64_t part = (dim + n->n_out - 1) / n->n_out;
+        for (int k = 0; k < n->n_out; k++) n->p.split[k] = k < n->n_out - 1 ? part : dim - part * (n->n_out - 1);
+        n->p.n_split = -1; /* recomputed for every shape */
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->p.split[k] < 1) return node_err(n, "splits %s into an empty part", SHAPE_TXT(*x), "");
+        total += n->p.split[k];
+    }
+    if (total != dim) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the split sizes add up to %lld, axis %d of %s", (long long)total, a, SHAPE_TXT(*x));
+        return node_err(n, "%s%s", msg, "");
+    }
+    *y = *x;
+    y->d[a] = n->p.split[0];
+    return FTL_OK;
+}
+
 /* Gather of one index from an activation (a ViT's class token): a slice of that position. */
 static ftl_status infer_gather_one(nn_graph *g, nn_node *n, nn_shape *y) {
     const nn_shape *x = in_shape(g, n, 0);
@@ -445,6 +497,8 @@ ftl_status nn_infer_node_shape(nn_graph *g, nn_node *n, nn_shape *y) {
     case NN_OP_PAD: return infer_pad(g, n, y);
     case NN_OP_TRANSPOSE: return infer_transpose(g, n, y);
     case NN_OP_SLICE: return infer_slice(g, n, y);
+    case NN_OP_EINSUM: return infer_einsum(g, n, y);
+    case NN_OP_SPLIT: return infer_split(g, n, y);
     case NN_OP_LAYERNORM: {
         int a;
         FTL_TRY(norm_axis(n, n->p.axis, x->rank, false, &a));
@@ -568,6 +622,11 @@ ftl_status nn_infer_shapes(nn_graph *g, int64_t batch) {
             return node_err(n, "all its inputs are constants; computing constants at load time is not supported for "
                             "this op%s%s", "", "");
         out->shape = y;
+        for (int k = 1; n->op == NN_OP_SPLIT && k < n->n_out; k++) /* Split's other parts */
+            if (n->out[k] >= 0) {
+                g->tensors[n->out[k]].shape = y;
+                g->tensors[n->out[k]].shape.d[n->p.axis] = n->p.split[k];
+            }
         last_live = i;
         FTL_TRY(run_folds(g, &next_fold, i));
     }

@@ -3,6 +3,8 @@
 #   ops/          per-op ONNX graphs + random inputs (nn_cases.py, python3-onnx), expected outputs from
 #                 ONNX Runtime (nn_ort_batch.mjs: one node process for all cases), malformed models in
 #                 ops/bad/, Pillow BILINEAR resize pairs in ops/resize/
+#   families/     one model per torchvision family, exported at opset 13 and 17 with dynamic and fixed batch
+#                 (nn_families.py), PyTorch's logits and ONNX Runtime's for every file
 #   torchvision/  torchvision families exported with torch.onnx + PyTorch outputs (nn_torchvision.py); for the
 #                 ViT also ONNX Runtime's class-token features (that tensor exposed as an output)
 # Skips a part when its stamp (sha256 of the scripts that make it) is unchanged.
@@ -55,5 +57,10 @@ torchvision_cmd() {
         node "$SHARED/tools/interop/onnx_run.mjs" "$d/vit_small.exposed.onnx" "$d/vit_small.in.npy" "$d/vit_small.features.npy" \
             --output "$name" >/dev/null
 }
-part nn-torchvision "$out/torchvision" "$(stamp_of "$here/nn_torchvision.py" "$here/gen_nn.sh")" torchvision_cmd
+families_cmd() {
+    "$PY" -W ignore "$here/nn_families.py" "$out/families" && node "$here/nn_ort_batch.mjs" "$out/families/ort_manifest.txt"
+}
+part nn-families "$out/families" "$(stamp_of "$here/nn_families.py" "$here/tv_models.py" "$here/nn_ort_batch.mjs" \
+    "$SHARED/tools/interop/package-lock.json")" families_cmd
+part nn-torchvision "$out/torchvision" "$(stamp_of "$here/nn_torchvision.py" "$here/tv_models.py" "$here/gen_nn.sh")" torchvision_cmd
 exit $status
