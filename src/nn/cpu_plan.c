@@ -53,7 +53,8 @@ bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_sha
     return weights <= 12.0 * activations;
 }
 
-int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf) {
+int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md_in, int buf) {
+    const dnnl_memory_desc_t copy = *md_in, *md = &copy; /* md_in may point into p->vals, which may move */
     if (p->n_vals == p->cap_vals) {
         p->cap_vals = p->cap_vals ? 2 * p->cap_vals : 256;
         p->vals = ftl_xrealloc(p->vals, (size_t)p->cap_vals * sizeof *p->vals);
