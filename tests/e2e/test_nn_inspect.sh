@@ -21,6 +21,24 @@ check inspect-features-from grep -q "features    MobilenetV2/Logits/AvgPool/gpoo
 out=$("$FTL" inspect "$M/mobilenet_v1_0.25_128.onnx" --plan --batch 3 --precision bf16 2>&1)
 check inspect-plan grep -q "batch 3 run as micro-batches of 2" <<<"$out"
 check inspect-plan-bf16 grep -q "plan: batch 2, bf16" <<<"$out"
+# the tensors worth cutting at: a ViT's class token (the head's input, as ONNX Runtime's reference in
+# the unit tests names it) and ConvNeXt's pooled features; each listed name is one --features-from takes,
+# with the size listed
+tv="$BUILD/ref/nn/torchvision"
+out=$("$FTL" inspect "$tv/vit_small.onnx" 2>&1)
+check inspect-cut-vit-class-token grep -qF "cut at      $(cat "$tv/vit_small.features_name.txt") [N,96]: 96 floats per image" <<<"$out"
+out=$("$FTL" inspect "$tv/convnext_small_cfg.onnx" 2>&1)
+check inspect-cut-convnext-pooled grep -qF "/avgpool/GlobalAveragePool_output_0 [N,64,1,1]: 64 floats per image (pooled)" <<<"$out"
+cut_ok=yes n_cut=0
+for m in "$tv/convnext_small_cfg.onnx" "$tv/alexnet.onnx" "$M/mobilenet_v2_1.0_224.onnx"; do
+    while read -r name per; do
+        n_cut=$((n_cut + 1))
+        "$FTL" inspect "$m" --features-from "$name" 2>&1 | grep -qF "features    $name " || cut_ok="no: $name of $m"
+        "$FTL" inspect "$m" --features-from "$name" 2>&1 | grep -qF ": $per floats per image" || cut_ok="no: size of $name"
+    done < <("$FTL" inspect "$m" | sed -n '/^cut at/,/^features/p' | grep -v '^features' | cut -c13- |
+        sed -E 's/^([^ ]+) .*: ([0-9]+) floats per image.*/\1 \2/')
+done
+check inspect-cut-names-are-features-from test "$cut_ok/$n_cut" = yes/5
 
 expect_error inspect-missing-file 2 "no such file" "$FTL_SAN" inspect "$tmp/nope.onnx"
 head -c 5000 "$M/mobilenet_v1_0.25_128.onnx" >"$tmp/truncated.onnx"

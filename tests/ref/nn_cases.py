@@ -239,6 +239,27 @@ def build_cases(d):
     a = g.op("Relu", [g.conv("x", 4, 4, pads=[1, 1, 1, 1])])  # [N,4,6,5]
     b = g.op("Sigmoid", [g.op("Transpose", [g.op("ReduceMean", [a], axes=[1], keepdims=1)], perm=[0, 1, 3, 2])])  # [N,1,5,6]
     g.save(d, g.op("MatMul", [a, b]))
+    # ---- Split (sizes as an input at opset 13; equal parts, and sizes as an attribute, at opset 11) and Einsum
+    # in the batched-matmul forms MaxViT's attention uses (B transposed; batch letters reordered)
+    for name, opset, attrs, extra in (("split_sizes_input", 13, {"axis": 1}, [np.array([1, 2, 3], np.int64)]),
+                                      ("split_equal_opset11", 11, {"axis": 1}, []),
+                                      ("split_attribute_opset11", 11, {"axis": 3, "split": [3, 3, 1]}, [])):
+        g = G(name, [2, 6, 5, 7], opset=opset)
+        c = g.op("Relu", [g.conv("x", 6, 6, pads=[1, 1, 1, 1])])
+        parts = [g.t("part") for _ in range(3)]
+        g.nodes.append(helper.make_node("Split", [c] + [g.const(e) for e in extra], parts, name=f"Split_{g.k}", **attrs))
+        axis = attrs["axis"]
+        g.save(d, g.op("Concat", [g.op("Sigmoid", [parts[2]]), parts[0], g.op("Relu", [parts[1]])],
+                       axis=axis))
+    g = G("einsum_key_transposed", [2, 8, 4, 5])
+    q = g.op("Reshape", [g.conv("x", 8, 8, pads=[1, 1, 1, 1]), g.const(np.array([0, 2, 4, 20], np.int64))])  # [N,2,4,20]
+    k = g.op("Reshape", [g.op("Tanh", [g.conv("x", 8, 8, pads=[1, 1, 1, 1])]), g.const(np.array([0, 2, 4, 20], np.int64))])
+    att = g.op("Softmax", [g.op("Einsum", [q, k], equation="bhdi,bhdj->bhij")], axis=-1)  # [N,2,20,20]
+    g.save(d, g.op("Einsum", [att, g.op("Transpose", [k], perm=[0, 1, 3, 2])], equation="b h i j, b h j d -> b h i d"))
+    g = G("einsum_batch_letters_reordered", [2, 6, 4, 5])
+    a = g.op("Reshape", [g.conv("x", 6, 6, pads=[1, 1, 1, 1]), g.const(np.array([0, 2, 3, 4, 5], np.int64))])  # [N,2,3,4,5]
+    b = g.op("Reshape", [g.op("Sigmoid", ["x"]), g.const(np.array([0, 3, 2, 4, 5], np.int64))])  # [N,3,2,4,5]
+    g.save(d, g.op("Einsum", [a, b], equation="bghik,bhgjk->bghij"))
     # ---- Gemm / MatMul heads
     g = G("gemm_transb_alpha_beta", [3, 8, 5, 5])
     f = g.op("Flatten", [g.op("GlobalAveragePool", [g.conv("x", 8, 12)])], axis=1)
@@ -320,6 +341,11 @@ def bad_models(d):
     onnx.save(model(nodes, consts), f"{d}/shape_from_values.onnx")
     gather = helper.make_node("Gather", ["x", "idx"], ["y"], name="pick_channel", axis=1)
     onnx.save(model([gather], [numpy_helper.from_array(np.array([0, 2], np.int64), "idx")]), f"{d}/gather_on_activation.onnx")
+    # Einsum forms ftl does not run: an ellipsis, a sum over an axis, a product that drops the batch axis
+    for name, eq in (("einsum_ellipsis", "...ij,...jk->...ik"), ("einsum_reduces", "bcij,bcjk->bci"),
+                     ("einsum_batch_moved", "bcij,bcjk->cbik")):
+        e = helper.make_node("Einsum", ["x", "x"], ["y"], name="mix", equation=eq)
+        onnx.save(model([e], [], inputs=(("x", [1, 3, 8, 8]),), opset=13), f"{d}/{name}.onnx")
 
 
 def resize_refs(d):

@@ -53,6 +53,10 @@ TEST(nn_bad_graphs) {
     /* shape arithmetic folds; values of activations do not, nor a Gather of several indices */
     bad("shape_from_values", FTL_E_UNSUPPORTED, "node 'to_shape' (Cast)", "runs on an activation");
     bad("gather_on_activation", FTL_E_UNSUPPORTED, "node 'pick_channel' (Gather)", "runs on an activation");
+    /* Einsum: only batched matrix products keeping the batch axis first */
+    bad("einsum_ellipsis", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "no '...'");
+    bad("einsum_reduces", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "sums an axis of one input away");
+    bad("einsum_batch_moved", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "keep the batch axis first");
 }
 
 TEST(nn_bad_tensor_data) {
