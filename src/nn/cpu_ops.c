@@ -453,6 +453,14 @@ static ftl_status concat_step(nn_plan *p, const nn_node *n, const char *label, i
     return cpu_emit_prim(p, pd, keys, args, nin + 1, nin, label);
 }
 
+/* A concat's result: the layout oneDNN picks for images (it follows the convolutions' blocks), plain
+ * for other ranks (left to itself it may pick a transposed layout that the next ops run slowly on,
+ * e.g. the reference binary add of a ViT's position embedding) */
+static void concat_dst_md(dnnl_memory_desc_t *md, const nn_shape *s, dnnl_data_type_t dt) {
+    if (s->rank == 4) any_md(md, s, dt);
+    else cpu_plain_md(md, s, dt);
+}
+
 /* Concat of any number of inputs (DenseNet's grow with depth): oneDNN takes up to
  * CPU_MAX_ARGS - 1 per primitive, so longer lists are concatenated in a chain of partial results. */
 static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
@@ -494,11 +502,10 @@ static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     const nn_shape *ys = shape_of(g, n->out[0]);
     while (st == FTL_OK && nin > most) { /* the first `most` inputs become one partial result */
         dnnl_memory_desc_t part_any;
-        any_md(&part_any, ys, dt);
-        int64_t along = 0;
-        for (int k = 0; k < most; k++) along += mds[k].dims[n->p.axis];
-        part_any.dims[n->p.axis] = along;
-        dnnl_memory_desc_init_by_tag(&part_any, part_any.ndims, part_any.dims, dt, dnnl_format_tag_any);
+        nn_shape part_shape = *ys;
+        part_shape.d[n->p.axis] = 0;
+        for (int k = 0; k < most; k++) part_shape.d[n->p.axis] += mds[k].dims[n->p.axis];
+        concat_dst_md(&part_any, &part_shape, dt);
         int part;
         st = concat_step(p, n, label, (int)n->p.axis, vals, mds, most, &part_any, -1, &part);
         if (st != FTL_OK) break;
@@ -510,7 +517,7 @@ static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     }
     if (st == FTL_OK) {
         dnnl_memory_desc_t dst_any;
-        any_md(&dst_any, ys, dt);
+        concat_dst_md(&dst_any, ys, dt);
         int out;
         st = concat_step(p, n, label, (int)n->p.axis, vals, mds, nin, &dst_any, n->out[0], &out);
     }
@@ -783,30 +790,42 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
     for (int64_t o = 0; o < outs; o++)
         for (int64_t i = 0; i < k; i++) wt[o * k + i] = alpha * (trans_b ? B[o * k + i] : B[i * outs + o]);
     float *bias = NULL;
-    if (gemm && n->n_in > 2 && n->in[2] >= 0) {
+    if (n->n_in > 2 && n->in[2] >= 0) { /* Gemm's C, or the bias the optimiser moved into a MatMul */
         const nn_tensor *ct = &g->tensors[n->in[2]];
         bias = ftl_xmalloc((size_t)outs * sizeof *bias);
         for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
     }
+    /* many rows (a transformer's tokens): oneDNN's matmul, faster there than its inner product
+     * (~1.2-1.4x at 394 x 768 x 3072 on AVX-512, bench/transformers); few rows (a CNN head): inner product */
+    bool use_matmul = rows >= 64;
     dnnl_data_type_t dt = cpu_compute_type(p);
     dnnl_memory_desc_t src_md, wei_any, wei_plain, bias_md, dst_any;
-    dnnl_dims_t sd = {rows, k}, wd = {outs, k}, bd = {outs}, dd = {rows, outs};
+    dnnl_dims_t sd = {rows, k}, wd = {outs, k}, wd_kn = {k, outs}, bd = {outs}, bd2 = {1, outs}, dd = {rows, outs};
     dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dt, dnnl_ab);
-    dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dt, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd, dnnl_f32, dnnl_ab);
-    dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    if (use_matmul) { /* weights [k, outs] over the same [outs, k] array */
+        dnnl_memory_desc_init_by_tag(&wei_any, 2, wd_kn, dt, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd_kn, dnnl_f32, dnnl_ba);
+        dnnl_memory_desc_init_by_tag(&bias_md, 2, bd2, dnnl_f32, dnnl_ab);
+    } else {
+        dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dt, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd, dnnl_f32, dnnl_ab);
+        dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    }
     dnnl_memory_desc_init_by_tag(&dst_any, 2, dd, dnnl_f32, dnnl_ab);
     dnnl_inner_product_desc_t ipd;
-    dnnl_status_t s = dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &wei_any,
-                                                           bias ? &bias_md : NULL, &dst_any);
+    dnnl_matmul_desc_t mmd;
+    dnnl_status_t s = use_matmul ? dnnl_matmul_desc_init(&mmd, &src_md, &wei_any, bias ? &bias_md : NULL, &dst_any)
+                                 : dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &wei_any,
+                                                                        bias ? &bias_md : NULL, &dst_any);
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     ftl_status st = cpu_check(s, label);
     if (st == FTL_OK) st = cpu_make_attr(n, &attr, false);
     if (st == FTL_OK) {
-        s = dnnl_primitive_desc_create(&pd, &ipd, attr, p->engine, NULL);
+        s = dnnl_primitive_desc_create(&pd, use_matmul ? (const void *)&mmd : (const void *)&ipd, attr, p->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
-        if (s != dnnl_success) st = ftl_fail_context(cpu_check(s, "inner product"), "node '%s' (%s)", n->name, n->op_type);
+        if (s != dnnl_success)
+            st = ftl_fail_context(cpu_check(s, use_matmul ? "matmul" : "inner product"), "node '%s' (%s)", n->name, n->op_type);
     }
     int src_v = -1, wei_v = -1, bias_v = -1, dst_v;
     if (st == FTL_OK) {

@@ -307,6 +307,33 @@ static void fuse_gelu(nn_graph *g, const int *uses, nn_optimize_stats *s) {
     }
 }
 
+static bool const_vector(const nn_graph *g, int t, int64_t c);
+
+/* Linear layers as exporters write them for 3-D inputs, MatMul(x, W) then Add(bias): the bias moves
+ * into the MatMul (a third input, as Gemm's C), so the product writes x W + b in one pass and an
+ * activation after it can fuse too. */
+static void fuse_linear_bias(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *mm = &g->nodes[i];
+        if (mm->dead || mm->op != NN_OP_MATMUL || mm->n_in != 2 || !nn_is_const(g, mm->in[1]) || nn_is_const(g, mm->in[0]))
+            continue;
+        const nn_tensor *w = &g->tensors[mm->in[1]];
+        if (w->shape.rank != 2 || is_output(g, mm->out[0])) continue;
+        nn_node *add = only_reader(g, uses, mm->out[0], NN_OP_ADD);
+        if (!add || add->n_post) continue;
+        int b = other_input(add, mm->out[0]);
+        const nn_tensor *bt = b >= 0 ? &g->tensors[b] : NULL;
+        if (!bt || !const_vector(g, b, w->shape.d[1]) || bt->shape.d[bt->shape.rank - 1] != w->shape.d[1]) continue;
+        mm->in = ftl_xrealloc(mm->in, 3 * sizeof *mm->in);
+        mm->in[2] = b;
+        mm->n_in = 3;
+        mm->out[0] = add->out[0];
+        g->tensors[add->out[0]].producer = i;
+        add->dead = true;
+        s->acts_fused++;
+    }
+}
+
 /* Whether ReduceMean node n averages exactly the last axis of its input. */
 static bool mean_of_last_axis(const nn_graph *g, const nn_node *n) {
     if (n->op != NN_OP_REDUCEMEAN || n->p.n_axes != 1 || !n->p.keepdims) return false;
@@ -376,8 +403,8 @@ ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     remove_identities(g, s);
     nn_graph_compact(g);
     /* each rewrite sees the use counts of the graph the previous one left */
-    void (*const passes[])(nn_graph *, const int *, nn_optimize_stats *) = {fold_pads, fold_batchnorms, fuse_gelu,
-                                                                            fuse_layernorm};
+    void (*const passes[])(nn_graph *, const int *, nn_optimize_stats *) = {fold_pads, fold_batchnorms, fuse_linear_bias,
+                                                                            fuse_gelu, fuse_layernorm};
     for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
         int *uses = nn_graph_use_counts(g);
         passes[i](g, uses, s);
