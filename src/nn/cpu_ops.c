@@ -258,6 +258,26 @@ static bool same_dims(const nn_shape *a, const nn_shape *b) {
     return true;
 }
 
+static bool pd_is_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    return impl && strncmp(impl, "ref", 3) == 0;
+}
+
+/* `data` of shape `from` broadcast (numpy rules, same rank) to shape `to`; the caller frees. */
+static float *expand_const(const float *data, const nn_shape *from, const nn_shape *to) {
+    int64_t total = nn_shape_count(to);
+    float *out = ftl_xmalloc((size_t)total * sizeof *out);
+    int64_t idx[NN_MAX_RANK] = {0};
+    for (int64_t i = 0; i < total; i++) {
+        int64_t src = 0;
+        for (int a = 0; a < to->rank; a++) src = src * from->d[a] + (from->d[a] == 1 ? 0 : idx[a]);
+        out[i] = data[src];
+        for (int a = to->rank - 1; a >= 0 && ++idx[a] == to->d[a]; a--) idx[a] = 0;
+    }
+    return out;
+}
+
 static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -307,6 +327,28 @@ static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
     CPU_TRY(dnnl_binary_desc_init(&bdsc, binary_alg(n->op), &md0, &md1, &dst_md), label);
     dnnl_primitive_desc_t pd;
     FTL_TRY(node_pd(p, n, &bdsc, n, negate, "binary", &pd));
+    if (nn_is_const(g, b) && pd_is_reference(pd)) {
+        /* a broadcast oneDNN has no fast kernel for (Swin's attention mask, [1,W,1,T,T] onto
+         * [N,W,H,T,T]): the constant expanded to the whole image, broadcast over the batch only */
+        nn_shape full = *ys;
+        full.d[0] = bs.d[0];
+        if (nn_shape_count(&full) <= ((int64_t)1 << 24)) {
+            float *wide = expand_const(g->tensors[b].data, &bs, &full);
+            dnnl_memory_desc_t plain;
+            cpu_plain_md(&plain, &full, dnnl_f32);
+            ftl_status st = cpu_const_value(p, wide, &plain, &plain, &src1);
+            free(wide);
+            dnnl_primitive_desc_t fast = NULL;
+            if (st == FTL_OK) CPU_TRY(dnnl_binary_desc_init(&bdsc, binary_alg(n->op), &md0, &plain, &dst_md), label);
+            if (st == FTL_OK) st = node_pd(p, n, &bdsc, n, negate, "binary", &fast);
+            if (st != FTL_OK) {
+                dnnl_primitive_desc_destroy(pd);
+                return st;
+            }
+            dnnl_primitive_desc_destroy(pd);
+            pd = fast;
+        }
+    }
     int dst = inplace_output(p, n->out[0], src0, &dst_md);
     int keys[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, vals[3] = {src0, src1, dst};
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
