@@ -227,6 +227,7 @@ static ftl_status emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
     case NN_ACT_SQRT: return eltwise_step(p, n, src, dst, dnnl_eltwise_sqrt, 0, 0);
     case NN_ACT_POW: return eltwise_step(p, n, src, dst, dnnl_eltwise_pow, 1.0f, a->alpha);
     case NN_ACT_GELU_ERF: return eltwise_step(p, n, src, dst, dnnl_eltwise_gelu_erf, 0, 0);
+    case NN_ACT_GELU_TANH: return eltwise_step(p, n, src, dst, dnnl_eltwise_gelu_tanh, 0, 0);
     case NN_ACT_HARDSIGMOID: /* clip(alpha*x + beta, 0, 1): two passes, the second in place */
         FTL_TRY(eltwise_step(p, n, src, dst, dnnl_eltwise_linear, a->alpha, a->beta));
         return eltwise_step(p, n, dst, dst, dnnl_eltwise_clip_v2, 0.0f, 1.0f);

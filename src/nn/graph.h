@@ -66,7 +66,8 @@ typedef struct nn_attr {
 typedef enum nn_act_kind {
     NN_ACT_RELU, NN_ACT_LEAKYRELU, NN_ACT_CLIP, NN_ACT_SIGMOID, NN_ACT_HARDSIGMOID, NN_ACT_HARDSWISH,
     NN_ACT_TANH, NN_ACT_SQRT, NN_ACT_POW, /* POW: x^alpha */
-    NN_ACT_GELU_ERF                       /* 0.5 x (1 + erf(x / sqrt 2)), recognised from its ops */
+    NN_ACT_GELU_ERF,                      /* 0.5 x (1 + erf(x / sqrt 2)), recognised from its ops */
+    NN_ACT_GELU_TANH                      /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), ONNX Gelu "tanh" */
 } nn_act_kind;
 
 typedef struct nn_act {

@@ -345,9 +345,9 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
     case NN_OP_SQRT: p->act = (nn_act){NN_ACT_SQRT, 0, 0}; break;
     case NN_OP_GELU: {
         const nn_attr *a = nn_node_attr(n, "approximate");
-        if (a && (a->type != NN_ATTR_STRING || strcmp(a->s, "none") != 0))
-            return bad_attr(n, "approximate", "only 'none' (the erf form) is supported");
-        p->act = (nn_act){NN_ACT_GELU_ERF, 0, 0};
+        if (a && (a->type != NN_ATTR_STRING || (strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0)))
+            return bad_attr(n, "approximate", "expected 'none' (the erf form) or 'tanh'");
+        p->act = (nn_act){a && strcmp(a->s, "tanh") == 0 ? NN_ACT_GELU_TANH : NN_ACT_GELU_ERF, 0, 0};
         break;
     }
     case NN_OP_POW: /* an activation when the exponent is a constant scalar */

@@ -268,6 +268,55 @@ static nn_node *only_reader(nn_graph *g, const int *uses, int t, nn_op op) {
     return NULL;
 }
 
+/* The end of both GELU forms, x * (1 + f) * 0.5 with the products in either order, from the output
+ * of the Add of 1: the last Mul (and in *m1 the first), or NULL. */
+static nn_node *gelu_tail(nn_graph *g, const int *uses, int one_plus, int x, nn_node **m1_out) {
+    nn_node *m1 = only_reader(g, uses, one_plus, NN_OP_MUL);
+    if (!m1) return NULL;
+    int other = other_input(m1, one_plus);
+    if (other != x && scalar_of(g, other) != 0.5) return NULL;
+    nn_node *m2 = only_reader(g, uses, m1->out[0], NN_OP_MUL);
+    if (!m2) return NULL;
+    int last = other_input(m2, m1->out[0]);
+    if (!(other == x ? scalar_of(g, last) == 0.5 : last == x)) return NULL;
+    *m1_out = m1;
+    return m2;
+}
+
+/* m2 becomes GELU of x. */
+static void make_gelu(nn_node *m2, int x, nn_act_kind kind) {
+    m2->op = NN_OP_GELU;
+    m2->in[0] = x;
+    m2->n_in = 1;
+    m2->p.act = (nn_act){kind, 0, 0};
+}
+
+/* The node producing t when it is a single-use Mul of x by a constant scalar c (either side). */
+static nn_node *mul_by_scalar(nn_graph *g, const int *uses, int t, double c, double tol, int *x) {
+    int pt = g->tensors[t].producer;
+    if (pt < 0 || uses[t] != 1 || g->nodes[pt].op != NN_OP_MUL) return NULL;
+    nn_node *m = &g->nodes[pt];
+    for (int k = 0; k < 2; k++)
+        if (fabs(scalar_of(g, m->in[k]) - c) < tol) {
+            *x = m->in[1 - k];
+            return m;
+        }
+    return NULL;
+}
+
+/* The single-use Mul producing t as x * x * x (either order), and in *sq its x * x; or NULL. */
+static nn_node *cube_of(nn_graph *g, const int *uses, int t, int x, nn_node **sq) {
+    int pt = g->tensors[t].producer;
+    if (pt < 0 || uses[t] != 1 || g->nodes[pt].op != NN_OP_MUL) return NULL;
+    nn_node *c = &g->nodes[pt];
+    int other = c->in[0] == x ? c->in[1] : c->in[1] == x ? c->in[0] : -1;
+    int ps = other >= 0 ? g->tensors[other].producer : -1;
+    if (ps < 0 || uses[other] != 1 || g->nodes[ps].op != NN_OP_MUL || g->nodes[ps].in[0] != x || g->nodes[ps].in[1] != x)
+        return NULL;
+    *sq = &g->nodes[ps];
+    return c;
+}
+
 /* GELU as exporters write it, 0.5 * x * (1 + erf(x / sqrt 2)) (Div or Mul by 1/sqrt 2, the two
  * products in either order), becomes one Gelu node: oneDNN's gelu_erf, one pass instead of five. */
 static void fuse_gelu(nn_graph *g, const int *uses, nn_optimize_stats *s) {
@@ -279,30 +328,43 @@ static void fuse_gelu(nn_graph *g, const int *uses, nn_optimize_stats *s) {
         nn_node *d = &g->nodes[pre];
         int x = -1;
         if (d->op == NN_OP_DIV && fabs(scalar_of(g, d->in[1]) - M_SQRT2) < 1e-6) x = d->in[0];
-        if (d->op == NN_OP_MUL) {
-            if (fabs(scalar_of(g, d->in[1]) - M_SQRT1_2) < 1e-6) x = d->in[0];
-            else if (fabs(scalar_of(g, d->in[0]) - M_SQRT1_2) < 1e-6) x = d->in[1];
-        }
+        if (d->op == NN_OP_MUL) mul_by_scalar(g, uses, scaled, M_SQRT1_2, 1e-6, &x);
         if (x < 0 || nn_is_const(g, x)) continue;
-        nn_node *add = only_reader(g, uses, erf->out[0], NN_OP_ADD);
+        nn_node *add = only_reader(g, uses, erf->out[0], NN_OP_ADD), *m1 = NULL;
         if (!add || scalar_of(g, other_input(add, erf->out[0])) != 1.0) continue;
-        /* x * (1 + erf) * 0.5, either product first */
-        nn_node *m1 = only_reader(g, uses, add->out[0], NN_OP_MUL);
-        if (!m1) continue;
-        nn_node *m2 = NULL;
-        int other = other_input(m1, add->out[0]);
-        if (other == x) m2 = only_reader(g, uses, m1->out[0], NN_OP_MUL);
-        else if (scalar_of(g, other) == 0.5) m2 = only_reader(g, uses, m1->out[0], NN_OP_MUL);
+        nn_node *m2 = gelu_tail(g, uses, add->out[0], x, &m1);
         if (!m2) continue;
-        int last = other_input(m2, m1->out[0]);
-        bool ok = other == x ? scalar_of(g, last) == 0.5 : last == x;
-        if (!ok) continue;
-        /* m2 becomes Gelu(x); the rest goes */
-        m2->op = NN_OP_GELU;
-        m2->in[0] = x;
-        m2->n_in = 1;
-        m2->p.act = (nn_act){NN_ACT_GELU_ERF, 0, 0};
+        make_gelu(m2, x, NN_ACT_GELU_ERF);
         d->dead = erf->dead = add->dead = m1->dead = true;
+        s->acts_fused++;
+    }
+}
+
+/* GELU's tanh approximation as torch.onnx writes it, 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 *
+ * x * x * x))), becomes one Gelu node on oneDNN's gelu_tanh: one pass instead of nine. */
+static void fuse_gelu_tanh(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *th = &g->nodes[i];
+        if (th->dead || th->op != NN_OP_TANH) continue;
+        int a = -1;
+        nn_node *mu = mul_by_scalar(g, uses, th->in[0], 0.7978845608, 1e-6, &a);
+        int pa = mu ? g->tensors[a].producer : -1;
+        if (pa < 0 || uses[a] != 1 || g->nodes[pa].op != NN_OP_ADD) continue;
+        nn_node *add = &g->nodes[pa], *mc = NULL, *cube = NULL, *sq = NULL;
+        int x = -1;
+        for (int side = 0; side < 2 && !cube; side++) { /* x + 0.044715 * x^3, either side */
+            int c = -1;
+            mc = mul_by_scalar(g, uses, add->in[side], 0.044715, 1e-7, &c);
+            x = add->in[1 - side];
+            if (mc && !nn_is_const(g, x)) cube = cube_of(g, uses, c, x, &sq);
+        }
+        if (!cube) continue;
+        nn_node *one = only_reader(g, uses, th->out[0], NN_OP_ADD), *m1 = NULL;
+        if (!one || scalar_of(g, other_input(one, th->out[0])) != 1.0) continue;
+        nn_node *m2 = gelu_tail(g, uses, one->out[0], x, &m1);
+        if (!m2) continue;
+        make_gelu(m2, x, NN_ACT_GELU_TANH);
+        sq->dead = cube->dead = mc->dead = add->dead = mu->dead = th->dead = one->dead = m1->dead = true;
         s->acts_fused++;
     }
 }
@@ -404,7 +466,7 @@ ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     nn_graph_compact(g);
     /* each rewrite sees the use counts of the graph the previous one left */
     void (*const passes[])(nn_graph *, const int *, nn_optimize_stats *) = {fold_pads, fold_batchnorms, fuse_linear_bias,
-                                                                            fuse_gelu, fuse_layernorm};
+                                                                            fuse_gelu, fuse_gelu_tanh, fuse_layernorm};
     for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
         int *uses = nn_graph_use_counts(g);
         passes[i](g, uses, s);

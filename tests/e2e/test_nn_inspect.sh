@@ -29,6 +29,9 @@ out=$("$FTL" inspect "$tv/vit_small.onnx" 2>&1)
 check inspect-cut-vit-class-token grep -qF "cut at      $(cat "$tv/vit_small.features_name.txt") [N,96]: 96 floats per image" <<<"$out"
 out=$("$FTL" inspect "$tv/convnext_small_cfg.onnx" 2>&1)
 check inspect-cut-convnext-pooled grep -qF "/avgpool/GlobalAveragePool_output_0 [N,64,1,1]: 64 floats per image (pooled)" <<<"$out"
+# the optimiser's pattern fusions: torch's 9-op tanh GELU after a conv leaves the conv alone (GELU as its post-op)
+out=$("$FTL" inspect "$BUILD/ref/nn/ops/gelu_tanh_decomposed.onnx" 2>&1)
+check inspect-gelu-tanh-fused grep -q "optimised   1 nodes: .* 2 activations" <<<"$out"
 cut_ok=yes n_cut=0
 for m in "$tv/convnext_small_cfg.onnx" "$tv/alexnet.onnx" "$M/mobilenet_v2_1.0_224.onnx"; do
     while read -r name per; do
