@@ -20,6 +20,8 @@ build_packages=(
 )
 test_packages=(
   python3-numpy python3-pil python3-onnx python3-torch python3-torchvision
+  libopenblas0-pthread   # BLAS for Debian's PyTorch: without it torch's Linear layers run on the reference BLAS
+                         # (~1 GFLOP/s), which made the transformer peer 50x slower than a user's PyTorch
   nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
   iproute2 util-linux    # ip netns, unshare: two "hosts" on one machine for the MPI tests
   bc                     # bench/dist/run.sh arithmetic
