@@ -137,6 +137,21 @@ void ftl_model_print_plan(const ftl_model *model, FILE *out);
 ftl_status ftl_model_describe(const char *path, const ftl_model_options *options, FILE *out);
 /* One line per computed tensor (name, shape, producing node): the names --features-from takes. */
 ftl_status ftl_model_list_tensors(const char *path, FILE *out);
+
+/* Where fine-tuning cuts a backbone: the last `last_convs` Conv nodes in execution order and every
+ * node on a path from them to the feature tensor, or (last_convs 0) every node that depends on
+ * tensor `from_tensor`. */
+typedef struct ftl_fine_tune_cut {
+    int last_convs;
+    const char *from_tensor;
+} ftl_fine_tune_cut;
+
+/* `ftl inspect MODEL.onnx --fine-tune-last N` (or --fine-tune-from): the unfrozen nodes, the
+ * parameters they train (BatchNormalization: scale and shift; its mean and variance stay fixed)
+ * and the boundary tensors that cross the cut, with their floats per image. One line per item,
+ * each starting with its kind ("unfrozen", "param", "boundary"), after a summary line. */
+ftl_status ftl_model_describe_fine_tune(const char *path, const ftl_model_options *options, const ftl_fine_tune_cut *cut,
+                                        FILE *out);
 /* True when the file looks like an ONNX model (".onnx" name or a protobuf ModelProto start). */
 bool ftl_model_path_is_onnx(const char *path);
 

@@ -2,6 +2,7 @@
 #include "ftl/nn.h"
 #include "nn/load.h"
 #include "nn/topo.h"
+#include "nn/trainable.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 
@@ -165,6 +166,45 @@ ftl_status ftl_model_list_tensors(const char *path, FILE *out) {
         fprintf(out, "%s\t%s\t%s (%s)\n", g->tensors[n->out[0]].name,
                 nn_shape_str(&g->tensors[n->out[0]].shape, true, s, sizeof s), n->name, n->op_type);
     }
+    nn_graph_free(g);
+    return FTL_OK;
+}
+
+ftl_status ftl_model_describe_fine_tune(const char *path, const ftl_model_options *options, const ftl_fine_tune_cut *cut,
+                                        FILE *out) {
+    nn_graph *g;
+    FTL_TRY(nn_load_checked(path, &g, NULL));
+    int feature;
+    ftl_status st = nn_select_features(g, options ? options->features_from : NULL, &feature);
+    if (st == FTL_OK) st = nn_graph_prune(g, feature);
+    nn_trainable tr;
+    nn_cut_spec spec = {cut->last_convs, cut->from_tensor};
+    if (st == FTL_OK) st = nn_trainable_select(g, &spec, &tr);
+    if (st != FTL_OK) {
+        nn_graph_free(g);
+        return ftl_fail_context(st, "%s", path);
+    }
+    char a[32], b[32], s[128];
+    if (cut->last_convs > 0) fprintf(out, "fine-tune   --fine-tune-last %d:", cut->last_convs);
+    else fprintf(out, "fine-tune   --fine-tune-from %s:", cut->from_tensor);
+    fprintf(out, " %d nodes unfrozen (%d Conv), %d parameter tensors, %s values; %d boundary tensor%s, %s floats per "
+            "image (%.1f KiB as float32)\n", tr.n_nodes, tr.n_convs, tr.n_params, with_commas(tr.param_count, a, sizeof a),
+            tr.n_boundary, tr.n_boundary == 1 ? "" : "s", with_commas(tr.boundary_floats, b, sizeof b),
+            (double)tr.boundary_floats * 4 / 1024.0);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && tr.node[i]) fprintf(out, "unfrozen    %s (%s)\n", g->nodes[i].name, g->nodes[i].op_type);
+    for (int k = 0; k < tr.n_params; k++) {
+        const nn_tensor *t = &g->tensors[tr.params[k].tensor];
+        fprintf(out, "param       %s %s %s, %lld values (node %s)\n", t->name, nn_shape_str(&t->shape, false, s, sizeof s),
+                nn_param_role_name(tr.params[k].role), (long long)t->count, g->nodes[tr.params[k].node].name);
+    }
+    int64_t batch = g->batch_locked > 0 ? g->batch_locked : 1;
+    for (int k = 0; k < tr.n_boundary; k++) {
+        const nn_tensor *t = &g->tensors[tr.boundary[k]];
+        fprintf(out, "boundary    %s %s: %lld floats per image\n", t->name, nn_shape_str(&t->shape, true, s, sizeof s),
+                (long long)(nn_shape_count(&t->shape) / batch));
+    }
+    nn_trainable_free(&tr);
     nn_graph_free(g);
     return FTL_OK;
 }

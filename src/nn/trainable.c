@@ -1,0 +1,142 @@
+/* The unfrozen part of a backbone for fine-tuning (trainable.h). */
+#include "nn/trainable.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *nn_param_role_name(nn_param_role role) {
+    switch (role) {
+    case NN_PARAM_WEIGHT: return "weight";
+    case NN_PARAM_BIAS: return "bias";
+    case NN_PARAM_BN_SCALE: return "scale";
+    case NN_PARAM_BN_SHIFT: return "shift";
+    }
+    return "?";
+}
+
+void nn_trainable_free(nn_trainable *t) {
+    free(t->node);
+    free(t->params);
+    free(t->boundary);
+    memset(t, 0, sizeof *t);
+}
+
+/* A float initializer (not a value computed from shapes) of more than one value: what a trainable
+ * node can train. Scalars (Clip bounds, GELU's 0.5) and integer inputs (shapes, axes) are not. */
+static bool is_weight(const nn_graph *g, int t) {
+    const nn_tensor *x = &g->tensors[t];
+    return x->data && !x->computed && x->dtype == NN_F32 && x->count > 1;
+}
+
+/* The role of input k of node n when it is a trained parameter; false for the others (a BN's
+ * mean and variance, which inference-mode BN keeps fixed, and everything not a weight). */
+static bool param_role(const nn_graph *g, const nn_node *n, int k, nn_param_role *role) {
+    if (n->in[k] < 0 || !is_weight(g, n->in[k])) return false;
+    switch (n->op) {
+    case NN_OP_BATCHNORM:
+        if (k != 1 && k != 2) return false;
+        *role = k == 1 ? NN_PARAM_BN_SCALE : NN_PARAM_BN_SHIFT;
+        return true;
+    case NN_OP_CONV: case NN_OP_GEMM:
+        *role = k == 2 ? NN_PARAM_BIAS : NN_PARAM_WEIGHT;
+        return true;
+    case NN_OP_RESHAPE: case NN_OP_EXPAND: case NN_OP_SLICE: case NN_OP_GATHER: return false; /* index inputs */
+    default:
+        *role = NN_PARAM_WEIGHT;
+        return true;
+    }
+}
+
+static ftl_status select_nodes(const nn_graph *g, const nn_cut_spec *spec, bool *on, int *n_convs) {
+    int first = -1, from = -1;
+    if (spec->last_convs > 0) {
+        int convs = 0;
+        for (int i = 0; i < g->n_nodes; i++) convs += !g->nodes[i].dead && g->nodes[i].op == NN_OP_CONV;
+        if (spec->last_convs > convs)
+            return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-last %d: the graph has %d Conv node%s before its feature "
+                            "tensor", spec->last_convs, convs, convs == 1 ? "" : "s");
+        for (int i = 0, seen = 0; i < g->n_nodes; i++)
+            if (!g->nodes[i].dead && g->nodes[i].op == NN_OP_CONV && ++seen == convs - spec->last_convs + 1) first = i;
+    } else {
+        const char *name = spec->from_tensor ? spec->from_tensor : "";
+        from = nn_graph_find(g, name);
+        if (from < 0)
+            return ftl_fail(FTL_E_NOT_FOUND, "--fine-tune-from '%s': no tensor of that name (`ftl inspect MODEL "
+                            "--tensors` lists them)", name);
+        if (g->tensors[from].data || (g->tensors[from].producer < 0 && !g->tensors[from].is_input))
+            return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-from '%s': a constant, not an activation", name);
+    }
+    /* forward reachability in execution order: a node is unfrozen when it is a selected Conv or
+     * reads a tensor an unfrozen node wrote (or the cut tensor itself) */
+    bool *hot = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *hot);
+    if (from >= 0) hot[from] = true;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        bool u = first >= 0 && i >= first && n->op == NN_OP_CONV;
+        for (int k = 0; k < n->n_in && !u; k++) u = n->in[k] >= 0 && hot[n->in[k]];
+        on[i] = u;
+        if (u)
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] >= 0) hot[n->out[k]] = true;
+        if (u && n->op == NN_OP_CONV) (*n_convs)++;
+    }
+    free(hot);
+    return FTL_OK;
+}
+
+ftl_status nn_trainable_select(const nn_graph *g, const nn_cut_spec *spec, nn_trainable *out) {
+    memset(out, 0, sizeof *out);
+    out->node = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *out->node);
+    ftl_status st = select_nodes(g, spec, out->node, &out->n_convs);
+    if (st != FTL_OK) {
+        nn_trainable_free(out);
+        return st;
+    }
+    int64_t batch = g->batch_locked > 0 ? g->batch_locked : 1;
+    bool *listed = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *listed);
+    out->params = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *out->params);
+    out->boundary = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *out->boundary);
+    for (int i = 0; i < g->n_nodes && st == FTL_OK; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int t = n->in[k];
+            if (t < 0 || listed[t]) continue;
+            nn_param_role role;
+            if (out->node[i] && param_role(g, n, k, &role)) {
+                listed[t] = true;
+                out->params[out->n_params++] = (nn_trainable_param){t, i, role};
+                out->param_count += g->tensors[t].count;
+            } else if (out->node[i] && !nn_is_const(g, t)) {
+                int p = g->tensors[t].producer;
+                if (p < 0 || !out->node[p]) { /* a frozen activation crossing the cut */
+                    listed[t] = true;
+                    out->boundary[out->n_boundary++] = t;
+                    out->boundary_floats += nn_shape_count(&g->tensors[t].shape) / batch;
+                }
+            }
+        }
+        out->n_nodes += out->node[i];
+    }
+    /* a trained initializer must not also feed the frozen part (training it would change the
+     * frozen part's outputs, and with them the cached boundary) */
+    for (int i = 0; i < g->n_nodes && st == FTL_OK; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead || out->node[i]) continue;
+        for (int k = 0; k < n->n_in && st == FTL_OK; k++)
+            for (int q = 0; q < out->n_params && n->in[k] >= 0; q++)
+                if (out->params[q].tensor == n->in[k])
+                    st = ftl_fail(FTL_E_UNSUPPORTED, "initializer '%s' is read by frozen node '%s' and by unfrozen node "
+                                  "'%s': move the cut so both sides are frozen or both trained", g->tensors[n->in[k]].name,
+                                  n->name, g->nodes[out->params[q].node].name);
+    }
+    free(listed);
+    if (st == FTL_OK && out->n_nodes == 0)
+        st = ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-from '%s': no node before the feature tensor depends on it",
+                      spec->from_tensor ? spec->from_tensor : "");
+    if (st != FTL_OK) nn_trainable_free(out);
+    return st;
+}
