@@ -25,21 +25,6 @@ static void compare(const char *what, const float *got, const nn_npy *ref, doubl
     if (!(d <= tol)) ftl_test_fail(__FILE__, __LINE__, "%s: %g > %g", what, d, tol);
 }
 
-/* The smallest cosine between a row of got and the same row of ref. */
-static double min_row_cosine(const float *got, const float *ref, int rows, int64_t cols) {
-    double worst = 1;
-    for (int r = 0; r < rows; r++) {
-        double dot = 0, ng = 0, nr = 0;
-        for (int64_t c = 0; c < cols; c++) {
-            double a = got[r * cols + c], b = ref[r * cols + c];
-            dot += a * b, ng += a * a, nr += b * b;
-        }
-        double cos = ng > 0 && nr > 0 ? dot / sqrt(ng * nr) : 0;
-        worst = cos < worst ? cos : worst;
-    }
-    return worst;
-}
-
 /* Runs the 3 reference images through `onnx` (batch 2: a full and a partial batch, where the
  * batch is dynamic); NULL (and the test failed) on an error. The caller frees. */
 static float *run_model(const char *onnx, ftl_nn_precision precision, const nn_npy *x, int64_t out_count) {
@@ -98,7 +83,7 @@ static void check_family(const char *family) {
         char *onnx = ftl_format("%s.op13.onnx", base);
         float *got = run_model(onnx, FTL_NN_BF16, &x, want.count);
         if (got) {
-            double cos = min_row_cosine(got, want.data, 3, want.count / 3);
+            double cos = nn_min_row_cosine(got, want.data, 3, want.count / 3);
             printf("  %-26s min row cosine to PyTorch fp32 %.6f\n", "op13 --precision bf16", cos);
             if (!(cos >= 0.999)) ftl_test_fail(__FILE__, __LINE__, "bf16 cosine %.6f < 0.999", cos);
         }

@@ -1,0 +1,671 @@
+/* The fine-tuning training plan on oneDNN (train_plan.h). Every activation of the unfrozen part
+ * keeps its own plain fp32 buffer and gradient buffer (view ops share them); a backward primitive
+ * writes into per-step scratch that is then added into the gradients it contributes to, so a
+ * tensor read by several nodes, or a parameter read twice, sums its contributions. */
+#include "nn/train_plan.h"
+#include "nn/cpu_plan.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TP_MAX_ARGS = 10 };
+
+typedef enum tp_kind {
+    TP_PRIM,      /* a oneDNN primitive */
+    TP_ACCUM,     /* dst[i] += src[i] */
+    TP_BINARY,    /* forward Add/Mul with numpy broadcast (both operands) */
+    TP_BINARY_BWD,/* gradient of one operand of an Add/Mul: dy (times the other operand), summed over its broadcast axes */
+    TP_CONCAT,    /* forward: copy inputs into place along an axis */
+    TP_SPLIT_BWD  /* backward of Concat: dst += the slab of src for one input */
+} tp_kind;
+
+typedef struct tp_step {
+    tp_kind kind;
+    dnnl_primitive_t prim;
+    dnnl_exec_arg_t args[TP_MAX_ARGS];
+    int n_args;
+    float *src, *dst, *other;   /* ACCUM / BINARY(_BWD) / CONCAT / SPLIT */
+    const float *a, *b;
+    int64_t count;
+    bool mul;                   /* BINARY: Mul, else Add */
+    nn_shape ys, as, bs;        /* BINARY(_BWD): output and operand shapes at the output's rank */
+    int64_t outer, chunk, stride, offset; /* CONCAT / SPLIT_BWD: per outer index, chunk floats at offset in stride */
+} tp_step;
+
+typedef struct tp_list {
+    tp_step *s;
+    int n, cap;
+} tp_list;
+
+struct nn_train_plan {
+    const nn_graph *g;
+    const nn_trainable *tr;
+    int batch;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    float **act, **grad;        /* per graph tensor (NULL: not in the plan); views alias */
+    bool *owned;                /* act/grad allocated for this tensor (not a view) */
+    int64_t *count;             /* floats per tensor at the batch */
+    float *params, *pgrads;
+    int64_t n_params;
+    int64_t *offset;            /* per tr->params[k] */
+    int *param_of;              /* graph tensor -> index in tr->params (-1) */
+    tp_list fwd, bwd;
+    dnnl_memory_t *mems;
+    int n_mems, cap_mems;
+    void **scratch;
+    int n_scratch, cap_scratch;
+    int feature;
+};
+
+static tp_step *push(tp_list *l) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->s = ftl_xrealloc(l->s, (size_t)l->cap * sizeof *l->s);
+    }
+    tp_step *s = &l->s[l->n++];
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+static float *new_scratch(nn_train_plan *p, int64_t count) {
+    if (p->n_scratch == p->cap_scratch) {
+        p->cap_scratch = p->cap_scratch ? 2 * p->cap_scratch : 64;
+        p->scratch = ftl_xrealloc(p->scratch, (size_t)p->cap_scratch * sizeof *p->scratch);
+    }
+    float *f = ftl_xcalloc((size_t)(count ? count : 1), sizeof *f);
+    p->scratch[p->n_scratch++] = f;
+    return f;
+}
+
+static ftl_status mem_of(nn_train_plan *p, const dnnl_memory_desc_t *md, void *data, dnnl_memory_t *m) {
+    if (p->n_mems == p->cap_mems) {
+        p->cap_mems = p->cap_mems ? 2 * p->cap_mems : 128;
+        p->mems = ftl_xrealloc(p->mems, (size_t)p->cap_mems * sizeof *p->mems);
+    }
+    CPU_TRY(dnnl_memory_create(m, md, p->engine, data ? data : DNNL_MEMORY_NONE), "training plan memory");
+    p->mems[p->n_mems++] = *m;
+    return FTL_OK;
+}
+
+/* A primitive step from pd; args as (key, md, data) triples. */
+static ftl_status add_prim(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t pd, int n, const int *keys,
+                           const dnnl_memory_desc_t *const *mds, void *const *data) {
+    tp_step *s = push(l);
+    s->kind = TP_PRIM;
+    dnnl_status_t st = dnnl_primitive_create(&s->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) {
+        l->n--;
+        return cpu_check(st, "training primitive");
+    }
+    for (int k = 0; k < n; k++) {
+        FTL_TRY(mem_of(p, mds[k], data[k], &s->args[k].memory));
+        s->args[k].arg = keys[k];
+    }
+    s->n_args = n;
+    return FTL_OK;
+}
+
+static void add_accum(tp_list *l, float *src, float *dst, int64_t count) {
+    tp_step *s = push(l);
+    s->kind = TP_ACCUM;
+    s->src = src;
+    s->dst = dst;
+    s->count = count;
+}
+
+static const nn_shape *shape_of(const nn_train_plan *p, int t) { return &p->g->tensors[t].shape; }
+
+static void plain(dnnl_memory_desc_t *md, const nn_shape *s) { cpu_plain_md(md, s, dnnl_f32); }
+
+/* The data and gradient of input tensor t of a node: an activation of the plan, a trained
+ * parameter (gradient in the block), or a fixed constant (no gradient). */
+static float *data_of(nn_train_plan *p, int t) {
+    if (p->param_of[t] >= 0) return p->params + p->offset[p->param_of[t]];
+    if (p->act[t]) return p->act[t];
+    return (float *)p->g->tensors[t].data;
+}
+
+static float *grad_of(nn_train_plan *p, int t) {
+    if (p->param_of[t] >= 0) return p->pgrads + p->offset[p->param_of[t]];
+    return p->grad[t];
+}
+
+static ftl_status fail_node(const nn_node *n, const char *why) {
+    return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): fine-tuning cannot train through it: %s", n->name, n->op_type, why);
+}
+
+/* ---- per-op compilation: forward step(s) into p->fwd, backward steps into p->bwd (run reversed) ---- */
+
+static ftl_status compile_conv(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]), *ws = shape_of(p, n->in[1]);
+    if (xs->rank != 4) return fail_node(n, "only 2-D convolutions");
+    int gr = n->p.group;
+    bool bias = n->n_in > 2 && n->in[2] >= 0;
+    dnnl_memory_desc_t x, y, w, b;
+    plain(&x, xs);
+    plain(&y, ys);
+    if (gr > 1) {
+        dnnl_dims_t wd = {gr, ws->d[0] / gr, ws->d[1], ws->d[2], ws->d[3]};
+        dnnl_memory_desc_init_by_tag(&w, 5, wd, dnnl_f32, dnnl_goihw);
+    } else {
+        plain(&w, ws);
+    }
+    dnnl_dims_t bd = {ws->d[0]}, st = {n->p.stride[0], n->p.stride[1]}, dil = {n->p.dilation[0] - 1, n->p.dilation[1] - 1};
+    dnnl_dims_t pl = {n->p.pad_begin[0], n->p.pad_begin[1]}, pr = {n->p.pad_end[0], n->p.pad_end[1]};
+    dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_convolution_desc_t fd, dd, wdsc;
+    CPU_TRY(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
+                                                       bias ? &b : NULL, &y, st, dil, pl, pr), n->name);
+    dnnl_primitive_desc_t fpd, dpd, wpd;
+    CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
+    float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL, *Y = p->act[n->out[0]];
+    {
+        int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+        const dnnl_memory_desc_t *mds[4] = {&x, &w, &y, &b};
+        void *data[4] = {X, W, Y, B};
+        /* (fpd stays alive as the backward hint; add_prim destroys the copy it is given) */
+        dnnl_primitive_desc_t copy;
+        CPU_TRY(dnnl_primitive_desc_clone(&copy, fpd), n->name);
+        ftl_status s = add_prim(p, &p->fwd, copy, bias ? 4 : 3, keys, mds, data);
+        if (s != FTL_OK) {
+            dnnl_primitive_desc_destroy(fpd);
+            return s;
+        }
+    }
+    ftl_status s = FTL_OK;
+    float *dY = p->grad[n->out[0]];
+    /* weights (and bias) gradient */
+    if (p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0)) {
+        float *dW = new_scratch(p, nn_shape_count(ws)), *dB = bias ? new_scratch(p, ws->d[0]) : NULL;
+        if (cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(&wdsc, dnnl_convolution_direct, &x, &w,
+                                                                          bias ? &b : NULL, &y, st, dil, pl, pr), n->name) ||
+            cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name)) {
+            dnnl_primitive_desc_destroy(fpd);
+            return FTL_E_INTERNAL;
+        }
+        int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
+        const dnnl_memory_desc_t *mds[4] = {&x, &y, &w, &b};
+        void *data[4] = {X, dY, dW, dB};
+        /* the backward list runs in reverse: push the accumulations first */
+        if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
+        if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
+        s = add_prim(p, &p->bwd, wpd, bias ? 4 : 3, keys, mds, data);
+    }
+    /* data gradient */
+    if (s == FTL_OK && p->grad[n->in[0]]) {
+        float *dX = new_scratch(p, nn_shape_count(xs));
+        if (cpu_check(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &x, &w, &y, st, dil,
+                                                                       pl, pr), n->name) ||
+            cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name)) {
+            dnnl_primitive_desc_destroy(fpd);
+            return FTL_E_INTERNAL;
+        }
+        int keys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+        const dnnl_memory_desc_t *mds[3] = {&y, &w, &x};
+        void *data[3] = {dY, W, dX};
+        add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+        s = add_prim(p, &p->bwd, dpd, 3, keys, mds, data);
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    return s;
+}
+
+static ftl_status compile_batchnorm(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *xs = shape_of(p, n->in[0]);
+    if (xs->rank < 2) return fail_node(n, "needs a channel axis");
+    int64_t c = xs->d[1];
+    dnnl_memory_desc_t x, v;
+    plain(&x, xs);
+    dnnl_dims_t cd = {c};
+    dnnl_memory_desc_init_by_tag(&v, 1, cd, dnnl_f32, dnnl_a);
+    /* inference mode: the moving mean and variance are inputs (fixed), scale and shift are trained */
+    unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
+    dnnl_batch_normalization_desc_t fd, bd;
+    CPU_TRY(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &x, n->p.epsilon, flags), n->name);
+    dnnl_primitive_desc_t fpd, bpd, copy;
+    CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
+    float *X = data_of(p, n->in[0]), *S = data_of(p, n->in[1]), *T = data_of(p, n->in[2]);
+    float *M = data_of(p, n->in[3]), *V = data_of(p, n->in[4]), *Y = p->act[n->out[0]];
+    int fkeys[6] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST};
+    const dnnl_memory_desc_t *fmds[6] = {&x, &v, &v, &v, &v, &x};
+    void *fdata[6] = {X, M, V, S, T, Y};
+    ftl_status s = cpu_check(dnnl_primitive_desc_clone(&copy, fpd), n->name);
+    if (s == FTL_OK) s = add_prim(p, &p->fwd, copy, 6, fkeys, fmds, fdata);
+    if (s == FTL_OK)
+        s = cpu_check(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &x, &x, n->p.epsilon, flags), n->name);
+    if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
+    dnnl_primitive_desc_destroy(fpd);
+    if (s != FTL_OK) return s;
+    float *dX = new_scratch(p, nn_shape_count(xs)), *dS = new_scratch(p, c), *dT = new_scratch(p, c);
+    if (p->grad[n->in[0]]) add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+    if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dS, grad_of(p, n->in[1]), c);
+    if (p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dT, grad_of(p, n->in[2]), c);
+    int bkeys[9] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_DST,
+                    DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
+    const dnnl_memory_desc_t *bmds[9] = {&x, &v, &v, &v, &v, &x, &x, &v, &v};
+    void *bdata[9] = {X, M, V, S, T, p->grad[n->out[0]], dX, dS, dT};
+    return add_prim(p, &p->bwd, bpd, 9, bkeys, bmds, bdata);
+}
+
+static bool eltwise_alg(const nn_act *a, dnnl_alg_kind_t *alg, float *alpha, float *beta) {
+    *alpha = 0, *beta = 0;
+    switch (a->kind) {
+    case NN_ACT_RELU: *alg = dnnl_eltwise_relu; return true;
+    case NN_ACT_LEAKYRELU: *alg = dnnl_eltwise_relu, *alpha = a->alpha; return true;
+    case NN_ACT_CLIP: *alg = dnnl_eltwise_clip_v2, *alpha = a->alpha, *beta = a->beta; return true;
+    case NN_ACT_SIGMOID: *alg = dnnl_eltwise_logistic; return true;
+    case NN_ACT_HARDSWISH: *alg = dnnl_eltwise_hardswish; return true;
+    case NN_ACT_TANH: *alg = dnnl_eltwise_tanh; return true;
+    case NN_ACT_GELU_ERF: *alg = dnnl_eltwise_gelu_erf; return true;
+    case NN_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; return true;
+    default: return false;
+    }
+}
+
+static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+    if (!eltwise_alg(&n->p.act, &alg, &alpha, &beta)) return fail_node(n, "no backward for this activation");
+    const nn_shape *xs = shape_of(p, n->in[0]);
+    dnnl_memory_desc_t x;
+    plain(&x, xs);
+    dnnl_eltwise_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd, bpd, copy;
+    CPU_TRY(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &x, alpha, beta), n->name);
+    CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
+    float *X = data_of(p, n->in[0]);
+    int fkeys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    const dnnl_memory_desc_t *mds2[2] = {&x, &x};
+    void *fdata[2] = {X, p->act[n->out[0]]};
+    ftl_status s = cpu_check(dnnl_primitive_desc_clone(&copy, fpd), n->name);
+    if (s == FTL_OK) s = add_prim(p, &p->fwd, copy, 2, fkeys, mds2, fdata);
+    if (s == FTL_OK && p->grad[n->in[0]]) {
+        s = cpu_check(dnnl_eltwise_backward_desc_init(&bd, alg, &x, &x, alpha, beta), n->name);
+        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
+        if (s == FTL_OK) {
+            float *dX = new_scratch(p, nn_shape_count(xs));
+            add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            int bkeys[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+            const dnnl_memory_desc_t *mds3[3] = {&x, &x, &x};
+            void *bdata[3] = {X, p->grad[n->out[0]], dX};
+            s = add_prim(p, &p->bwd, bpd, 3, bkeys, mds3, bdata);
+        }
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    return s;
+}
+
+static ftl_status compile_pool(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]);
+    if (xs->rank != 4) return fail_node(n, "only 2-D pooling");
+    dnnl_dims_t k, st, dil = {0, 0}, pl = {0, 0}, pr = {0, 0};
+    dnnl_alg_kind_t alg;
+    if (n->op == NN_OP_GLOBALAVGPOOL || n->op == NN_OP_GLOBALMAXPOOL) {
+        k[0] = xs->d[2], k[1] = xs->d[3], st[0] = st[1] = 1;
+        alg = n->op == NN_OP_GLOBALMAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+    } else {
+        for (int i = 0; i < 2; i++) {
+            k[i] = n->p.kernel[i], st[i] = n->p.stride[i], dil[i] = n->p.dilation[i] - 1, pl[i] = n->p.pad_begin[i];
+            int64_t span = (int64_t)n->p.dilation[i] * (n->p.kernel[i] - 1) + 1;
+            pr[i] = (ys->d[2 + i] - 1) * n->p.stride[i] + span - xs->d[2 + i] - pl[i]; /* what the output uses */
+        }
+        alg = n->op == NN_OP_MAXPOOL ? dnnl_pooling_max
+              : n->p.count_include_pad ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding;
+        for (int i = 0; i < 2; i++) /* ONNX divides such windows by their clipped size, oneDNN by the kernel's */
+            if (alg == dnnl_pooling_avg_include_padding && pr[i] > n->p.pad_end[i])
+                return fail_node(n, "an average over ceil_mode windows past the padding");
+    }
+    dnnl_memory_desc_t x, y;
+    plain(&x, xs);
+    plain(&y, ys);
+    dnnl_pooling_v2_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd, bpd, copy;
+    CPU_TRY(dnnl_pooling_v2_forward_desc_init(&fd, dnnl_forward_training, alg, &x, &y, st, k, dil, pl, pr), n->name);
+    CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
+    const dnnl_memory_desc_t *ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
+    dnnl_memory_desc_t ws = *ws_md;
+    size_t ws_size = dnnl_memory_desc_get_size(&ws);
+    void *WS = ws_size ? new_scratch(p, (int64_t)(ws_size / sizeof(float) + 1)) : NULL;
+    int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
+    const dnnl_memory_desc_t *mds[3] = {&x, &y, &ws};
+    void *data[3] = {data_of(p, n->in[0]), p->act[n->out[0]], WS};
+    ftl_status s = cpu_check(dnnl_primitive_desc_clone(&copy, fpd), n->name);
+    if (s == FTL_OK) s = add_prim(p, &p->fwd, copy, WS ? 3 : 2, keys, mds, data);
+    if (s == FTL_OK && p->grad[n->in[0]]) {
+        s = cpu_check(dnnl_pooling_v2_backward_desc_init(&bd, alg, &x, &y, st, k, dil, pl, pr), n->name);
+        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
+        if (s == FTL_OK) {
+            float *dX = new_scratch(p, nn_shape_count(xs));
+            add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            int bkeys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
+            const dnnl_memory_desc_t *bmds[3] = {&y, &x, &ws};
+            void *bdata[3] = {p->grad[n->out[0]], dX, WS};
+            s = add_prim(p, &p->bwd, bpd, WS ? 3 : 2, bkeys, bmds, bdata);
+        }
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    return s;
+}
+
+/* Gemm (transA 0, alpha = beta = 1, C absent or one value per output) and MatMul with a constant
+ * [K, O] weight: oneDNN inner products over rows of the flattened input. */
+static ftl_status compile_linear(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *xs = shape_of(p, n->in[0]), *ws = shape_of(p, n->in[1]);
+    bool gemm = n->op == NN_OP_GEMM;
+    if (gemm && (n->p.trans_a || n->p.alpha != 1.0f || n->p.beta != 1.0f))
+        return fail_node(n, "only transA = 0 and alpha = beta = 1");
+    if (ws->rank != 2 || !nn_is_const(p->g, n->in[1])) return fail_node(n, "needs a 2-D constant weight");
+    bool trans_b = gemm && n->p.trans_b;
+    int64_t kdim = xs->d[xs->rank - 1], outs = trans_b ? ws->d[0] : ws->d[1], rows = nn_shape_count(xs) / kdim;
+    bool bias = gemm && n->n_in > 2 && n->in[2] >= 0;
+    if (bias && p->g->tensors[n->in[2]].count != outs) return fail_node(n, "C must hold one value per output");
+    dnnl_memory_desc_t x, w, b, y;
+    dnnl_dims_t xd = {rows, kdim}, wd = {outs, kdim}, bd = {outs}, yd = {rows, outs};
+    dnnl_memory_desc_init_by_tag(&x, 2, xd, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&w, 2, wd, dnnl_f32, trans_b ? dnnl_ab : dnnl_ba); /* ONNX B is [O,K] or [K,O] */
+    dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&y, 2, yd, dnnl_f32, dnnl_ab);
+    dnnl_inner_product_desc_t fd, dd, wdsc;
+    dnnl_primitive_desc_t fpd, dpd, wpd, copy;
+    CPU_TRY(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &x, &w, bias ? &b : NULL, &y), n->name);
+    CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
+    float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL;
+    int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    const dnnl_memory_desc_t *mds[4] = {&x, &w, &y, &b};
+    void *data[4] = {X, W, p->act[n->out[0]], B};
+    ftl_status s = cpu_check(dnnl_primitive_desc_clone(&copy, fpd), n->name);
+    if (s == FTL_OK) s = add_prim(p, &p->fwd, copy, bias ? 4 : 3, keys, mds, data);
+    float *dY = p->grad[n->out[0]];
+    if (s == FTL_OK && (p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0))) {
+        float *dW = new_scratch(p, outs * kdim), *dB = bias ? new_scratch(p, outs) : NULL;
+        s = cpu_check(dnnl_inner_product_backward_weights_desc_init(&wdsc, &x, &w, bias ? &b : NULL, &y), n->name);
+        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name);
+        if (s == FTL_OK) {
+            if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), outs * kdim);
+            if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), outs);
+            int bkeys[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
+            const dnnl_memory_desc_t *bmds[4] = {&x, &y, &w, &b};
+            void *bdata[4] = {X, dY, dW, dB};
+            s = add_prim(p, &p->bwd, wpd, bias ? 4 : 3, bkeys, bmds, bdata);
+        }
+    }
+    if (s == FTL_OK && p->grad[n->in[0]]) {
+        float *dX = new_scratch(p, rows * kdim);
+        s = cpu_check(dnnl_inner_product_backward_data_desc_init(&dd, &x, &w, &y), n->name);
+        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name);
+        if (s == FTL_OK) {
+            add_accum(&p->bwd, dX, p->grad[n->in[0]], rows * kdim);
+            int bkeys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+            const dnnl_memory_desc_t *bmds[3] = {&y, &w, &x};
+            void *bdata[3] = {dY, W, dX};
+            s = add_prim(p, &p->bwd, dpd, 3, bkeys, bmds, bdata);
+        }
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    return s;
+}
+
+static nn_shape at_rank(const nn_shape *s, int rank) {
+    nn_shape r = {.rank = rank};
+    int pad = rank - s->rank;
+    for (int i = 0; i < rank; i++) r.d[i] = i < pad ? 1 : s->d[i - pad];
+    return r;
+}
+
+static ftl_status compile_binary(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *ys = shape_of(p, n->out[0]);
+    tp_step *f = push(&p->fwd);
+    f->kind = TP_BINARY;
+    f->mul = n->op == NN_OP_MUL;
+    f->ys = *ys;
+    f->as = at_rank(shape_of(p, n->in[0]), ys->rank);
+    f->bs = at_rank(shape_of(p, n->in[1]), ys->rank);
+    f->a = data_of(p, n->in[0]);
+    f->b = data_of(p, n->in[1]);
+    f->dst = p->act[n->out[0]];
+    /* d/da = dy (* b), summed over a's broadcast axes; the same for b */
+    for (int k = 0; k < 2; k++) {
+        int t = n->in[k];
+        float *g = grad_of(p, t);
+        if (!g) continue;
+        tp_step *s = push(&p->bwd);
+        s->kind = TP_BINARY_BWD;
+        s->mul = f->mul;
+        s->ys = *ys;
+        s->as = k == 0 ? f->as : f->bs;    /* the operand whose gradient this is */
+        s->bs = k == 0 ? f->bs : f->as;    /* the other one (its values multiply dy for Mul) */
+        s->a = p->grad[n->out[0]];
+        s->b = k == 0 ? f->b : f->a;
+        s->dst = g;
+    }
+    return FTL_OK;
+}
+
+static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *ys = shape_of(p, n->out[0]);
+    int axis = n->p.axis < 0 ? n->p.axis + ys->rank : n->p.axis;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++) outer *= ys->d[i];
+    for (int i = axis + 1; i < ys->rank; i++) inner *= ys->d[i];
+    int64_t at = 0, stride = ys->d[axis] * inner;
+    for (int k = 0; k < n->n_in; k++) {
+        int t = n->in[k];
+        if (t < 0) continue;
+        int64_t chunk = shape_of(p, t)->d[axis] * inner;
+        tp_step *f = push(&p->fwd);
+        f->kind = TP_CONCAT;
+        f->a = data_of(p, t);
+        f->dst = p->act[n->out[0]];
+        f->outer = outer, f->chunk = chunk, f->stride = stride, f->offset = at;
+        float *g = grad_of(p, t);
+        if (g) {
+            tp_step *s = push(&p->bwd);
+            s->kind = TP_SPLIT_BWD;
+            s->a = p->grad[n->out[0]];
+            s->dst = g;
+            s->outer = outer, s->chunk = chunk, s->stride = stride, s->offset = at;
+        }
+        at += chunk;
+    }
+    return FTL_OK;
+}
+
+static bool is_view(nn_op op) {
+    return op == NN_OP_RESHAPE || op == NN_OP_FLATTEN || op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE ||
+           op == NN_OP_IDENTITY || op == NN_OP_DROPOUT;
+}
+
+static ftl_status compile_node(nn_train_plan *p, const nn_node *n) {
+    switch (n->op) {
+    case NN_OP_CONV: return compile_conv(p, n);
+    case NN_OP_BATCHNORM: return compile_batchnorm(p, n);
+    case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID: case NN_OP_HARDSWISH: case NN_OP_TANH:
+    case NN_OP_GELU:
+        return compile_eltwise(p, n);
+    case NN_OP_MAXPOOL: case NN_OP_AVGPOOL: case NN_OP_GLOBALAVGPOOL: case NN_OP_GLOBALMAXPOOL:
+        return compile_pool(p, n);
+    case NN_OP_GEMM: case NN_OP_MATMUL: return compile_linear(p, n);
+    case NN_OP_ADD: case NN_OP_MUL: return compile_binary(p, n);
+    case NN_OP_CONCAT: return compile_concat(p, n);
+    default:
+        if (is_view(n->op)) return FTL_OK; /* shares its input's buffers (set up in create) */
+        return fail_node(n, "no backward for this op yet");
+    }
+}
+
+ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, nn_train_plan **out) {
+    *out = NULL;
+    nn_train_plan *p = ftl_xcalloc(1, sizeof *p);
+    p->g = g, p->tr = tr, p->batch = batch, p->feature = g->outputs[0];
+    int nt = g->n_tensors;
+    p->act = ftl_xcalloc((size_t)nt + 1, sizeof *p->act);
+    p->grad = ftl_xcalloc((size_t)nt + 1, sizeof *p->grad);
+    p->owned = ftl_xcalloc((size_t)nt + 1, sizeof *p->owned);
+    p->count = ftl_xcalloc((size_t)nt + 1, sizeof *p->count);
+    p->param_of = ftl_xmalloc(((size_t)nt + 1) * sizeof *p->param_of);
+    for (int t = 0; t < nt; t++) p->param_of[t] = -1;
+    p->offset = ftl_xcalloc((size_t)tr->n_params + 1, sizeof *p->offset);
+    for (int k = 0; k < tr->n_params; k++) {
+        p->offset[k] = p->n_params;
+        p->param_of[tr->params[k].tensor] = k;
+        p->n_params += g->tensors[tr->params[k].tensor].count;
+    }
+    p->params = ftl_xcalloc((size_t)p->n_params + 1, sizeof *p->params);
+    p->pgrads = ftl_xcalloc((size_t)p->n_params + 1, sizeof *p->pgrads);
+    for (int k = 0; k < tr->n_params; k++) {
+        const nn_tensor *t = &g->tensors[tr->params[k].tensor];
+        memcpy(p->params + p->offset[k], t->data, (size_t)t->count * sizeof(float));
+    }
+    ftl_status st = cpu_check(dnnl_engine_create(&p->engine, dnnl_cpu, 0), "engine");
+    if (st == FTL_OK) st = cpu_check(dnnl_stream_create(&p->stream, p->engine, dnnl_stream_default_flags), "stream");
+    /* buffers: the boundary tensors and every unfrozen node's output; view ops alias their input */
+    for (int k = 0; k < tr->n_boundary && st == FTL_OK; k++) {
+        int t = tr->boundary[k];
+        p->count[t] = nn_shape_count(&g->tensors[t].shape);
+        p->act[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
+        p->grad[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
+        p->owned[t] = true;
+    }
+    for (int i = 0; i < g->n_nodes && st == FTL_OK; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead || !tr->node[i]) continue;
+        int t = n->out[0];
+        p->count[t] = nn_shape_count(&g->tensors[t].shape);
+        if (is_view(n->op) && p->act[n->in[0]]) {
+            p->act[t] = p->act[n->in[0]];
+            p->grad[t] = p->grad[n->in[0]];
+        } else {
+            p->act[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
+            p->grad[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
+            p->owned[t] = true;
+        }
+        for (int k = 1; k < n->n_out; k++)
+            if (n->out[k] >= 0) st = fail_node(n, "a second output");
+    }
+    if (st == FTL_OK && !p->act[p->feature])
+        st = ftl_fail(FTL_E_INVALID_ARG, "the feature tensor '%s' is not computed by the unfrozen part",
+                      g->tensors[p->feature].name);
+    for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
+        if (!g->nodes[i].dead && tr->node[i]) st = compile_node(p, &g->nodes[i]);
+    if (st != FTL_OK) {
+        nn_train_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return FTL_OK;
+}
+
+void nn_train_plan_free(nn_train_plan *p) {
+    if (!p) return;
+    tp_list *lists[2] = {&p->fwd, &p->bwd};
+    for (int l = 0; l < 2; l++) {
+        for (int i = 0; i < lists[l]->n; i++)
+            if (lists[l]->s[i].prim) dnnl_primitive_destroy(lists[l]->s[i].prim);
+        free(lists[l]->s);
+    }
+    for (int i = 0; i < p->n_mems; i++) dnnl_memory_destroy(p->mems[i]);
+    free(p->mems);
+    for (int i = 0; i < p->n_scratch; i++) free(p->scratch[i]);
+    free(p->scratch);
+    for (int t = 0; t < p->g->n_tensors; t++)
+        if (p->owned[t]) {
+            free(p->act[t]);
+            free(p->grad[t]);
+        }
+    free(p->act);
+    free(p->grad);
+    free(p->owned);
+    free(p->count);
+    free(p->param_of);
+    free(p->offset);
+    free(p->params);
+    free(p->pgrads);
+    if (p->stream) dnnl_stream_destroy(p->stream);
+    if (p->engine) dnnl_engine_destroy(p->engine);
+    free(p);
+}
+
+/* Offset in a tensor of shape s (rank of the output) of the element at output index idx,
+ * broadcast axes (size 1) pinned to 0. */
+static int64_t bcast_offset(const nn_shape *s, const int64_t *idx) {
+    int64_t o = 0;
+    for (int i = 0; i < s->rank; i++) o = o * s->d[i] + (s->d[i] == 1 ? 0 : idx[i]);
+    return o;
+}
+
+static void run_binary(const tp_step *s) {
+    int64_t total = nn_shape_count(&s->ys), idx[NN_MAX_RANK] = {0};
+    for (int64_t i = 0; i < total; i++) {
+        float a = s->a[bcast_offset(&s->as, idx)], b = s->b[bcast_offset(&s->bs, idx)];
+        s->dst[i] = s->mul ? a * b : a + b;
+        for (int k = s->ys.rank - 1; k >= 0 && ++idx[k] == s->ys.d[k]; k--) idx[k] = 0;
+    }
+}
+
+static void run_binary_bwd(const tp_step *s) {
+    int64_t total = nn_shape_count(&s->ys), idx[NN_MAX_RANK] = {0};
+    for (int64_t i = 0; i < total; i++) {
+        float dy = s->a[i];
+        s->dst[bcast_offset(&s->as, idx)] += s->mul ? dy * s->b[bcast_offset(&s->bs, idx)] : dy;
+        for (int k = s->ys.rank - 1; k >= 0 && ++idx[k] == s->ys.d[k]; k--) idx[k] = 0;
+    }
+}
+
+static ftl_status run_list(nn_train_plan *p, const tp_list *l, bool reverse) {
+    for (int j = 0; j < l->n; j++) {
+        const tp_step *s = &l->s[reverse ? l->n - 1 - j : j];
+        switch (s->kind) {
+        case TP_PRIM:
+            CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->n_args, s->args), "training step");
+            CPU_TRY(dnnl_stream_wait(p->stream), "training step");
+            break;
+        case TP_ACCUM:
+            for (int64_t i = 0; i < s->count; i++) s->dst[i] += s->src[i];
+            break;
+        case TP_BINARY: run_binary(s); break;
+        case TP_BINARY_BWD: run_binary_bwd(s); break;
+        case TP_CONCAT:
+            for (int64_t o = 0; o < s->outer; o++)
+                memcpy(s->dst + o * s->stride + s->offset, s->a + o * s->chunk, (size_t)s->chunk * sizeof(float));
+            break;
+        case TP_SPLIT_BWD:
+            for (int64_t o = 0; o < s->outer; o++)
+                for (int64_t i = 0; i < s->chunk; i++) s->dst[o * s->chunk + i] += s->a[o * s->stride + s->offset + i];
+            break;
+        }
+    }
+    return FTL_OK;
+}
+
+ftl_status nn_train_plan_forward(nn_train_plan *p, const float *const *boundary, float *features) {
+    for (int k = 0; k < p->tr->n_boundary; k++) {
+        int t = p->tr->boundary[k];
+        memcpy(p->act[t], boundary[k], (size_t)p->count[t] * sizeof(float));
+    }
+    FTL_TRY(run_list(p, &p->fwd, false));
+    memcpy(features, p->act[p->feature], (size_t)p->count[p->feature] * sizeof(float));
+    return FTL_OK;
+}
+
+ftl_status nn_train_plan_backward(nn_train_plan *p, const float *dfeatures, float *const *boundary_grads) {
+    for (int t = 0; t < p->g->n_tensors; t++)
+        if (p->owned[t]) memset(p->grad[t], 0, (size_t)p->count[t] * sizeof(float));
+    memset(p->pgrads, 0, (size_t)p->n_params * sizeof(float));
+    memcpy(p->grad[p->feature], dfeatures, (size_t)p->count[p->feature] * sizeof(float));
+    FTL_TRY(run_list(p, &p->bwd, true));
+    for (int k = 0; boundary_grads && k < p->tr->n_boundary; k++) {
+        int t = p->tr->boundary[k];
+        memcpy(boundary_grads[k], p->grad[t], (size_t)p->count[t] * sizeof(float));
+    }
+    return FTL_OK;
+}
+
+float *nn_train_plan_params(nn_train_plan *p) { return p->params; }
+const float *nn_train_plan_grads(const nn_train_plan *p) { return p->pgrads; }
+int64_t nn_train_plan_param_count(const nn_train_plan *p) { return p->n_params; }
+int64_t nn_train_plan_param_offset(const nn_train_plan *p, int k) { return p->offset[k]; }

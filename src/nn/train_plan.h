@@ -1,0 +1,38 @@
+/* The training plan for fine-tuning: the unfrozen part of a backbone (nn/trainable.h) run forward
+ * from its boundary tensors to the feature tensor keeping every activation, then backward, giving
+ * the gradient of every trained parameter (and of the boundary tensors). Separate from the
+ * inference plan: no fused post-ops, no buffer reuse, plain fp32 layouts; backward on oneDNN
+ * where it has a primitive (Conv data and weights, BatchNormalization with fixed statistics,
+ * eltwise activations, pooling, inner products), element-wise loops for Add/Mul with broadcast,
+ * Concat and the view ops.
+ *
+ * Parameters live in one contiguous fp32 block (and their gradients in another of the same
+ * layout), each tensor in its ONNX layout at the offset nn_train_plan_param_offset gives: an
+ * optimiser updates the block in place and the next forward uses the new values. */
+#ifndef FTL_NN_TRAIN_PLAN_H
+#define FTL_NN_TRAIN_PLAN_H
+
+#include "nn/graph.h"
+#include "nn/trainable.h"
+
+typedef struct nn_train_plan nn_train_plan;
+
+/* Compiles the plan for batches of `batch` images. g must be pruned to its feature tensor (its
+ * first output) with shapes inferred for `batch`; tr selects the unfrozen part. Both must outlive
+ * the plan. An op the plan cannot differentiate is an error naming the node. */
+ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, nn_train_plan **out);
+void nn_train_plan_free(nn_train_plan *p);
+
+/* boundary[k]: batch images of tr->boundary[k] (plain layout); features: batch x feature floats. */
+ftl_status nn_train_plan_forward(nn_train_plan *p, const float *const *boundary, float *features);
+/* After a forward: d(loss)/d(features) in, parameter gradients (nn_train_plan_grads) out, and when
+ * boundary_grads is not NULL, d(loss)/d(boundary[k]) into boundary_grads[k]. */
+ftl_status nn_train_plan_backward(nn_train_plan *p, const float *dfeatures, float *const *boundary_grads);
+
+float *nn_train_plan_params(nn_train_plan *p);
+const float *nn_train_plan_grads(const nn_train_plan *p);
+int64_t nn_train_plan_param_count(const nn_train_plan *p);
+/* Offset in the parameter block of tr->params[k]. */
+int64_t nn_train_plan_param_offset(const nn_train_plan *p, int k);
+
+#endif

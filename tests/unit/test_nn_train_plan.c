@@ -1,0 +1,129 @@
+/* The fine-tuning training plan (nn/train_plan.h) against PyTorch autograd (tests/ref/train_backward.py):
+ * on graphs covering every op it differentiates - Conv (depthwise, grouped, strided, asymmetric pads,
+ * dilations, bias), BatchNormalization with fixed statistics, ReLU/Clip/LeakyReLU/Sigmoid/HardSwish/Tanh,
+ * Add and Mul with broadcast parameters, residual Adds, MaxPool/AveragePool/GlobalAveragePool, Concat,
+ * Flatten/Reshape, Gemm (both transB) and MatMul on tokens - the forward output, the gradient of every
+ * trained parameter and of the input match within 1e-4 of their largest value. The whole graph is
+ * unfrozen (the cut at its input). */
+#include "nn/load.h"
+#include "nn/shape.h"
+#include "nn/topo.h"
+#include "nn/train_plan.h"
+#include "nn/trainable.h"
+#include "nn_testutil.h"
+#include "test.h"
+#include "util/fsutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void close_to(const char *what, const float *got, const float *want, int64_t n) {
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
+    double d = nn_max_abs_diff(got, want, n), tol = 1e-4 * (scale > 1e-3 ? scale : 1e-3);
+    printf("    %-28s max |ftl - torch| %.3g (max |torch| %.3g)\n", what, d, scale);
+    if (!(d <= tol)) ftl_test_fail(__FILE__, __LINE__, "%s: %g > %g", what, d, tol);
+}
+
+static void check_case(const char *dir, const char *name) {
+    char *base = ftl_format("%s/%s", dir, name), *onnx = ftl_format("%s.onnx", base);
+    char *xp = ftl_format("%s.x.npy", base), *rp = ftl_format("%s.r.npy", base), *yp = ftl_format("%s.y.npy", base);
+    char *dxp = ftl_format("%s.dx.npy", base), *pp = ftl_format("%s.params.txt", base);
+    nn_npy x = {0}, r = {0}, y = {0}, dx = {0};
+    size_t plen = 0;
+    char *params = (char *)nn_test_read(pp, &plen);
+    nn_graph *g = NULL;
+    nn_trainable tr = {0};
+    nn_train_plan *plan = NULL;
+    printf("  %s\n", name);
+    if (!params || !nn_npy_read(xp, &x) || !nn_npy_read(rp, &r) || !nn_npy_read(yp, &y) || !nn_npy_read(dxp, &dx)) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for %s missing: run tests/ref/gen_train.sh", name);
+        goto done;
+    }
+    int batch = (int)x.shape[0];
+    nn_cut_spec cut = {0, "x"};
+    if (nn_load_checked(onnx, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
+        nn_infer_shapes(g, batch) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK ||
+        nn_train_plan_create(g, &tr, batch, &plan) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "%s: %s", name, ftl_last_error());
+        goto done;
+    }
+    float *out = malloc((size_t)y.count * sizeof *out), *dxg = malloc((size_t)x.count * sizeof *dxg);
+    const float *in[1] = {x.data};
+    float *bg[1] = {dxg};
+    CHECK(tr.n_boundary == 1);
+    if (nn_train_plan_forward(plan, in, out) == FTL_OK && nn_train_plan_backward(plan, r.data, bg) == FTL_OK) {
+        close_to("forward output", out, y.data, y.count);
+        close_to("d input", dxg, dx.data, dx.count);
+        /* every parameter torch trained, by name */
+        int seen = 0;
+        params = realloc(params, plen + 1);
+        params[plen] = 0;
+        for (char *line = strtok(params, "\n"); line; line = strtok(NULL, "\n")) {
+            int k;
+            char pname[128];
+            if (sscanf(line, "%d %127s", &k, pname) != 2) continue;
+            char *gp = ftl_format("%s.grad.%d.npy", base, k);
+            nn_npy want = {0};
+            int idx = -1;
+            for (int q = 0; q < tr.n_params; q++)
+                if (strcmp(g->tensors[tr.params[q].tensor].name, pname) == 0) idx = q;
+            if (idx < 0) ftl_test_fail(__FILE__, __LINE__, "%s: parameter %s not trained by ftl", name, pname);
+            else if (nn_npy_read(gp, &want) && want.count == g->tensors[tr.params[idx].tensor].count) {
+                char what[160];
+                snprintf(what, sizeof what, "d %s (%s)", pname, nn_param_role_name(tr.params[idx].role));
+                close_to(what, nn_train_plan_grads(plan) + nn_train_plan_param_offset(plan, idx), want.data, want.count);
+                seen++;
+            } else {
+                ftl_test_fail(__FILE__, __LINE__, "%s: gradient of %s missing or of the wrong size", name, pname);
+            }
+            nn_npy_free(&want);
+            free(gp);
+        }
+        CHECK_EQ_INT(seen, tr.n_params); /* ftl trains exactly what torch trained */
+    } else {
+        ftl_test_fail(__FILE__, __LINE__, "%s: %s", name, ftl_last_error());
+    }
+    free(out);
+    free(dxg);
+done:
+    nn_train_plan_free(plan);
+    if (tr.node) nn_trainable_free(&tr);
+    if (g) nn_graph_free(g);
+    nn_npy_free(&x);
+    nn_npy_free(&r);
+    nn_npy_free(&y);
+    nn_npy_free(&dx);
+    free(params);
+    free(base);
+    free(onnx);
+    free(xp);
+    free(rp);
+    free(yp);
+    free(dxp);
+    free(pp);
+}
+
+TEST(nn_train_plan_backward_vs_torch) {
+    char *dir = ftl_format("%s/ref/train/backward", ftl_test_build_dir()), *list = ftl_format("%s/cases.txt", dir);
+    size_t len = 0;
+    char *text = (char *)nn_test_read(list, &len);
+    if (!text) {
+        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_train.sh", list);
+    } else {
+        text = realloc(text, len + 1);
+        text[len] = 0;
+        int cases = 0;
+        char *save = NULL;
+        for (char *name = strtok_r(text, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+            check_case(dir, name);
+            cases++;
+        }
+        CHECK(cases >= 4);
+    }
+    free(text);
+    free(list);
+    free(dir);
+}
