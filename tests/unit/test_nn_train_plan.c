@@ -127,3 +127,83 @@ TEST(nn_train_plan_backward_vs_torch) {
     free(list);
     free(dir);
 }
+
+/* Finite differences through the whole composed top of MobileNetV2 with --fine-tune-last 4 (depthwise
+ * Conv, ReLU6, projection Conv, Conv_1 + ReLU6, the pooled features): for sampled weights, biases and
+ * boundary values, (L(v + h) - L(v - h)) / 2h matches the plan's gradient, L = sum(features * r). */
+static double loss_of(nn_train_plan *plan, const float *boundary, float *feat, const float *r, int64_t nf) {
+    const float *in[1] = {boundary};
+    if (nn_train_plan_forward(plan, in, feat) != FTL_OK) return NAN;
+    double l = 0;
+    for (int64_t i = 0; i < nf; i++) l += (double)feat[i] * r[i];
+    return l;
+}
+
+TEST(nn_train_plan_mobilenet_v2_top_finite_differences) {
+    char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
+    nn_graph *g = NULL;
+    nn_trainable tr = {0};
+    nn_train_plan *plan = NULL;
+    const int batch = 2;
+    nn_cut_spec cut = {4, NULL};
+    if (nn_load_checked(path, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
+        nn_infer_shapes(g, batch) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK ||
+        nn_train_plan_create(g, &tr, batch, &plan) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "%s: %s", path, ftl_last_error());
+    } else {
+        CHECK_EQ_INT(tr.n_boundary, 1);
+        int bt = tr.boundary[0];
+        int64_t nb = nn_shape_count(&g->tensors[bt].shape), nf = nn_shape_count(&g->tensors[g->outputs[0]].shape);
+        float *x = malloc((size_t)nb * sizeof *x), *feat = malloc((size_t)nf * sizeof *feat);
+        float *r = malloc((size_t)nf * sizeof *r), *dx = malloc((size_t)nb * sizeof *dx);
+        uint64_t s = 12345;
+        for (int64_t i = 0; i < nb; i++) { /* ReLU6 outputs: mostly in (0, 6), some exactly 0 */
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double u = (double)(s >> 11) / 9007199254740992.0;
+            x[i] = u < 0.2 ? 0.0f : (float)(6.0 * (u - 0.2) / 0.8);
+        }
+        for (int64_t i = 0; i < nf; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            r[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+        }
+        double l0 = loss_of(plan, x, feat, r, nf);
+        float *bg[1] = {dx};
+        CHECK(isfinite(l0));
+        CHECK(nn_train_plan_backward(plan, r, bg) == FTL_OK);
+        float *params = nn_train_plan_params(plan);
+        const float *grads = nn_train_plan_grads(plan);
+        int64_t np = nn_train_plan_param_count(plan);
+        double worst = 0, gmax = 0;
+        int checked = 0;
+        for (int k = 0; k < 48; k++) { /* 40 parameters, 8 boundary values */
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            bool param = k < 40;
+            int64_t i = (int64_t)((s >> 11) % (uint64_t)(param ? np : nb));
+            float *v = param ? &params[i] : &x[i];
+            if (!param && *v == 0.0f) continue; /* at ReLU6's kink of the layer before: no derivative */
+            float keep = *v, h = 1e-2f * (fabsf(keep) > 0.1f ? fabsf(keep) : 0.1f);
+            *v = keep + h;
+            double lp = loss_of(plan, x, feat, r, nf);
+            *v = keep - h;
+            double lm = loss_of(plan, x, feat, r, nf);
+            *v = keep;
+            double fd = (lp - lm) / (2.0 * (double)h), an = param ? grads[i] : dx[i];
+            double err = fabs(fd - an);
+            worst = err > worst ? err : worst;
+            gmax = fabs(an) > gmax ? fabs(an) : gmax;
+            checked++;
+        }
+        printf("  %d sampled values: max |finite difference - gradient| %.3g (max |gradient| %.3g), loss %.4g\n", checked,
+               worst, gmax, l0);
+        CHECK(checked >= 40);
+        CHECK(worst <= 2e-2 * (gmax > 1e-3 ? gmax : 1e-3));
+        free(x);
+        free(feat);
+        free(r);
+        free(dx);
+    }
+    nn_train_plan_free(plan);
+    if (tr.node) nn_trainable_free(&tr);
+    if (g) nn_graph_free(g);
+    free(path);
+}
