@@ -65,13 +65,14 @@ def attrs(n):
     return {a.name: helper.get_attribute_value(a) for a in n.attribute}
 
 
-def run_torch(model, x, trained):
-    """The graph evaluated with torch.nn.functional; `trained`: initializer name -> leaf tensor with grad."""
-    env = {"x": x}
+def run_torch(model, x, trained, start="x", dtype=torch.float64):
+    """The graph evaluated with torch.nn.functional from tensor `start` = x; `trained`: initializer name -> leaf
+    tensor with grad. Constants in `dtype` (float64 for the gradient cases: the reference's rounding is negligible)."""
+    env = {start: x}
     consts = {}
-    for t in model.graph.initializer:  # float64 throughout: the reference's own rounding is negligible
+    for t in model.graph.initializer:
         arr = numpy_helper.to_array(t).copy()
-        consts[t.name] = torch.from_numpy(arr).double() if arr.dtype == np.float32 else torch.from_numpy(arr)
+        consts[t.name] = torch.from_numpy(arr).to(dtype) if arr.dtype == np.float32 else torch.from_numpy(arr)
     get = lambda n: env[n] if n in env else trained.get(n, consts.get(n))
     for n in model.graph.node:
         a, i, op = attrs(n), list(n.input), n.op_type
@@ -158,6 +159,55 @@ def cases():
     yield g, g.op("Flatten", [g.op("Relu", [g.op("Add", [t, g.const(rand(5, scale=0.1))])])]), [40]
 
 
+def ten_steps(out):
+    """A small CNN fine-tuned for 10 SGD steps with --fine-tune-last 2: conv1 frozen, conv2 + BN + conv3 + the
+    Gemm logits trained on softmax cross-entropy (mean over the batch), float32 like ftl. Writes ten_steps.onnx,
+    .boundary.npy (relu(conv1(x)), the plan's input), .labels.txt, .losses.txt (the loss before each step),
+    and .final.<k>.npy per trained parameter named in .params.txt."""
+    g = G("ten_steps", [4, 3, 8, 8])
+    b = g.op("Relu", [g.conv("x", 3, 6, k=3, pads=[1, 1, 1, 1])])
+    h = g.op("Relu", [g.bn(g.conv(b, 6, 8, k=3, strides=[2, 2], pads=[1, 1, 1, 1]), 8)])
+    h = g.op("Relu", [g.conv(h, 8, 8, k=3, pads=[1, 1, 1, 1])])
+    f = g.op("Flatten", [g.op("GlobalAveragePool", [h])])
+    y = g.op("Gemm", [f, g.const(rand(4, 8, scale=0.5)), g.const(rand(4, scale=0.1))], transB=1)
+    m = g.model(y, [4])
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "ten_steps.onnx"))
+    base = os.path.join(out, "ten_steps")
+    x = torch.from_numpy(rand(4, 3, 8, 8))
+    labels = torch.tensor([0, 3, 1, 3])
+    inits = {t.name: numpy_helper.to_array(t).copy() for t in m.graph.initializer}
+    conv1 = m.graph.node[0]
+    boundary = F.relu(F.conv2d(F.pad(x, (1, 1, 1, 1)), torch.from_numpy(inits[conv1.input[1]]),
+                               torch.from_numpy(inits[conv1.input[2]])))
+    np.save(base + ".boundary.npy", boundary.numpy())
+    trained = {}
+    for n in m.graph.node[2:]:  # everything after conv1 and its ReLU
+        for k, i in enumerate(n.input):
+            if i in inits and inits[i].dtype == np.float32 and inits[i].size > 1 and not (
+                    n.op_type == "BatchNormalization" and k >= 3):
+                trained[i] = torch.from_numpy(inits[i].copy()).requires_grad_(True)
+    opt = torch.optim.SGD(list(trained.values()), lr=0.05, momentum=0.9)
+    top = helper.make_graph(m.graph.node[2:], "top", [helper.make_tensor_value_info(b, TensorProto.FLOAT, None)],
+                            m.graph.output, initializer=m.graph.initializer)
+    losses = []
+    for _ in range(10):
+        opt.zero_grad()
+        logits = run_torch(helper.make_model(top), boundary, trained, start=b, dtype=torch.float32)
+        loss = F.cross_entropy(logits, labels)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    with open(base + ".labels.txt", "w") as f:
+        f.write(" ".join(str(int(v)) for v in labels) + "\n")
+    with open(base + ".losses.txt", "w") as f:
+        f.write("\n".join(repr(v) for v in losses) + "\n")
+    with open(base + ".params.txt", "w") as f:
+        for k, (name, t) in enumerate(trained.items()):
+            np.save(f"{base}.final.{k}.npy", t.detach().numpy())
+            f.write(f"{k} {name}\n")
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -193,6 +243,7 @@ def main():
         names.append(g.name)
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
+    ten_steps(out)
 
 
 if __name__ == "__main__":

@@ -207,3 +207,98 @@ TEST(nn_train_plan_mobilenet_v2_top_finite_differences) {
     if (g) nn_graph_free(g);
     free(path);
 }
+
+/* Ten SGD (momentum 0.9) steps of a small CNN with --fine-tune-last 2 (two convs and a BN unfrozen, the
+ * Gemm logits after them), softmax cross-entropy over 4 labelled images, the optimiser updating the plan's
+ * parameter block in place: every step's loss and the final weights match PyTorch's float32 run
+ * within 1e-5 relative. */
+TEST(nn_train_plan_ten_sgd_steps_vs_torch) {
+    char *base = ftl_format("%s/ref/train/backward/ten_steps", ftl_test_build_dir());
+    char *onnx = ftl_format("%s.onnx", base), *bp = ftl_format("%s.boundary.npy", base);
+    char *lp = ftl_format("%s.labels.txt", base), *sp = ftl_format("%s.losses.txt", base), *pp = ftl_format("%s.params.txt", base);
+    nn_npy boundary = {0};
+    size_t llen = 0, slen = 0, plen = 0;
+    char *ltext = (char *)nn_test_read(lp, &llen), *stext = (char *)nn_test_read(sp, &slen), *ptext = (char *)nn_test_read(pp, &plen);
+    nn_graph *g = NULL;
+    nn_trainable tr = {0};
+    nn_train_plan *plan = NULL;
+    nn_cut_spec cut = {2, NULL};
+    ftl_optimizer opt = {0};
+    if (!ltext || !stext || !ptext || !nn_npy_read(bp, &boundary)) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for ten_steps missing: run tests/ref/gen_train.sh");
+    } else if (nn_load_checked(onnx, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
+               nn_infer_shapes(g, 4) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK ||
+               nn_train_plan_create(g, &tr, 4, &plan) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "ten_steps: %s", ftl_last_error());
+    } else {
+        ltext = realloc(ltext, llen + 1), ltext[llen] = 0;
+        stext = realloc(stext, slen + 1), stext[slen] = 0;
+        ptext = realloc(ptext, plen + 1), ptext[plen] = 0;
+        int labels[4];
+        CHECK(sscanf(ltext, "%d %d %d %d", &labels[0], &labels[1], &labels[2], &labels[3]) == 4);
+        CHECK_EQ_INT(tr.n_boundary, 1);
+        ftl_optimizer_config oc = ftl_optimizer_config_default(FTL_OPTIMIZER_SGD);
+        oc.momentum = 0.9;
+        CHECK(ftl_optimizer_init(&opt, &oc, (size_t)nn_train_plan_param_count(plan)) == FTL_OK);
+        float logits[16], dlogits[16];
+        const float *in[1] = {boundary.data};
+        char *save = NULL, *want_line = strtok_r(stext, "\n", &save);
+        double worst_loss = 0;
+        for (int step = 0; step < 10 && want_line; step++, want_line = strtok_r(NULL, "\n", &save)) {
+            if (nn_train_plan_forward(plan, in, logits) != FTL_OK) break;
+            double loss = 0;
+            for (int i = 0; i < 4; i++) { /* mean softmax cross-entropy and its gradient */
+                double mx = logits[i * 4], z = 0;
+                for (int c = 1; c < 4; c++) mx = logits[i * 4 + c] > mx ? logits[i * 4 + c] : mx;
+                for (int c = 0; c < 4; c++) z += exp(logits[i * 4 + c] - mx);
+                loss += (log(z) + mx - logits[i * 4 + labels[i]]) / 4;
+                for (int c = 0; c < 4; c++)
+                    dlogits[i * 4 + c] = (float)((exp(logits[i * 4 + c] - mx) / z - (c == labels[i])) / 4);
+            }
+            double want = strtod(want_line, NULL), rel = fabs(loss - want) / fabs(want);
+            worst_loss = rel > worst_loss ? rel : worst_loss;
+            if (nn_train_plan_backward(plan, dlogits, NULL) != FTL_OK) break;
+            ftl_optimizer_step(&opt, nn_train_plan_params(plan), nn_train_plan_grads(plan), 0.05);
+        }
+        printf("  10 steps: max relative difference of the loss to torch's, per step: %.3g\n", worst_loss);
+        CHECK(worst_loss <= 1e-5);
+        int seen = 0;
+        for (char *line = strtok_r(ptext, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            int k;
+            char name[128];
+            if (sscanf(line, "%d %127s", &k, name) != 2) continue;
+            char *fp = ftl_format("%s.final.%d.npy", base, k);
+            nn_npy want = {0};
+            int idx = -1;
+            for (int q = 0; q < tr.n_params; q++)
+                if (strcmp(g->tensors[tr.params[q].tensor].name, name) == 0) idx = q;
+            if (idx >= 0 && nn_npy_read(fp, &want) && want.count == g->tensors[tr.params[idx].tensor].count) {
+                const float *got = nn_train_plan_params(plan) + nn_train_plan_param_offset(plan, idx);
+                double scale = 0, d = nn_max_abs_diff(got, want.data, want.count);
+                for (int64_t i = 0; i < want.count; i++) scale = fabs(want.data[i]) > scale ? fabs(want.data[i]) : scale;
+                printf("    %-6s after 10 steps: max |ftl - torch| %.3g (max |w| %.3g)\n", name, d, scale);
+                CHECK(d <= 1e-5 * scale);
+                seen++;
+            } else {
+                ftl_test_fail(__FILE__, __LINE__, "parameter %s: not trained by ftl, or its reference is missing", name);
+            }
+            nn_npy_free(&want);
+            free(fp);
+        }
+        CHECK_EQ_INT(seen, tr.n_params);
+    }
+    ftl_optimizer_free(&opt);
+    nn_train_plan_free(plan);
+    if (tr.node) nn_trainable_free(&tr);
+    if (g) nn_graph_free(g);
+    nn_npy_free(&boundary);
+    free(ltext);
+    free(stext);
+    free(ptext);
+    free(base);
+    free(onnx);
+    free(bp);
+    free(lp);
+    free(sp);
+    free(pp);
+}
