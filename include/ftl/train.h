@@ -156,6 +156,10 @@ typedef struct ftl_row_draws {
  * reports). A label out of range fails, naming it. */
 ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
                                 const ftl_row_draws *draws, float grad_scale, ftl_metric_counts *counts);
+/* After ftl_head_train_batch on the same n rows: the gradient of the same scaled loss with respect to
+ * the input rows x [n x D] (through the dropout masks, so `draws` must be that batch's), which
+ * fine-tuning sends back into the unfrozen part of the backbone. */
+ftl_status ftl_head_input_grad(ftl_head *head, size_t n, const ftl_row_draws *draws, float *dx);
 /* Evaluation forward pass (no dropout): adds loss/correct/count to *counts. */
 ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
                                    ftl_metric_counts *counts);

@@ -214,6 +214,34 @@ ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *l
     return FTL_OK;
 }
 
+ftl_status ftl_head_input_grad(ftl_head *head, size_t n, const ftl_row_draws *draws, float *dx) {
+    size_t C = (size_t)head->classes, D = (size_t)head->dim;
+    if (n == 0) return FTL_OK;
+    bool dropout = head->dropout > 0.0f;
+    if (dropout && !draws) return ftl_fail(FTL_E_INVALID_ARG, "dropout needs the rows' random draws");
+    const float *dz = head->ws->dlogits, *W = head->kernel;
+    const uint32_t threshold = (uint32_t)lround((1.0 - (double)head->dropout) * 65536.0);
+    const float scale = dropout ? (float)(1.0 / (1.0 - (double)head->dropout)) : 1.0f;
+    for (size_t row = 0; row < n; row++) {
+        const float *z = dz + row * C;
+        float *o = dx + row * D;
+        for (size_t d = 0; d < D; d++) { /* dx = dZ W^T */
+            float acc = 0;
+            for (size_t c = 0; c < C; c++) acc += z[c] * W[d * C + c];
+            o[d] = acc;
+        }
+        if (!dropout) continue;
+        /* through the mask: the same draws as apply_dropout, in the same order */
+        ftl_rng rng;
+        row_stream(draws, row, &rng);
+        for (size_t i = 0; i < D; i += 4) {
+            uint64_t r = ftl_rng_next(&rng);
+            for (size_t k = 0; k < 4 && i + k < D; k++) o[i + k] *= ((r >> (16 * k)) & 0xFFFF) < threshold ? scale : 0.0f;
+        }
+    }
+    return FTL_OK;
+}
+
 ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
                                    ftl_metric_counts *counts) {
     if (n == 0) return FTL_OK;

@@ -151,6 +151,25 @@ static void check_gradient(float dropout) {
     }
     printf("  dropout %.1f: worst gradient error %.3f of tolerance\n", (double)dropout, worst);
     CHECK(worst <= 1.0);
+    /* the input gradient (what fine-tuning sends into the backbone): finite differences of the loss
+     * over the inputs the dense layer saw, times d(seen)/d(input) (dropout's 0 or 1/(1-p)) */
+    float dx[5 * 20];
+    ftl_row_draws batch_draws = {.seed = 0x1234, .step = 3, .position_base = 10};
+    REQUIRE_OK(ftl_head_input_grad(&h, n, &batch_draws, dx));
+    double worst_dx = 0;
+    for (size_t i = 0; i < n * D; i++) {
+        double saved = xd[i];
+        xd[i] = saved + step;
+        double up = reference_loss(xd, y, n, D, C, W, b);
+        xd[i] = saved - step;
+        double down = reference_loss(xd, y, n, D, C, W, b);
+        xd[i] = saved;
+        double ratio = dropout > 0 ? (x[i] != 0 ? xd[i] / x[i] : 0) : 1.0;
+        double fd = (up - down) / (2 * step) * ratio;
+        worst_dx = fmax(worst_dx, fabs(dx[i] - fd) / (1e-7 + 1e-5 * fabs(fd)));
+    }
+    printf("  dropout %.1f: worst input-gradient error %.3f of tolerance\n", (double)dropout, worst_dx);
+    CHECK(worst_dx <= 1.0);
     ftl_head_free(&h);
 }
 
