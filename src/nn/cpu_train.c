@@ -118,6 +118,65 @@ static void add_accum(tp_list *l, float *src, float *dst, int64_t count) {
     s->count = count;
 }
 
+/* One argument of a primitive whose data lives in a plain buffer: when the primitive chose another
+ * layout (blocked channels, for speed), a reorder into a scratch buffer of its layout runs before it
+ * (inputs) or back into the plain buffer after it (outputs). */
+typedef struct tp_io {
+    int key;
+    dnnl_query_t query;
+    int index;
+    const dnnl_memory_desc_t *plain;
+    void *data;
+    bool output;
+} tp_io;
+
+static ftl_status push_reorder(nn_train_plan *p, tp_list *l, const dnnl_memory_desc_t *from, void *src,
+                               const dnnl_memory_desc_t *to, void *dst) {
+    dnnl_primitive_desc_t pd;
+    CPU_TRY(dnnl_reorder_primitive_desc_create(&pd, from, p->engine, to, p->engine, NULL), "training reorder");
+    int keys[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+    const dnnl_memory_desc_t *mds[2] = {from, to};
+    void *data[2] = {src, dst};
+    return add_prim(p, l, pd, 2, keys, mds, data);
+}
+
+/* Adds pd's primitive to l with layout adapters; `reversed`: l runs back to front (the backward
+ * list), so what runs after the primitive is pushed first. Takes ownership of pd. */
+static ftl_status add_adapted(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t pd, int n, const tp_io *io,
+                              bool reversed) {
+    const dnnl_memory_desc_t *mds[TP_MAX_ARGS];
+    dnnl_memory_desc_t chosen[TP_MAX_ARGS];
+    void *data[TP_MAX_ARGS];
+    int keys[TP_MAX_ARGS];
+    bool adapt[TP_MAX_ARGS];
+    ftl_status st = FTL_OK;
+    for (int k = 0; k < n; k++) {
+        chosen[k] = *dnnl_primitive_desc_query_md(pd, io[k].query, io[k].index);
+        adapt[k] = chosen[k].ndims > 0 && !dnnl_memory_desc_equal(&chosen[k], io[k].plain);
+        keys[k] = io[k].key;
+        mds[k] = adapt[k] ? &chosen[k] : io[k].plain;
+        data[k] = adapt[k] ? new_scratch(p, (int64_t)(dnnl_memory_desc_get_size(&chosen[k]) / sizeof(float)) + 1)
+                           : io[k].data;
+    }
+    /* executed: input reorders, the primitive, output reorders (pushed the other way round when
+     * the list runs backwards) */
+    for (int group = 0; group < 3 && st == FTL_OK; group++) {
+        if (group == 1) {
+            st = add_prim(p, l, pd, n, keys, mds, data);
+            pd = NULL;
+            continue;
+        }
+        bool outputs = (group == 0) == reversed;
+        for (int k = 0; k < n && st == FTL_OK; k++) {
+            if (!adapt[k] || io[k].output != outputs) continue;
+            st = outputs ? push_reorder(p, l, &chosen[k], data[k], io[k].plain, io[k].data)
+                         : push_reorder(p, l, io[k].plain, io[k].data, &chosen[k], data[k]);
+        }
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 static const nn_shape *shape_of(const nn_train_plan *p, int t) { return &p->g->tensors[t].shape; }
 
 static void plain(dnnl_memory_desc_t *md, const nn_shape *s) { cpu_plain_md(md, s, dnnl_f32); }
@@ -141,75 +200,78 @@ static ftl_status fail_node(const nn_node *n, const char *why) {
 
 /* ---- per-op compilation: forward step(s) into p->fwd, backward steps into p->bwd (run reversed) ---- */
 
+/* Conv forward, backward data and backward weights, each in the layouts oneDNN prefers (blocked
+ * channels: plain NCHW runs its slow gemm-based kernels, 10-30x slower for depthwise and 1x1
+ * convolutions), with reorders from and to the plan's plain buffers. */
 static ftl_status compile_conv(nn_train_plan *p, const nn_node *n) {
     const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]), *ws = shape_of(p, n->in[1]);
     if (xs->rank != 4) return fail_node(n, "only 2-D convolutions");
     int gr = n->p.group;
     bool bias = n->n_in > 2 && n->in[2] >= 0;
-    dnnl_memory_desc_t x, y, w, b;
+    dnnl_memory_desc_t x, y, w, b, xa, ya, wa;
     plain(&x, xs);
     plain(&y, ys);
+    dnnl_dims_t xd, yd;
+    for (int i = 0; i < 4; i++) xd[i] = xs->d[i], yd[i] = ys->d[i];
+    dnnl_memory_desc_init_by_tag(&xa, 4, xd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&ya, 4, yd, dnnl_f32, dnnl_format_tag_any);
     if (gr > 1) {
         dnnl_dims_t wd = {gr, ws->d[0] / gr, ws->d[1], ws->d[2], ws->d[3]};
         dnnl_memory_desc_init_by_tag(&w, 5, wd, dnnl_f32, dnnl_goihw);
+        dnnl_memory_desc_init_by_tag(&wa, 5, wd, dnnl_f32, dnnl_format_tag_any);
     } else {
         plain(&w, ws);
+        dnnl_dims_t wd = {ws->d[0], ws->d[1], ws->d[2], ws->d[3]};
+        dnnl_memory_desc_init_by_tag(&wa, 4, wd, dnnl_f32, dnnl_format_tag_any);
     }
     dnnl_dims_t bd = {ws->d[0]}, st = {n->p.stride[0], n->p.stride[1]}, dil = {n->p.dilation[0] - 1, n->p.dilation[1] - 1};
     dnnl_dims_t pl = {n->p.pad_begin[0], n->p.pad_begin[1]}, pr = {n->p.pad_end[0], n->p.pad_end[1]};
     dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_a);
     dnnl_convolution_desc_t fd, dd, wdsc;
-    CPU_TRY(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
-                                                       bias ? &b : NULL, &y, st, dil, pl, pr), n->name);
-    dnnl_primitive_desc_t fpd, dpd, wpd;
+    CPU_TRY(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &xa, &wa,
+                                                       bias ? &b : NULL, &ya, st, dil, pl, pr), n->name);
+    dnnl_primitive_desc_t fpd, dpd, wpd, copy;
     CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
-    float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL, *Y = p->act[n->out[0]];
-    {
-        int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-        const dnnl_memory_desc_t *mds[4] = {&x, &w, &y, &b};
-        void *data[4] = {X, W, Y, B};
-        /* (fpd stays alive as the backward hint; add_prim destroys the copy it is given) */
-        dnnl_primitive_desc_t copy;
-        CPU_TRY(dnnl_primitive_desc_clone(&copy, fpd), n->name);
-        ftl_status s = add_prim(p, &p->fwd, copy, bias ? 4 : 3, keys, mds, data);
-        if (s != FTL_OK) {
-            dnnl_primitive_desc_destroy(fpd);
-            return s;
-        }
+    float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL;
+    float *Y = p->act[n->out[0]], *dY = p->grad[n->out[0]];
+    ftl_status s = cpu_check(dnnl_primitive_desc_clone(&copy, fpd), n->name);
+    if (s == FTL_OK) {
+        tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
+                       {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
+                       {DNNL_ARG_DST, dnnl_query_dst_md, 0, &y, Y, true},
+                       {DNNL_ARG_BIAS, dnnl_query_weights_md, 1, &b, B, false}};
+        s = add_adapted(p, &p->fwd, copy, bias ? 4 : 3, io, false);
     }
-    ftl_status s = FTL_OK;
-    float *dY = p->grad[n->out[0]];
-    /* weights (and bias) gradient */
-    if (p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0)) {
+    /* weights (and bias) gradient, into scratch, then added to the parameter gradients */
+    if (s == FTL_OK && (p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0))) {
         float *dW = new_scratch(p, nn_shape_count(ws)), *dB = bias ? new_scratch(p, ws->d[0]) : NULL;
-        if (cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(&wdsc, dnnl_convolution_direct, &x, &w,
-                                                                          bias ? &b : NULL, &y, st, dil, pl, pr), n->name) ||
-            cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name)) {
-            dnnl_primitive_desc_destroy(fpd);
-            return FTL_E_INTERNAL;
+        s = cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(&wdsc, dnnl_convolution_direct, &xa, &wa,
+                                                                          bias ? &b : NULL, &ya, st, dil, pl, pr), n->name);
+        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name);
+        if (s == FTL_OK) {
+            /* the backward list runs in reverse: the accumulations (run last) are pushed first */
+            if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
+            if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
+            tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
+                           {DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
+                           {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, &w, dW, true},
+                           {DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md, 1, &b, dB, true}};
+            s = add_adapted(p, &p->bwd, wpd, bias ? 4 : 3, io, true);
         }
-        int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
-        const dnnl_memory_desc_t *mds[4] = {&x, &y, &w, &b};
-        void *data[4] = {X, dY, dW, dB};
-        /* the backward list runs in reverse: push the accumulations first */
-        if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
-        if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
-        s = add_prim(p, &p->bwd, wpd, bias ? 4 : 3, keys, mds, data);
     }
     /* data gradient */
     if (s == FTL_OK && p->grad[n->in[0]]) {
         float *dX = new_scratch(p, nn_shape_count(xs));
-        if (cpu_check(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &x, &w, &y, st, dil,
-                                                                       pl, pr), n->name) ||
-            cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name)) {
-            dnnl_primitive_desc_destroy(fpd);
-            return FTL_E_INTERNAL;
+        s = cpu_check(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &xa, &wa, &ya, st,
+                                                                       dil, pl, pr), n->name);
+        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name);
+        if (s == FTL_OK) {
+            add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            tp_io io[3] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
+                           {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
+                           {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &x, dX, true}};
+            s = add_adapted(p, &p->bwd, dpd, 3, io, true);
         }
-        int keys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-        const dnnl_memory_desc_t *mds[3] = {&y, &w, &x};
-        void *data[3] = {dY, W, dX};
-        add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
-        s = add_prim(p, &p->bwd, dpd, 3, keys, mds, data);
     }
     dnnl_primitive_desc_destroy(fpd);
     return s;

@@ -1,0 +1,112 @@
+/* Fine-tuning step time of ftl's training plan (src/nn/cpu_train.c): the unfrozen top of a backbone
+ * (--fine-tune-last N) forward + backward on one batch of boundary tensors, median of reps of >= 1 s;
+ * and the frozen bottom's inference per batch up to the boundary (what the boundary cache saves).
+ * Prints one JSON line. Links libftl's internals: the plan has no public API yet.
+ * usage: plan_step MODEL.onnx --last N [--batch B] [--threads T] [--reps R] */
+#include "ftl.h"
+#include "nn/load.h"
+#include "nn/shape.h"
+#include "nn/topo.h"
+#include "nn/train_plan.h"
+#include "nn/trainable.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: plan_step MODEL.onnx --last N [--batch B] [--threads T] [--reps R]\n");
+        return 2;
+    }
+    int last = 4, batch = 16, threads = 2, reps = 5;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--last")) last = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+    }
+    omp_set_num_threads(threads);
+    nn_graph *g;
+    nn_trainable tr;
+    nn_train_plan *plan;
+    nn_cut_spec cut = {last, NULL};
+    if (nn_load_checked(argv[1], &g, NULL) || nn_graph_prune(g, g->outputs[0]) || nn_infer_shapes(g, batch) ||
+        nn_trainable_select(g, &cut, &tr) || nn_train_plan_create(g, &tr, batch, &plan)) {
+        fprintf(stderr, "plan_step: %s\n", ftl_last_error());
+        return 1;
+    }
+    float **in = malloc((size_t)tr.n_boundary * sizeof *in);
+    for (int k = 0; k < tr.n_boundary; k++) {
+        int64_t c = nn_shape_count(&g->tensors[tr.boundary[k]].shape);
+        in[k] = malloc((size_t)c * sizeof(float));
+        for (int64_t i = 0; i < c; i++) in[k][i] = (float)((i * 2654435761u) % 600) / 100.0f;
+    }
+    int64_t nf = nn_shape_count(&g->tensors[g->outputs[0]].shape);
+    float *feat = malloc((size_t)nf * sizeof *feat), *df = malloc((size_t)nf * sizeof *df);
+    for (int64_t i = 0; i < nf; i++) df[i] = (float)((i % 7) - 3) * 1e-3f;
+    double t0 = now();
+    while (now() - t0 < 1.0) { /* warm-up */
+        nn_train_plan_forward(plan, (const float *const *)in, feat);
+        nn_train_plan_backward(plan, df, NULL);
+    }
+    double *step_ms = malloc((size_t)reps * sizeof *step_ms);
+    for (int r = 0; r < reps; r++) {
+        int n = 0;
+        double t = now();
+        do {
+            nn_train_plan_forward(plan, (const float *const *)in, feat);
+            nn_train_plan_backward(plan, df, NULL);
+            n++;
+        } while (now() - t < 1.0);
+        step_ms[r] = 1e3 * (now() - t) / n;
+    }
+    qsort(step_ms, (size_t)reps, sizeof *step_ms, cmp_double);
+    /* the frozen bottom: inference up to the (first) boundary tensor, what the cache replaces */
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = batch;
+    o.threads = threads;
+    o.features_from = g->tensors[tr.boundary[0]].name;
+    ftl_model *m = NULL;
+    double bottom_ms = -1;
+    if (ftl_model_load(argv[1], &o, &m) == FTL_OK) {
+        const ftl_model_info *mi = ftl_model_get_info(m);
+        int64_t per = (int64_t)mi->channels * mi->height * mi->width;
+        float *x = calloc((size_t)(per * batch), sizeof *x), *y = malloc((size_t)(mi->feature_dim * batch) * sizeof *y);
+        for (int w = 0; w < 3; w++) ftl_model_run(m, x, batch, y);
+        double *bm = malloc((size_t)reps * sizeof *bm);
+        for (int r = 0; r < reps; r++) {
+            int n = 0;
+            double t = now();
+            do {
+                ftl_model_run(m, x, batch, y);
+                n++;
+            } while (now() - t < 1.0);
+            bm[r] = 1e3 * (now() - t) / n;
+        }
+        qsort(bm, (size_t)reps, sizeof *bm, cmp_double);
+        bottom_ms = bm[reps / 2];
+        free(bm);
+        free(x);
+        free(y);
+        ftl_model_free(m);
+    }
+    printf("{\"engine\":\"ftl\",\"model\":\"%s\",\"last\":%d,\"batch\":%d,\"threads\":%d,\"unfrozen_nodes\":%d,"
+           "\"trained_values\":%lld,\"boundary_floats_per_image\":%lld,\"top_step_ms\":%.3f,\"bottom_forward_ms\":%.3f}\n",
+           argv[1], last, batch, threads, tr.n_nodes, tr.param_count, tr.boundary_floats, step_ms[reps / 2], bottom_ms);
+    return 0;
+}
