@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fine-tuning step time, MobileNetV2 @224 with --fine-tune-last 4, batch 16: ftl's training plan on cached
+# boundary tensors (plan_step.c; also the frozen bottom's forward, which the cache saves) vs PyTorch 1.13 doing it
+# the usual way (torch_peer.py: the bottom recomputed every batch, the top's backward). Rounds alternate ftl and
+# the peer; one JSON line each, with the CPU and its measured peak first.
+# usage: bench/finetune/run.sh [--rounds R] [--threads N]
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-$PWD/build}
+SHARED=${SHARED:-$(cd .. && pwd)/shared}
+rounds=3 threads=$(nproc)
+while [ $# -gt 0 ]; do
+    case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+out=$BUILD/bench-finetune
+mkdir -p "$out"
+make -s -j2 all >/dev/null
+cc -O2 -std=c17 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc bench/finetune/plan_step.c "$BUILD/libftl.a" \
+    -lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpthread -o "$out/plan_step" $(mpicc --showme:link 2>/dev/null)
+cc -O2 -mavx512f -mavx512bf16 -pthread bench/backbone/peak.c -o "$out/peak"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads; peak $("$out/peak" "$threads")"
+for r in $(seq 1 "$rounds"); do
+    OMP_NUM_THREADS=$threads "$out/plan_step" "$SHARED/models/mobilenet_v2_1.0_224_features.onnx" --last 4 --batch 16 \
+        --threads "$threads" --reps 3 | sed "s/^{/{\"round\":$r,/"
+    OMP_NUM_THREADS=$threads /usr/bin/python3 -W ignore bench/finetune/torch_peer.py --batch 16 --threads "$threads" --reps 3 |
+        sed "s/^{/{\"round\":$r,/"
+done | tee "$out/results.jsonl"
