@@ -739,6 +739,20 @@ static ftl_status emit_reduce_mean(nn_plan *p, nn_graph *g, const nn_node *n) {
 }
 
 /* MatMul of two activations (attention): oneDNN matmul, leading dimensions broadcast. */
+/* A oneDNN matmul of A (layout ma over buffer abuf) by B (mb over bbuf) into the node's output (md):
+ * the views let a broadcast batch or a permutation cost no copy. */
+static ftl_status emit_matmul_of_views(nn_plan *p, const nn_node *n, const char *label, const dnnl_memory_desc_t *ma,
+                                       int abuf, const dnnl_memory_desc_t *mb, int bbuf, const dnnl_memory_desc_t *md) {
+    int a = cpu_new_value(p, ma, abuf), b = cpu_new_value(p, mb, bbuf);
+    dnnl_matmul_desc_t mm;
+    CPU_TRY(dnnl_matmul_desc_init(&mm, ma, mb, NULL, md), label);
+    dnnl_primitive_desc_t pd;
+    FTL_TRY(node_pd(p, n, &mm, n, false, "matmul", &pd));
+    int out = new_output(p, n->out[0], md);
+    int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, vals[3] = {a, b, out};
+    return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
+}
+
 static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -754,14 +768,7 @@ static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n)
     cpu_plain_md(&ma, &as, dt);
     cpu_plain_md(&mb, &bs, dt);
     cpu_plain_md(&md, ys, dt);
-    int a = cpu_new_value(p, &ma, p->vals[va].buf), b = cpu_new_value(p, &mb, p->vals[vb].buf);
-    dnnl_matmul_desc_t mm;
-    CPU_TRY(dnnl_matmul_desc_init(&mm, &ma, &mb, NULL, &md), label);
-    dnnl_primitive_desc_t pd;
-    FTL_TRY(node_pd(p, n, &mm, n, false, "matmul", &pd));
-    int out = new_output(p, n->out[0], &md);
-    int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, vals[3] = {a, b, out};
-    return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
+    return emit_matmul_of_views(p, n, label, &ma, p->vals[va].buf, &mb, p->vals[vb].buf, &md);
 }
 
 /* Einsum in its batched-matmul form: A and B enter oneDNN's matmul as permuted (strided) views of
@@ -780,14 +787,7 @@ static ftl_status emit_einsum(nn_plan *p, nn_graph *g, const nn_node *n) {
     CPU_TRY(dnnl_memory_desc_permute_axes(&ma, &pa, perm_a), label);
     CPU_TRY(dnnl_memory_desc_permute_axes(&mb, &pb, perm_b), label);
     cpu_plain_md(&md, shape_of(g, n->out[0]), dt);
-    int a = cpu_new_value(p, &ma, p->vals[va].buf), b = cpu_new_value(p, &mb, p->vals[vb].buf);
-    dnnl_matmul_desc_t mm;
-    CPU_TRY(dnnl_matmul_desc_init(&mm, &ma, &mb, NULL, &md), label);
-    dnnl_primitive_desc_t pd;
-    FTL_TRY(node_pd(p, n, &mm, n, false, "matmul", &pd));
-    int out = new_output(p, n->out[0], &md);
-    int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, vals[3] = {a, b, out};
-    return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
+    return emit_matmul_of_views(p, n, label, &ma, p->vals[va].buf, &mb, p->vals[vb].buf, &md);
 }
 
 /* Split: each part a view of the plain input at its offset along the axis, copied out. */

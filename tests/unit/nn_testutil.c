@@ -4,6 +4,7 @@
 #include "util/fsutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,4 +88,18 @@ double nn_min_row_cosine(const float *a, const float *b, int rows, int64_t dim) 
         if (!(c >= m)) m = c;
     }
     return m;
+}
+
+double nn_max_abs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return m;
+}
+
+void nn_check_close(const char *file, int line, const char *what, const float *got, const float *ref, int64_t n,
+                    double rel) {
+    double d = nn_max_abs_diff(got, ref, n), scale = nn_max_abs(ref, n);
+    double tol = rel * (scale > 1 ? scale : 1);
+    printf("  %-34s max |ftl - ref| %.3g (max |ref| %.4g, tolerance %.3g)\n", what, d, scale, tol);
+    if (!(d <= tol)) ftl_test_fail(file, line, "%s: %g > %g", what, d, tol);
 }

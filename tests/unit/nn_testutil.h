@@ -19,6 +19,11 @@ void nn_npy_free(nn_npy *a);
 /* Reads a whole file; NULL when missing. */
 uint8_t *nn_test_read(const char *path, size_t *size);
 double nn_max_abs_diff(const float *a, const float *b, int64_t n);
+double nn_max_abs(const float *a, int64_t n);
+/* Fails the current test unless |got - ref| <= rel * max(1, max|ref|) everywhere; prints the figures
+ * under `what`. */
+void nn_check_close(const char *file, int line, const char *what, const float *got, const float *ref, int64_t n,
+                    double rel);
 double nn_cosine(const float *a, const float *b, int64_t n);
 /* Smallest per-row cosine over `rows` rows of `dim` floats. */
 double nn_min_row_cosine(const float *a, const float *b, int rows, int64_t dim);

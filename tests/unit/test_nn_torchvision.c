@@ -9,18 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double max_abs(const float *a, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
-    return m;
-}
-
-/* |ftl - torch| <= rel * max(1, max|torch|): random-weight ResNet-50 logits reach ~600. */
+/* |ftl - ref| <= rel * max(1, max|ref|) (random-weight ResNet-50 logits reach ~600). */
 static void compare(const char *what, const float *got, const nn_npy *ref, double rel) {
-    double d = nn_max_abs_diff(got, ref->data, ref->count), scale = max_abs(ref->data, ref->count);
-    double tol = rel * (scale > 1 ? scale : 1);
-    printf("  %-34s max |ftl - ref| %.3g (max |ref| %.4g, tolerance %.3g)\n", what, d, scale, tol);
-    if (!(d <= tol)) ftl_test_fail(__FILE__, __LINE__, "%s: %g > %g", what, d, tol);
+    nn_check_close(__FILE__, __LINE__, what, got, ref->data, ref->count, rel);
 }
 
 static ftl_model *load(const char *path, int batch, const char *features_from) {
@@ -286,7 +277,7 @@ TEST(nn_torchvision_resnet50_batch_invariance) {
         float *in = malloc((size_t)(n * in_per) * sizeof *in);
         for (int64_t i = 0; i < n; i++) /* image i: reference image i % 3, scaled so rows differ */
             for (int64_t k = 0; k < in_per; k++) in[i * in_per + k] = x.data[(i % 3) * in_per + k] * (1.0f + 0.01f * (float)i);
-        double scale = max_abs(y.data, y.count);
+        double scale = nn_max_abs(y.data, y.count);
         const int batches[3] = {1, 5, 13};
         for (int alg = 0; alg < 2; alg++) {
             ftl_nn_conv_algorithm a = alg ? FTL_NN_CONV_AUTO : FTL_NN_CONV_DIRECT;
@@ -342,7 +333,7 @@ static void check_batch_invariance(const char *name) {
             for (int64_t k = 0; k < in_per; k++) in[i * in_per + k] = x.data[(i % 3) * in_per + k] * (1.0f + 0.01f * (float)i);
         float *one = run_rows(onnx, in, n, 1, out_per), *all = run_rows(onnx, in, n, 13, out_per);
         if (one && all) {
-            double d = nn_max_abs_diff(one, all, n * out_per), scale = max_abs(one, n * out_per);
+            double d = nn_max_abs_diff(one, all, n * out_per), scale = nn_max_abs(one, n * out_per);
             printf("  %-18s batch 1 vs 13: max |diff| %.3g (max |out| %.4g)\n", name, d, scale);
             CHECK(d <= 1e-6 * (scale > 1 ? scale : 1));
             /* and the rows differ from image to image (the scaled copies are not the same input) */
