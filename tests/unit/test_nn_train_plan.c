@@ -302,3 +302,26 @@ TEST(nn_train_plan_ten_sgd_steps_vs_torch) {
     free(sp);
     free(pp);
 }
+
+/* An op the plan has no backward for is an error naming the node, not a crash or a silent zero
+ * gradient: ViT's decomposed LayerNorm (ReduceMean) after its last block. */
+TEST(nn_train_plan_refuses_ops_without_backward) {
+    char *path = ftl_format("%s/ref/nn/torchvision/vit_small.onnx", ftl_test_build_dir());
+    nn_graph *g = NULL;
+    nn_trainable tr = {0};
+    nn_train_plan *plan = NULL;
+    nn_cut_spec cut = {0, "/encoder/layers/encoder_layer_2/Add_1_output_0"};
+    if (nn_load_checked(path, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
+        nn_infer_shapes(g, 2) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "%s: %s", path, ftl_last_error());
+    } else {
+        CHECK(nn_train_plan_create(g, &tr, 2, &plan) == FTL_E_UNSUPPORTED);
+        CHECK(plan == NULL);
+        printf("  %s\n", ftl_last_error());
+        CHECK(strstr(ftl_last_error(), "node '/encoder/ln/ReduceMean' (ReduceMean): fine-tuning cannot train through it") != NULL);
+    }
+    nn_train_plan_free(plan);
+    if (tr.node) nn_trainable_free(&tr);
+    if (g) nn_graph_free(g);
+    free(path);
+}
