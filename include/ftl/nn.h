@@ -40,6 +40,14 @@ typedef enum ftl_nn_conv_algorithm {
     FTL_NN_CONV_DIRECT,
 } ftl_nn_conv_algorithm;
 
+/* A replacement for one initializer of the graph (a fine-tuned tensor): `name` as in the ONNX file,
+ * `count` float32 values in its ONNX layout. */
+typedef struct ftl_tensor_override {
+    const char *name;
+    const float *data;
+    int64_t count;
+} ftl_tensor_override;
+
 typedef struct ftl_model_options {
     const char *features_from;  /* tensor to extract; NULL or "": the graph's first output. The graph
                                    is pruned to what this tensor needs (e.g. drop a classifier). */
@@ -53,6 +61,10 @@ typedef struct ftl_model_options {
                                    2, never more than a later layer (ResNet-50 at batch 16: 2 images in
                                    the stem and layer1, 16 in layer4). > 0: that many images through
                                    every layer. See docs/nn.md. */
+    const ftl_tensor_override *overrides; /* n_overrides initializers replaced before the graph is
+                                   optimised (fine-tuned weights); each must name a float
+                                   initializer of the same size */
+    int n_overrides;
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);
@@ -101,6 +113,8 @@ void ftl_model_free(ftl_model *model);
 typedef struct ftl_model_info {
     const char *path;
     const char *sha256;        /* hex of the model file followed by its external-data files */
+    const char *identity;      /* what produced the features: sha256 when nothing is overridden, else
+                                  the hex SHA-256 of sha256 and every override (name, size, values) */
     const char *input_name;
     const char *feature_name;  /* the tensor the features come from */
     int channels, height, width; /* the image the model takes */

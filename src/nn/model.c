@@ -9,6 +9,7 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"
+#include "util/sha256.h"
 
 #include <dnnl.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ struct ftl_model {
     nn_graph *g;
     ftl_model_info info;
     char sha[65];
+    char identity[65];
     char *path, *input_name, *feature_name, *backend_name;
     const nn_backend *be;
     nn_compile_opts copts;   /* copts.batch = images per plan run; copts.node_batch = node_batch */
@@ -184,8 +186,42 @@ static int *node_batches_for(const int *full, int n_nodes, int rows) {
     return nb;
 }
 
+/* Replaces the overridden initializers (checked: a float initializer of the same size) and sets
+ * m->identity from the file's checksum and every override. */
+static ftl_status apply_overrides(ftl_model *m, const char *path, const ftl_model_options *o) {
+    nn_graph *g = m->g;
+    ftl_sha256 h;
+    ftl_sha256_init(&h);
+    ftl_sha256_update(&h, m->sha, 64);
+    for (int k = 0; k < o->n_overrides; k++) {
+        const ftl_tensor_override *ov = &o->overrides[k];
+        int t = ov->name ? nn_graph_find(g, ov->name) : -1;
+        nn_tensor *x = t >= 0 ? &g->tensors[t] : NULL;
+        if (!x || !x->data || x->computed || x->dtype != NN_F32)
+            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' is not a float initializer of this model (was the "
+                            "classifier trained on another backbone?)", path, ov->name ? ov->name : "");
+        if (x->count != ov->count || !ov->data)
+            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' has %lld values, the model's has %lld", path, ov->name,
+                            (long long)ov->count, (long long)x->count);
+        memcpy(x->data, ov->data, (size_t)ov->count * sizeof(float));
+        int64_t count = ov->count;
+        ftl_sha256_update(&h, ov->name, strlen(ov->name) + 1);
+        ftl_sha256_update(&h, &count, sizeof count);
+        ftl_sha256_update(&h, ov->data, (size_t)ov->count * sizeof(float));
+    }
+    if (o->n_overrides == 0) {
+        memcpy(m->identity, m->sha, sizeof m->identity);
+    } else {
+        uint8_t digest[32];
+        ftl_sha256_final(&h, digest);
+        ftl_sha256_hex(digest, m->identity);
+    }
+    return FTL_OK;
+}
+
 static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *o) {
     FTL_TRY(nn_load_checked(path, &m->g, m->sha));
+    FTL_TRY(apply_overrides(m, path, o));
     nn_graph *g = m->g;
     int feature;
     FTL_TRY(nn_select_features(g, o->features_from, &feature));
@@ -245,6 +281,8 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     if (o->threads < 0) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be >= 0 (0 = all cores)", o->threads);
     if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
+    if (o->n_overrides < 0 || (o->n_overrides > 0 && !o->overrides))
+        return ftl_fail(FTL_E_INVALID_ARG, "%d tensor overrides without their list", o->n_overrides);
     if (o->conv_algorithm != FTL_NN_CONV_AUTO && o->conv_algorithm != FTL_NN_CONV_DIRECT)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown convolution algorithm %d", (int)o->conv_algorithm);
     ftl_model *m = ftl_xcalloc(1, sizeof *m);
@@ -281,6 +319,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     ftl_model_info *i = &m->info;
     i->path = m->path;
     i->sha256 = m->sha;
+    i->identity = m->identity;
     i->input_name = m->input_name;
     i->feature_name = m->feature_name;
     i->precision = o->precision;

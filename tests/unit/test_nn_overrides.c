@@ -1,0 +1,74 @@
+/* Fine-tuned tensors replacing a backbone's initializers at load (ftl_model_options.overrides): with
+ * MobileNetV2's last convolution (Conv_1, then ReLU6, then the global average pool) given zero weights
+ * and a bias b, every image's features are exactly clip(b, 0, 6); the model's identity changes with
+ * the overrides and equals the file's checksum without them; a name or size that does not fit is an
+ * error naming the tensor. */
+#include "nn_testutil.h"
+#include "test.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ftl_model *load_with(const char *path, const ftl_tensor_override *ov, int n) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = 2;
+    o.overrides = ov;
+    o.n_overrides = n;
+    ftl_model *m = NULL;
+    if (ftl_model_load(path, &o, &m) != FTL_OK) return NULL;
+    return m;
+}
+
+TEST(nn_overrides_replace_initializers) {
+    char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
+    enum { OC = 1280, IC = 320 };
+    float *w = calloc((size_t)OC * IC, sizeof *w), b[OC];
+    for (int c = 0; c < OC; c++) b[c] = (float)((c * 37) % 97) / 12.0f - 1.5f; /* below 0, inside, above 6 */
+    ftl_tensor_override ov[2] = {{"MobilenetV2/Conv_1/Relu6/W", w, (int64_t)OC * IC}, {"MobilenetV2/Conv_1/Relu6/B", b, OC}};
+    ftl_model *plain = load_with(path, NULL, 0), *tuned = load_with(path, ov, 2);
+    CHECK(plain && tuned);
+    if (plain && tuned) {
+        const ftl_model_info *pi = ftl_model_get_info(plain), *ti = ftl_model_get_info(tuned);
+        CHECK_STR_EQ(pi->identity, pi->sha256);
+        CHECK_STR_EQ(ti->sha256, pi->sha256);
+        CHECK(strcmp(ti->identity, pi->identity) != 0);
+        int64_t per = (int64_t)pi->channels * pi->height * pi->width;
+        float *x = malloc((size_t)(3 * per) * sizeof *x), *f = malloc((size_t)(3 * OC) * sizeof *f);
+        for (int64_t i = 0; i < 3 * per; i++) x[i] = (float)((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
+        CHECK(ti->feature_dim == OC);
+        if (ti->feature_dim == OC && ftl_model_run(tuned, x, 3, f) == FTL_OK) {
+            double worst = 0;
+            for (int r = 0; r < 3; r++)
+                for (int c = 0; c < OC; c++) {
+                    float want = b[c] < 0 ? 0.0f : b[c] > 6 ? 6.0f : b[c];
+                    double d = f[r * OC + c] - want;
+                    worst = d < 0 ? (-d > worst ? -d : worst) : (d > worst ? d : worst);
+                }
+            printf("  features vs clip(bias, 0, 6): max |diff| %.3g\n", worst);
+            CHECK(worst <= 1e-6 * 6); /* the pool sums 49 equal floats of up to 6 */
+        }
+        /* the same overrides give the same identity; another value another one */
+        ftl_model *again = load_with(path, ov, 2);
+        b[5] += 1.0f;
+        ftl_model *other = load_with(path, ov, 2);
+        CHECK(again && other);
+        if (again) CHECK_STR_EQ(ftl_model_get_info(again)->identity, ti->identity);
+        if (other) CHECK(strcmp(ftl_model_get_info(other)->identity, ti->identity) != 0);
+        ftl_model_free(again);
+        ftl_model_free(other);
+        free(x);
+        free(f);
+    }
+    ftl_model_free(plain);
+    ftl_model_free(tuned);
+    /* names and sizes that do not fit the graph */
+    ftl_tensor_override unknown = {"no/such/tensor", b, OC}, short_bias = {"MobilenetV2/Conv_1/Relu6/B", b, OC - 1};
+    CHECK(load_with(path, &unknown, 1) == NULL);
+    CHECK(strstr(ftl_last_error(), "fine-tuned tensor 'no/such/tensor' is not a float initializer") != NULL);
+    CHECK(load_with(path, &short_bias, 1) == NULL);
+    CHECK(strstr(ftl_last_error(), "has 1279 values, the model's has 1280") != NULL);
+    free(w);
+    free(path);
+}
