@@ -30,6 +30,14 @@ const char *ftl_status_name(ftl_status status);
 /* Process exit code for a status: 0 ok, 2 bad arguments or missing/existing inputs, 1 otherwise. */
 int ftl_status_exit_code(ftl_status status);
 
+/* A named float32 tensor replacing a backbone initializer (a fine-tuned tensor: ftl_model_options,
+ * MODEL.ftl): `name` as in the ONNX file, `count` values in its ONNX layout. */
+typedef struct ftl_tensor_override {
+    const char *name;
+    const float *data;
+    int64_t count;
+} ftl_tensor_override;
+
 typedef enum ftl_log_level {
     FTL_LOG_ERROR = 0,
     FTL_LOG_WARN,

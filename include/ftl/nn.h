@@ -40,14 +40,6 @@ typedef enum ftl_nn_conv_algorithm {
     FTL_NN_CONV_DIRECT,
 } ftl_nn_conv_algorithm;
 
-/* A replacement for one initializer of the graph (a fine-tuned tensor): `name` as in the ONNX file,
- * `count` float32 values in its ONNX layout. */
-typedef struct ftl_tensor_override {
-    const char *name;
-    const float *data;
-    int64_t count;
-} ftl_tensor_override;
-
 typedef struct ftl_model_options {
     const char *features_from;  /* tensor to extract; NULL or "": the graph's first output. The graph
                                    is pruned to what this tensor needs (e.g. drop a classifier). */

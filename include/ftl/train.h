@@ -299,6 +299,12 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
  * (the FTL_MODEL_META_* keys below are the conventional ones). */
 
 #define FTL_MODEL_FORMAT               "ftl-model-1"
+/* A model that also holds fine-tuned backbone tensors: a reader of ftl-model-1 only refuses it rather
+ * than running the frozen backbone with a head trained for the tuned one. */
+#define FTL_MODEL_FORMAT_TUNED         "ftl-model-2"
+#define FTL_MODEL_TUNED_PREFIX         "backbone/"          /* + the ONNX initializer name */
+#define FTL_MODEL_META_TUNED_COUNT     "ftl.fine_tuned_tensors"
+#define FTL_MODEL_META_BACKBONE_IDENTITY "ftl.backbone_identity" /* ftl_model_info.identity of the tuned backbone */
 #define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-2"  /* 2: dropout keyed by (seed, step, row), global batches */
 #define FTL_MODEL_META_FORMAT          "ftl.format"
 #define FTL_MODEL_META_VERSION         "ftl.version"
@@ -316,6 +322,10 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
 /* Writes MODEL.ftl atomically. meta must contain FTL_MODEL_META_CLASSES with C names; format,
  * version and feature_dim are filled in. */
 ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count);
+/* The same with n_tuned fine-tuned backbone tensors (written as FTL_MODEL_TUNED_PREFIX + name, the
+ * file then in format FTL_MODEL_FORMAT_TUNED); n_tuned 0 writes exactly what ftl_classifier_save does. */
+ftl_status ftl_classifier_save_tuned(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count,
+                                     const ftl_tensor_override *tuned, int n_tuned);
 
 /* Whether a file looks like safetensors (an 8-byte header length, then '{'). */
 bool ftl_is_safetensors_file(const char *path);
@@ -327,6 +337,8 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json);
 typedef struct ftl_classifier {
     ftl_head head;
     char **class_names;   /* [head.classes] */
+    ftl_tensor_override *tuned; /* fine-tuned backbone tensors (names and data owned), for ftl_model_options */
+    int n_tuned;
     ftl_safetensors *file; /* for the remaining metadata (ftl_safetensors_metadata) */
 } ftl_classifier;
 

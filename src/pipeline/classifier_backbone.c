@@ -90,12 +90,18 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         mo.conv_algorithm = cb->conv_algorithm;
         mo.threads = threads;
         mo.batch = batch > 0 ? batch : 16;
+        mo.overrides = cb->clf.tuned; /* a fine-tuned model's backbone tensors */
+        mo.n_overrides = cb->clf.n_tuned;
         st = ftl_model_load(cb->backbone_path, &mo, &cb->backbone);
     }
     if (st == FTL_OK) {
         const ftl_model_info *info = ftl_model_get_info(cb->backbone);
+        const char *identity = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_BACKBONE_IDENTITY);
         if (strcmp(info->sha256, r.backbone_sha256) != 0)
             st = classifier_backbone_mismatch(cb->backbone_path, info->sha256, model_path, r.backbone_sha256);
+        else if (identity && strcmp(identity, info->identity) != 0)
+            st = ftl_fail(FTL_E_FORMAT, "%s: its fine-tuned backbone tensors give identity %.16s..., the file records "
+                          "%.16s... (a damaged or edited model)", model_path, info->identity, identity);
         else if (info->feature_dim != cb->clf.head.dim)
             st = ftl_fail(FTL_E_FORMAT, "%s: the head takes %lld features, the backbone gives %lld", model_path,
                           (long long)cb->clf.head.dim, (long long)info->feature_dim);

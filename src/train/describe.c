@@ -50,8 +50,8 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
     ftl_safetensors *st;
     FTL_TRY(ftl_safetensors_open(path, &st));
     const char *format = meta(st, FTL_MODEL_META_FORMAT);
-    bool is_model = strcmp(format, FTL_MODEL_FORMAT) == 0;
-    bool is_ckpt = strncmp(format, "ftl-checkpoint-", 15) == 0;
+    bool is_model = strcmp(format, FTL_MODEL_FORMAT) == 0 || strcmp(format, FTL_MODEL_FORMAT_TUNED) == 0;
+    bool is_ckpt = strstr(format, "ftl-checkpoint-") == format;
     if (!is_model && !is_ckpt) {
         ftl_safetensors_close(st);
         return ftl_fail(FTL_E_FORMAT, "%s: a safetensors file, but not an ftl model or checkpoint (ftl.format is \"%s\")", path,
@@ -61,6 +61,12 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
     long long dim = k && k->ndim == 2 ? (long long)k->shape[0] : -1, classes = k && k->ndim == 2 ? (long long)k->shape[1] : -1;
     double epoch, step, global_batch, best;
     state_numbers(st, &epoch, &step, &global_batch, &best);
+    long long tuned = 0, tuned_values = 0; /* fine-tuned backbone tensors */
+    for (size_t i = 0; i < ftl_safetensors_tensor_count(st); i++) {
+        const ftl_safetensors_tensor *t = ftl_safetensors_tensor_at(st, i);
+        if (strncmp(t->name, FTL_MODEL_TUNED_PREFIX, strlen(FTL_MODEL_TUNED_PREFIX)) == 0)
+            tuned++, tuned_values += (long long)t->element_count;
+    }
     ftl_strbuf b = {0};
     if (json) {
         ftl_strbuf_printf(&b, "{\"path\": ");
@@ -77,6 +83,7 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         ftl_json_append_string(&b, meta(st, FTL_MODEL_META_BACKBONE_SHA256));
         ftl_strbuf_printf(&b, ", \"feature_tensor\": ");
         ftl_json_append_string(&b, meta(st, FTL_MODEL_META_FEATURE_TENSOR));
+        ftl_strbuf_printf(&b, ", \"fine_tuned_tensors\": %lld, \"fine_tuned_values\": %lld", tuned, tuned_values);
         ftl_strbuf_printf(&b, "}, \"input_size\": ");
         append_json_value(&b, meta(st, FTL_MODEL_META_INPUT_SIZE));
         ftl_strbuf_printf(&b, ", \"preprocessing\": ");
@@ -106,6 +113,9 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         ftl_strbuf_printf(&b, "  head: dense %lld features -> %lld classes %s\n", dim, classes, meta(st, FTL_MODEL_META_CLASSES));
         ftl_strbuf_printf(&b, "  backbone: %s\n    sha256 %s, features from '%s'\n", meta(st, FTL_MODEL_META_BACKBONE_PATH),
                           meta(st, FTL_MODEL_META_BACKBONE_SHA256), meta(st, FTL_MODEL_META_FEATURE_TENSOR));
+        if (tuned)
+            ftl_strbuf_printf(&b, "    fine-tuned: %lld tensors (%lld values) replace the backbone's initializers\n", tuned,
+                              tuned_values);
         const char *size = meta(st, FTL_MODEL_META_INPUT_SIZE);
         ftl_strbuf_printf(&b, "  preprocessing: %s%s%s, precision %s, convolutions %s\n", *size ? size : "", *size ? " px, " : "",
                           meta(st, FTL_MODEL_META_INPUT_SCALING), meta(st, "ftl.precision"), meta(st, "ftl.conv_algorithm"));

@@ -45,6 +45,11 @@ ftl_status ftl_train_parse_class_names(const char *json, const char *what, char 
 }
 
 ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count) {
+    return ftl_classifier_save_tuned(path, head, meta, meta_count, NULL, 0);
+}
+
+ftl_status ftl_classifier_save_tuned(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count,
+                                     const ftl_tensor_override *tuned, int n_tuned) {
     const char *classes = ftl_train_kv_find(meta, meta_count, FTL_MODEL_META_CLASSES);
     if (!classes) return ftl_fail(FTL_E_INVALID_ARG, "%s: the model needs its class names (%s)", path, FTL_MODEL_META_CLASSES);
     char **names;
@@ -58,15 +63,70 @@ ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl
     for (size_t i = 0; i < meta_count; i++) ftl_safetensors_writer_set_metadata(w, meta[i].key, meta[i].value);
     char dim[32];
     snprintf(dim, sizeof dim, "%lld", (long long)head->dim);
-    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FORMAT, FTL_MODEL_FORMAT);
+    ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FORMAT, n_tuned > 0 ? FTL_MODEL_FORMAT_TUNED : FTL_MODEL_FORMAT);
     ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_VERSION, FTL_VERSION);
     ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_FEATURE_DIM, dim);
     int64_t kshape[2] = {head->dim, head->classes}, bshape[1] = {head->classes};
     ftl_safetensors_writer_add(w, "head.kernel", FTL_DTYPE_F32, 2, kshape, head->kernel);
     ftl_safetensors_writer_add(w, "head.bias", FTL_DTYPE_F32, 1, bshape, head->bias);
+    char **tuned_names = ftl_xcalloc((size_t)n_tuned + 1, sizeof *tuned_names);
+    for (int k = 0; k < n_tuned; k++) {
+        int64_t shape[1] = {tuned[k].count};
+        tuned_names[k] = ftl_format("%s%s", FTL_MODEL_TUNED_PREFIX, tuned[k].name);
+        ftl_safetensors_writer_add(w, tuned_names[k], FTL_DTYPE_F32, 1, shape, tuned[k].data);
+    }
+    if (n_tuned > 0) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", n_tuned);
+        ftl_safetensors_writer_set_metadata(w, FTL_MODEL_META_TUNED_COUNT, n);
+    }
     ftl_status s = ftl_safetensors_writer_write(w, path);
+    for (int k = 0; k < n_tuned; k++) free(tuned_names[k]);
+    free(tuned_names);
     ftl_safetensors_writer_free(w);
     return s;
+}
+
+static void free_tuned(ftl_classifier *model) {
+    for (int k = 0; k < model->n_tuned; k++) {
+        free((char *)model->tuned[k].name);
+        free((float *)model->tuned[k].data);
+    }
+    free(model->tuned);
+    model->tuned = NULL;
+    model->n_tuned = 0;
+}
+
+/* The fine-tuned backbone tensors: every tensor named FTL_MODEL_TUNED_PREFIX + name, as many as the
+ * metadata says (a file that lost some, or gained some, is refused). */
+static ftl_status read_tuned(const ftl_safetensors *st, const char *path, ftl_classifier *model) {
+    const char *format = ftl_safetensors_metadata(st, FTL_MODEL_META_FORMAT);
+    const char *count = ftl_safetensors_metadata(st, FTL_MODEL_META_TUNED_COUNT);
+    bool tuned_format = format && strcmp(format, FTL_MODEL_FORMAT_TUNED) == 0;
+    size_t prefix = strlen(FTL_MODEL_TUNED_PREFIX), n = ftl_safetensors_tensor_count(st);
+    int found = 0;
+    for (size_t i = 0; i < n; i++) found += strncmp(ftl_safetensors_tensor_at(st, i)->name, FTL_MODEL_TUNED_PREFIX, prefix) == 0;
+    char *end = NULL;
+    long want = count ? strtol(count, &end, 10) : 0;
+    if ((count && (*end || want < 1)) || want != found || (found > 0) != tuned_format)
+        return ftl_fail(FTL_E_FORMAT, "%s: %d fine-tuned backbone tensors, but the file says %s (format %s)", path, found,
+                        count ? count : "none", format ? format : "?");
+    model->tuned = ftl_xcalloc((size_t)found + 1, sizeof *model->tuned);
+    for (size_t i = 0; i < n; i++) {
+        const ftl_safetensors_tensor *t = ftl_safetensors_tensor_at(st, i);
+        if (strncmp(t->name, FTL_MODEL_TUNED_PREFIX, prefix) != 0) continue;
+        if (t->ndim != 1 || t->shape[0] < 1)
+            return ftl_fail(FTL_E_FORMAT, "%s: tensor \"%s\" should be one-dimensional", path, t->name);
+        float *data = ftl_xmalloc((size_t)t->shape[0] * sizeof *data);
+        int64_t shape[1] = {t->shape[0]};
+        ftl_status s = ftl_safetensors_read(st, t->name, FTL_DTYPE_F32, 1, shape, data, (size_t)t->shape[0] * sizeof *data);
+        if (s != FTL_OK) {
+            free(data);
+            return s;
+        }
+        model->tuned[model->n_tuned++] = (ftl_tensor_override){ftl_strdup(t->name + prefix), data, t->shape[0]};
+    }
+    return FTL_OK;
 }
 
 ftl_status ftl_classifier_load(const char *path, ftl_classifier *model) {
@@ -82,7 +142,8 @@ ftl_status ftl_classifier_load(const char *path, ftl_classifier *model) {
     if (!format)
         s = ftl_fail(FTL_E_FORMAT, "%s: not an ftl model (a safetensors file without %s metadata)", path,
                      FTL_MODEL_META_FORMAT);
-    else if (strcmp(format, FTL_MODEL_FORMAT) != 0 && strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
+    else if (strcmp(format, FTL_MODEL_FORMAT) != 0 && strcmp(format, FTL_MODEL_FORMAT_TUNED) != 0 &&
+             strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
         s = ftl_fail(FTL_E_UNSUPPORTED, "%s: format \"%s\" is not %s (written by a newer ftl?)", path, format,
                      FTL_MODEL_FORMAT);
     else if (!classes)
@@ -101,6 +162,7 @@ ftl_status ftl_classifier_load(const char *path, ftl_classifier *model) {
         if (s == FTL_OK)
             s = ftl_safetensors_read(st, "head.bias", FTL_DTYPE_F32, 1, bshape, model->head.bias, class_count * sizeof(float));
     }
+    if (s == FTL_OK) s = read_tuned(st, path, model);
     const char *dim = ftl_safetensors_metadata(st, FTL_MODEL_META_FEATURE_DIM);
     if (s == FTL_OK && dim && strtoll(dim, NULL, 10) != model->head.dim)
         s = ftl_fail(FTL_E_FORMAT, "%s: %s says %s features but head.kernel has %lld rows", path,
@@ -110,6 +172,7 @@ ftl_status ftl_classifier_load(const char *path, ftl_classifier *model) {
         ftl_train_free_class_names(model->class_names, class_count);
         model->class_names = NULL;
         ftl_head_free(&model->head);
+        free_tuned(model);
         ftl_safetensors_close(st);
         memset(model, 0, sizeof *model);
     }
@@ -120,6 +183,7 @@ void ftl_classifier_free(ftl_classifier *model) {
     if (!model) return;
     ftl_train_free_class_names(model->class_names, model->class_names ? (size_t)model->head.classes : 0);
     ftl_head_free(&model->head);
+    free_tuned(model);
     ftl_safetensors_close(model->file);
     memset(model, 0, sizeof *model);
 }

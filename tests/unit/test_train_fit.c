@@ -658,3 +658,59 @@ TEST(train_fit_keep_last_survives_resume_and_never_deletes_foreign_files) {
     CHECK(ftl_path_exists(victim));
     free(pattern), free(victim), free(k3), free(doctored), free(list);
 }
+
+/* A fine-tuned model: its backbone tensors round-trip bit-exactly under their ONNX names, the file
+ * says ftl-model-2 so a reader of ftl-model-1 refuses it (as this reader refuses a format newer than
+ * it knows), and a file whose tensors and metadata disagree is refused. */
+TEST(train_model_file_with_fine_tuned_tensors) {
+    const char *dir = ftl_test_scratch_dir();
+    ftl_head h;
+    REQUIRE_OK(ftl_head_init(&h, 4, 2));
+    ftl_head_init_glorot(&h, 3);
+    float w[6] = {0.5f, -1.25f, 3.0f, 1e-7f, -0.0f, 42.0f}, b[2] = {0.125f, -8.0f};
+    ftl_tensor_override tuned[2] = {{"MobilenetV2/Conv_1/Relu6/W", w, 6}, {"bn.scale", b, 2}};
+    ftl_kv meta[] = {{FTL_MODEL_META_CLASSES, "[\"ants\",\"bees\"]"}};
+    char *path = ftl_format("%s/TUNED.ftl", dir), *newer = ftl_format("%s/newer.ftl", dir);
+    char *wrong = ftl_format("%s/wrong_count.ftl", dir);
+    REQUIRE_OK(ftl_classifier_save_tuned(path, &h, meta, 1, tuned, 2));
+    ftl_classifier m;
+    REQUIRE_OK(ftl_classifier_load(path, &m));
+    CHECK_STR_EQ(ftl_classifier_metadata(&m, FTL_MODEL_META_FORMAT), FTL_MODEL_FORMAT_TUNED);
+    CHECK_EQ_INT(m.n_tuned, 2);
+    for (int k = 0; k < m.n_tuned && k < 2; k++) {
+        int j = strcmp(m.tuned[k].name, tuned[0].name) == 0 ? 0 : 1;
+        CHECK_STR_EQ(m.tuned[k].name, tuned[j].name);
+        CHECK_EQ_INT(m.tuned[k].count, tuned[j].count);
+        CHECK(m.tuned[k].count == tuned[j].count &&
+              memcmp(m.tuned[k].data, tuned[j].data, (size_t)tuned[j].count * sizeof(float)) == 0);
+    }
+    CHECK(memcmp(m.head.params, h.params, h.param_count * sizeof(float)) == 0);
+    ftl_classifier_free(&m);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    REQUIRE_OK(ftl_trained_file_describe(path, f, false)); /* ftl inspect MODEL.ftl */
+    fclose(f);
+    CHECK_CONTAINS(text, "ftl model (ftl-model-2)");
+    CHECK_CONTAINS(text, "fine-tuned: 2 tensors (8 values)");
+    free(text);
+    /* without tuned tensors the file is exactly a frozen-backbone model */
+    REQUIRE_OK(ftl_classifier_save_tuned(path, &h, meta, 1, NULL, 0));
+    REQUIRE_OK(ftl_classifier_load(path, &m));
+    CHECK_STR_EQ(ftl_classifier_metadata(&m, FTL_MODEL_META_FORMAT), FTL_MODEL_FORMAT);
+    CHECK_EQ_INT(m.n_tuned, 0);
+    ftl_classifier_free(&m);
+    REQUIRE_OK(ftl_classifier_save_tuned(path, &h, meta, 1, tuned, 2));
+    REQUIRE_OK(rewrite_metadata(path, newer, FTL_MODEL_META_FORMAT, "ftl-model-3"));
+    CHECK(ftl_classifier_load(newer, &m) == FTL_E_UNSUPPORTED);
+    CHECK_CONTAINS(ftl_last_error(), "written by a newer ftl?");
+    REQUIRE_OK(rewrite_metadata(path, wrong, FTL_MODEL_META_TUNED_COUNT, "3"));
+    CHECK(ftl_classifier_load(wrong, &m) == FTL_E_FORMAT);
+    CHECK_CONTAINS(ftl_last_error(), "2 fine-tuned backbone tensors, but the file says 3");
+    REQUIRE_OK(rewrite_metadata(path, wrong, FTL_MODEL_META_FORMAT, FTL_MODEL_FORMAT));
+    CHECK(ftl_classifier_load(wrong, &m) == FTL_E_FORMAT); /* tuned tensors in a frozen-format file */
+    ftl_head_free(&h);
+    free(path);
+    free(newer);
+    free(wrong);
+}
