@@ -260,6 +260,9 @@ ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) 
     export_job j = {.o = o};
     FTL_TRY(ftl_classifier_load(o->model_path, &j.clf));
     ftl_status st = classifier_recipe_read(&j.clf, o->model_path, &j.recipe);
+    if (st == FTL_OK && j.clf.n_tuned > 0) /* never write the frozen weights under a head trained for tuned ones */
+        st = ftl_fail(FTL_E_UNSUPPORTED, "%s holds %d fine-tuned backbone tensors; exporting a fine-tuned model is not "
+                      "supported yet", o->model_path, j.clf.n_tuned);
     if (st == FTL_OK) st = classifier_backbone_locate(&j.recipe, o->model_path, o->backbone_path, &j.backbone_path);
     if (st == FTL_OK) st = check_backbone(j.backbone_path, &j.recipe, &j.clf, o->model_path, &j.facts);
     if (st == FTL_OK && j.recipe.precision != FTL_NN_FP32)
