@@ -1,14 +1,9 @@
 /* Fine-tuning step time of ftl's training plan (src/nn/cpu_train.c): the unfrozen top of a backbone
  * (--fine-tune-last N) forward + backward on one batch of boundary tensors, median of reps of >= 1 s;
  * and the frozen bottom's inference per batch up to the boundary (what the boundary cache saves).
- * Prints one JSON line. Links libftl's internals: the plan has no public API yet.
+ * Prints one JSON line.
  * usage: plan_step MODEL.onnx --last N [--batch B] [--threads T] [--reps R] */
 #include "ftl.h"
-#include "nn/load.h"
-#include "nn/shape.h"
-#include "nn/topo.h"
-#include "nn/train_plan.h"
-#include "nn/trainable.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -40,36 +35,38 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
     }
     omp_set_num_threads(threads);
-    nn_graph *g;
-    nn_trainable tr;
-    nn_train_plan *plan;
-    nn_cut_spec cut = {last, NULL};
-    if (nn_load_checked(argv[1], &g, NULL) || nn_graph_prune(g, g->outputs[0]) || nn_infer_shapes(g, batch) ||
-        nn_trainable_select(g, &cut, &tr) || nn_train_plan_create(g, &tr, batch, &plan)) {
+    ftl_model_options mo;
+    ftl_model_options_init(&mo);
+    ftl_fine_tune_cut cut = {last, NULL};
+    ftl_finetune *ft;
+    if (ftl_finetune_open(argv[1], &mo, &cut, batch, &ft) != FTL_OK) {
         fprintf(stderr, "plan_step: %s\n", ftl_last_error());
         return 1;
     }
-    float **in = malloc((size_t)tr.n_boundary * sizeof *in);
-    for (int k = 0; k < tr.n_boundary; k++) {
-        int64_t c = nn_shape_count(&g->tensors[tr.boundary[k]].shape);
+    const ftl_finetune_info *fi = ftl_finetune_get_info(ft);
+    float **in = malloc((size_t)fi->n_boundary * sizeof *in);
+    for (int k = 0; k < fi->n_boundary; k++) {
+        long long per = 0;
+        ftl_finetune_boundary_name(ft, k, &per);
+        int64_t c = per * batch;
         in[k] = malloc((size_t)c * sizeof(float));
         for (int64_t i = 0; i < c; i++) in[k][i] = (float)((i * 2654435761u) % 600) / 100.0f;
     }
-    int64_t nf = nn_shape_count(&g->tensors[g->outputs[0]].shape);
+    int64_t nf = fi->feature_dim * batch;
     float *feat = malloc((size_t)nf * sizeof *feat), *df = malloc((size_t)nf * sizeof *df);
     for (int64_t i = 0; i < nf; i++) df[i] = (float)((i % 7) - 3) * 1e-3f;
     double t0 = now();
     while (now() - t0 < 1.0) { /* warm-up */
-        nn_train_plan_forward(plan, (const float *const *)in, feat);
-        nn_train_plan_backward(plan, df, NULL);
+        ftl_finetune_forward(ft, (const float *const *)in, feat);
+        ftl_finetune_backward(ft, df);
     }
     double *step_ms = malloc((size_t)reps * sizeof *step_ms);
     for (int r = 0; r < reps; r++) {
         int n = 0;
         double t = now();
         do {
-            nn_train_plan_forward(plan, (const float *const *)in, feat);
-            nn_train_plan_backward(plan, df, NULL);
+            ftl_finetune_forward(ft, (const float *const *)in, feat);
+            ftl_finetune_backward(ft, df);
             n++;
         } while (now() - t < 1.0);
         step_ms[r] = 1e3 * (now() - t) / n;
@@ -80,7 +77,7 @@ int main(int argc, char **argv) {
     ftl_model_options_init(&o);
     o.batch = batch;
     o.threads = threads;
-    o.features_from = g->tensors[tr.boundary[0]].name;
+    o.features_from = ftl_finetune_boundary_name(ft, 0, NULL);
     ftl_model *m = NULL;
     double bottom_ms = -1;
     if (ftl_model_load(argv[1], &o, &m) == FTL_OK) {
@@ -107,6 +104,7 @@ int main(int argc, char **argv) {
     }
     printf("{\"engine\":\"ftl\",\"model\":\"%s\",\"last\":%d,\"batch\":%d,\"threads\":%d,\"unfrozen_nodes\":%d,"
            "\"trained_values\":%lld,\"boundary_floats_per_image\":%lld,\"top_step_ms\":%.3f,\"bottom_forward_ms\":%.3f}\n",
-           argv[1], last, batch, threads, tr.n_nodes, tr.param_count, tr.boundary_floats, step_ms[reps / 2], bottom_ms);
+           argv[1], last, batch, threads, fi->unfrozen_nodes, fi->param_count, fi->boundary_floats, step_ms[reps / 2],
+           bottom_ms);
     return 0;
 }

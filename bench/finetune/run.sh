@@ -19,7 +19,7 @@ done
 out=$BUILD/bench-finetune
 mkdir -p "$out"
 make -s -j2 all >/dev/null
-cc -O2 -std=c17 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc bench/finetune/plan_step.c "$BUILD/libftl.a" \
+cc -O2 -std=c17 -D_GNU_SOURCE -fopenmp -Iinclude bench/finetune/plan_step.c "$BUILD/libftl.a" \
     -lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpthread -o "$out/plan_step" $(mpicc --showme:link 2>/dev/null)
 cc -O2 -mavx512f -mavx512bf16 -pthread bench/backbone/peak.c -o "$out/peak"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads; peak $("$out/peak" "$threads")"

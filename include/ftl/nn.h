@@ -158,6 +158,37 @@ typedef struct ftl_fine_tune_cut {
  * each starting with its kind ("unfrozen", "param", "boundary"), after a summary line. */
 ftl_status ftl_model_describe_fine_tune(const char *path, const ftl_model_options *options, const ftl_fine_tune_cut *cut,
                                         FILE *out);
+/* ---- fine-tuning: the unfrozen top of a backbone, trained (see docs/nn.md) ---- */
+
+typedef struct ftl_finetune ftl_finetune;
+
+typedef struct ftl_finetune_info {
+    int unfrozen_nodes;
+    int n_params;                   /* trained tensors */
+    long long param_count;          /* trained values, the length of the parameter block */
+    int n_boundary;                 /* frozen tensors crossing the cut: the plan's inputs */
+    long long boundary_floats;      /* per image, all boundary tensors together */
+    long long feature_dim;          /* floats per image out of the plan */
+} ftl_finetune_info;
+
+/* Compiles the training plan of `path` (its features tensor from options->features_from, its
+ * initializers replaced by options->overrides) cut at `cut`, for batches of exactly `batch` images. */
+ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options, const ftl_fine_tune_cut *cut, int batch,
+                             ftl_finetune **out);
+void ftl_finetune_free(ftl_finetune *f);
+const ftl_finetune_info *ftl_finetune_get_info(const ftl_finetune *f);
+/* Boundary tensor k: its name and floats per image. */
+const char *ftl_finetune_boundary_name(const ftl_finetune *f, int k, long long *floats_per_image);
+/* Trained tensor k: its ONNX initializer name, values, and offset in the parameter block. */
+const char *ftl_finetune_param_name(const ftl_finetune *f, int k, long long *count, long long *offset);
+/* boundary[k]: batch images of boundary tensor k; features: batch x feature_dim. */
+ftl_status ftl_finetune_forward(ftl_finetune *f, const float *const *boundary, float *features);
+/* After a forward: d(loss)/d(features) in; the gradient block (ftl_finetune_grads) out. */
+ftl_status ftl_finetune_backward(ftl_finetune *f, const float *dfeatures);
+/* The parameter block (an optimiser updates it in place) and the gradient block, param_count each. */
+float *ftl_finetune_params(ftl_finetune *f);
+const float *ftl_finetune_grads(const ftl_finetune *f);
+
 /* True when the file looks like an ONNX model (".onnx" name or a protobuf ModelProto start). */
 bool ftl_model_path_is_onnx(const char *path);
 

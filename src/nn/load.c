@@ -49,6 +49,21 @@ ftl_status nn_load_checked(const char *path, nn_graph **out, char *sha256_hex) {
     return FTL_OK;
 }
 
+ftl_status nn_graph_override(nn_graph *g, const char *path, const ftl_tensor_override *ov, int n) {
+    for (int k = 0; k < n; k++) {
+        int t = ov[k].name ? nn_graph_find(g, ov[k].name) : -1;
+        nn_tensor *x = t >= 0 ? &g->tensors[t] : NULL;
+        if (!x || !x->data || x->computed || x->dtype != NN_F32)
+            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' is not a float initializer of this model (was the "
+                            "classifier trained on another backbone?)", path, ov[k].name ? ov[k].name : "");
+        if (x->count != ov[k].count || !ov[k].data)
+            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' has %lld values, the model's has %lld", path,
+                            ov[k].name, (long long)ov[k].count, (long long)x->count);
+        memcpy(x->data, ov[k].data, (size_t)ov[k].count * sizeof(float));
+    }
+    return FTL_OK;
+}
+
 ftl_status nn_select_features(const nn_graph *g, const char *name, int *tensor) {
     if (!name || !*name) {
         *tensor = g->outputs[0];

@@ -9,6 +9,8 @@
 
 /* Import, parse and validate; shapes are inferred for batch 1. sha256_hex may be NULL. */
 ftl_status nn_load_checked(const char *path, nn_graph **g, char *sha256_hex);
+/* Replaces n initializers (fine-tuned tensors): each must name a float initializer of the same size. */
+ftl_status nn_graph_override(nn_graph *g, const char *path, const ftl_tensor_override *ov, int n);
 /* The tensor to extract: `name` (NULL/"": the first graph output). */
 ftl_status nn_select_features(const nn_graph *g, const char *name, int *tensor);
 /* Float weights of live nodes and multiply-adds per image (shapes must be for batch 1). */

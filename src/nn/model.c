@@ -193,17 +193,9 @@ static ftl_status apply_overrides(ftl_model *m, const char *path, const ftl_mode
     ftl_sha256 h;
     ftl_sha256_init(&h);
     ftl_sha256_update(&h, m->sha, 64);
+    FTL_TRY(nn_graph_override(g, path, o->overrides, o->n_overrides));
     for (int k = 0; k < o->n_overrides; k++) {
         const ftl_tensor_override *ov = &o->overrides[k];
-        int t = ov->name ? nn_graph_find(g, ov->name) : -1;
-        nn_tensor *x = t >= 0 ? &g->tensors[t] : NULL;
-        if (!x || !x->data || x->computed || x->dtype != NN_F32)
-            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' is not a float initializer of this model (was the "
-                            "classifier trained on another backbone?)", path, ov->name ? ov->name : "");
-        if (x->count != ov->count || !ov->data)
-            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' has %lld values, the model's has %lld", path, ov->name,
-                            (long long)ov->count, (long long)x->count);
-        memcpy(x->data, ov->data, (size_t)ov->count * sizeof(float));
         int64_t count = ov->count;
         ftl_sha256_update(&h, ov->name, strlen(ov->name) + 1);
         ftl_sha256_update(&h, &count, sizeof count);

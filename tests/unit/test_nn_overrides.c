@@ -72,3 +72,52 @@ TEST(nn_overrides_replace_initializers) {
     free(w);
     free(path);
 }
+
+/* The public fine-tuning API on MobileNetV2 with --fine-tune-last 4: what it trains and takes equals
+ * what `ftl inspect --fine-tune-last 4` lists (one boundary tensor of 7,840 floats per image, 882,560
+ * trained values in 8 tensors, 1,280 features), a forward + backward runs, and each trained tensor's
+ * block starts where the previous one ends. */
+TEST(nn_finetune_public_api) {
+    char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    ftl_fine_tune_cut cut = {4, NULL};
+    ftl_finetune *f = NULL;
+    if (ftl_finetune_open(path, &o, &cut, 2, &f) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "%s", ftl_last_error());
+    } else {
+        const ftl_finetune_info *i = ftl_finetune_get_info(f);
+        CHECK_EQ_INT(i->n_boundary, 1);
+        CHECK_EQ_INT(i->boundary_floats, 7840);
+        CHECK_EQ_INT(i->feature_dim, 1280);
+        CHECK_EQ_INT(i->param_count, 882560);
+        CHECK_EQ_INT(i->n_params, 8);
+        long long per = 0, next = 0;
+        CHECK_STR_EQ(ftl_finetune_boundary_name(f, 0, &per), "MobilenetV2/expanded_conv_15/add/add"); /* block 15's residual sum */
+        CHECK_EQ_INT(per, 7840);
+        for (int k = 0; k < i->n_params; k++) {
+            long long count, offset;
+            CHECK(ftl_finetune_param_name(f, k, &count, &offset) != NULL);
+            CHECK_EQ_INT(offset, next);
+            next = offset + count;
+        }
+        CHECK_EQ_INT(next, i->param_count);
+        float *x = calloc(2 * 7840, sizeof *x), *feat = malloc(2 * 1280 * sizeof *feat), *df = malloc(2 * 1280 * sizeof *df);
+        for (int k = 0; k < 2 * 7840; k++) x[k] = (float)(k % 13) / 4.0f;
+        for (int k = 0; k < 2 * 1280; k++) df[k] = 1.0f;
+        const float *in[1] = {x};
+        CHECK(ftl_finetune_forward(f, in, feat) == FTL_OK);
+        CHECK(ftl_finetune_backward(f, df) == FTL_OK);
+        double gsum = 0;
+        for (long long k = 0; k < i->param_count; k++) gsum += ftl_finetune_grads(f)[k] * ftl_finetune_grads(f)[k];
+        CHECK(gsum > 0); /* a gradient reached the parameters */
+        free(x);
+        free(feat);
+        free(df);
+    }
+    ftl_finetune_free(f);
+    cut.last_convs = 0;
+    cut.from_tensor = "nope";
+    CHECK(ftl_finetune_open(path, &o, &cut, 2, &f) == FTL_E_NOT_FOUND);
+    free(path);
+}

@@ -1,0 +1,82 @@
+/* The public face of fine-tuning (ftl/nn.h: ftl_finetune_*): loads a backbone, selects its unfrozen
+ * part (nn/trainable.c) and compiles the training plan (nn/cpu_train.c). */
+#include "ftl/nn.h"
+#include "nn/load.h"
+#include "nn/shape.h"
+#include "nn/topo.h"
+#include "nn/train_plan.h"
+#include "nn/trainable.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ftl_finetune {
+    nn_graph *g;
+    nn_trainable tr;
+    nn_train_plan *plan;
+    ftl_finetune_info info;
+};
+
+void ftl_finetune_free(ftl_finetune *f) {
+    if (!f) return;
+    nn_train_plan_free(f->plan);
+    if (f->tr.node) nn_trainable_free(&f->tr);
+    if (f->g) nn_graph_free(f->g);
+    free(f);
+}
+
+ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options, const ftl_fine_tune_cut *cut, int batch,
+                             ftl_finetune **out) {
+    *out = NULL;
+    if (batch < 1) return ftl_fail(FTL_E_INVALID_ARG, "fine-tuning batch %d: must be >= 1", batch);
+    ftl_finetune *f = ftl_xcalloc(1, sizeof *f);
+    int feature = -1;
+    nn_cut_spec spec = {cut->last_convs, cut->from_tensor};
+    ftl_status st = nn_load_checked(path, &f->g, NULL);
+    if (st == FTL_OK && options) st = nn_graph_override(f->g, path, options->overrides, options->n_overrides);
+    if (st == FTL_OK) st = nn_select_features(f->g, options ? options->features_from : NULL, &feature);
+    if (st == FTL_OK) st = nn_graph_prune(f->g, feature);
+    if (st == FTL_OK) st = nn_infer_shapes(f->g, batch);
+    if (st == FTL_OK) st = nn_trainable_select(f->g, &spec, &f->tr);
+    if (st == FTL_OK) st = nn_train_plan_create(f->g, &f->tr, batch, &f->plan);
+    if (st != FTL_OK) {
+        ftl_finetune_free(f);
+        return ftl_fail_context(st, "%s", path);
+    }
+    const nn_shape *fs = &f->g->tensors[f->g->outputs[0]].shape;
+    f->info = (ftl_finetune_info){.unfrozen_nodes = f->tr.n_nodes, .n_params = f->tr.n_params,
+                                  .param_count = f->tr.param_count, .n_boundary = f->tr.n_boundary,
+                                  .boundary_floats = f->tr.boundary_floats, .feature_dim = nn_shape_count(fs) / batch};
+    *out = f;
+    return FTL_OK;
+}
+
+const ftl_finetune_info *ftl_finetune_get_info(const ftl_finetune *f) { return &f->info; }
+
+const char *ftl_finetune_boundary_name(const ftl_finetune *f, int k, long long *floats_per_image) {
+    if (k < 0 || k >= f->tr.n_boundary) return NULL;
+    const nn_tensor *t = &f->g->tensors[f->tr.boundary[k]];
+    if (floats_per_image) *floats_per_image = nn_shape_count(&t->shape) / f->g->tensors[f->g->inputs[0]].shape.d[0];
+    return t->name;
+}
+
+const char *ftl_finetune_param_name(const ftl_finetune *f, int k, long long *count, long long *offset) {
+    if (k < 0 || k >= f->tr.n_params) return NULL;
+    const nn_tensor *t = &f->g->tensors[f->tr.params[k].tensor];
+    if (count) *count = t->count;
+    if (offset) *offset = nn_train_plan_param_offset(f->plan, k);
+    return t->name;
+}
+
+ftl_status ftl_finetune_forward(ftl_finetune *f, const float *const *boundary, float *features) {
+    return nn_train_plan_forward(f->plan, boundary, features);
+}
+
+ftl_status ftl_finetune_backward(ftl_finetune *f, const float *dfeatures) {
+    return nn_train_plan_backward(f->plan, dfeatures, NULL);
+}
+
+float *ftl_finetune_params(ftl_finetune *f) { return nn_train_plan_params(f->plan); }
+const float *ftl_finetune_grads(const ftl_finetune *f) { return nn_train_plan_grads(f->plan); }
