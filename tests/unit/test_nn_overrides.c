@@ -2,7 +2,7 @@
  * MobileNetV2's last convolution (Conv_1, then ReLU6, then the global average pool) given zero weights
  * and a bias b, every image's features are exactly clip(b, 0, 6); the model's identity changes with
  * the overrides and equals the file's checksum without them; a name or size that does not fit is an
- * error naming the tensor. */
+ * error naming the tensor; and the public fine-tuning API (ftl_finetune_*). */
 #include "nn_testutil.h"
 #include "test.h"
 #include "util/fsutil.h"
