@@ -426,10 +426,9 @@ static ftl_status infer_split(nn_graph *g, nn_node *n, nn_shape *y) {
     if (a == 0) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Split): splitting the batch axis is not supported", n->name);
     n->p.axis = a;
     int64_t total = 0, dim = x->d[a];
-    if (n->p.n_split < 0) {
+    if (n->p.n_split < 0) { /* equal parts, recomputed for every shape (n_split stays -1) */
         int64_t part = (dim + n->n_out - 1) / n->n_out;
         for (int k = 0; k < n->n_out; k++) n->p.split[k] = k < n->n_out - 1 ? part : dim - part * (n->n_out - 1);
-        n->p.n_split = -1; /* recomputed for every shape */
     }
     for (int k = 0; k < n->n_out; k++) {
         if (n->p.split[k] < 1) return node_err(n, "splits %s into an empty part", SHAPE_TXT(*x), "");
