@@ -432,6 +432,7 @@ static ftl_status infer_split(nn_graph *g, nn_node *n, nn_shape *y) {
     }
     for (int k = 0; k < n->n_out; k++) {
         if (n->p.split[k] < 1) return node_err(n, "splits %s into an empty part", SHAPE_TXT(*x), "");
+        if (n->p.split[k] > dim) break; /* (no overflowing sum: the size check below fails) */
         total += n->p.split[k];
     }
     if (total != dim) {
