@@ -84,7 +84,7 @@ static void print_cut_candidates(const nn_graph *g, FILE *out) {
     enum { SHOW = 6 };
     int *cand = ftl_xmalloc((size_t)(g->n_nodes + 1) * 2 * sizeof *cand), n = 0;
     const char **why = ftl_xmalloc((size_t)(g->n_nodes + 1) * 2 * sizeof *why);
-    int64_t batch = g->n_inputs ? g->tensors[g->inputs[0]].shape.d[0] : 1;
+    int64_t batch = nn_graph_shape_batch(g);
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *nd = &g->nodes[i];
         if (nd->dead || g->tensors[nd->out[0]].shape.d[0] != batch) continue;
@@ -198,7 +198,7 @@ ftl_status ftl_model_describe_fine_tune(const char *path, const ftl_model_option
         fprintf(out, "param       %s %s %s, %lld values (node %s)\n", t->name, nn_shape_str(&t->shape, false, s, sizeof s),
                 nn_param_role_name(tr.params[k].role), (long long)t->count, g->nodes[tr.params[k].node].name);
     }
-    int64_t batch = g->n_inputs && g->tensors[g->inputs[0]].shape.d[0] > 0 ? g->tensors[g->inputs[0]].shape.d[0] : 1;
+    int64_t batch = nn_graph_shape_batch(g);
     for (int k = 0; k < tr.n_boundary; k++) {
         const nn_tensor *t = &g->tensors[tr.boundary[k]];
         fprintf(out, "boundary    %s %s: %lld floats per image\n", t->name, nn_shape_str(&t->shape, true, s, sizeof s),

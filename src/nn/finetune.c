@@ -58,7 +58,7 @@ const ftl_finetune_info *ftl_finetune_get_info(const ftl_finetune *f) { return &
 const char *ftl_finetune_boundary_name(const ftl_finetune *f, int k, long long *floats_per_image) {
     if (k < 0 || k >= f->tr.n_boundary) return NULL;
     const nn_tensor *t = &f->g->tensors[f->tr.boundary[k]];
-    if (floats_per_image) *floats_per_image = nn_shape_count(&t->shape) / f->g->tensors[f->g->inputs[0]].shape.d[0];
+    if (floats_per_image) *floats_per_image = nn_shape_count(&t->shape) / nn_graph_shape_batch(f->g);
     return t->name;
 }
 

@@ -147,6 +147,10 @@ void nn_tensor_set_data(nn_tensor *t, nn_dtype dtype, void *data, const nn_shape
     t->count = nn_shape_count(shape);
 }
 
+int64_t nn_graph_shape_batch(const nn_graph *g) {
+    return g->n_inputs && g->tensors[g->inputs[0]].shape.d[0] > 0 ? g->tensors[g->inputs[0]].shape.d[0] : 1;
+}
+
 bool nn_is_const(const nn_graph *g, int t) { return t >= 0 && t < g->n_tensors && g->tensors[t].data != NULL; }
 
 /* Saturates at INT64_MAX instead of overflowing (shapes are checked against

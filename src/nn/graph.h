@@ -186,6 +186,8 @@ void nn_node_free(nn_node *n);
 void nn_tensor_set_data(nn_tensor *t, nn_dtype dtype, void *data, const nn_shape *shape);
 
 bool nn_is_const(const nn_graph *g, int t);
+/* The batch the shapes were last inferred for (the graph input's first dimension; 1 when unknown). */
+int64_t nn_graph_shape_batch(const nn_graph *g);
 int64_t nn_shape_count(const nn_shape *s);
 /* "[N,3,224,224]"-style text into buf; batch_symbolic prints dims[0] as N. */
 const char *nn_shape_str(const nn_shape *s, bool batch_symbolic, char *buf, size_t size);

@@ -95,8 +95,7 @@ ftl_status nn_trainable_select(const nn_graph *g, const nn_cut_spec *spec, nn_tr
         nn_trainable_free(out);
         return st;
     }
-    /* shapes are for the batch last inferred: the graph input's first dimension */
-    int64_t batch = g->n_inputs && g->tensors[g->inputs[0]].shape.d[0] > 0 ? g->tensors[g->inputs[0]].shape.d[0] : 1;
+    int64_t batch = nn_graph_shape_batch(g);
     bool *listed = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *listed);
     out->params = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *out->params);
     out->boundary = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *out->boundary);

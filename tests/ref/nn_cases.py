@@ -349,6 +349,10 @@ def bad_models(d):
     onnx.save(model(nodes, consts), f"{d}/shape_from_values.onnx")
     gather = helper.make_node("Gather", ["x", "idx"], ["y"], name="pick_channel", axis=1)
     onnx.save(model([gather], [numpy_helper.from_array(np.array([0, 2], np.int64), "idx")]), f"{d}/gather_on_activation.onnx")
+    # Split sizes that do not add up to the axis (3 channels into 2 + 2)
+    split = helper.make_node("Split", ["x", "sizes"], ["y", "z"], name="halves", axis=1)
+    onnx.save(model([split], [numpy_helper.from_array(np.array([2, 2], np.int64), "sizes")], outputs=("y", "z")),
+              f"{d}/split_sizes_mismatch.onnx")
     # Einsum forms ftl does not run: an ellipsis, a sum over an axis, a product that drops the batch axis
     for name, eq in (("einsum_ellipsis", "...ij,...jk->...ik"), ("einsum_reduces", "bcij,bcjk->bci"),
                      ("einsum_batch_moved", "bcij,bcjk->cbik")):

@@ -53,6 +53,7 @@ TEST(nn_bad_graphs) {
     /* shape arithmetic folds; values of activations do not, nor a Gather of several indices */
     bad("shape_from_values", FTL_E_UNSUPPORTED, "node 'to_shape' (Cast)", "runs on an activation");
     bad("gather_on_activation", FTL_E_UNSUPPORTED, "node 'pick_channel' (Gather)", "runs on an activation");
+    bad("split_sizes_mismatch", FTL_E_FORMAT, "node 'halves' (Split)", "split sizes add up to 4, axis 1 of [1,3,8,8]");
     /* Einsum: only batched matrix products keeping the batch axis first */
     bad("einsum_ellipsis", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "no '...'");
     bad("einsum_reduces", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "sums an axis of one input away");
