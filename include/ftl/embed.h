@@ -17,6 +17,8 @@ typedef struct ftl_embed_options {
     const char *backbone_path;     /* ONNX model */
     const char *output_path;       /* features .parquet */
     const char *features_from;     /* NULL: the graph output */
+    const ftl_tensor_override *overrides; /* fine-tuned initializers (ftl/nn.h ftl_model_options) */
+    int n_overrides;
     ftl_nn_precision precision;
     ftl_nn_conv_algorithm conv_algorithm; /* default auto (Winograd where it pays; see ftl/nn.h) */
     ftl_nn_preprocess preprocess;  /* defaults to tf scaling (x/127.5 - 1) */

@@ -126,6 +126,8 @@ typedef struct ftl_model_info {
 } ftl_model_info;
 
 const ftl_model_info *ftl_model_get_info(const ftl_model *model);
+/* ftl_model_info.identity of a backbone with file checksum sha256 (hex) and these overrides. */
+void ftl_model_identity_of(const char *sha256, const ftl_tensor_override *overrides, int n_overrides, char out[65]);
 
 /* Turns `count` images (image_size x image_size x 3 uint8 RGB, row-major, back to back) into
  * count x feature_dim floats, in batches of the model's batch size (the last may be partial;
@@ -188,6 +190,15 @@ ftl_status ftl_finetune_backward(ftl_finetune *f, const float *dfeatures);
 /* The parameter block (an optimiser updates it in place) and the gradient block, param_count each. */
 float *ftl_finetune_params(ftl_finetune *f);
 const float *ftl_finetune_grads(const ftl_finetune *f);
+
+/* Makes params/grads (param_count floats each, e.g. inside a trainer's one block with the head) the
+ * plan's parameter and gradient storage, copying the current values into params. */
+ftl_status ftl_finetune_bind(ftl_finetune *f, float *params, float *grads);
+int ftl_finetune_batch(const ftl_finetune *f);
+/* The same passes on n <= batch rows, each holding one image's boundary tensors back to back
+ * (boundary_floats floats, in boundary order: what a bottom model cut at the boundary gives). */
+ftl_status ftl_finetune_forward_rows(ftl_finetune *f, const float *rows, int n, float *features);
+ftl_status ftl_finetune_backward_rows(ftl_finetune *f, const float *dfeatures, int n);
 
 /* True when the file looks like an ONNX model (".onnx" name or a protobuf ModelProto start). */
 bool ftl_model_path_is_onnx(const char *path);

@@ -24,7 +24,16 @@ typedef struct ftl_train_options {
     const char *data_cache_dir;   /* local-disk cache of image row groups (--no-feature-cache) */
     int64_t data_cache_limit;
     ftl_fit_config fit;
-    const char *resume_path;      /* a checkpoint to continue from */
+    const char *resume_path;      /* a checkpoint to continue from (of either phase) */
+    /* Fine-tuning (phase 2, after the head's phase 1): the cut's top trained with the head at its own
+     * learning rate and early stopping, from phase 1's best weights (its epoch 0); the frozen bottom's
+     * boundary tensors are cached like features. Off when cut.last_convs == 0 and !cut.from_tensor. */
+    ftl_fine_tune_cut fine_tune;
+    int64_t fine_tune_epochs;     /* default 10 */
+    double fine_tune_lr;          /* default 1e-5 (the Keras guide) */
+    double fine_tune_warmup_epochs;
+    bool fine_tune_only;          /* no phase 1: start from init_path */
+    const char *init_path;        /* a trained MODEL.ftl (its head, and its fine-tuned tensors if any) */
     bool overwrite;
     bool show_progress;
     int argc;                     /* the command line, for the log's run record (optional) */
@@ -34,7 +43,11 @@ typedef struct ftl_train_options {
 void ftl_train_options_init(ftl_train_options *options);
 
 typedef struct ftl_train_summary {
-    ftl_fit_result fit;
+    ftl_fit_result fit;           /* the last phase's */
+    ftl_fit_result head_phase;    /* phase 1's when fine-tuning followed it */
+    bool fine_tuned;
+    int64_t boundary_dim;         /* floats per image at the fine-tuning cut */
+    bool boundary_cache_reused;
     int64_t train_rows, val_rows, dim, classes;
     double seconds, features_seconds;
     bool features_cached, features_in_memory, train_cache_reused, val_cache_reused;

@@ -127,6 +127,7 @@ typedef struct ftl_head {
     float *bias;        /* = params + D*C, [C] */
     float *grads;       /* the gradient block, same layout; written by ftl_head_train_batch */
     float *grad_kernel, *grad_bias;
+    bool borrowed_blocks; /* params/grads are part of a trainer's larger block (fine-tuning) */
     struct ftl_head_workspace *ws;
 } ftl_head;
 
@@ -290,6 +291,9 @@ void ftl_early_stopping_free(ftl_early_stopping *es);
 /* Records the monitored value at the end of 1-based `epoch` (params = the weights after it).
  * Returns true when training should stop now. A NaN value never counts as an improvement. */
 bool ftl_early_stopping_update(ftl_early_stopping *es, int64_t epoch, double value, const float *params);
+/* The weights training starts from were measured before (phase 1's best): they become the best so
+ * far, as epoch 0, with this monitored value. */
+void ftl_early_stopping_seed(ftl_early_stopping *es, double value, const float *params);
 /* Copies the best weights into params if restore_best and a best exists; returns whether it did. */
 bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
 
@@ -305,6 +309,7 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
 #define FTL_MODEL_TUNED_PREFIX         "backbone/"          /* + the ONNX initializer name */
 #define FTL_MODEL_META_TUNED_COUNT     "ftl.fine_tuned_tensors"
 #define FTL_MODEL_META_BACKBONE_IDENTITY "ftl.backbone_identity" /* ftl_model_info.identity of the tuned backbone */
+#define FTL_MODEL_META_FINE_TUNE_CUT   "ftl.fine_tune_cut"  /* e.g. "last 4" / "from TENSOR" */
 #define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-2"  /* 2: dropout keyed by (seed, step, row), global batches */
 #define FTL_MODEL_META_FORMAT          "ftl.format"
 #define FTL_MODEL_META_VERSION         "ftl.version"
@@ -419,6 +424,26 @@ typedef struct ftl_epoch_log {
     const char *checkpoint;  /* the file written this epoch, or NULL */
 } ftl_epoch_log;
 
+/* A trained part between the batch rows and the head: fine-tuning's unfrozen top of the backbone
+ * (ftl/nn.h ftl_finetune_*), whose input rows are the frozen bottom's boundary tensors. Its
+ * parameters follow the head's in the trainer's one block (bind), so the optimizer, early
+ * stopping's best copy, checkpoints and the allreduce cover both. BatchNormalization in it runs
+ * with fixed statistics, so a row's features do not depend on the other rows of its batch. */
+typedef struct ftl_fit_top {
+    void *ctx;
+    int64_t in_dim;        /* floats per row the batch sources give */
+    int64_t out_dim;       /* floats per row into the head: the head's D */
+    size_t param_count;    /* values it trains (after the head's in the block) */
+    int64_t max_rows;      /* the most rows per forward; the trainer asks for no more (>= the per-rank batch) */
+    /* From now on params/grads (param_count floats each, inside the trainer's blocks) are its
+     * storage; its current values are copied into params. */
+    ftl_status (*bind)(void *ctx, float *params, float *grads);
+    /* rows [n x in_dim] -> features [n x out_dim], keeping what backward needs; n <= max_rows. */
+    ftl_status (*forward)(void *ctx, const float *rows, size_t n, float *features);
+    /* After forward on the same n rows: d(loss)/d(features) [n x out_dim] in, its grads overwritten. */
+    ftl_status (*backward)(void *ctx, const float *dfeatures, size_t n);
+} ftl_fit_top;
+
 typedef struct ftl_fit_config {
     int64_t batch_size;       /* per rank */
     int64_t epochs;
@@ -450,6 +475,12 @@ typedef struct ftl_fit_config {
     /* Chrome trace-event file (--timeline): one track per rank, a span per data wait, backbone,
      * head step, allreduce, validation and checkpoint; NULL = none. */
     const char *timeline_path;
+    /* Fine-tuning: the trained top between the rows and the head (NULL: the rows are the features). */
+    const ftl_fit_top *top;
+    /* The weights the trainer starts from were already measured (phase 1's best): they count as
+     * epoch 0, which later epochs must beat to be kept, so the result is never worse on the
+     * monitored metric. NULL: none. */
+    const ftl_epoch_log *initial;
     /* Called after each epoch (rank 0 and others); set *stop to end training. Optional. */
     ftl_status (*on_epoch_end)(void *ctx, const ftl_epoch_log *log, bool *stop);
     void *on_epoch_end_ctx;
@@ -477,6 +508,8 @@ typedef struct ftl_trainer ftl_trainer;
 ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int64_t dim, int64_t classes);
 void ftl_trainer_free(ftl_trainer *trainer);
 ftl_head *ftl_trainer_head(ftl_trainer *trainer);
+/* The one parameter block: the head's values, then the top's (config->top); *count: its length. */
+float *ftl_trainer_params(ftl_trainer *trainer, size_t *count);
 const ftl_optimizer *ftl_trainer_optimizer(const ftl_trainer *trainer);
 int64_t ftl_trainer_epoch(const ftl_trainer *trainer); /* completed epochs */
 int64_t ftl_trainer_step(const ftl_trainer *trainer);  /* completed steps */

@@ -71,11 +71,21 @@ int cli_cmd_train(int argc, char **argv) {
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing --out"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S",
          "under mpirun: abort when a rank waits S s for the others in one step, naming the missing ranks (default 60, 0 = never)"},
+        {"fine-tune-last", CLI_INT, &o.fine_tune.last_convs, "N",
+         "phase 2: unfreeze the last N Conv nodes (and every node after them) and train them with the head"},
+        {"fine-tune-from", CLI_STRING, &o.fine_tune.from_tensor, "TENSOR", "phase 2: unfreeze every node after TENSOR"},
+        {"fine-tune-epochs", CLI_INT64, &o.fine_tune_epochs, "N", "phase 2 epochs (its own early stopping); default 10"},
+        {"fine-tune-lr", CLI_DOUBLE, &o.fine_tune_lr, "LR", "phase 2 learning rate; default 1e-5 (the Keras guide)"},
+        {"fine-tune-warmup-epochs", CLI_DOUBLE, &o.fine_tune_warmup_epochs, "N", "phase 2 learning-rate warmup"},
+        {"fine-tune-only", CLI_BOOL, &o.fine_tune_only, NULL, "skip phase 1: fine-tune the model given by --init"},
+        {"init", CLI_STRING, &o.init_path, "MODEL.ftl", "the trained model --fine-tune-only starts from"},
         {"quiet", CLI_BOOL, &quiet, NULL, "only warnings, errors and the final line"},
     };
     const cli_command cmd = {"train", "ftl train TRAIN --val VAL --backbone MODEL.onnx --out MODEL.ftl [options]",
                              "Trains a softmax head (optional dropout + dense) on a frozen backbone's features, with early\n"
-                             "stopping, learning-rate scaling and warmup, checkpoints and exact resume.",
+                             "stopping, learning-rate scaling and warmup, checkpoints and exact resume. With --fine-tune-last\n"
+                             "or --fine-tune-from, a phase 2 then trains the backbone's top with the head (Keras' two-phase\n"
+                             "recipe) on cached boundary tensors, never ending worse on val than phase 1.",
                              1, 1};
     const char *pos[1];
     int npos = 0;
@@ -161,11 +171,15 @@ int cli_cmd_train(int argc, char **argv) {
                                  .overwrite = true};
         st = ftl_report_write(&ro);
     }
+    if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0 && s.fine_tuned && !o.fine_tune_only && s.head_phase.epochs_run > 0)
+        printf("train: phase 1 (head): %lld epochs, best epoch %lld: val_acc %.4f, val_loss %.4f\n",
+               (long long)s.head_phase.epochs_run, (long long)s.head_phase.best_epoch, s.head_phase.final_val_acc,
+               s.head_phase.final_val_loss);
     if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0) {
         const ftl_fit_result *r = &s.fit;
-        printf("train: %lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "
+        printf("train: %s%lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "
                "acc %.4f%s\n",
-               (long long)r->epochs_run, s.seconds, s.features_seconds,
+               s.fine_tuned ? "phase 2 (fine-tuning): " : "", (long long)r->epochs_run, s.seconds, s.features_seconds,
                !s.features_cached ? ", recomputed every batch" : s.train_cache_reused ? ", from the cache" : "",
                (long long)r->best_epoch, o.out_path, r->final_val_acc, r->final_val_loss, r->final_acc,
                r->stopped_early ? " (stopped early)" : "");

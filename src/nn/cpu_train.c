@@ -50,6 +50,7 @@ struct nn_train_plan {
     bool *owned;                /* act/grad allocated for this tensor (not a view) */
     int64_t *count;             /* floats per tensor at the batch */
     float *params, *pgrads;
+    bool borrowed_block;        /* params/pgrads belong to the caller (a trainer's one block) */
     int64_t n_params;
     int64_t *offset;            /* per tr->params[k] */
     int *param_of;              /* graph tensor -> index in tr->params (-1) */
@@ -560,7 +561,8 @@ static ftl_status compile_node(nn_train_plan *p, const nn_node *n) {
     }
 }
 
-ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, nn_train_plan **out) {
+ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, float *params, float *grads,
+                                nn_train_plan **out) {
     *out = NULL;
     nn_train_plan *p = ftl_xcalloc(1, sizeof *p);
     p->g = g, p->tr = tr, p->batch = batch, p->feature = g->outputs[0];
@@ -577,8 +579,9 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
         p->param_of[tr->params[k].tensor] = k;
         p->n_params += g->tensors[tr->params[k].tensor].count;
     }
-    p->params = ftl_xcalloc((size_t)p->n_params + 1, sizeof *p->params);
-    p->pgrads = ftl_xcalloc((size_t)p->n_params + 1, sizeof *p->pgrads);
+    p->borrowed_block = params != NULL;
+    p->params = params ? params : ftl_xcalloc((size_t)p->n_params + 1, sizeof *p->params);
+    p->pgrads = params ? grads : ftl_xcalloc((size_t)p->n_params + 1, sizeof *p->pgrads);
     for (int k = 0; k < tr->n_params; k++) {
         const nn_tensor *t = &g->tensors[tr->params[k].tensor];
         memcpy(p->params + p->offset[k], t->data, (size_t)t->count * sizeof(float));
@@ -645,8 +648,10 @@ void nn_train_plan_free(nn_train_plan *p) {
     free(p->count);
     free(p->param_of);
     free(p->offset);
-    free(p->params);
-    free(p->pgrads);
+    if (!p->borrowed_block) {
+        free(p->params);
+        free(p->pgrads);
+    }
     if (p->stream) dnnl_stream_destroy(p->stream);
     if (p->engine) dnnl_engine_destroy(p->engine);
     free(p);

@@ -17,11 +17,19 @@ struct ftl_finetune {
     nn_trainable tr;
     nn_train_plan *plan;
     ftl_finetune_info info;
+    int batch;
+    float **in;        /* [n_boundary] batch images of each boundary tensor, for the row calls */
+    float *features;   /* batch x feature_dim */
+    float *dfeatures;
 };
 
 void ftl_finetune_free(ftl_finetune *f) {
     if (!f) return;
     nn_train_plan_free(f->plan);
+    for (int k = 0; f->in && k < f->tr.n_boundary; k++) free(f->in[k]);
+    free(f->in);
+    free(f->features);
+    free(f->dfeatures);
     if (f->tr.node) nn_trainable_free(&f->tr);
     if (f->g) nn_graph_free(f->g);
     free(f);
@@ -40,7 +48,7 @@ ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options,
     if (st == FTL_OK) st = nn_graph_prune(f->g, feature);
     if (st == FTL_OK) st = nn_infer_shapes(f->g, batch);
     if (st == FTL_OK) st = nn_trainable_select(f->g, &spec, &f->tr);
-    if (st == FTL_OK) st = nn_train_plan_create(f->g, &f->tr, batch, &f->plan);
+    if (st == FTL_OK) st = nn_train_plan_create(f->g, &f->tr, batch, NULL, NULL, &f->plan);
     if (st != FTL_OK) {
         ftl_finetune_free(f);
         return ftl_fail_context(st, "%s", path);
@@ -49,6 +57,15 @@ ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options,
     f->info = (ftl_finetune_info){.unfrozen_nodes = f->tr.n_nodes, .n_params = f->tr.n_params,
                                   .param_count = f->tr.param_count, .n_boundary = f->tr.n_boundary,
                                   .boundary_floats = f->tr.boundary_floats, .feature_dim = nn_shape_count(fs) / batch};
+    f->batch = batch;
+    f->in = ftl_xcalloc((size_t)f->tr.n_boundary, sizeof *f->in);
+    for (int k = 0; k < f->tr.n_boundary; k++) {
+        long long per = 0;
+        ftl_finetune_boundary_name(f, k, &per);
+        f->in[k] = ftl_xcalloc((size_t)(batch * per) + 1, sizeof(float));
+    }
+    f->features = ftl_xcalloc((size_t)(batch * f->info.feature_dim) + 1, sizeof(float));
+    f->dfeatures = ftl_xcalloc((size_t)(batch * f->info.feature_dim) + 1, sizeof(float));
     *out = f;
     return FTL_OK;
 }
@@ -80,3 +97,39 @@ ftl_status ftl_finetune_backward(ftl_finetune *f, const float *dfeatures) {
 
 float *ftl_finetune_params(ftl_finetune *f) { return nn_train_plan_params(f->plan); }
 const float *ftl_finetune_grads(const ftl_finetune *f) { return nn_train_plan_grads(f->plan); }
+
+ftl_status ftl_finetune_bind(ftl_finetune *f, float *params, float *grads) {
+    nn_train_plan *p = NULL;
+    FTL_TRY(nn_train_plan_create(f->g, &f->tr, f->batch, params, grads, &p));
+    memcpy(params, nn_train_plan_params(f->plan), (size_t)f->info.param_count * sizeof(float));
+    nn_train_plan_free(f->plan);
+    f->plan = p;
+    return FTL_OK;
+}
+
+int ftl_finetune_batch(const ftl_finetune *f) { return f->batch; }
+
+/* Rows hold an image's boundary tensors back to back; the plan takes each tensor's batch apart.
+ * Rows past n are zeros: with fixed BatchNormalization statistics they change no real row. */
+ftl_status ftl_finetune_forward_rows(ftl_finetune *f, const float *rows, int n, float *features) {
+    if (n < 1 || n > f->batch) return ftl_fail(FTL_E_INVALID_ARG, "%d rows for a fine-tuning batch of %d", n, f->batch);
+    size_t row = (size_t)f->info.boundary_floats, at = 0;
+    for (int k = 0; k < f->tr.n_boundary; k++) {
+        long long per = 0;
+        ftl_finetune_boundary_name(f, k, &per);
+        for (int i = 0; i < n; i++) memcpy(f->in[k] + (size_t)i * per, rows + i * row + at, (size_t)per * sizeof(float));
+        memset(f->in[k] + (size_t)n * per, 0, (size_t)(f->batch - n) * per * sizeof(float));
+        at += (size_t)per;
+    }
+    FTL_TRY(nn_train_plan_forward(f->plan, (const float *const *)f->in, f->features));
+    memcpy(features, f->features, (size_t)n * (size_t)f->info.feature_dim * sizeof(float));
+    return FTL_OK;
+}
+
+ftl_status ftl_finetune_backward_rows(ftl_finetune *f, const float *dfeatures, int n) {
+    if (n < 1 || n > f->batch) return ftl_fail(FTL_E_INVALID_ARG, "%d rows for a fine-tuning batch of %d", n, f->batch);
+    size_t used = (size_t)n * (size_t)f->info.feature_dim;
+    memcpy(f->dfeatures, dfeatures, used * sizeof(float));
+    memset(f->dfeatures + used, 0, ((size_t)f->batch * (size_t)f->info.feature_dim - used) * sizeof(float));
+    return nn_train_plan_backward(f->plan, f->dfeatures, NULL);
+}

@@ -186,28 +186,31 @@ static int *node_batches_for(const int *full, int n_nodes, int rows) {
     return nb;
 }
 
-/* Replaces the overridden initializers (checked: a float initializer of the same size) and sets
- * m->identity from the file's checksum and every override. */
-static ftl_status apply_overrides(ftl_model *m, const char *path, const ftl_model_options *o) {
-    nn_graph *g = m->g;
+void ftl_model_identity_of(const char *sha256, const ftl_tensor_override *overrides, int n_overrides, char out[65]) {
+    if (n_overrides <= 0) {
+        snprintf(out, 65, "%.64s", sha256);
+        return;
+    }
     ftl_sha256 h;
     ftl_sha256_init(&h);
-    ftl_sha256_update(&h, m->sha, 64);
-    FTL_TRY(nn_graph_override(g, path, o->overrides, o->n_overrides));
-    for (int k = 0; k < o->n_overrides; k++) {
-        const ftl_tensor_override *ov = &o->overrides[k];
+    ftl_sha256_update(&h, sha256, 64);
+    for (int k = 0; k < n_overrides; k++) {
+        const ftl_tensor_override *ov = &overrides[k];
         int64_t count = ov->count;
         ftl_sha256_update(&h, ov->name, strlen(ov->name) + 1);
         ftl_sha256_update(&h, &count, sizeof count);
         ftl_sha256_update(&h, ov->data, (size_t)ov->count * sizeof(float));
     }
-    if (o->n_overrides == 0) {
-        memcpy(m->identity, m->sha, sizeof m->identity);
-    } else {
-        uint8_t digest[32];
-        ftl_sha256_final(&h, digest);
-        ftl_sha256_hex(digest, m->identity);
-    }
+    uint8_t digest[32];
+    ftl_sha256_final(&h, digest);
+    ftl_sha256_hex(digest, out);
+}
+
+/* Replaces the overridden initializers (checked: a float initializer of the same size) and sets
+ * m->identity from the file's checksum and every override. */
+static ftl_status apply_overrides(ftl_model *m, const char *path, const ftl_model_options *o) {
+    FTL_TRY(nn_graph_override(m->g, path, o->overrides, o->n_overrides));
+    ftl_model_identity_of(m->sha, o->overrides, o->n_overrides, m->identity);
     return FTL_OK;
 }
 

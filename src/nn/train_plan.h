@@ -19,8 +19,11 @@ typedef struct nn_train_plan nn_train_plan;
 
 /* Compiles the plan for batches of `batch` images. g must be pruned to its feature tensor (its
  * first output) with shapes inferred for `batch`; tr selects the unfrozen part. Both must outlive
- * the plan. An op the plan cannot differentiate is an error naming the node. */
-ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, nn_train_plan **out);
+ * the plan. An op the plan cannot differentiate is an error naming the node. params/grads: the
+ * caller's blocks of tr->param_count floats (a part of a trainer's one block; the graph's values
+ * are copied into params), or NULL for blocks of the plan's own. */
+ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, float *params, float *grads,
+                                nn_train_plan **out);
 void nn_train_plan_free(nn_train_plan *p);
 
 /* boundary[k]: batch images of tr->boundary[k] (plain layout); features: batch x feature floats. */

@@ -156,8 +156,10 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     if (r->fingerprint) snprintf(id.fingerprint, sizeof id.fingerprint, "%s", r->fingerprint);
     else FTL_TRY(ftl_dataset_fingerprint(r->sources, r->source_count, id.fingerprint));
     id.preprocess = ftl_nn_preprocess_json(&e->preprocess, r->model, image_size);
+    /* The backbone's identity: its sha256, or with fine-tuned tensors a hash over them too, so a
+     * tuned backbone never reuses the frozen one's features. */
     char *key_text = ftl_format("ftl-feature-cache-3\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
-                                id.backbone_sha256, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
+                                info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label", e->label_offset);
     char key[65];

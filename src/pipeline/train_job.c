@@ -28,6 +28,8 @@ void ftl_train_options_init(ftl_train_options *o) {
     o->shuffle_buffer = 400;
     o->fit = ftl_fit_config_default();
     o->show_progress = true;
+    o->fine_tune_epochs = 10;
+    o->fine_tune_lr = 1e-5;
 }
 
 static int64_t default_max_memory(void) {
@@ -301,7 +303,8 @@ static ftl_status setup_per_batch(train_run *r, const ftl_train_options *o, ftl_
     return FTL_OK;
 }
 
-static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer, const ftl_fit_result *res) {
+static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer, const ftl_fit_result *res,
+                             const ftl_tensor_override *tuned, int n_tuned, const ftl_kv *extra, size_t n_extra) {
     const ftl_model_info *info = ftl_model_get_info(r->backbone);
     char *dim = ftl_format("%lld", (long long)r->dim);
     char *size = ftl_format("%d", r->image_size);
@@ -325,8 +328,255 @@ static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl
         {FTL_MODEL_META_METRICS, metrics},
         {FTL_MODEL_META_DROPOUT, dropout},
     };
-    ftl_status st = ftl_classifier_save(o->out_path, ftl_trainer_head(trainer), meta, sizeof meta / sizeof meta[0]);
+    size_t n_meta = sizeof meta / sizeof meta[0];
+    ftl_kv *all = ftl_xcalloc(n_meta + n_extra, sizeof *all);
+    memcpy(all, meta, sizeof meta);
+    if (n_extra) memcpy(all + n_meta, extra, n_extra * sizeof *extra);
+    ftl_status st = ftl_classifier_save_tuned(o->out_path, ftl_trainer_head(trainer), all, n_meta + n_extra, tuned, n_tuned);
+    free(all);
     free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset);
+    return st;
+}
+
+static bool fine_tuning(const ftl_train_options *o) {
+    return o->fine_tune.last_convs > 0 || (o->fine_tune.from_tensor && o->fine_tune.from_tensor[0]);
+}
+
+static char *cut_text(const ftl_fine_tune_cut *c) {
+    return c->last_convs > 0 ? ftl_format("last %d", c->last_convs) : ftl_format("from %s", c->from_tensor);
+}
+
+/* Phase 2's checkpoints sit beside phase 1's, named fine-tune-NAME, so neither overwrites the other. */
+static char *phase2_pattern(const char *pattern) {
+    if (!pattern) return NULL;
+    const char *slash = strrchr(pattern, '/');
+    if (!slash) return ftl_format("fine-tune-%s", pattern);
+    return ftl_format("%.*s/fine-tune-%s", (int)(slash - pattern + 1) - 1, pattern, slash + 1);
+}
+
+/* The trainer's top over the training plan (ftl_finetune_*). */
+static ftl_status top_bind(void *ctx, float *params, float *grads) { return ftl_finetune_bind(ctx, params, grads); }
+static ftl_status top_forward(void *ctx, const float *rows, size_t n, float *features) {
+    return ftl_finetune_forward_rows(ctx, rows, (int)n, features);
+}
+static ftl_status top_backward(void *ctx, const float *dfeatures, size_t n) {
+    return ftl_finetune_backward_rows(ctx, dfeatures, (int)n);
+}
+
+/* What a resume continues: phase 1 (a head checkpoint) or 2 (fine-tuning), and phase 2's epoch 0
+ * (the metrics it started from) as the checkpoint records them. Rank 0 reads it, then tells all. */
+#define META_FINE_TUNE_START "ftl.fine_tune_start"
+
+static ftl_status read_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start) {
+    *phase = 1;
+    const ftl_collectives *col = &o->fit.collectives;
+    double v[5] = {1, NAN, NAN, NAN, NAN};
+    ftl_status st = FTL_OK;
+    if (ftl_dist_rank(col) == 0) {
+        ftl_safetensors *f = NULL;
+        st = ftl_safetensors_open(o->resume_path, &f);
+        if (st == FTL_OK && ftl_safetensors_metadata(f, FTL_MODEL_META_FINE_TUNE_CUT)) {
+            v[0] = 2;
+            const char *js = ftl_safetensors_metadata(f, META_FINE_TUNE_START);
+            ftl_json *j = NULL;
+            if (js && ftl_json_parse(js, strlen(js), &j) == FTL_OK) {
+                const char *names[4] = {"loss", "acc", "val_loss", "val_acc"};
+                for (int k = 0; k < 4; k++) {
+                    double x;
+                    if (ftl_json_get_number(j, names[k], &x)) v[1 + k] = x;
+                }
+            }
+            ftl_json_free(j);
+        }
+        ftl_safetensors_close(f);
+    }
+    bool any = false;
+    ftl_status agree = ftl_dist_any_failed(col, st != FTL_OK, &any);
+    if (st != FTL_OK) return st;
+    if (agree != FTL_OK) return agree;
+    if (any) return ftl_fail(FTL_E_IO, "rank 0 cannot read the checkpoint %s", o->resume_path);
+    FTL_TRY(ftl_dist_broadcast(col, v, sizeof v, 0));
+    *phase = (int)v[0];
+    *start = (ftl_epoch_log){.loss = v[1], .acc = v[2], .val_loss = v[3], .val_acc = v[4]};
+    return FTL_OK;
+}
+
+static char *start_json(const ftl_epoch_log *l) {
+    ftl_strbuf b = {0};
+    const char *names[4] = {"loss", "acc", "val_loss", "val_acc"};
+    double values[4] = {l->loss, l->acc, l->val_loss, l->val_acc};
+    ftl_strbuf_append(&b, "{", 1);
+    for (int k = 0; k < 4; k++) {
+        ftl_strbuf_printf(&b, "%s\"%s\":", k ? "," : "", names[k]);
+        ftl_json_append_number(&b, values[k]);
+    }
+    ftl_strbuf_append(&b, "}", 1);
+    return b.data;
+}
+
+/* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors
+ * (cached like features), from head_params (phase 1's best; NULL when resuming phase 2 or from
+ * --init) with `initial` as epoch 0. Writes the model with the tuned tensors. */
+typedef struct fine_tune_run {
+    ftl_finetune *top;
+    ftl_classifier init;
+    bool have_init;
+    train_run bottom;
+    ftl_tensor_override *tuned;
+    int n_tuned;
+} fine_tune_run;
+
+static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
+                                  bool resume, const ftl_kv *base_meta, size_t n_base_meta, ftl_train_summary *s) {
+    const ftl_collectives *col = &o->fit.collectives;
+    bool rank0 = ftl_dist_rank(col) == 0;
+    fine_tune_run f;
+    memset(&f, 0, sizeof f);
+    ftl_status st = FTL_OK;
+    const ftl_tensor_override *start_tensors = NULL; /* --init's tuned tensors: the backbone phase 2 starts from */
+    int n_start = 0;
+    if (o->init_path) {
+        st = ftl_classifier_load(o->init_path, &f.init);
+        f.have_init = st == FTL_OK;
+        const char *sha = f.have_init ? ftl_classifier_metadata(&f.init, FTL_MODEL_META_BACKBONE_SHA256) : NULL;
+        if (st == FTL_OK && (!sha || strcmp(sha, ftl_model_get_info(r->backbone)->sha256) != 0))
+            st = ftl_fail(FTL_E_INVALID_ARG, "--init %s was trained on another backbone (sha256 %.16s...) than --backbone %s (%.16s...)",
+                          o->init_path, sha ? sha : "none", o->embed.backbone_path, ftl_model_get_info(r->backbone)->sha256);
+        if (st == FTL_OK && f.init.head.classes != r->class_count)
+            st = ftl_fail(FTL_E_INVALID_ARG, "--init %s has %lld classes, the training set %s has %lld", o->init_path,
+                          (long long)f.init.head.classes, o->train_path, (long long)r->class_count);
+        for (int64_t k = 0; st == FTL_OK && k < r->class_count; k++)
+            if (strcmp(f.init.class_names[k], r->class_names[k]) != 0)
+                st = ftl_fail(FTL_E_INVALID_ARG, "--init %s: class %lld is \"%s\", in the training set \"%s\"", o->init_path,
+                              (long long)k, f.init.class_names[k], r->class_names[k]);
+        if (st == FTL_OK && f.init.head.dim != r->dim)
+            st = ftl_fail(FTL_E_INVALID_ARG, "--init %s takes %lld features, the backbone gives %lld", o->init_path,
+                          (long long)f.init.head.dim, (long long)r->dim);
+        if (st == FTL_OK) {
+            start_tensors = f.init.tuned;
+            n_start = f.init.n_tuned;
+            if (!head_params) head_params = f.init.head.params;
+        }
+    }
+    ftl_model_options mo;
+    ftl_model_options_init(&mo);
+    mo.features_from = o->embed.features_from;
+    mo.threads = o->embed.threads;
+    mo.overrides = start_tensors;
+    mo.n_overrides = n_start;
+    if (st == FTL_OK) st = ftl_finetune_open(o->embed.backbone_path, &mo, &o->fine_tune, (int)o->fit.batch_size, &f.top);
+    const ftl_finetune_info *fi = st == FTL_OK ? ftl_finetune_get_info(f.top) : NULL;
+    if (st == FTL_OK && fi->n_boundary != 1) {
+        char *cut = cut_text(&o->fine_tune);
+        st = ftl_fail(FTL_E_UNSUPPORTED, "the cut (%s) is crossed by %d tensors (a skip connection crosses it); ftl train "
+                      "fine-tunes cuts crossed by one tensor: move the cut (ftl inspect %s --fine-tune-last N lists the "
+                      "boundary of each)", cut, fi->n_boundary, o->embed.backbone_path);
+        free(cut);
+    }
+    if (st == FTL_OK && fi->feature_dim != r->dim)
+        st = ftl_fail(FTL_E_INTERNAL, "the top gives %lld features, the backbone %lld", (long long)fi->feature_dim,
+                      (long long)r->dim);
+    /* The frozen bottom: the backbone cut at the boundary, cached like features. */
+    ftl_train_options bo = *o;
+    if (st == FTL_OK) {
+        bo.embed.features_from = ftl_finetune_boundary_name(f.top, 0, NULL);
+        bo.embed.overrides = start_tensors;
+        bo.embed.n_overrides = n_start;
+        ftl_model_options bm;
+        ftl_model_options_init(&bm);
+        bm.features_from = bo.embed.features_from;
+        bm.precision = o->embed.precision;
+        bm.conv_algorithm = o->embed.conv_algorithm;
+        bm.threads = o->embed.threads;
+        bm.batch = o->embed.batch;
+        bm.overrides = start_tensors;
+        bm.n_overrides = n_start;
+        st = ftl_model_load(o->embed.backbone_path, &bm, &f.bottom.backbone);
+    }
+    if (st == FTL_OK) {
+        f.bottom.cache_dir = ftl_strdup(r->cache_dir);
+        memcpy(f.bottom.train_fingerprint, r->train_fingerprint, sizeof r->train_fingerprint);
+        f.bottom.image_size = r->image_size;
+        ftl_train_summary bs;
+        memset(&bs, 0, sizeof bs);
+        st = o->feature_cache ? setup_cached(&f.bottom, &bo, &bs) : setup_per_batch(&f.bottom, &bo, &bs);
+        s->boundary_dim = f.bottom.dim;
+        s->boundary_cache_reused = bs.train_cache_reused && (!o->val_path || bs.val_cache_reused);
+        s->features_seconds += bs.features_seconds;
+    }
+    ftl_fit_top top = {0};
+    if (st == FTL_OK)
+        top = (ftl_fit_top){.ctx = f.top, .in_dim = fi->boundary_floats, .out_dim = fi->feature_dim,
+                            .param_count = (size_t)fi->param_count, .max_rows = o->fit.batch_size,
+                            .bind = top_bind, .forward = top_forward, .backward = top_backward};
+    /* The checkpoints name the cut, the backbone phase 2 started from and its epoch 0. */
+    char *cut = cut_text(&o->fine_tune), *start = start_json(&initial);
+    ftl_kv *meta = ftl_xcalloc(n_base_meta + 3, sizeof *meta);
+    memcpy(meta, base_meta, n_base_meta * sizeof *meta);
+    meta[n_base_meta] = (ftl_kv){FTL_MODEL_META_FINE_TUNE_CUT, cut};
+    meta[n_base_meta + 1] = (ftl_kv){FTL_MODEL_META_BACKBONE_IDENTITY, st == FTL_OK ? ftl_model_get_info(f.bottom.backbone)->identity : ""};
+    meta[n_base_meta + 2] = (ftl_kv){META_FINE_TUNE_START, start};
+    ftl_fit_config fit = o->fit;
+    fit.optimizer.lr = o->fine_tune_lr;
+    fit.epochs = o->fine_tune_epochs;
+    fit.warmup_epochs = o->fine_tune_warmup_epochs;
+    fit.top = &top;
+    fit.initial = &initial;
+    char *pattern = phase2_pattern(o->fit.checkpoint_pattern);
+    fit.checkpoint_pattern = pattern;
+    fit.checkpoint_meta = meta;
+    fit.checkpoint_meta_count = n_base_meta + 3;
+    fit.run_record = NULL;
+    if (!fit.epoch_out && rank0) fit.epoch_out = stdout;
+    ftl_trainer *t = NULL;
+    if (st == FTL_OK) {
+        if (rank0 && fit.epoch_out)
+            fprintf(fit.epoch_out, "Fine-tuning %d nodes (%s, %lld values) with the head at lr %g; epoch 0: val_acc %.4f\n",
+                    fi->unfrozen_nodes, cut, (long long)fi->param_count, fit.optimizer.lr, initial.val_acc);
+        st = ftl_trainer_init(&t, &fit, r->dim, r->class_count);
+    }
+    if (st == FTL_OK && head_params) {
+        ftl_head *h = ftl_trainer_head(t);
+        memcpy(h->params, head_params, h->param_count * sizeof(float));
+        size_t count;
+        float *block = ftl_trainer_params(t, &count);
+        st = ftl_dist_broadcast(col, block, count * sizeof(float), 0);
+    }
+    if (st == FTL_OK && resume) st = ftl_trainer_resume(t, o->resume_path, &f.bottom.train);
+    if (st == FTL_OK) st = ftl_trainer_fit(t, &f.bottom.train, o->val_path ? &f.bottom.val : NULL, &s->fit);
+    s->fine_tuned = st == FTL_OK;
+    if (st == FTL_OK && rank0) {
+        /* The model holds the top's values and any of --init's tuned tensors outside this cut. */
+        float *block = ftl_trainer_params(t, NULL);
+        size_t head_count = ftl_trainer_head(t)->param_count;
+        f.tuned = ftl_xcalloc((size_t)(fi->n_params + n_start) + 1, sizeof *f.tuned);
+        for (int k = 0; k < fi->n_params; k++) {
+            long long count, offset;
+            const char *name = ftl_finetune_param_name(f.top, k, &count, &offset);
+            f.tuned[f.n_tuned++] = (ftl_tensor_override){name, block + head_count + offset, count};
+        }
+        for (int k = 0; k < n_start; k++) {
+            bool inside = false;
+            for (int j = 0; j < fi->n_params; j++) inside |= strcmp(start_tensors[k].name, f.tuned[j].name) == 0;
+            if (!inside) f.tuned[f.n_tuned++] = start_tensors[k];
+        }
+        char identity[65];
+        ftl_model_identity_of(ftl_model_get_info(r->backbone)->sha256, f.tuned, f.n_tuned, identity);
+        char *lr = ftl_format("%.9g", o->fine_tune_lr);
+        ftl_kv extra[] = {{FTL_MODEL_META_FINE_TUNE_CUT, cut}, {FTL_MODEL_META_BACKBONE_IDENTITY, identity},
+                          {"ftl.fine_tune_lr", lr}, {META_FINE_TUNE_START, start}};
+        st = save_model(r, o, t, &s->fit, f.tuned, f.n_tuned, extra, sizeof extra / sizeof extra[0]);
+        free(lr);
+    }
+    ftl_trainer_free(t);
+    free(pattern);
+    free(meta);
+    free(cut);
+    free(start);
+    free(f.tuned);
+    train_run_free(&f.bottom);
+    ftl_finetune_free(f.top);
+    if (f.have_init) ftl_classifier_free(&f.init);
     return st;
 }
 
@@ -347,6 +597,20 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     /* Only rank 0 reads the checkpoint (and broadcasts it): the other hosts need not have it. */
     if (o->resume_path && ftl_dist_rank(&o->fit.collectives) == 0 && !ftl_path_exists(o->resume_path))
         return ftl_fail(FTL_E_NOT_FOUND, "checkpoint %s does not exist", o->resume_path);
+    bool ft = fine_tuning(o);
+    if (o->fine_tune_only && !ft)
+        return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-only needs the cut: --fine-tune-last N or --fine-tune-from TENSOR");
+    if (ft && o->fine_tune.last_convs > 0 && o->fine_tune.from_tensor && o->fine_tune.from_tensor[0])
+        return ftl_fail(FTL_E_INVALID_ARG, "give --fine-tune-last or --fine-tune-from, not both");
+    if (o->fine_tune_only && !o->init_path && !o->resume_path)
+        return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-only starts from a trained model: give --init MODEL.ftl");
+    if (o->init_path && !o->fine_tune_only)
+        return ftl_fail(FTL_E_INVALID_ARG, "--init MODEL.ftl goes with --fine-tune-only (the head is not trained again)");
+    if (o->init_path && !ftl_path_exists(o->init_path))
+        return ftl_fail(FTL_E_NOT_FOUND, "--init %s does not exist", o->init_path);
+    if (ft && !(o->fine_tune_lr > 0)) return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-lr %g must be > 0", o->fine_tune_lr);
+    if (ft && o->fine_tune_epochs < 0)
+        return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-epochs %lld must be >= 0", (long long)o->fine_tune_epochs);
     FTL_TRY(ensure_parent_folder(o->out_path));
     if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));
     train_run r;
@@ -396,12 +660,21 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         if (st == FTL_OK) st = ftl_dataset_fingerprint(train_src, 1, r.train_fingerprint);
         if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset's content fingerprint", r.train_fingerprint);
     }
+    /* A resume continues the phase its checkpoint comes from; phase 2 then needs no phase 1. */
+    int resume_phase = 1;
+    ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN};
+    if (st == FTL_OK && o->resume_path) st = read_resume_phase(o, &resume_phase, &epoch0);
+    if (st == FTL_OK && resume_phase == 2 && !ft)
+        st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it is a fine-tuning checkpoint; give the same "
+                      "--fine-tune-last/--fine-tune-from as the run that wrote it", o->resume_path);
+    bool run_phase1 = st == FTL_OK && !o->fine_tune_only && resume_phase == 1;
     if (st == FTL_OK) {
         r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);
         r.classes_json = ftl_json_string_array(r.class_names, r.class_count);
         r.cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
         s->features_cached = o->feature_cache;
-        st = o->feature_cache ? setup_cached(&r, o, s) : setup_per_batch(&r, o, s);
+        r.dim = ftl_model_get_info(r.backbone)->feature_dim;
+        if (run_phase1) st = o->feature_cache ? setup_cached(&r, o, s) : setup_per_batch(&r, o, s);
     }
     s->dim = r.dim;
     s->classes = r.class_count;
@@ -426,10 +699,21 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     fit.checkpoint_meta = ckpt_meta;
     fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
-    if (st == FTL_OK) st = ftl_trainer_init(&trainer, &fit, r.dim, r.class_count);
-    if (st == FTL_OK && o->resume_path) st = ftl_trainer_resume(trainer, o->resume_path, &r.train);
-    if (st == FTL_OK) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
-    if (st == FTL_OK && fit.collectives.rank == 0) st = save_model(&r, o, trainer, &s->fit);
+    if (st == FTL_OK && run_phase1) st = ftl_trainer_init(&trainer, &fit, r.dim, r.class_count);
+    if (st == FTL_OK && run_phase1 && o->resume_path) st = ftl_trainer_resume(trainer, o->resume_path, &r.train);
+    if (st == FTL_OK && run_phase1) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
+    if (st == FTL_OK && run_phase1 && !ft && fit.collectives.rank == 0)
+        st = save_model(&r, o, trainer, &s->fit, NULL, 0, NULL, 0);
+    if (st == FTL_OK && ft) {
+        /* Phase 1's best weights are phase 2's start and its epoch 0. */
+        if (run_phase1) {
+            s->head_phase = s->fit;
+            epoch0 = (ftl_epoch_log){.loss = s->fit.final_loss, .acc = s->fit.final_acc, .val_loss = s->fit.final_val_loss,
+                                    .val_acc = s->fit.final_val_acc};
+        }
+        st = fine_tune_phase(&r, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
+                             ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], s);
+    }
     ftl_trainer_free(trainer);
     free(dim_text);
     free(offset_text);

@@ -4,6 +4,8 @@
  *           optimizer.exp_avg / optimizer.exp_avg_sq F32 [P]   (nadam, adam: m and v over the
  *           optimizer.momentum_buffer F32 [P]                   parameter block, sgd: buffer)
  *           optimizer.step I64 [], optimizer.mu_product F64 []
+ *           top.params F32 [P - D*C - C]                        (fine-tuning: the backbone's trained
+ *                                                                values, after the head's in the block)
  *           early_stopping.best_params F32 [P]                  (when weights are kept)
  *           loader.position U8 [n]                              (the batch source's opaque blob:
  *                                                                one for a global-order source,
@@ -29,7 +31,8 @@
 /* Metadata keys that identify what the head was trained on; a resume must match them. */
 static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_MODEL_META_CLASSES,
                                             FTL_MODEL_META_FEATURE_TENSOR, FTL_MODEL_META_INPUT_SIZE,
-                                            FTL_MODEL_META_INPUT_SCALING};
+                                            FTL_MODEL_META_INPUT_SCALING, FTL_MODEL_META_FINE_TUNE_CUT,
+                                            FTL_MODEL_META_BACKBONE_IDENTITY};
 
 /* Keys of how the features were computed: a resume with others is allowed (the features differ
  * only in rounding, or bf16 vs fp32) but warned about, as the run then cannot be bit-identical.
@@ -137,9 +140,11 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
     ftl_strbuf_free(&b);
 
     int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
-    int64_t pshape[1] = {(int64_t)t->head.param_count};
+    int64_t pshape[1] = {(int64_t)t->param_count};
+    int64_t tshape[1] = {(int64_t)(t->param_count - t->head.param_count)};
     ftl_safetensors_writer_add(w, "head.kernel", FTL_DTYPE_F32, 2, kshape, t->head.kernel);
     ftl_safetensors_writer_add(w, "head.bias", FTL_DTYPE_F32, 1, bshape, t->head.bias);
+    if (c->top) ftl_safetensors_writer_add(w, "top.params", FTL_DTYPE_F32, 1, tshape, t->params + t->head.param_count);
     for (int slot = 0; slot < t->opt.slot_count; slot++)
         ftl_safetensors_writer_add(w, slot_name(&t->opt, slot), FTL_DTYPE_F32, 1, pshape,
                                    t->opt.state + (size_t)slot * t->opt.param_count);
@@ -456,8 +461,25 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
         ftl_json_free(o);
     }
     int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
-    int64_t pshape[1] = {(int64_t)t->head.param_count};
-    size_t pbytes = t->head.param_count * sizeof(float);
+    int64_t pshape[1] = {(int64_t)t->param_count};
+    size_t pbytes = t->param_count * sizeof(float);
+    size_t top_count = t->param_count - t->head.param_count;
+    const ftl_safetensors_tensor *top = ftl_safetensors_find(st, "top.params");
+    if (s == FTL_OK && top && !t->config.top)
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it is a fine-tuning checkpoint (it trains %lld backbone "
+                     "values too); give the same --fine-tune-last/--fine-tune-from as the run that wrote it",
+                     path, (long long)top->element_count);
+    else if (s == FTL_OK && !top && t->config.top)
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume fine-tuning from %s: it trained the head alone (a phase-1 checkpoint)",
+                     path);
+    else if (s == FTL_OK && top && (top->dtype != FTL_DTYPE_F32 || top->ndim != 1 || top->element_count != top_count))
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it fine-tunes %lld backbone values, this run %zu "
+                     "(another cut of the backbone?)", path, (long long)top->element_count, top_count);
+    if (s == FTL_OK && top) {
+        int64_t tshape[1] = {(int64_t)top_count};
+        s = ftl_safetensors_read(st, "top.params", FTL_DTYPE_F32, 1, tshape, t->params + t->head.param_count,
+                                 top_count * sizeof(float));
+    }
     if (s == FTL_OK)
         s = ftl_safetensors_read(st, "head.kernel", FTL_DTYPE_F32, 2, kshape, t->head.kernel,
                                  (size_t)(t->head.dim * t->head.classes) * sizeof(float));

@@ -142,6 +142,17 @@ bool ftl_early_stopping_update(ftl_early_stopping *es, int64_t epoch, double val
     return false;
 }
 
+void ftl_early_stopping_seed(ftl_early_stopping *es, double value, const float *params) {
+    es->has_best = !isnan(value);
+    es->best = value;
+    es->best_epoch = 0;
+    es->wait = 0;
+    if (es->best_params && params) {
+        memcpy(es->best_params, params, es->param_count * sizeof(float));
+        es->has_best_params = true;
+    }
+}
+
 bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params) {
     if (!es->config.restore_best || !es->has_best_params) return false;
     memcpy(params, es->best_params, es->param_count * sizeof(float));

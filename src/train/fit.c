@@ -78,12 +78,31 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
         if (!probe) return FTL_E_INVALID_ARG;
         free(probe);
     }
+    const ftl_fit_top *top = c->top;
+    if (top && (top->out_dim != dim || top->max_rows < c->batch_size || !top->bind || !top->forward || !top->backward))
+        return ftl_fail(FTL_E_INVALID_ARG, "the trained top gives %lld features for at most %lld rows; the head takes %lld "
+                        "and batches have %lld",
+                        (long long)top->out_dim, (long long)top->max_rows, (long long)dim, (long long)c->batch_size);
     ftl_trainer *t = ftl_xcalloc(1, sizeof *t);
     t->config = *config;
     if (t->config.eval_batch_size < 1) t->config.eval_batch_size = 1024;
     ftl_status s = ftl_head_init(&t->head, dim, classes);
-    if (s == FTL_OK) s = ftl_optimizer_init(&t->opt, &c->optimizer, t->head.param_count);
-    if (s == FTL_OK) s = ftl_early_stopping_init(&t->es, &c->early_stopping, t->head.param_count);
+    if (s == FTL_OK) {
+        /* One block for the head and the top: the head's own blocks are replaced by its part of it. */
+        size_t head_count = t->head.param_count;
+        ftl_head_free(&t->head);
+        t->param_count = head_count + (top ? top->param_count : 0);
+        t->params = ftl_train_alloc_floats(t->param_count);
+        t->grads = ftl_train_alloc_floats(t->param_count);
+        s = ftl_head_init_borrowed(&t->head, dim, classes, t->params, t->grads);
+        if (s == FTL_OK && top) {
+            s = top->bind(top->ctx, t->params + head_count, t->grads + head_count);
+            t->top_features = ftl_train_alloc_floats((size_t)top->max_rows * (size_t)dim);
+            t->top_dfeatures = ftl_train_alloc_floats((size_t)top->max_rows * (size_t)dim);
+        }
+    }
+    if (s == FTL_OK) s = ftl_optimizer_init(&t->opt, &c->optimizer, t->param_count);
+    if (s == FTL_OK) s = ftl_early_stopping_init(&t->es, &c->early_stopping, t->param_count);
     if (s != FTL_OK) {
         ftl_trainer_free(t);
         return s;
@@ -92,7 +111,7 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
     ftl_head_init_glorot(&t->head, derive_seed(c->seed, 0));
     t->dropout_seed = derive_seed(c->seed, 1);
     /* Every rank starts from rank 0's weights (Horovod's BroadcastGlobalVariablesCallback(0)). */
-    s = ftl_dist_broadcast(&c->collectives, t->head.params, t->head.param_count * sizeof(float), 0);
+    s = ftl_dist_broadcast(&c->collectives, t->params, t->param_count * sizeof(float), 0);
     if (s != FTL_OK) {
         ftl_trainer_free(t);
         return ftl_fail_context(s, "broadcasting the initial weights");
@@ -104,6 +123,10 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
 void ftl_trainer_free(ftl_trainer *t) {
     if (!t) return;
     ftl_head_free(&t->head);
+    free(t->params);
+    free(t->grads);
+    free(t->top_features);
+    free(t->top_dfeatures);
     ftl_optimizer_free(&t->opt);
     ftl_early_stopping_free(&t->es);
     for (size_t i = 0; i < t->history_count; i++) free((char *)t->history[i].checkpoint);
@@ -114,6 +137,10 @@ void ftl_trainer_free(ftl_trainer *t) {
 }
 
 ftl_head *ftl_trainer_head(ftl_trainer *t) { return &t->head; }
+float *ftl_trainer_params(ftl_trainer *t, size_t *count) {
+    if (count) *count = t->param_count;
+    return t->params;
+}
 const ftl_optimizer *ftl_trainer_optimizer(const ftl_trainer *t) { return &t->opt; }
 int64_t ftl_trainer_epoch(const ftl_trainer *t) { return t->epoch; }
 int64_t ftl_trainer_step(const ftl_trainer *t) { return t->step; }
@@ -282,6 +309,44 @@ static void test_hooks(int rank, int64_t step) {
     if (rank == stall_rank && step == stall_step && stall_seconds > 0) usleep((useconds_t)(stall_seconds * 1e6));
 }
 
+/* One batch's gradient into the block: the head's, and with a top, back through it. */
+static ftl_status train_step(ftl_trainer *t, const ftl_feature_batch *b, const ftl_row_draws *draws,
+                             ftl_metric_counts *counts, double *top_seconds) {
+    float scale = (float)(1.0 / (double)b->global_count);
+    const ftl_fit_top *top = t->config.top;
+    if (!top) return ftl_head_train_batch(&t->head, b->features, b->labels, b->count, draws, scale, counts);
+    if (b->count > (size_t)top->max_rows)
+        return ftl_fail(FTL_E_INTERNAL, "a batch of %zu rows exceeds the trained top's %lld", b->count, (long long)top->max_rows);
+    /* A rank holding none of the global batch's rows still takes part: its gradient is zero. */
+    double t0 = ftl_now();
+    if (b->count > 0) FTL_TRY(top->forward(top->ctx, b->features, b->count, t->top_features));
+    double t1 = ftl_now();
+    FTL_TRY(ftl_head_train_batch(&t->head, t->top_features, b->labels, b->count, draws, scale, counts));
+    double t2 = ftl_now();
+    if (b->count > 0) {
+        FTL_TRY(ftl_head_input_grad(&t->head, b->count, draws, t->top_dfeatures));
+        FTL_TRY(top->backward(top->ctx, t->top_dfeatures, b->count));
+    } else {
+        memset(t->grads + t->head.param_count, 0, top->param_count * sizeof(float));
+    }
+    *top_seconds = (t1 - t0) + (ftl_now() - t2);
+    return FTL_OK;
+}
+
+/* Validation with a top: the rows go through it in batches it can take. */
+static ftl_status evaluate_through_top(ftl_trainer *t, ftl_batch_source *val, ftl_metric_counts *out) {
+    const ftl_fit_top *top = t->config.top;
+    memset(out, 0, sizeof *out);
+    if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
+    for (;;) {
+        ftl_feature_batch b = {0};
+        FTL_TRY(val->next_batch(val->ctx, (size_t)top->max_rows, false, &b));
+        if (b.count == 0) return FTL_OK;
+        FTL_TRY(top->forward(top->ctx, b.features, b.count, t->top_features));
+        FTL_TRY(ftl_head_evaluate_batch(&t->head, t->top_features, b.labels, b.count, out));
+    }
+}
+
 static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, int64_t steps, bool wrap,
                             const ftl_lr_schedule *sched, ftl_epoch_log *log) {
     const ftl_fit_config *c = &t->config;
@@ -307,21 +372,22 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
          * by 1 / (rows of the global batch), and the allreduce adds the ranks' parts. */
         ftl_row_draws draws = {.seed = t->dropout_seed, .step = t->step, .positions = b.positions,
                                .position_base = b.position_base};
-        ftl_status st = ftl_head_train_batch(&t->head, b.features, b.labels, b.count, &draws,
-                                             (float)(1.0 / (double)b.global_count), &counts);
+        double top_s = 0;
+        ftl_status st = train_step(t, &b, &draws, &counts, &top_s);
         if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
+        backbone_s += top_s;
         double t2 = ftl_now();
         if (ftl_dist_active(col)) {
             /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
             ftl_dist_set_context(col, t->step, "the gradient allreduce");
-            FTL_TRY(ftl_dist_allreduce_f32(col, t->head.grads, t->head.param_count));
+            FTL_TRY(ftl_dist_allreduce_f32(col, t->grads, t->param_count));
         }
         double t3 = ftl_now();
         lr = ftl_lr_schedule_at(sched, t->step);
-        ftl_optimizer_step(&t->opt, t->head.params, t->head.grads, lr);
+        ftl_optimizer_step(&t->opt, t->params, t->grads, lr);
         t->step++;
         double t4 = ftl_now();
-        head_s += (t2 - t1) + (t4 - t3);
+        head_s += (t2 - t1 - top_s) + (t4 - t3);
         allreduce_s += t3 - t2;
         ftl_timeline_span(&t->timeline, "head", t1, t2, t->step - 1);
         if (ftl_dist_active(col)) ftl_timeline_span(&t->timeline, "allreduce", t2, t3, t->step - 1);
@@ -347,7 +413,8 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     if (val) {
         double v0 = ftl_now();
         ftl_metric_counts vc;
-        ftl_status st = ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
+        ftl_status st = c->top ? evaluate_through_top(t, val, &vc)
+                               : ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
         ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));
@@ -367,10 +434,15 @@ static void fill_result(const ftl_trainer *t, bool restored, ftl_fit_result *r) 
     r->best_epoch = t->tracking && t->es.has_best ? t->es.best_epoch : 0;
     r->best_value = t->es.has_best ? t->es.best : NAN;
     r->final_loss = r->final_acc = r->final_val_loss = r->final_val_acc = NAN;
+    if (t->history_count == 0 && restored && t->config.initial) {
+        r->final_loss = t->config.initial->loss, r->final_acc = t->config.initial->acc;
+        r->final_val_loss = t->config.initial->val_loss, r->final_val_acc = t->config.initial->val_acc;
+    }
     if (t->history_count == 0) return;
     r->last = t->history[t->history_count - 1];
     r->last.checkpoint = NULL; /* owned by the trainer; read the history for it */
     const ftl_epoch_log *f = &t->history[t->history_count - 1];
+    if (restored && t->es.best_epoch == 0 && t->config.initial) f = t->config.initial;
     if (restored)
         for (size_t i = 0; i < t->history_count; i++)
             if (t->history[i].epoch == t->es.best_epoch) f = &t->history[i];
@@ -422,6 +494,9 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
             return ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
         }
     }
+    /* Epoch 0: the starting weights' measured value (unless a resume brought its own state). */
+    if (c->initial && t->tracking && t->epoch == 0 && !t->finished)
+        ftl_early_stopping_seed(&t->es, monitored_value(m, c->initial), t->params);
     ftl_status s = ftl_timeline_open(&t->timeline, c->timeline_path, col);
     while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {
         ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs};
@@ -431,7 +506,7 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
         t->epoch = log.epoch;
         bool stop = false;
         if (t->tracking) {
-            stop = ftl_early_stopping_update(&t->es, log.epoch, monitored_value(m, &log), t->head.params);
+            stop = ftl_early_stopping_update(&t->es, log.epoch, monitored_value(m, &log), t->params);
             log.improved = t->es.has_best && t->es.best_epoch == log.epoch;
             log.best_epoch = t->es.best_epoch;
         }
@@ -479,8 +554,11 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     ftl_status ts = ftl_timeline_close(&t->timeline, s == FTL_OK);
     if (s == FTL_OK) s = ts;
     if (s != FTL_OK) return s;
-    bool restored = t->tracking && ftl_early_stopping_restore(&t->es, t->head.params);
-    if (restored && rank0 && c->epoch_out && t->es.best_epoch != t->epoch)
+    bool restored = t->tracking && ftl_early_stopping_restore(&t->es, t->params);
+    if (restored && rank0 && c->epoch_out && t->es.best_epoch == 0 && c->initial)
+        fprintf(c->epoch_out, "Restoring the starting weights: no epoch beat their %s of %.4f\n", ftl_monitor_name(m),
+                t->es.best);
+    else if (restored && rank0 && c->epoch_out && t->es.best_epoch != t->epoch)
         fprintf(c->epoch_out, "Restoring the weights of epoch %lld (best %s: %.4f)\n", (long long)t->es.best_epoch,
                 ftl_monitor_name(m), t->es.best);
     fill_result(t, restored, result);

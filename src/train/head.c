@@ -52,10 +52,24 @@ ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes) {
     return FTL_OK;
 }
 
-void ftl_head_free(ftl_head *head) {
-    if (!head) return;
+ftl_status ftl_head_init_borrowed(ftl_head *head, int64_t dim, int64_t classes, float *params, float *grads) {
+    FTL_TRY(ftl_head_init(head, dim, classes));
     free(head->params);
     free(head->grads);
+    head->borrowed_blocks = true;
+    head->params = head->kernel = params;
+    head->bias = params + (size_t)dim * (size_t)classes;
+    head->grads = head->grad_kernel = grads;
+    head->grad_bias = grads + (size_t)dim * (size_t)classes;
+    return FTL_OK;
+}
+
+void ftl_head_free(ftl_head *head) {
+    if (!head) return;
+    if (!head->borrowed_blocks) {
+        free(head->params);
+        free(head->grads);
+    }
     if (head->ws) {
         free(head->ws->x_dropped);
         free(head->ws->logits);

@@ -20,7 +20,10 @@ const char *ftl_train_kv_find(const ftl_kv *kv, size_t count, const char *key);
 /* The trainer (fit.c runs it, checkpoint.c saves and restores it). */
 struct ftl_trainer {
     ftl_fit_config config;
-    ftl_head head;
+    ftl_head head;            /* its params/grads are the start of the blocks below */
+    float *params, *grads;    /* the one block: head, then config.top's values */
+    size_t param_count;
+    float *top_features, *top_dfeatures; /* [top->max_rows x D] */
     ftl_optimizer opt;
     ftl_early_stopping es;
     bool tracking;            /* the monitored metric is measured (validation present for val_*) */
@@ -35,6 +38,9 @@ struct ftl_trainer {
     char **checkpoints;       /* files written by this run, oldest first (for keep_last) */
     size_t checkpoint_count;
 };
+
+/* A head whose parameter and gradient blocks are the caller's (the trainer's one block). */
+ftl_status ftl_head_init_borrowed(ftl_head *head, int64_t dim, int64_t classes, float *params, float *grads);
 
 /* Expands {epoch} / {epoch:0Nd} in a checkpoint pattern; NULL with an error for bad patterns. */
 char *ftl_train_expand_pattern(const char *pattern, int64_t epoch);
