@@ -57,6 +57,9 @@ typedef struct ftl_model_options {
                                    optimised (fine-tuned weights); each must name a float
                                    initializer of the same size */
     int n_overrides;
+    const struct ftl_fine_tune_cut *bottom_of; /* not NULL: the model is the frozen bottom of this cut
+                                   (after features_from) and its features are the boundary tensors,
+                                   back to back per image (the rows ftl_finetune_forward_rows takes) */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);

@@ -267,6 +267,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
             mo.features_from = o->features_from;
             mo.overrides = o->overrides;
             mo.n_overrides = o->n_overrides;
+            mo.bottom_of = o->bottom_of;
             ftl_model *m = NULL;
             st = ftl_model_load(o->backbone_path, &mo, &m);
             if (st == FTL_OK) dim = s->feature_dim = ftl_model_get_info(m)->feature_dim;
@@ -374,6 +375,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     mo.features_from = o->features_from;
     mo.overrides = o->overrides;
     mo.n_overrides = o->n_overrides;
+    mo.bottom_of = o->bottom_of;
     mo.precision = o->precision;
     mo.conv_algorithm = o->conv_algorithm;
     mo.threads = o->threads;

@@ -3,6 +3,7 @@
 #include "nn/backend.h"
 #include "nn/load.h"
 #include "nn/topo.h"
+#include "nn/trainable.h"
 #include "nn/preprocess.h"
 #include "ftl/image.h"
 #include "nn/shape.h"
@@ -220,8 +221,16 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     nn_graph *g = m->g;
     int feature;
     FTL_TRY(nn_select_features(g, o->features_from, &feature));
+    ftl_status st = FTL_OK;
+    if (o->bottom_of) { /* the boundary of the cut below features_from */
+        nn_cut_spec spec = {o->bottom_of->last_convs, o->bottom_of->from_tensor};
+        st = nn_graph_prune(g, feature);
+        if (st == FTL_OK) st = nn_infer_shapes(g, 1);
+        if (st == FTL_OK) st = nn_bottom_output(g, &spec, &feature);
+        if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
+    }
     m->feature_name = ftl_strdup(g->tensors[feature].name);
-    ftl_status st = nn_graph_prune(g, feature);
+    st = nn_graph_prune(g, feature);
     if (st == FTL_OK) {
         long long params, macs;
         nn_graph_cost(g, &params, &macs);

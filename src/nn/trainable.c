@@ -140,3 +140,48 @@ ftl_status nn_trainable_select(const nn_graph *g, const nn_cut_spec *spec, nn_tr
     if (st != FTL_OK) nn_trainable_free(out);
     return st;
 }
+
+static int add_node_of(nn_graph *g, nn_op op, const char *op_type, const char *name, const int *in, int n_in, int out) {
+    int i = nn_graph_add_node(g);
+    nn_node *n = &g->nodes[i];
+    n->op = op;
+    n->op_type = ftl_strdup(op_type);
+    n->name = ftl_strdup(name);
+    n->n_in = n_in;
+    n->in = ftl_xmalloc((size_t)n_in * sizeof *n->in);
+    memcpy(n->in, in, (size_t)n_in * sizeof *n->in);
+    n->n_out = 1;
+    n->out = ftl_xmalloc(sizeof *n->out);
+    n->out[0] = out;
+    n->p.axis = 1;
+    g->tensors[out].producer = i;
+    return i;
+}
+
+ftl_status nn_bottom_output(nn_graph *g, const nn_cut_spec *spec, int *feature) {
+    nn_trainable tr;
+    FTL_TRY(nn_trainable_select(g, spec, &tr));
+    if (tr.n_boundary == 1) {
+        *feature = tr.boundary[0];
+        nn_trainable_free(&tr);
+        return FTL_OK;
+    }
+    int *flat = ftl_xmalloc((size_t)tr.n_boundary * sizeof *flat);
+    for (int k = 0; k < tr.n_boundary; k++) {
+        const char *base = g->tensors[tr.boundary[k]].name;
+        flat[k] = nn_graph_new_tensor(g, base);
+        char *name = ftl_format("ftl.flatten_boundary_%d", k);
+        add_node_of(g, NN_OP_FLATTEN, "Flatten", name, &tr.boundary[k], 1, flat[k]);
+        free(name);
+    }
+    /* Named by the cut: the feature cache keys its rows by this name. */
+    char *base = spec->last_convs > 0 ? ftl_format("ftl.boundary(last %d)", spec->last_convs)
+                                      : ftl_format("ftl.boundary(from %s)", spec->from_tensor);
+    int out = nn_graph_new_tensor(g, base);
+    free(base);
+    add_node_of(g, NN_OP_CONCAT, "Concat", "ftl.concat_boundary", flat, tr.n_boundary, out);
+    free(flat);
+    nn_trainable_free(&tr);
+    *feature = out;
+    return FTL_OK;
+}

@@ -42,6 +42,11 @@ typedef struct nn_trainable {
  * shared between a frozen and an unfrozen node. */
 ftl_status nn_trainable_select(const nn_graph *g, const nn_cut_spec *spec, nn_trainable *out);
 void nn_trainable_free(nn_trainable *t);
+/* The tensor the frozen bottom of the cut gives per image, for a model that computes the boundary
+ * cache: the boundary tensor itself, or with several, a new Concat (axis 1) of each flattened to
+ * [N, floats], in boundary order (the rows ftl_finetune_forward_rows takes). g as for select;
+ * prune it to *feature afterwards. */
+ftl_status nn_bottom_output(nn_graph *g, const nn_cut_spec *spec, int *feature);
 const char *nn_param_role_name(nn_param_role role);
 
 #endif

@@ -86,6 +86,16 @@ static char *training_args_json(const ftl_train_options *o) {
                       f->lr_scaling == FTL_LR_SCALE_LINEAR ? "linear" : f->lr_scaling == FTL_LR_SCALE_SQRT ? "sqrt" : "none",
                       (long long)f->base_batch);
     ftl_json_append_number(&b, f->warmup_epochs);
+    if (o->fine_tune.last_convs > 0 || (o->fine_tune.from_tensor && o->fine_tune.from_tensor[0])) {
+        ftl_strbuf_printf(&b, ", \"fine_tune\": {\"last_convs\": %d, \"from\": ", o->fine_tune.last_convs);
+        if (o->fine_tune.from_tensor && o->fine_tune.from_tensor[0]) ftl_json_append_string(&b, o->fine_tune.from_tensor);
+        else ftl_strbuf_append(&b, "null", 4);
+        ftl_strbuf_printf(&b, ", \"epochs\": %lld, \"lr\": ", (long long)o->fine_tune_epochs);
+        ftl_json_append_number(&b, o->fine_tune_lr);
+        ftl_strbuf_printf(&b, ", \"warmup_epochs\": ");
+        ftl_json_append_number(&b, o->fine_tune_warmup_epochs);
+        ftl_strbuf_printf(&b, ", \"only\": %s}", o->fine_tune_only ? "true" : "false");
+    }
     ftl_strbuf_printf(&b, ", \"early_stopping\": %s, \"monitor\": \"%s\", \"patience\": %d, \"min_delta\": ",
                       f->early_stopping.stop ? "true" : "false", ftl_monitor_name(f->early_stopping.monitor),
                       f->early_stopping.patience);
@@ -427,7 +437,8 @@ typedef struct fine_tune_run {
 } fine_tune_run;
 
 static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
-                                  bool resume, const ftl_kv *base_meta, size_t n_base_meta, ftl_train_summary *s) {
+                                  bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
+                                  ftl_train_summary *s) {
     const ftl_collectives *col = &o->fit.collectives;
     bool rank0 = ftl_dist_rank(col) == 0;
     fine_tune_run f;
@@ -466,25 +477,19 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
     mo.n_overrides = n_start;
     if (st == FTL_OK) st = ftl_finetune_open(o->embed.backbone_path, &mo, &o->fine_tune, (int)o->fit.batch_size, &f.top);
     const ftl_finetune_info *fi = st == FTL_OK ? ftl_finetune_get_info(f.top) : NULL;
-    if (st == FTL_OK && fi->n_boundary != 1) {
-        char *cut = cut_text(&o->fine_tune);
-        st = ftl_fail(FTL_E_UNSUPPORTED, "the cut (%s) is crossed by %d tensors (a skip connection crosses it); ftl train "
-                      "fine-tunes cuts crossed by one tensor: move the cut (ftl inspect %s --fine-tune-last N lists the "
-                      "boundary of each)", cut, fi->n_boundary, o->embed.backbone_path);
-        free(cut);
-    }
     if (st == FTL_OK && fi->feature_dim != r->dim)
         st = ftl_fail(FTL_E_INTERNAL, "the top gives %lld features, the backbone %lld", (long long)fi->feature_dim,
                       (long long)r->dim);
     /* The frozen bottom: the backbone cut at the boundary, cached like features. */
     ftl_train_options bo = *o;
     if (st == FTL_OK) {
-        bo.embed.features_from = ftl_finetune_boundary_name(f.top, 0, NULL);
+        bo.embed.bottom_of = &o->fine_tune;
         bo.embed.overrides = start_tensors;
         bo.embed.n_overrides = n_start;
         ftl_model_options bm;
         ftl_model_options_init(&bm);
-        bm.features_from = bo.embed.features_from;
+        bm.features_from = o->embed.features_from;
+        bm.bottom_of = &o->fine_tune;
         bm.precision = o->embed.precision;
         bm.conv_algorithm = o->embed.conv_algorithm;
         bm.threads = o->embed.threads;
@@ -493,6 +498,9 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
         bm.n_overrides = n_start;
         st = ftl_model_load(o->embed.backbone_path, &bm, &f.bottom.backbone);
     }
+    if (st == FTL_OK && ftl_model_get_info(f.bottom.backbone)->feature_dim != fi->boundary_floats)
+        st = ftl_fail(FTL_E_INTERNAL, "the bottom gives %lld floats per image, the top takes %lld",
+                      ftl_model_get_info(f.bottom.backbone)->feature_dim, fi->boundary_floats);
     if (st == FTL_OK) {
         f.bottom.cache_dir = ftl_strdup(r->cache_dir);
         memcpy(f.bottom.train_fingerprint, r->train_fingerprint, sizeof r->train_fingerprint);
@@ -526,7 +534,11 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
     fit.checkpoint_pattern = pattern;
     fit.checkpoint_meta = meta;
     fit.checkpoint_meta_count = n_base_meta + 3;
-    fit.run_record = NULL;
+    /* The log gets a run record of its own for phase 2, so a report draws the phases apart. */
+    const char *tag = "{\"record\":\"run\",";
+    char *record = run_record && strncmp(run_record, tag, strlen(tag)) == 0
+                       ? ftl_format("%s\"phase\":\"fine-tune\",%s", tag, run_record + strlen(tag)) : NULL;
+    fit.run_record = record;
     if (!fit.epoch_out && rank0) fit.epoch_out = stdout;
     ftl_trainer *t = NULL;
     if (st == FTL_OK) {
@@ -570,6 +582,7 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
     }
     ftl_trainer_free(t);
     free(pattern);
+    free(record);
     free(meta);
     free(cut);
     free(start);
@@ -712,7 +725,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                                     .val_acc = s->fit.final_val_acc};
         }
         st = fine_tune_phase(&r, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
-                             ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], s);
+                             ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], run_record, s);
     }
     ftl_trainer_free(trainer);
     free(dim_text);
