@@ -531,6 +531,9 @@ ftl_status ftl_trainer_resume(ftl_trainer *trainer, const char *path, ftl_batch_
 /* The epoch history so far (including epochs before a resume, from the checkpoint). */
 size_t ftl_trainer_history(const ftl_trainer *trainer, const ftl_epoch_log **logs);
 
+/* The trainer's current weights over one pass of a source (no dropout; through config->top when set). */
+ftl_status ftl_trainer_evaluate(ftl_trainer *trainer, ftl_batch_source *source, ftl_metric_counts *out);
+
 /* Evaluation over one pass of a source (no dropout). */
 ftl_status ftl_head_evaluate(ftl_head *head, ftl_batch_source *source, size_t batch_size, ftl_metric_counts *out);
 

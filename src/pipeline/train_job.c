@@ -385,7 +385,14 @@ static ftl_status read_resume_phase(const ftl_train_options *o, int *phase, ftl_
     if (ftl_dist_rank(col) == 0) {
         ftl_safetensors *f = NULL;
         st = ftl_safetensors_open(o->resume_path, &f);
-        if (st == FTL_OK && ftl_safetensors_metadata(f, FTL_MODEL_META_FINE_TUNE_CUT)) {
+        const char *saved_cut = st == FTL_OK ? ftl_safetensors_metadata(f, FTL_MODEL_META_FINE_TUNE_CUT) : NULL;
+        /* Refused before any work: a checkpoint of another cut trains other tensors. */
+        char *mine = fine_tuning(o) ? cut_text(&o->fine_tune) : NULL;
+        if (saved_cut && mine && strcmp(saved_cut, mine) != 0)
+            st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it fine-tunes the cut \"%s\", this run \"%s\"",
+                          o->resume_path, saved_cut, mine);
+        free(mine);
+        if (st == FTL_OK && saved_cut) {
             v[0] = 2;
             const char *js = ftl_safetensors_metadata(f, META_FINE_TUNE_START);
             ftl_json *j = NULL;
@@ -541,12 +548,7 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
     fit.run_record = record;
     if (!fit.epoch_out && rank0) fit.epoch_out = stdout;
     ftl_trainer *t = NULL;
-    if (st == FTL_OK) {
-        if (rank0 && fit.epoch_out)
-            fprintf(fit.epoch_out, "Fine-tuning %d nodes (%s, %lld values) with the head at lr %g; epoch 0: val_acc %.4f\n",
-                    fi->unfrozen_nodes, cut, (long long)fi->param_count, fit.optimizer.lr, initial.val_acc);
-        st = ftl_trainer_init(&t, &fit, r->dim, r->class_count);
-    }
+    if (st == FTL_OK) st = ftl_trainer_init(&t, &fit, r->dim, r->class_count);
     if (st == FTL_OK && head_params) {
         ftl_head *h = ftl_trainer_head(t);
         memcpy(h->params, head_params, h->param_count * sizeof(float));
@@ -555,6 +557,19 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
         st = ftl_dist_broadcast(col, block, count * sizeof(float), 0);
     }
     if (st == FTL_OK && resume) st = ftl_trainer_resume(t, o->resume_path, &f.bottom.train);
+    /* --fine-tune-only: epoch 0 is the --init model measured here, on this validation set. */
+    if (st == FTL_OK && !resume && o->fine_tune_only && o->val_path) {
+        ftl_metric_counts vc;
+        st = ftl_trainer_evaluate(t, &f.bottom.val, &vc);
+        initial.val_loss = ftl_metric_loss(&vc);
+        initial.val_acc = ftl_metric_accuracy(&vc);
+        free(start);
+        start = start_json(&initial);
+        meta[n_base_meta + 2].value = start;
+    }
+    if (st == FTL_OK && rank0 && fit.epoch_out && !resume)
+        fprintf(fit.epoch_out, "Fine-tuning %d nodes (%s, %lld values) with the head at lr %g; epoch 0: val_acc %.4f\n",
+                fi->unfrozen_nodes, cut, (long long)fi->param_count, fit.optimizer.lr, initial.val_acc);
     if (st == FTL_OK) st = ftl_trainer_fit(t, &f.bottom.train, o->val_path ? &f.bottom.val : NULL, &s->fit);
     s->fine_tuned = st == FTL_OK;
     if (st == FTL_OK && rank0) {
@@ -698,6 +713,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     const ftl_model_info *info = st == FTL_OK ? ftl_model_get_info(r.backbone) : NULL;
     ftl_kv ckpt_meta[] = {
         {FTL_MODEL_META_BACKBONE_SHA256, info ? info->sha256 : ""},
+        {FTL_MODEL_META_BACKBONE_PATH, o->embed.backbone_path},
         {FTL_MODEL_META_CLASSES, r.classes_json ? r.classes_json : "[]"},
         {FTL_MODEL_META_FEATURE_DIM, dim_text},
         {FTL_MODEL_META_FEATURE_TENSOR, info ? info->feature_name : ""},

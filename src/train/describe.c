@@ -67,6 +67,8 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         if (strncmp(t->name, FTL_MODEL_TUNED_PREFIX, strlen(FTL_MODEL_TUNED_PREFIX)) == 0)
             tuned++, tuned_values += (long long)t->element_count;
     }
+    const ftl_safetensors_tensor *top = ftl_safetensors_find(st, "top.params"); /* a fine-tuning checkpoint */
+    const char *cut = meta(st, FTL_MODEL_META_FINE_TUNE_CUT);
     ftl_strbuf b = {0};
     if (json) {
         ftl_strbuf_printf(&b, "{\"path\": ");
@@ -83,7 +85,11 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         ftl_json_append_string(&b, meta(st, FTL_MODEL_META_BACKBONE_SHA256));
         ftl_strbuf_printf(&b, ", \"feature_tensor\": ");
         ftl_json_append_string(&b, meta(st, FTL_MODEL_META_FEATURE_TENSOR));
-        ftl_strbuf_printf(&b, ", \"fine_tuned_tensors\": %lld, \"fine_tuned_values\": %lld", tuned, tuned_values);
+        ftl_strbuf_printf(&b, ", \"fine_tuned_tensors\": %lld, \"fine_tuned_values\": %lld, \"fine_tune_cut\": ", tuned,
+                          tuned_values);
+        if (*cut) ftl_json_append_string(&b, cut);
+        else ftl_strbuf_append(&b, "null", 4);
+        if (top) ftl_strbuf_printf(&b, ", \"fine_tuning_values\": %lld", (long long)top->element_count);
         ftl_strbuf_printf(&b, "}, \"input_size\": ");
         append_json_value(&b, meta(st, FTL_MODEL_META_INPUT_SIZE));
         ftl_strbuf_printf(&b, ", \"preprocessing\": ");
@@ -114,8 +120,11 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         ftl_strbuf_printf(&b, "  backbone: %s\n    sha256 %s, features from '%s'\n", meta(st, FTL_MODEL_META_BACKBONE_PATH),
                           meta(st, FTL_MODEL_META_BACKBONE_SHA256), meta(st, FTL_MODEL_META_FEATURE_TENSOR));
         if (tuned)
-            ftl_strbuf_printf(&b, "    fine-tuned: %lld tensors (%lld values) replace the backbone's initializers\n", tuned,
-                              tuned_values);
+            ftl_strbuf_printf(&b, "    fine-tuned: %lld tensors (%lld values) replace the backbone's initializers (cut: %s)\n",
+                              tuned, tuned_values, *cut ? cut : "?");
+        if (top)
+            ftl_strbuf_printf(&b, "    fine-tuning (phase 2): the cut '%s' trains %lld backbone values with the head\n", cut,
+                              (long long)top->element_count);
         const char *size = meta(st, FTL_MODEL_META_INPUT_SIZE);
         ftl_strbuf_printf(&b, "  preprocessing: %s%s%s, precision %s, convolutions %s\n", *size ? size : "", *size ? " px, " : "",
                           meta(st, FTL_MODEL_META_INPUT_SCALING), meta(st, "ftl.precision"), meta(st, "ftl.conv_algorithm"));

@@ -347,6 +347,12 @@ static ftl_status evaluate_through_top(ftl_trainer *t, ftl_batch_source *val, ft
     }
 }
 
+ftl_status ftl_trainer_evaluate(ftl_trainer *t, ftl_batch_source *source, ftl_metric_counts *out) {
+    FTL_TRY(t->config.top ? evaluate_through_top(t, source, out)
+                          : ftl_head_evaluate(&t->head, source, (size_t)t->config.eval_batch_size, out));
+    return reduce_counts(&t->config.collectives, out);
+}
+
 static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, int64_t steps, bool wrap,
                             const ftl_lr_schedule *sched, ftl_epoch_log *log) {
     const ftl_fit_config *c = &t->config;

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# ftl train's two-phase recipe end to end on the real hymenoptera photos with the ImageNet-pretrained
+# MobileNetV2: phase 1 trains the head on cached features, phase 2 (--fine-tune-last 4) trains the
+# backbone's top with it on cached boundary tensors. Checked: phase 2 never ends worse on val than
+# phase 1, the model holds the tuned tensors under the ONNX initializer names (python3-onnx reads
+# the originals), ftl eval reproduces the run's val accuracy, SIGKILL + --resume in phase 2 is
+# byte-identical, the per-batch bottom gives the same model as the boundary cache, a cut crossed by
+# two tensors, --fine-tune-only --init, and the refusals.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch fine-tune)
+MODEL="$SHARED/models/mobilenet_v2_1.0_224_features.onnx"
+READ_ST="$PY $(dirname "$0")/../ref/read_safetensors.py"
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --quiet 2>/dev/null || fail fine_tune_prep "prep failed"
+T="$d/ds/train.parquet"
+V="$d/ds/val.parquet"
+C=(--cache-dir "$d/cache")
+RECIPE=(--backbone "$MODEL" --batch 16 --epochs 6 --fine-tune-last 4 --fine-tune-epochs 4 --fine-tune-lr 1e-4
+        --early-stopping monitor=val_acc,patience=2 "${C[@]}")
+
+# ---- the two-phase recipe
+if "$FTL" train "$T" --val "$V" "${RECIPE[@]}" --out "$d/model.ftl" --log "$d/run.jsonl" \
+    --checkpoint "$d/ckpt/c-{epoch}.ckpt" >"$d/train.out" 2>"$d/train.err"; then
+    pass two_phase_recipe_runs
+else
+    fail two_phase_recipe_runs "$(tail -5 "$d/train.err")"
+fi
+grep -q '^Fine-tuning 9 nodes (last 4, 882560 values) with the head at lr 0.0001; epoch 0: val_acc ' "$d/train.out" &&
+    [ -f "$d/ckpt/fine-tune-c-1.ckpt" ] && [ -f "$d/ckpt/c-1.ckpt" ] &&
+    pass phase_2_announced_with_its_own_checkpoints || fail phase_2_announced_with_its_own_checkpoints "$(tail -8 "$d/train.out")"
+"$FTL" eval "$d/model.ftl" "$V" --json "$d/eval.json" --quiet >/dev/null 2>"$d/eval.err" || fail fine_tuned_eval_runs "$(cat "$d/eval.err")"
+$READ_ST "$d/model.ftl" >"$d/model.json" || fail fine_tuned_model_readable "independent safetensors reader failed"
+$PY - "$d" "$MODEL" <<'PYEOF' && pass phase_2_never_worse_and_eval_reproduces_it || fail phase_2_never_worse_and_eval_reproduces_it "see log"
+import json, sys
+d = sys.argv[1]
+recs = [json.loads(l) for l in open(d + "/run.jsonl")]
+runs = [i for i, r in enumerate(recs) if r["record"] == "run"]
+assert len(runs) == 2 and recs[runs[1]].get("phase") == "fine-tune", [recs[i] for i in runs]
+p1 = [r for r in recs[runs[0]:runs[1]] if r["record"] == "epoch"]
+p2 = [r for r in recs[runs[1]:] if r["record"] == "epoch"]
+best1 = max(r["val_acc"] for r in p1)
+meta = json.load(open(d + "/model.json"))["metadata"]
+m = json.loads(meta["ftl.metrics"])
+print("phase 1 best", best1, "phase 2 epochs", [r["val_acc"] for r in p2], "model", m)
+assert m["val_acc"] >= best1 and m["val_acc"] == max([best1] + [r["val_acc"] for r in p2]), m
+e = json.load(open(d + "/eval.json"))
+print("eval", e["top1"], e["loss"])
+assert round(e["top1"] * 153) == round(m["val_acc"] * 153), (e["top1"], m["val_acc"])
+assert abs(e["loss"] - m["val_loss"]) < 1e-4, (e["loss"], m["val_loss"])
+PYEOF
+$PY - "$d/model.json" "$MODEL" <<'PYEOF' && pass tuned_tensors_named_as_onnx_initializers || fail tuned_tensors_named_as_onnx_initializers "see log"
+import json, sys
+import numpy as np, onnx
+from onnx import numpy_helper
+m = json.load(open(sys.argv[1]))
+meta, tensors = m["metadata"], m["tensors"]
+assert meta["ftl.format"] == "ftl-model-2" and meta["ftl.fine_tuned_tensors"] == "8" and meta["ftl.fine_tune_cut"] == "last 4", meta
+inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(sys.argv[2]).graph.initializer}
+tuned = {k[len("backbone/"):]: np.array(v["values"], dtype=np.float32) for k, v in tensors.items() if k.startswith("backbone/")}
+assert len(tuned) == 8, list(tuned)
+moved = 0
+for name, values in tuned.items():
+    assert name in inits and inits[name].size == values.size, name
+    moved += float(np.abs(inits[name].ravel() - values).max()) > 0
+print("tuned tensors that moved", moved, "of", len(tuned))
+assert moved >= 1
+PYEOF
+
+# ---- SIGKILL in phase 2, then --resume: the same bytes as an uninterrupted run
+KR=(--backbone "$MODEL" --batch 16 --epochs 3 --fine-tune-last 4 --fine-tune-epochs 3 --fine-tune-lr 1e-4 "${C[@]}" --quiet)
+"$FTL" train "$T" --val "$V" "${KR[@]}" --out "$d/straight.ftl" >/dev/null 2>&1
+FTL_TEST_STEP_SLEEP_MS=60 "$FTL" train "$T" --val "$V" "${KR[@]}" --out "$d/killed.ftl" \
+    --checkpoint "$d/kckpt/c-{epoch}.ckpt" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 6000); do [ -f "$d/kckpt/fine-tune-c-1.ckpt" ] && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+if [ -f "$d/kckpt/fine-tune-c-1.ckpt" ] && [ ! -f "$d/kckpt/fine-tune-c-3.ckpt" ] && [ ! -f "$d/killed.ftl" ]; then
+    pass killed_in_phase_2
+else
+    fail killed_in_phase_2 "no phase-2 checkpoint, or the run had already finished"
+fi
+"$FTL" train "$T" --val "$V" "${KR[@]}" --out "$d/killed.ftl" --checkpoint "$d/kckpt/c-{epoch}.ckpt" \
+    --resume "$d/kckpt/fine-tune-c-1.ckpt" >/dev/null 2>"$d/resume.err" || fail phase_2_resume_runs "$(cat "$d/resume.err")"
+cmp -s "$d/straight.ftl" "$d/killed.ftl" && pass phase_2_resume_byte_identical || fail phase_2_resume_byte_identical "models differ"
+"$FTL" inspect "$d/kckpt/fine-tune-c-1.ckpt" --json >"$d/ckpt.json" 2>/dev/null &&
+    "$FTL" inspect "$MODEL" --fine-tune-last 4 >"$d/cut.txt" 2>/dev/null &&
+    $PY - "$d" <<'PYEOF' && pass inspect_phase_2_checkpoint || fail inspect_phase_2_checkpoint "see log"
+import json, re, sys
+d = sys.argv[1]
+c = json.load(open(d + "/ckpt.json"))
+values = int(re.search(r"([\d,]+) values", open(d + "/cut.txt").read()).group(1).replace(",", ""))
+assert c["kind"] == "checkpoint" and c["backbone"]["fine_tune_cut"] == "last 4", c
+assert c["backbone"]["fine_tuning_values"] == values == 882560, (c, values)
+PYEOF
+
+# ---- the boundary cache off (the bottom recomputed every batch) trains the same model
+BC=(--backbone "$MODEL" --batch 16 --epochs 2 --fine-tune-last 4 --fine-tune-epochs 2 --fine-tune-lr 1e-4 "${C[@]}" --quiet)
+"$FTL" train "$T" --val "$V" "${BC[@]}" --out "$d/cached.ftl" >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${BC[@]}" --out "$d/recomputed.ftl" --no-feature-cache >/dev/null 2>&1
+$READ_ST "$d/cached.ftl" >"$d/cached.json" && $READ_ST "$d/recomputed.ftl" >"$d/recomputed.json" &&
+    $PY - "$d/cached.json" "$d/recomputed.json" <<'PYEOF' && pass boundary_cache_off_gives_the_same_model || fail boundary_cache_off_gives_the_same_model "see log"
+import json, sys
+import numpy as np
+a, b = json.load(open(sys.argv[1]))["tensors"], json.load(open(sys.argv[2]))["tensors"]
+assert sorted(a) == sorted(b) and len(a) == 10, sorted(a)
+worst = max(float(np.abs(np.array(a[k]["values"], dtype=np.float64) - np.array(b[k]["values"], dtype=np.float64)).max()) for k in a)
+print("max weight difference", worst)
+assert worst <= 1e-4, worst
+PYEOF
+
+# ---- a cut crossed by two tensors (a residual Add and the last block's depthwise output)
+"$FTL" inspect "$MODEL" --fine-tune-last 5 | grep -c '^boundary' | grep -qx 2 || fail two_boundary_cut_exists "last 5 should have 2 boundary tensors"
+"$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --fine-tune-last 5 --fine-tune-epochs 1 --fine-tune-lr 1e-4 \
+    "${C[@]}" --out "$d/two.ftl" --quiet >/dev/null 2>"$d/two.err" &&
+    "$FTL" eval "$d/two.ftl" "$V" --json "$d/two_eval.json" --quiet >/dev/null 2>>"$d/two.err" &&
+    $READ_ST "$d/two.ftl" >"$d/two.json" &&
+    $PY - "$d" <<'PYEOF' && pass two_boundary_cut_trains_and_eval_reproduces || fail two_boundary_cut_trains_and_eval_reproduces "$(tail -3 "$d/two.err")"
+import json, sys
+d = sys.argv[1]
+m = json.loads(json.load(open(d + "/two.json"))["metadata"]["ftl.metrics"])
+e = json.load(open(d + "/two_eval.json"))
+assert round(e["top1"] * 153) == round(m["val_acc"] * 153) and abs(e["loss"] - m["val_loss"]) < 1e-4, (e, m)
+PYEOF
+
+# ---- --fine-tune-only --init: phase 2 alone, its epoch 0 the given model measured on this val set
+"$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 3 "${C[@]}" --out "$d/head.ftl" --quiet >/dev/null 2>&1
+"$FTL" eval "$d/head.ftl" "$V" --json "$d/head_eval.json" --quiet >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" --backbone "$MODEL" --fine-tune-only --init "$d/head.ftl" --fine-tune-last 4 \
+    --fine-tune-epochs 1 --fine-tune-lr 1e-4 "${C[@]}" --out "$d/only.ftl" >"$d/only.out" 2>"$d/only.err" &&
+    $PY - "$d" <<'PYEOF' && pass fine_tune_only_starts_from_init || fail fine_tune_only_starts_from_init "$(tail -3 "$d/only.err")"
+import json, re, sys
+d = sys.argv[1]
+out = open(d + "/only.out").read()
+epoch0 = float(re.search(r"epoch 0: val_acc ([\d.]+)", out).group(1))
+e = json.load(open(d + "/head_eval.json"))
+print("epoch 0", epoch0, "eval of --init", e["top1"])
+assert abs(epoch0 - e["top1"]) < 1e-4 and "Epoch 1/1" in out and "phase 1" not in out, out
+PYEOF
+
+# ---- refusals, before any work where possible
+head -c 6000 "$d/kckpt/fine-tune-c-1.ckpt" >"$d/truncated.ckpt"
+expect_error phase_2_truncated_checkpoint_refused 1 'truncated.ckpt' \
+    "$FTL_SAN" train "$T" --val "$V" "${KR[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"
+expect_error phase_2_checkpoint_of_another_cut_refused 2 'fine-tunes the cut "last 4", this run "last 5"' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --fine-tune-last 5 "${C[@]}" --out "$d/t.ftl" \
+    --resume "$d/kckpt/fine-tune-c-1.ckpt"
+expect_error phase_2_checkpoint_without_the_cut_refused 2 'fine-tuning checkpoint; give the same --fine-tune-last' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" "${C[@]}" --out "$d/t.ftl" --resume "$d/kckpt/fine-tune-c-1.ckpt"
+expect_error init_without_fine_tune_only_refused 2 '--init MODEL.ftl goes with --fine-tune-only' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --fine-tune-last 4 --init "$d/head.ftl" --out "$d/t.ftl"
+expect_error fine_tune_only_without_init_refused 2 'give --init MODEL.ftl' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --fine-tune-last 4 --fine-tune-only --out "$d/t.ftl"
+expect_error fine_tune_last_too_many_refused 2 '1000' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --fine-tune-only --init "$d/head.ftl" --fine-tune-last 1000 \
+    "${C[@]}" --out "$d/t.ftl"
+expect_error fine_tune_from_unknown_tensor_refused 2 'no_such_tensor' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --fine-tune-only --init "$d/head.ftl" --fine-tune-from no_such_tensor \
+    "${C[@]}" --out "$d/t.ftl"
+# a reader refuses a model format it does not know (as ftl-model-1 readers refuse ftl-model-2)
+$PY - "$d/model.ftl" "$d/future.ftl" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+h["__metadata__"]["ftl.format"] = "ftl-model-3"
+hb = json.dumps(h).encode()
+hb += b" " * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PYEOF
+expect_error newer_model_format_refused 1 'ftl-model-3' "$FTL_SAN" eval "$d/future.ftl" "$V" --quiet
+finish
