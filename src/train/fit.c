@@ -127,6 +127,7 @@ void ftl_trainer_free(ftl_trainer *t) {
     free(t->grads);
     free(t->top_features);
     free(t->top_dfeatures);
+    free(t->grads_sum);
     ftl_optimizer_free(&t->opt);
     ftl_early_stopping_free(&t->es);
     for (size_t i = 0; i < t->history_count; i++) free((char *)t->history[i].checkpoint);
@@ -309,27 +310,41 @@ static void test_hooks(int rank, int64_t step) {
     if (rank == stall_rank && step == stall_step && stall_seconds > 0) usleep((useconds_t)(stall_seconds * 1e6));
 }
 
-/* One batch's gradient into the block: the head's, and with a top, back through it. */
+/* One batch's gradient into the block: the head's, and with a top, back through it. A rank can
+ * hold more of a global batch's rows than the top takes at once (the feature-cache order gives
+ * each rank the rows it stores): they go through in chunks whose gradients add up. */
 static ftl_status train_step(ftl_trainer *t, const ftl_feature_batch *b, const ftl_row_draws *draws,
                              ftl_metric_counts *counts, double *top_seconds) {
     float scale = (float)(1.0 / (double)b->global_count);
     const ftl_fit_top *top = t->config.top;
     if (!top) return ftl_head_train_batch(&t->head, b->features, b->labels, b->count, draws, scale, counts);
-    if (b->count > (size_t)top->max_rows)
-        return ftl_fail(FTL_E_INTERNAL, "a batch of %zu rows exceeds the trained top's %lld", b->count, (long long)top->max_rows);
-    /* A rank holding none of the global batch's rows still takes part: its gradient is zero. */
-    double t0 = ftl_now();
-    if (b->count > 0) FTL_TRY(top->forward(top->ctx, b->features, b->count, t->top_features));
-    double t1 = ftl_now();
-    FTL_TRY(ftl_head_train_batch(&t->head, t->top_features, b->labels, b->count, draws, scale, counts));
-    double t2 = ftl_now();
-    if (b->count > 0) {
-        FTL_TRY(ftl_head_input_grad(&t->head, b->count, draws, t->top_dfeatures));
-        FTL_TRY(top->backward(top->ctx, t->top_dfeatures, b->count));
-    } else {
+    *top_seconds = 0;
+    size_t rows = (size_t)top->max_rows, chunks = (b->count + rows - 1) / rows;
+    if (b->count == 0) { /* this rank holds none of the rows: its part of the sum is zero */
+        FTL_TRY(ftl_head_train_batch(&t->head, NULL, b->labels, 0, draws, scale, counts));
         memset(t->grads + t->head.param_count, 0, top->param_count * sizeof(float));
+        return FTL_OK;
     }
-    *top_seconds = (t1 - t0) + (ftl_now() - t2);
+    if (chunks > 1 && !t->grads_sum) t->grads_sum = ftl_train_alloc_floats(t->param_count);
+    for (size_t c = 0; c < chunks; c++) {
+        size_t at = c * rows, n = b->count - at < rows ? b->count - at : rows;
+        ftl_row_draws d = *draws;
+        if (d.positions) d.positions += at;
+        else d.position_base += (int64_t)at;
+        double t0 = ftl_now();
+        FTL_TRY(top->forward(top->ctx, b->features + at * (size_t)top->in_dim, n, t->top_features));
+        double t1 = ftl_now();
+        FTL_TRY(ftl_head_train_batch(&t->head, t->top_features, b->labels + at, n, &d, scale, counts));
+        double t2 = ftl_now();
+        FTL_TRY(ftl_head_input_grad(&t->head, n, &d, t->top_dfeatures));
+        FTL_TRY(top->backward(top->ctx, t->top_dfeatures, n));
+        *top_seconds += (t1 - t0) + (ftl_now() - t2);
+        if (chunks == 1) break;
+        if (c == 0) memcpy(t->grads_sum, t->grads, t->param_count * sizeof(float));
+        else
+            for (size_t i = 0; i < t->param_count; i++) t->grads_sum[i] += t->grads[i];
+    }
+    if (chunks > 1) memcpy(t->grads, t->grads_sum, t->param_count * sizeof(float));
     return FTL_OK;
 }
 

@@ -24,6 +24,7 @@ struct ftl_trainer {
     float *params, *grads;    /* the one block: head, then config.top's values */
     size_t param_count;
     float *top_features, *top_dfeatures; /* [top->max_rows x D] */
+    float *grads_sum;         /* a batch's gradient over several top chunks (allocated when needed) */
     ftl_optimizer opt;
     ftl_early_stopping es;
     bool tracking;            /* the monitored metric is measured (validation present for val_*) */

@@ -6,11 +6,11 @@
 source "$(dirname "$0")/lib.sh"
 d=$(scratch dist)
 if ! command -v mpirun >/dev/null 2>&1; then
-    for t in collectives same_model resume prep eval stall kill mismatch; do skip "dist_$t" "mpirun (openmpi-bin) is not installed"; done
+    for t in collectives same_model fine_tune_same_model resume prep eval stall kill mismatch; do skip "dist_$t" "mpirun (openmpi-bin) is not installed"; done
     finish
 fi
 if ! "$FTL" --version | grep -q 'Open MPI'; then
-    for t in collectives same_model resume prep eval stall kill mismatch; do skip "dist_$t" "this ftl was built without MPI"; done
+    for t in collectives same_model fine_tune_same_model resume prep eval stall kill mismatch; do skip "dist_$t" "this ftl was built without MPI"; done
     finish
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -122,6 +122,30 @@ PYEOF
 same_model dist_same_model_np1_np2 np1 np2
 same_model dist_same_model_np1_np4 np1 np4
 same_model dist_same_model_np2_streamed np1 np2s
+# fine-tuning (phase 2) under 2 ranks: one allreduce over head and top, the same model as one process
+FT=(--fine-tune-last 2 --fine-tune-epochs 2 --fine-tune-lr 1e-4)
+"${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 3 "${FT[@]}" --batch 16 --threads 1 --cache-dir "$d/cache" \
+    --out "$d/ft2.ftl" --log "$d/ft2.jsonl" >/dev/null 2>"$d/ft2.err" || fail dist_fine_tune_np2_runs "$(tail -3 "$d/ft2.err")"
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 3 "${FT[@]}" --batch 32 --cache-dir "$d/cache" \
+    --out "$d/ft1.ftl" --log "$d/ft1.jsonl" >/dev/null 2>"$d/ft1.err" || fail dist_fine_tune_np1_runs "$(tail -3 "$d/ft1.err")"
+$READ_ST "$d/ft1.ftl" >"$d/ft1.json" 2>/dev/null && $READ_ST "$d/ft2.ftl" >"$d/ft2.json" 2>/dev/null &&
+    $PY - "$d/ft1" "$d/ft2" <<'PYEOF' && pass dist_fine_tune_same_model_np1_np2 || fail dist_fine_tune_same_model_np1_np2 "see log"
+import json, sys
+a, b = sys.argv[1], sys.argv[2]
+epochs = lambda f: [r for r in map(json.loads, open(f)) if r.get("record") == "epoch"]
+la, lb = epochs(a + ".jsonl"), epochs(b + ".jsonl")
+assert len(la) == len(lb) == 5, (len(la), len(lb))  # 3 head epochs, then 2 fine-tuning
+for x, y in zip(la, lb):
+    for k in ("loss", "acc", "val_loss", "val_acc"):
+        assert abs(x[k] - y[k]) <= 1e-4 * max(1, abs(x[k])), (k, x["epoch"], x[k], y[k])
+ma, mb = json.load(open(a + ".json"))["tensors"], json.load(open(b + ".json"))["tensors"]
+assert sorted(ma) == sorted(mb) and len([t for t in ma if t.startswith("backbone/")]) == 4, sorted(ma)
+for t in ma:
+    va, vb = [float(v) for v in ma[t]["values"]], [float(v) for v in mb[t]["values"]]
+    worst = max(abs(p - q) / max(1e-3, abs(p)) for p, q in zip(va, vb))
+    assert worst <= 1e-3, (t, worst)
+print("same fine-tuned model", a, b)
+PYEOF
 grep -q 'streaming them' "$d/np2s.err" && pass dist_streamed_features_used || fail dist_streamed_features_used "$(head -3 "$d/np2s.err")"
 [ "$(grep -c '^Epoch\|^train:' "$d/np2.out")" -eq "$(grep -c '^Epoch\|^train:' "$d/np1.out")" ] && [ "$(wc -l <"$d/np2.jsonl")" -eq "$(wc -l <"$d/np1.jsonl")" ] &&
     pass dist_rank0_alone_logs || fail dist_rank0_alone_logs "$(wc -l "$d/np2.jsonl" "$d/np1.jsonl")"
