@@ -39,6 +39,7 @@ typedef struct ftl_export_result {
     int backbone_nodes;          /* kept (pruned at the feature tensor) */
     int nodes_total;
     int nodes_rewritten;         /* by the opset conversion */
+    int tuned_tensors;           /* a fine-tuned model's tensors written in place of the backbone's initializers */
     int classes;
     int image_size;              /* S of the uint8 input */
     int height, width;           /* the backbone's input */

@@ -55,6 +55,7 @@ int cli_cmd_export(int argc, char **argv) {
                (long long)r.ir_version, r.backbone_nodes, r.backbone_opset);
         if (r.nodes_rewritten) printf(", %d rewritten for opset %d", r.nodes_rewritten, r.opset);
         printf("; %d nodes in all)\n", r.nodes_total);
+        if (r.tuned_tensors) printf("fine-tuned: %d backbone tensors in place of the file's\n", r.tuned_tensors);
         if (o.input == FTL_EXPORT_INPUT_UINT8_NHWC)
             printf("input: images uint8 [N,%d,%d,3]%s\n", r.image_size, r.image_size,
                    r.resized ? "" : " (the backbone's size: no resize)");

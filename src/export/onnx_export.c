@@ -111,6 +111,44 @@ typedef struct export_job {
     backbone_graph bg;
 } export_job;
 
+/* A fine-tuned model's tensors replace the backbone's initializers of the same names (before any
+ * opset conversion), so the export computes what ftl eval does. The identity recorded with them is
+ * checked first: never the frozen weights, or damaged ones, under a head trained for the tuned. */
+static ftl_status put_tuned_tensors(export_job *j, backbone_graph *bg) {
+    const ftl_classifier *clf = &j->clf;
+    if (clf->n_tuned == 0) return FTL_OK;
+    char identity[65];
+    ftl_model_identity_of(j->facts.sha256, clf->tuned, clf->n_tuned, identity);
+    const char *saved = ftl_classifier_metadata(clf, FTL_MODEL_META_BACKBONE_IDENTITY);
+    if (!saved || strcmp(saved, identity) != 0)
+        return ftl_fail(FTL_E_FORMAT, "%s: its fine-tuned backbone tensors give identity %.16s..., the file records %.16s... "
+                        "(a damaged or edited model)", j->o->model_path, identity, saved ? saved : "none");
+    for (int k = 0; k < clf->n_tuned; k++) {
+        const ftl_tensor_override *ov = &clf->tuned[k];
+        size_t at = bg->n_inits;
+        for (size_t i = 0; i < bg->n_inits; i++)
+            if (bg->inits[i]->name && strcmp(bg->inits[i]->name, ov->name) == 0) at = i;
+        if (at == bg->n_inits)
+            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' is no initializer that computes the features of %s",
+                            j->o->model_path, ov->name, j->backbone_path);
+        const Onnx__TensorProto *src = bg->inits[at];
+        int64_t count = 1;
+        for (size_t d = 0; d < src->n_dims; d++) count *= src->dims[d];
+        if (src->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || count != ov->count)
+            return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' has %lld floats; the backbone's initializer is not a "
+                            "float tensor of that size", j->o->model_path, ov->name, (long long)ov->count);
+        Onnx__TensorProto *t = ob_alloc(&j->b, sizeof *t);
+        *t = *src;
+        t->n_float_data = 0;
+        t->float_data = NULL;
+        t->has_raw_data = 1;
+        t->raw_data.data = (uint8_t *)ov->data; /* little-endian floats, owned by clf until the file is written */
+        t->raw_data.len = (size_t)ov->count * sizeof(float);
+        bg->inits[at] = t;
+    }
+    return FTL_OK;
+}
+
 static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     const ftl_export_options *o = j->o;
     onnx_builder *b = &j->b;
@@ -120,6 +158,8 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     backbone_graph *bg = &j->bg;
     res->backbone_opset = (int)bg->opset;
     res->backbone_nodes = (int)bg->n_nodes;
+    FTL_TRY(put_tuned_tensors(j, bg));
+    res->tuned_tensors = j->clf.n_tuned;
     FTL_TRY(opset_convert(b, bg, o->opset, &res->nodes_rewritten));
     int64_t batch = input_batch(bg->input);
     if (batch > 0)
@@ -260,9 +300,6 @@ ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) 
     export_job j = {.o = o};
     FTL_TRY(ftl_classifier_load(o->model_path, &j.clf));
     ftl_status st = classifier_recipe_read(&j.clf, o->model_path, &j.recipe);
-    if (st == FTL_OK && j.clf.n_tuned > 0) /* never write the frozen weights under a head trained for tuned ones */
-        st = ftl_fail(FTL_E_UNSUPPORTED, "%s holds %d fine-tuned backbone tensors; exporting a fine-tuned model is not "
-                      "supported yet", o->model_path, j.clf.n_tuned);
     if (st == FTL_OK) st = classifier_backbone_locate(&j.recipe, o->model_path, o->backbone_path, &j.backbone_path);
     if (st == FTL_OK) st = check_backbone(j.backbone_path, &j.recipe, &j.clf, o->model_path, &j.facts);
     if (st == FTL_OK && j.recipe.precision != FTL_NN_FP32)

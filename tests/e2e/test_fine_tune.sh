@@ -65,6 +65,31 @@ print("tuned tensors that moved", moved, "of", len(tuned))
 assert moved >= 1
 PYEOF
 
+# ---- ftl export writes the tuned tensors: ONNX Runtime gives ftl eval's probabilities on every val image
+ORT=(node "$INTEROP/onnx_run.mjs")
+"$FTL" eval "$d/model.ftl" "$V" --predictions "$d/pred.csv" --quiet >/dev/null 2>&1
+node "$(dirname "$0")/../tools/dataset_images_npy.mjs" "$V" "$d/v.npy" >/dev/null &&
+    "$FTL_SAN" export "$d/model.ftl" "$d/model.onnx" >"$d/export.out" 2>"$d/export.err" &&
+    grep -q '^fine-tuned: 8 backbone tensors in place of the file' "$d/export.out" &&
+    "${ORT[@]}" "$d/model.onnx" "$d/v.npy" "$d/ort.npy" --threads 2 >/dev/null &&
+    $PY "$(dirname "$0")/export_check.py" compare "$d/ort.npy" "$d/pred.csv" &&
+    pass export_of_fine_tuned_model_matches_eval_in_onnx_runtime ||
+    fail export_of_fine_tuned_model_matches_eval_in_onnx_runtime "$(cat "$d/export.err")"
+# a tuned tensor edited after training no longer matches the identity recorded with it: refused
+$PY - "$d/model.ftl" "$d/edited.ftl" <<'PYEOF'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+name = next(k for k in h if k.startswith("backbone/"))
+at = 8 + n + h[name]["data_offsets"][0]
+raw[at:at + 4] = struct.pack("<f", struct.unpack("<f", raw[at:at + 4])[0] + 1.0)
+open(sys.argv[2], "wb").write(raw)
+PYEOF
+expect_error export_of_edited_tuned_tensors_refused 1 'edited.ftl: its fine-tuned backbone tensors give identity .*damaged or edited' \
+    "$FTL_SAN" export "$d/edited.ftl" "$d/edited.onnx"
+expect_error eval_of_edited_tuned_tensors_refused 1 'damaged or edited' "$FTL_SAN" eval "$d/edited.ftl" "$V" --quiet
+
 # ---- SIGKILL in phase 2, then --resume: the same bytes as an uninterrupted run
 KR=(--backbone "$MODEL" --batch 16 --epochs 3 --fine-tune-last 4 --fine-tune-epochs 3 --fine-tune-lr 1e-4 "${C[@]}" --quiet)
 "$FTL" train "$T" --val "$V" "${KR[@]}" --out "$d/straight.ftl" >/dev/null 2>&1

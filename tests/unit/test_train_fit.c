@@ -694,18 +694,6 @@ TEST(train_model_file_with_fine_tuned_tensors) {
     CHECK_CONTAINS(text, "ftl model (ftl-model-2)");
     CHECK_CONTAINS(text, "fine-tuned: 2 tensors (8 values)");
     free(text);
-    /* ftl export refuses it rather than writing the frozen backbone under a head trained for the tuned one */
-    ftl_kv full[] = {{FTL_MODEL_META_CLASSES, "[\"ants\",\"bees\"]"}, {FTL_MODEL_META_BACKBONE_PATH, "b.onnx"},
-                     {FTL_MODEL_META_BACKBONE_SHA256, SHA_A}, {FTL_MODEL_META_FEATURE_TENSOR, "features"},
-                     {FTL_MODEL_META_INPUT_SIZE, "224"}, {FTL_MODEL_META_INPUT_SCALING, "{\"scale\":\"tf\"}"}};
-    REQUIRE_OK(ftl_classifier_save_tuned(path, &h, full, 6, tuned, 2));
-    ftl_export_options eo;
-    ftl_export_options_init(&eo);
-    eo.model_path = path;
-    eo.output_path = newer;
-    ftl_export_result er;
-    CHECK(ftl_export_onnx(&eo, &er) == FTL_E_UNSUPPORTED);
-    CHECK_CONTAINS(ftl_last_error(), "holds 2 fine-tuned backbone tensors; exporting a fine-tuned model is not supported");
     /* without tuned tensors the file is exactly a frozen-backbone model */
     REQUIRE_OK(ftl_classifier_save_tuned(path, &h, meta, 1, NULL, 0));
     REQUIRE_OK(ftl_classifier_load(path, &m));
