@@ -60,6 +60,8 @@ typedef struct ftl_batch {
     int64_t epoch, step;       /* 0-based epoch, and batch index within it */
     bool last_in_epoch;
     const int32_t *labels;     /* rows */
+    const int64_t *row_index;  /* rows: each row's number in the dataset (all sources, 0-based) */
+    const int64_t *row_pass;   /* rows: the pass over the data it was drawn in (0-based) */
     const uint8_t *values;     /* rows x row_bytes */
     int64_t row_bytes;
     const char *const *paths;  /* rows, when path_column was given; else NULL */

@@ -33,6 +33,7 @@ typedef struct batch_slot {
     ftl_status status;
     char *error;
     int32_t *labels;
+    int64_t *row_index, *row_pass;
     uint8_t *values;
     char **paths;
 } batch_slot;
@@ -242,6 +243,7 @@ static void *reader_main(void *arg) {
 typedef struct assembly {
     ftl_loader *l;
     int64_t epoch, step;          /* of the batch being filled */
+    int64_t pass;                 /* the pass whose rows are being emitted */
     int64_t emitted_in_pass, skip;
     batch_slot *batch;            /* being filled, NULL when none */
     bool finished;                /* all epochs done */
@@ -280,7 +282,7 @@ static void publish_batch(assembly *a, bool last_in_epoch) {
     }
 }
 
-static void emit_row(void *ctx, int32_t label, const uint8_t *value, const char *path) {
+static void emit_row(void *ctx, int32_t label, int64_t index, const uint8_t *value, const char *path) {
     assembly *a = ctx;
     ftl_loader *l = a->l;
     if (a->finished || a->failed) return;
@@ -298,6 +300,8 @@ static void emit_row(void *ctx, int32_t label, const uint8_t *value, const char 
     batch_slot *b = a->batch;
     int64_t r = b->meta.rows++;
     b->labels[r] = label;
+    b->row_index[r] = index;
+    b->row_pass[r] = a->pass;
     memcpy(b->values + r * l->plan.row_bytes, value, (size_t)l->plan.row_bytes);
     if (b->paths) {
         free(b->paths[r]);
@@ -332,6 +336,7 @@ static void *assembler_main(void *arg) {
     if (l->o.epochs > 0 && a.epoch >= l->o.epochs) a.finished = true;
     for (int64_t pass = l->start_pass; !a.finished && !a.failed; pass++) {
         a.emitted_in_pass = 0;
+        a.pass = pass;
         shuffle_buffer_reseed(sb, loader_mix_seed(l->o.seed, pass, p->shard, 2));
         for (int i = 0; i < p->piece_count && !a.failed && !a.finished; i++) {
             int64_t seq = pass * p->piece_count + i;
@@ -339,7 +344,9 @@ static void *assembler_main(void *arg) {
             pthread_mutex_lock(&l->lock);
             while (!l->stop && !slot->ready) pthread_cond_wait(&l->piece_ready, &l->lock);
             bool stopping = l->stop;
+            const loader_piece *pc = &p->pieces[piece_for_sequence(l, seq)];
             pthread_mutex_unlock(&l->lock);
+            int64_t first_row = p->files[pc->file].row_group_first_row[pc->row_group] + pc->row_begin;
             if (stopping) {
                 a.failed = true;
                 break;
@@ -351,7 +358,7 @@ static void *assembler_main(void *arg) {
             }
             const loader_rows *r = &slot->rows;
             for (int64_t k = 0; k < r->rows && !a.finished && !a.failed; k++)
-                shuffle_buffer_push(sb, r->labels[k], r->values + k * p->row_bytes,
+                shuffle_buffer_push(sb, r->labels[k], first_row + k, r->values + k * p->row_bytes,
                                     r->has_paths ? r->path_data + r->path_offsets[k] : NULL, emit_row, &a);
             pthread_mutex_lock(&l->lock);
             slot->ready = false;
@@ -373,8 +380,8 @@ typedef struct index_sink {
     int64_t count, limit;
 } index_sink;
 
-static void collect_index(void *ctx, int32_t label, const uint8_t *value, const char *path) {
-    (void)label, (void)path;
+static void collect_index(void *ctx, int32_t label, int64_t index, const uint8_t *value, const char *path) {
+    (void)label, (void)path, (void)index;
     index_sink *s = ctx;
     if (s->count >= s->limit) return; /* the equal-batches trim, as emit_row */
     memcpy(&s->rows[s->count++], value, sizeof(int64_t));
@@ -403,7 +410,7 @@ ftl_status ftl_loader_pass_rows(const ftl_loader_options *o, int64_t pass, int64
         int64_t first = p.files[pc->file].row_group_first_row[pc->row_group];
         for (int64_t r = pc->row_begin; r < pc->row_end; r++) {
             int64_t global = first + r;
-            shuffle_buffer_push(&sb, 0, (const uint8_t *)&global, NULL, collect_index, &sink);
+            shuffle_buffer_push(&sb, 0, global, (const uint8_t *)&global, NULL, collect_index, &sink);
         }
     }
     shuffle_buffer_drain(&sb, collect_index, &sink);
@@ -561,8 +568,10 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
     for (int i = 0; i < BATCH_RING; i++) {
         l->batches[i].labels = malloc((size_t)l->o.batch_size * sizeof(int32_t));
         l->batches[i].values = malloc((size_t)l->o.batch_size * (size_t)p->row_bytes);
+        l->batches[i].row_index = malloc((size_t)l->o.batch_size * sizeof(int64_t));
+        l->batches[i].row_pass = malloc((size_t)l->o.batch_size * sizeof(int64_t));
         if (l->o.path_column) l->batches[i].paths = calloc((size_t)l->o.batch_size, sizeof(char *));
-        if (!l->batches[i].labels || !l->batches[i].values || (l->o.path_column && !l->batches[i].paths)) {
+        if (!l->batches[i].labels || !l->batches[i].values || !l->batches[i].row_index || !l->batches[i].row_pass || (l->o.path_column && !l->batches[i].paths)) {
             ftl_status st = ftl_fail(FTL_E_NOMEM, "not enough memory for batches of %d rows of %lld bytes (%.1f GiB each)",
                                      l->o.batch_size, (long long)p->row_bytes,
                                      (double)l->o.batch_size * (double)p->row_bytes / (double)(1 << 30));
@@ -607,6 +616,8 @@ ftl_status ftl_loader_next(ftl_loader *l, ftl_batch *batch) {
     }
     *batch = b->meta;
     batch->labels = b->labels;
+    batch->row_index = b->row_index;
+    batch->row_pass = b->row_pass;
     batch->values = b->values;
     batch->paths = (const char *const *)b->paths;
     if (b->meta.rows == 0) {
@@ -643,6 +654,8 @@ void ftl_loader_close(ftl_loader *l) {
     free(l->slots);
     for (int i = 0; i < BATCH_RING; i++) {
         free(l->batches[i].labels);
+        free(l->batches[i].row_index);
+        free(l->batches[i].row_pass);
         free(l->batches[i].values);
         if (l->batches[i].paths)
             for (int k = 0; k < l->o.batch_size; k++) free(l->batches[i].paths[k]);

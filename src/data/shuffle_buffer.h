@@ -8,12 +8,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef void (*shuffle_emit_fn)(void *ctx, int32_t label, const uint8_t *value, const char *path);
+/* index: the caller's number for the row (the loader: its row in the dataset), carried along. */
+typedef void (*shuffle_emit_fn)(void *ctx, int32_t label, int64_t index, const uint8_t *value, const char *path);
 
 typedef struct shuffle_buffer {
     int64_t capacity, count, row_bytes;
     bool with_paths;
     int32_t *labels;
+    int64_t *indices;
     uint8_t *values;
     char **paths;
     ftl_rng rng;
@@ -24,8 +26,8 @@ bool shuffle_buffer_init(shuffle_buffer *b, int64_t capacity, int64_t row_bytes,
 void shuffle_buffer_reseed(shuffle_buffer *b, uint64_t seed);
 /* Adds a row; when the buffer is full first emits a random buffered row. capacity <= 1: the row
  * is emitted straight away. */
-void shuffle_buffer_push(shuffle_buffer *b, int32_t label, const uint8_t *value, const char *path, shuffle_emit_fn emit,
-                         void *ctx);
+void shuffle_buffer_push(shuffle_buffer *b, int32_t label, int64_t index, const uint8_t *value, const char *path,
+                         shuffle_emit_fn emit, void *ctx);
 void shuffle_buffer_drain(shuffle_buffer *b, shuffle_emit_fn emit, void *ctx);
 void shuffle_buffer_free(shuffle_buffer *b);
 

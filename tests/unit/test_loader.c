@@ -463,6 +463,45 @@ TEST(loader_pass_rows_equal_the_streamed_sequence) {
     free(path);
 }
 
+/* Each row's dataset index and pass travel with it through the shuffle (the flip draws key on them):
+ * the index is the row's own (its value bytes), the pass the one ftl_loader_pass_rows puts it in. */
+TEST(loader_rows_carry_their_index_and_pass) {
+    const char *dir = ftl_test_scratch_dir();
+    int groups[] = {17, 6, 30};
+    char *path = write_dataset(dir, "d.parquet", 301, groups, 3, 3, 1, ROW_BYTES);
+    const char *src[1] = {path};
+    struct { int shard, shards; int64_t buffer, steps; } cases[] = {{0, 1, 400, 0}, {1, 3, 50, 0}, {0, 2, 7, 5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ftl_loader_options o = options_for(src, 8);
+        o.shard = cases[c].shard, o.num_shards = cases[c].shards;
+        o.shuffle_buffer = cases[c].buffer, o.steps_per_epoch = cases[c].steps, o.epochs = 4;
+        ftl_loader *l;
+        REQUIRE_OK(ftl_loader_open(&o, &l));
+        int64_t pass = 0, left = 0, *rows = NULL, n = 0, at = 0, checked = 0;
+        ftl_batch b;
+        while (ftl_loader_next(l, &b) == FTL_OK && b.rows > 0) {
+            for (int64_t i = 0; i < b.rows; i++, checked++) {
+                if (left == 0) { /* the next pass's rows, in order */
+                    free(rows);
+                    REQUIRE_OK(ftl_loader_pass_rows(&o, pass++, &rows, &n));
+                    left = n, at = 0;
+                }
+                if (b.row_index[i] != row_of(&b, i) || b.row_pass[i] != pass - 1 || rows[at] != row_of(&b, i)) {
+                    ftl_test_fail(__FILE__, __LINE__, "case %zu: row %lld says index %lld pass %lld (pass %lld expected)", c,
+                                  (long long)row_of(&b, i), (long long)b.row_index[i], (long long)b.row_pass[i],
+                                  (long long)(pass - 1));
+                    break;
+                }
+                at++, left--;
+            }
+        }
+        ftl_loader_close(l);
+        free(rows);
+        CHECK(checked >= 150);
+    }
+    free(path);
+}
+
 /* Part files that differ in having a path column, and a lying ftl.image_size: no crash, clear error. */
 TEST(loader_mixed_parts_and_bad_image_size_metadata) {
     const char *dir = ftl_test_scratch_dir();
