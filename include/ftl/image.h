@@ -125,6 +125,8 @@ ftl_status ftl_image_thumbnail(const ftl_image *src, int size, ftl_image *dst);
 /* Fills a size x size x 3 canvas with white and copies `thumb` into it at
  * ((size - w) / 2, (size - h) / 2), as Pillow's paste in the recipe. thumb must fit. */
 void ftl_image_paste_centered(const ftl_image *thumb, int size, uint8_t *canvas);
+/* Mirrors `count` size x size RGB images left-right from src into dst (which may be src). */
+void ftl_image_flip_horizontal(const uint8_t *src, uint8_t *dst, int count, int size);
 
 /* ---- The per-image recipe, fast path ---------------------------------------------------- */
 

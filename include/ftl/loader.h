@@ -105,4 +105,8 @@ ftl_status ftl_loader_pass_rows(const ftl_loader_options *options, int64_t pass,
  * The blob records the plan (rows, shard, batch, seed, buffer) and is refused if they differ. */
 ftl_status ftl_loader_position_save(const ftl_loader *loader, uint8_t **blob, size_t *size);
 
+/* --augment flip: whether dataset row `row` is mirrored left-right in pass `pass` (0-based) of a
+ * run seeded with `seed`; about half the rows each pass, independently per pass. */
+bool ftl_augment_flip_draw(uint64_t seed, int64_t pass, int64_t row);
+
 #endif

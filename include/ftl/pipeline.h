@@ -21,6 +21,8 @@ typedef struct ftl_train_options {
     const char *cache_dir;        /* default: ftl-feature-cache/ next to out_path */
     int64_t max_memory;           /* cached features larger than this are streamed; default half the RAM */
     int64_t shuffle_buffer;       /* rows; default 400 (the article's) */
+    bool augment_flip;            /* --augment flip: each (seed, pass, row) draws the image or its mirror;
+                                     with the feature cache both orientations are cached */
     const char *data_cache_dir;   /* local-disk cache of image row groups (--no-feature-cache) */
     int64_t data_cache_limit;
     ftl_fit_config fit;

@@ -11,7 +11,7 @@ int cli_cmd_train(int argc, char **argv) {
     ftl_train_options o;
     ftl_train_options_init(&o);
     const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
-    const char *early = NULL;
+    const char *early = NULL, *augment = "none";
     double lr = NAN, momentum = NAN, dropout = 0;
     int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
     int64_t eval_batch = o.fit.eval_batch_size;
@@ -62,6 +62,8 @@ int cli_cmd_train(int argc, char **argv) {
         {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "feature cache folder; default ftl-feature-cache/ next to --out"},
         {"max-memory", CLI_BYTES, &o.max_memory, "BYTES", "stream cached features larger than this; default half the RAM"},
         {"shuffle-buffer", CLI_INT64, &o.shuffle_buffer, "N", "rows in the shuffle buffer; default 400 (the article's)"},
+        {"augment", CLI_STRING, &augment, "flip|none",
+         "flip: each epoch every training image is mirrored left-right or not, at random (both orientations cached)"},
         {"data-cache-dir", CLI_STRING, &o.data_cache_dir, "DIR", "local-disk cache of image row groups (with --no-feature-cache)"},
         {"data-cache-size-limit", CLI_BYTES, &o.data_cache_limit, "BYTES", "size limit of --data-cache-dir"},
         {"eval-batch", CLI_INT64, &eval_batch, "N", "validation batch size; default 1024"},
@@ -138,6 +140,13 @@ int cli_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (st == FTL_OK && early) st = ftl_early_stopping_parse(early, &o.fit.early_stopping);
+    if (strcmp(augment, "flip") == 0) {
+        o.augment_flip = true;
+    } else if (strcmp(augment, "none") != 0) {
+        fprintf(stderr, "ftl train: error: --augment %s: ftl augments with flip (or none); augmentations that change "
+                        "an image differently every epoch, such as crops, cannot use the feature cache\n", augment);
+        return 2;
+    }
     if (st == FTL_OK) st = ftl_nn_precision_parse(precision, &o.embed.precision);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.embed.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.embed.preprocess, scale, mean, std);

@@ -1,6 +1,7 @@
 /* `ftl embed`: stream a dataset through the frozen backbone into a features file. The loader's
  * background readers fetch the next batch while the backbone computes the current one. */
 #include "ftl/embed.h"
+#include "ftl/image.h"
 #include "ftl/loader.h"
 #include "ftl/parquet.h"
 #include "data/dataset.h"
@@ -413,11 +414,18 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     ftl_progress progress;
     if (o->show_progress) ftl_progress_start(&progress, "embed", "images", ftl_loader_shard_rows(l));
     ftl_batch b;
+    uint8_t *flipped = NULL;
     while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
         if (f.rows + b.rows > f.capacity) st = flush_rows(w, &f, f.rows); /* a split oversized row group */
         if (st != FTL_OK) break;
         double t0 = ftl_now();
-        st = ftl_model_extract_features(m, &o->preprocess, b.values, (int)b.rows, image_size, f.features + f.rows * f.dim);
+        const uint8_t *images = b.values;
+        if (o->flip) {
+            flipped = ftl_xrealloc(flipped, (size_t)(b.rows * b.row_bytes));
+            ftl_image_flip_horizontal(b.values, flipped, (int)b.rows, image_size);
+            images = flipped;
+        }
+        st = ftl_model_extract_features(m, &o->preprocess, images, (int)b.rows, image_size, f.features + f.rows * f.dim);
         s->compute_seconds += ftl_now() - t0;
         if (st != FTL_OK) break;
         for (int64_t i = 0; i < b.rows; i++) {
@@ -429,6 +437,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
         st = flush_ready(w, &f, false);
         if (o->show_progress) ftl_progress_update(&progress, s->rows);
     }
+    free(flipped);
     if (o->show_progress) ftl_progress_finish(&progress, s->rows);
     if (st == FTL_OK) st = flush_ready(w, &f, true);
     if (st == FTL_OK) st = write_metadata(w, l, o, m, s, image_size);

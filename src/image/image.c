@@ -93,3 +93,16 @@ ftl_status ftl_image_decode_rgb(const uint8_t *data, size_t size, ftl_image *out
     ftl_image_decoder_free(&d);
     return st;
 }
+
+void ftl_image_flip_horizontal(const uint8_t *src, uint8_t *dst, int count, int size) {
+    size_t row = (size_t)size * 3;
+    for (size_t y = 0; y < (size_t)count * (size_t)size; y++) {
+        const uint8_t *in = src + y * row;
+        uint8_t *out = dst + y * row;
+        for (int a = 0, b = size - 1; a <= b; a++, b--) { /* swap pixels a and b (works in place) */
+            uint8_t t[3] = {in[3 * a], in[3 * a + 1], in[3 * a + 2]};
+            out[3 * a] = in[3 * b], out[3 * a + 1] = in[3 * b + 1], out[3 * a + 2] = in[3 * b + 2];
+            out[3 * b] = t[0], out[3 * b + 1] = t[1], out[3 * b + 2] = t[2];
+        }
+    }
+}

@@ -125,6 +125,7 @@ static ftl_status embed_part(const feature_cache_request *r, const char *fingerp
     eo.num_shards = 1;
     eo.collectives = NULL; /* this rank's part only */
     eo.source_fingerprint = fingerprint;
+    eo.flip = r->flipped;
     ftl_embed_summary summary;
     ftl_dist_phase_begin(r->collectives, "building its feature cache part");
     ftl_status st = ftl_embed_run(&eo, &summary);
@@ -162,6 +163,11 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
                                 info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label", e->label_offset);
+    if (r->flipped) { /* the mirrored images: a key of their own (unflipped keys unchanged) */
+        char *k = ftl_format("%s\nflipped", key_text);
+        free(key_text);
+        key_text = k;
+    }
     char key[65];
     ftl_sha256_hex_of_string(key_text, key);
     free(key_text);
@@ -199,8 +205,8 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
         }
         char *path = ftl_format("%s/%s%lld-%lld.features.parquet", r->cache_dir, prefix, (long long)at, (long long)gap_end);
         if (have_count == 0)
-            ftl_log_info("feature cache: computing %s features of %s (rows %lld-%lld) into %s", r->what, r->sources[0],
-                         (long long)at, (long long)gap_end, path);
+            ftl_log_info("feature cache: computing %s features of %s%s (rows %lld-%lld) into %s", r->what, r->sources[0],
+                         r->flipped ? ", mirrored" : "", (long long)at, (long long)gap_end, path);
         else
             ftl_log_info("feature cache: computing %s features of rows %lld-%lld, which %s does not hold (its parts of "
                          "this key come from a run over other rows, e.g. another number of ranks)",

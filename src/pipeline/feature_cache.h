@@ -23,6 +23,7 @@ typedef struct feature_cache_request {
     int64_t row_begin, row_end;       /* the rows this rank needs; row_end 0: all of them */
     const ftl_collectives *collectives; /* embedding is announced as a long phase (stall inspector) */
     const char *fingerprint;          /* ftl_dataset_fingerprint of sources if already computed, else NULL */
+    bool flipped;                     /* the images mirrored left-right (--augment flip's other orientation) */
 } feature_cache_request;
 
 /* The cache is a set of part files per key, each holding a contiguous range of the dataset's rows

@@ -1,5 +1,6 @@
 /* The trainer's batch-source protocol over the streaming loader. */
 #include "pipeline/loader_source.h"
+#include "ftl/image.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/timing.h"
@@ -34,6 +35,7 @@ void loader_source_close(loader_source *s) {
     for (int i = 0; s->sources && i < s->options.source_count; i++) free(s->sources[i]);
     free(s->sources);
     free(s->features);
+    free(s->images);
     memset(s, 0, sizeof *s);
 }
 
@@ -45,8 +47,18 @@ static ftl_status fetch(loader_source *s, double *backbone_seconds) {
     s->have_batch = true;
     if (s->backbone) {
         double t0 = ftl_now();
-        FTL_TRY(ftl_model_extract_features(s->backbone, s->preprocess, s->batch.values, (int)s->batch.rows,
-                                           ftl_loader_image_size(s->loader), s->features));
+        const uint8_t *images = s->batch.values;
+        int size = ftl_loader_image_size(s->loader);
+        if (s->flip) {
+            size_t bytes = (size_t)s->batch.row_bytes;
+            s->images = ftl_xrealloc(s->images, (size_t)s->batch.rows * bytes);
+            memcpy(s->images, s->batch.values, (size_t)s->batch.rows * bytes);
+            for (int64_t i = 0; i < s->batch.rows; i++)
+                if (ftl_augment_flip_draw(s->flip_seed, s->batch.row_pass[i], s->batch.row_index[i]))
+                    ftl_image_flip_horizontal(s->images + (size_t)i * bytes, s->images + (size_t)i * bytes, 1, size);
+            images = s->images;
+        }
+        FTL_TRY(ftl_model_extract_features(s->backbone, s->preprocess, images, (int)s->batch.rows, size, s->features));
         *backbone_seconds += ftl_now() - t0;
     }
     return FTL_OK;
@@ -107,6 +119,11 @@ static ftl_status source_restore_position(void *ctx, const uint8_t *blob, size_t
     o.resume_position = blob;
     o.resume_position_size = size;
     return ftl_loader_open(&o, &s->loader);
+}
+
+void loader_source_set_flip(loader_source *s, uint64_t seed) {
+    s->flip = true;
+    s->flip_seed = seed;
 }
 
 ftl_batch_source loader_source_as_batch_source(loader_source *s) {

@@ -18,6 +18,9 @@ typedef struct loader_source {
     const ftl_nn_preprocess *preprocess;
     int64_t dim;
     float *features;              /* the current loader batch as features */
+    bool flip;                    /* --augment flip: mirror the rows ftl_augment_flip_draw picks first */
+    uint64_t flip_seed;
+    uint8_t *images;              /* the batch with those rows mirrored */
     /* the current loader batch and how much of it was handed out */
     ftl_batch batch;
     int64_t offset;
@@ -29,6 +32,9 @@ typedef struct loader_source {
  * `dim`; else rows are images that go through backbone/preprocess and come out as dim floats. */
 ftl_status loader_source_open(loader_source *s, const ftl_loader_options *options, ftl_model *backbone,
                               const ftl_nn_preprocess *preprocess, int64_t dim);
+/* --augment flip (per-batch backbone only): each row mirrored when ftl_augment_flip_draw(seed, its
+ * pass, its dataset row) says so, the draw the feature cache makes. */
+void loader_source_set_flip(loader_source *s, uint64_t seed);
 void loader_source_close(loader_source *s);
 ftl_batch_source loader_source_as_batch_source(loader_source *s);
 

@@ -18,7 +18,7 @@ static void reserve(float **features, int32_t **labels, size_t *capacity, size_t
 /* ---------------------------------------------------------------- global order */
 
 ftl_status global_order_source_init(global_order_source *s, const ftl_loader_options *o, feature_store *store,
-                                    int64_t total_rows, int world_size) {
+                                    feature_store *flipped, uint64_t flip_seed, int64_t total_rows, int world_size) {
     memset(s, 0, sizeof *s);
     s->order_options = *o;
     s->order_options.shard = 0;
@@ -28,6 +28,8 @@ ftl_status global_order_source_init(global_order_source *s, const ftl_loader_opt
     for (int i = 0; i < o->source_count; i++) s->sources[i] = ftl_strdup(o->sources[i]);
     s->order_options.sources = (const char *const *)s->sources;
     s->store = store;
+    s->flipped = flipped;
+    s->flip_seed = flip_seed;
     s->total_rows = total_rows;
     s->world_size = world_size > 0 ? world_size : 1;
     s->pass = -1;
@@ -85,7 +87,8 @@ static ftl_status global_next_batch(void *ctx, size_t max_count, bool wrap, ftl_
         if (row >= s->store->begin && row < s->store->end) {
             const float *f;
             int32_t label;
-            FTL_TRY(feature_store_get(s->store, row, &f, &label));
+            bool flip = s->flipped && ftl_augment_flip_draw(s->flip_seed, s->pass, row);
+            FTL_TRY(feature_store_get(flip ? s->flipped : s->store, row, &f, &label));
             memcpy(s->batch_features + n * (size_t)dim, f, (size_t)dim * sizeof(float));
             s->batch_labels[n] = label;
             s->batch_positions[n] = (uint32_t)taken;

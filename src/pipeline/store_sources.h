@@ -17,6 +17,8 @@ typedef struct global_order_source {
     ftl_loader_options order_options;  /* the image loader whose order is followed (sources copied) */
     char **sources;
     feature_store *store;              /* this rank's rows; borrowed */
+    feature_store *flipped;            /* the same rows mirrored (--augment flip), or NULL; borrowed */
+    uint64_t flip_seed;                /* ftl_augment_flip_draw picks a row's orientation per pass */
     int world_size;
     int64_t total_rows;
     int64_t *sequence;                 /* rows of the current pass */
@@ -27,8 +29,10 @@ typedef struct global_order_source {
     size_t batch_capacity, positions_capacity;
 } global_order_source;
 
+/* flipped: NULL, or the mirrored images' features of the same rows, drawn per (flip_seed, pass, row). */
 ftl_status global_order_source_init(global_order_source *s, const ftl_loader_options *order_options,
-                                    feature_store *store, int64_t total_rows, int world_size);
+                                    feature_store *store, feature_store *flipped, uint64_t flip_seed, int64_t total_rows,
+                                    int world_size);
 void global_order_source_free(global_order_source *s);
 ftl_batch_source global_order_source_as_batch_source(global_order_source *s);
 

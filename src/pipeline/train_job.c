@@ -96,6 +96,7 @@ static char *training_args_json(const ftl_train_options *o) {
         ftl_json_append_number(&b, o->fine_tune_warmup_epochs);
         ftl_strbuf_printf(&b, ", \"only\": %s}", o->fine_tune_only ? "true" : "false");
     }
+    ftl_strbuf_printf(&b, ", \"augment\": \"%s\"", o->augment_flip ? "flip" : "none");
     ftl_strbuf_printf(&b, ", \"early_stopping\": %s, \"monitor\": \"%s\", \"patience\": %d, \"min_delta\": ",
                       f->early_stopping.stop ? "true" : "false", ftl_monitor_name(f->early_stopping.monitor),
                       f->early_stopping.patience);
@@ -175,11 +176,11 @@ static char *metrics_json(const ftl_fit_result *r) {
 /* The run's sources: everything ftl_train_run opens, so one cleanup frees it all. */
 typedef struct train_run {
     ftl_model *backbone;
-    feature_store train_store, val_store;
+    feature_store train_store, val_store, train_flipped;
     global_order_source train_global;
     file_order_source val_local;
     loader_source train_stream, val_stream;
-    bool have_train_store, have_val_store, have_train_global, have_val_local, have_train_stream, have_val_stream;
+    bool have_train_store, have_val_store, have_train_flipped, have_train_global, have_val_local, have_train_stream, have_val_stream;
     ftl_batch_source train, val;
     char **class_names;
     int64_t class_count, dim;
@@ -193,6 +194,7 @@ static void train_run_free(train_run *r) {
     if (r->have_val_local) file_order_source_free(&r->val_local);
     if (r->have_train_store) feature_store_close(&r->train_store);
     if (r->have_val_store) feature_store_close(&r->val_store);
+    if (r->have_train_flipped) feature_store_close(&r->train_flipped);
     if (r->have_train_stream) loader_source_close(&r->train_stream);
     if (r->have_val_stream) loader_source_close(&r->val_stream);
     ftl_model_free(r->backbone);
@@ -244,6 +246,14 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
                                  .collectives = col, .fingerprint = r->train_fingerprint[0] ? r->train_fingerprint : NULL};
     ftl_status st = te > tb ? feature_cache_get(&req, &tp) : FTL_OK;
     s->train_cache_reused = tp.reused;
+    /* --augment flip: the mirrored images' features too, the training rows only */
+    feature_cache_parts fp = {0};
+    if (st == FTL_OK && o->augment_flip && te > tb) {
+        req.flipped = true;
+        st = feature_cache_get(&req, &fp);
+        req.flipped = false;
+        s->train_cache_reused = s->train_cache_reused && fp.reused;
+    }
     if (st == FTL_OK && o->val_path && ve > vb) {
         req.sources = val_src;
         req.what = "val";
@@ -255,7 +265,7 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
     }
     s->features_seconds = ftl_now() - t0;
     int64_t dim = ftl_model_get_info(r->backbone)->feature_dim;
-    int64_t bytes = ((te - tb) + (ve - vb)) * dim * 4;
+    int64_t bytes = ((te - tb) * (o->augment_flip ? 2 : 1) + (ve - vb)) * dim * 4;
     int64_t limit = o->max_memory > 0 ? o->max_memory : default_max_memory();
     s->features_in_memory = bytes <= limit;
     if (st == FTL_OK && !s->features_in_memory)
@@ -265,6 +275,10 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
     if (st == FTL_OK) {
         st = feature_store_open(&r->train_store, tp.parts, tp.count, tb, te, s->features_in_memory, stream_bytes);
         r->have_train_store = st == FTL_OK;
+    }
+    if (st == FTL_OK && o->augment_flip) {
+        st = feature_store_open(&r->train_flipped, fp.parts, fp.count, tb, te, s->features_in_memory, stream_bytes);
+        r->have_train_flipped = st == FTL_OK;
     }
     if (st == FTL_OK && o->val_path) {
         st = feature_store_open(&r->val_store, vp.parts, vp.count, vb, ve, s->features_in_memory, stream_bytes);
@@ -276,7 +290,10 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
     ftl_loader_options torder = train_order(o, train_src);
     if (st == FTL_OK) {
         r->train_store.dim = dim; /* a rank with no rows has no part to learn it from */
-        st = global_order_source_init(&r->train_global, &torder, &r->train_store, train_total, ftl_dist_size(col));
+        if (r->have_train_flipped) r->train_flipped.dim = dim;
+        st = global_order_source_init(&r->train_global, &torder, &r->train_store,
+                                      r->have_train_flipped ? &r->train_flipped : NULL, o->fit.seed, train_total,
+                                      ftl_dist_size(col));
         r->have_train_global = st == FTL_OK;
     }
     if (st == FTL_OK) r->train = global_order_source_as_batch_source(&r->train_global);
@@ -290,6 +307,7 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
     s->train_rows = train_total;
     s->val_rows = val_total;
     feature_cache_parts_free(&tp);
+    feature_cache_parts_free(&fp);
     feature_cache_parts_free(&vp);
     return st;
 }
@@ -302,6 +320,7 @@ static ftl_status setup_per_batch(train_run *r, const ftl_train_options *o, ftl_
     r->dim = info->feature_dim;
     FTL_TRY(loader_source_open(&r->train_stream, &torder, r->backbone, &o->embed.preprocess, r->dim));
     r->have_train_stream = true;
+    if (o->augment_flip) loader_source_set_flip(&r->train_stream, o->fit.seed);
     r->train = loader_source_as_batch_source(&r->train_stream);
     s->train_rows = ftl_loader_total_rows(r->train_stream.loader);
     if (o->val_path) {
@@ -721,6 +740,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
         {"ftl.label_offset", offset_text},
+        {"ftl.augment", o->augment_flip ? "flip" : "none"},
     };
     ftl_fit_config fit = o->fit;
     char *run_record = info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info) : NULL;

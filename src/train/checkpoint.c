@@ -32,7 +32,7 @@
 static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_MODEL_META_CLASSES,
                                             FTL_MODEL_META_FEATURE_TENSOR, FTL_MODEL_META_INPUT_SIZE,
                                             FTL_MODEL_META_INPUT_SCALING, FTL_MODEL_META_FINE_TUNE_CUT,
-                                            FTL_MODEL_META_BACKBONE_IDENTITY};
+                                            FTL_MODEL_META_BACKBONE_IDENTITY, "ftl.augment"};
 
 /* Keys of how the features were computed: a resume with others is allowed (the features differ
  * only in rounding, or bf16 vs fp32) but warned about, as the run then cannot be bit-identical.
@@ -209,6 +209,7 @@ static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st
         const char *mine = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count, key);
         if (!mine) continue;
         const char *saved = ftl_safetensors_metadata(st, key);
+        if (!saved && strcmp(key, "ftl.augment") == 0) saved = "none"; /* written before augmentation existed */
         if (!saved)
             return ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it does not record %s, so it cannot be checked "
                             "against this run", path, key);

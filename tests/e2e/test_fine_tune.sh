@@ -162,6 +162,58 @@ print("epoch 0", epoch0, "eval of --init", e["top1"])
 assert abs(epoch0 - e["top1"]) < 1e-4 and "Epoch 1/1" in out and "phase 1" not in out, out
 PYEOF
 
+# ---- --augment flip: both orientations cached (features and boundary tensors), each (seed, pass, row)
+# drawing one; the mirrored features are ONNX Runtime's on Pillow-mirrored images, and recomputing
+# the backbone every batch draws the same flips (the same model)
+AUG=(--backbone "$MODEL" --epochs 2 --fine-tune-last 4 --fine-tune-epochs 2 --fine-tune-lr 1e-4 --augment flip)
+"$FTL" train "$T" --val "$V" "${AUG[@]}" --cache-dir "$d/flipcache" --out "$d/flip.ftl" --checkpoint "$d/fckpt/c-{epoch}.ckpt" \
+    >/dev/null 2>"$d/flip.err" || fail flip_recipe_runs "$(tail -3 "$d/flip.err")"
+"$FTL" train "$T" --val "$V" "${AUG[@]}" --cache-dir "$d/flipcache" --out "$d/flip_recomputed.ftl" --no-feature-cache \
+    --quiet >/dev/null 2>&1 || fail flip_recomputed_runs "train --no-feature-cache failed"
+[ "$(grep -c 'features of .*, mirrored (rows 0-244)' "$d/flip.err")" -eq 2 ] && ! grep -q 'val.parquet, mirrored' "$d/flip.err" &&
+    pass flip_caches_both_orientations_of_train_only || fail flip_caches_both_orientations_of_train_only "$(cat "$d/flip.err")"
+MIRRORED=$(grep -m1 'features of .*, mirrored' "$d/flip.err" | sed 's/.* into //')
+DUCK="node $(dirname "$0")/../tools/duckdb_query.mjs"
+$DUCK "SELECT file_row_number AS i, hex(image) AS img FROM read_parquet('$T', file_row_number=true) ORDER BY i" >"$d/train_images.json"
+$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$MIRRORED', file_row_number=true) ORDER BY i" >"$d/mirrored.json"
+$PY - "$d" <<'PYEOF' && node "$INTEROP/onnx_run.mjs" "$MODEL" "$d/mx.npy" "$d/mref.npy" --threads 2 >/dev/null 2>&1 &&
+import json, sys
+import numpy as np
+from PIL import Image
+d = sys.argv[1]
+rows = json.load(open(d + "/train_images.json"))
+x = np.zeros((len(rows), 3, 224, 224), np.float32)
+for k, r in enumerate(rows):
+    img = Image.frombytes("RGB", (299, 299), bytes.fromhex(r["img"])).transpose(Image.FLIP_LEFT_RIGHT)
+    x[k] = (np.asarray(img.resize((224, 224), Image.BILINEAR), np.float32) / 127.5 - 1.0).transpose(2, 0, 1)
+np.save(d + "/mx.npy", x)
+PYEOF
+    $PY - "$d" <<'PYEOF' && pass flipped_features_match_onnx_runtime_on_mirrored_images || fail flipped_features_match_onnx_runtime_on_mirrored_images "see log"
+import json, sys
+import numpy as np
+d = sys.argv[1]
+ref = np.load(d + "/mref.npy").reshape(244, -1)
+got = np.array([np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/mirrored.json"))])
+worst = float(np.abs(got - ref).max() / max(1.0, np.abs(ref).max()))
+print("mirrored features vs ONNX Runtime: max relative difference", worst)
+assert got.shape == ref.shape and worst < 1e-4, (got.shape, worst)
+PYEOF
+$READ_ST "$d/flip.ftl" >"$d/flip.json" && $READ_ST "$d/flip_recomputed.ftl" >"$d/flip_recomputed.json" &&
+    $PY - "$d/flip.json" "$d/flip_recomputed.json" "$d/cached.json" <<'PYEOF' && pass flip_draws_the_same_with_the_cache_off || fail flip_draws_the_same_with_the_cache_off "see log"
+import json, sys
+import numpy as np
+a, b, plain = (json.load(open(p)) for p in sys.argv[1:4])
+assert json.loads(a["metadata"]["ftl.training_args"])["augment"] == "flip"
+diff = lambda x, y: max(float(np.abs(np.array(x[k]["values"], np.float64) - np.array(y[k]["values"], np.float64)).max()) for k in x)
+same, other = diff(a["tensors"], b["tensors"]), diff(a["tensors"], plain["tensors"])
+print("flip cached vs recomputed", same, "flip vs no augmentation", other)
+assert same <= 1e-4 and other > 1e-3, (same, other)
+PYEOF
+expect_error resume_with_other_augmentation_refused 2 'ftl.augment is "flip" in the checkpoint but "none" here' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --cache-dir "$d/flipcache" --out "$d/t.ftl" \
+    --resume "$d/fckpt/c-1.ckpt"
+expect_error augment_crop_refused 2 'augments with flip' "$FTL_SAN" train "$T" --backbone "$MODEL" --augment crop --out "$d/t.ftl"
+
 # ---- refusals, before any work where possible
 head -c 6000 "$d/kckpt/fine-tune-c-1.ckpt" >"$d/truncated.ckpt"
 expect_error phase_2_truncated_checkpoint_refused 1 'truncated.ckpt' \

@@ -182,3 +182,30 @@ TEST(image_decode_rgb_small_images_match_their_canvas) {
     free(canvas);
     ftl_image_prepper_free(p);
 }
+
+/* --augment flip's mirror: pixel (y, x) of the output is pixel (y, S-1-x) of the input, every
+ * channel, for even and odd sizes, out of place and in place; twice is the identity. */
+TEST(image_flip_horizontal_mirrors_every_row) {
+    for (int size = 1; size <= 6; size++) {
+        int count = 2;
+        size_t n = (size_t)count * size * size * 3;
+        uint8_t *in = malloc(n), *out = malloc(n), *again = malloc(n);
+        REQUIRE(in && out && again);
+        for (size_t i = 0; i < n; i++) in[i] = (uint8_t)(i * 37 + 11);
+        ftl_image_flip_horizontal(in, out, count, size);
+        int bad = 0;
+        for (int k = 0; k < count; k++)
+            for (int y = 0; y < size; y++)
+                for (int x = 0; x < size; x++)
+                    for (int c = 0; c < 3; c++) {
+                        size_t o = (((size_t)k * size + y) * size + x) * 3 + c;
+                        size_t i = (((size_t)k * size + y) * size + (size - 1 - x)) * 3 + c;
+                        bad += out[o] != in[i];
+                    }
+        CHECK_EQ_INT(bad, 0);
+        memcpy(again, out, n);
+        ftl_image_flip_horizontal(again, again, count, size); /* in place */
+        CHECK(memcmp(again, in, n) == 0);
+        free(in), free(out), free(again);
+    }
+}

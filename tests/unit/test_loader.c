@@ -558,3 +558,21 @@ TEST(loader_mixed_parts_and_bad_image_size_metadata) {
     CHECK_CONTAINS(ftl_last_error(), "is not an image size");
     free(a), free(b), free(c), free(folder);
 }
+
+/* The flip draws: a pure function of (seed, pass, row), about half the rows per pass, independent
+ * between passes and seeds (binomial bounds over 20000 rows: 6 standard deviations). */
+TEST(augment_flip_draws_are_fair_and_independent) {
+    const int rows = 20000;
+    int flipped = 0, same_as_next_pass = 0, same_as_other_seed = 0;
+    for (int r = 0; r < rows; r++) {
+        bool a = ftl_augment_flip_draw(42, 3, r);
+        CHECK(a == ftl_augment_flip_draw(42, 3, r));
+        flipped += a;
+        same_as_next_pass += a == ftl_augment_flip_draw(42, 4, r);
+        same_as_other_seed += a == ftl_augment_flip_draw(43, 3, r);
+    }
+    int lo = rows / 2 - 425, hi = rows / 2 + 425;
+    CHECK(flipped > lo && flipped < hi);
+    CHECK(same_as_next_pass > lo && same_as_next_pass < hi);
+    CHECK(same_as_other_seed > lo && same_as_other_seed < hi);
+}
