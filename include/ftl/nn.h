@@ -174,10 +174,13 @@ typedef struct ftl_finetune_info {
     int n_boundary;                 /* frozen tensors crossing the cut: the plan's inputs */
     long long boundary_floats;      /* per image, all boundary tensors together */
     long long feature_dim;          /* floats per image out of the plan */
+    int bf16_convs;                 /* options->precision bf16: convolutions running in bf16 (fp32 master weights) */
 } ftl_finetune_info;
 
 /* Compiles the training plan of `path` (its features tensor from options->features_from, its
- * initializers replaced by options->overrides) cut at `cut`, for batches of exactly `batch` images. */
+ * initializers replaced by options->overrides) cut at `cut`, for batches of exactly `batch` images.
+ * options->precision bf16: the convolutions compute in bf16 (inputs and weights rounded each step,
+ * fp32 master weights, gradients and everything else); slow on CPUs without AVX512-BF16 or AMX. */
 ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options, const ftl_fine_tune_cut *cut, int batch,
                              ftl_finetune **out);
 void ftl_finetune_free(ftl_finetune *f);

@@ -55,6 +55,8 @@ struct nn_train_plan {
     int64_t *offset;            /* per tr->params[k] */
     int *param_of;              /* graph tensor -> index in tr->params (-1) */
     tp_list fwd, bwd;
+    bool bf16;                  /* convolutions read bf16 copies of their inputs (fp32 master weights) */
+    int bf16_convs;             /* convolutions that run so (the others found no bf16 kernel) */
     dnnl_memory_t *mems;
     int n_mems, cap_mems;
     void **scratch;
@@ -204,78 +206,106 @@ static ftl_status fail_node(const nn_node *n, const char *why) {
 /* Conv forward, backward data and backward weights, each in the layouts oneDNN prefers (blocked
  * channels: plain NCHW runs its slow gemm-based kernels, 10-30x slower for depthwise and 1x1
  * convolutions), with reorders from and to the plan's plain buffers. */
-static ftl_status compile_conv(nn_train_plan *p, const nn_node *n) {
+/* in_type: what the primitives read (src, weights, diff_dst: f32, or bf16 copies made by the
+ * reorders from the plain fp32 buffers); what they write (dst, diff_src, diff_weights) stays f32. */
+static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_type_t in_type) {
     const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]), *ws = shape_of(p, n->in[1]);
     if (xs->rank != 4) return fail_node(n, "only 2-D convolutions");
     int gr = n->p.group;
     bool bias = n->n_in > 2 && n->in[2] >= 0;
-    dnnl_memory_desc_t x, y, w, b, xa, ya, wa;
+    dnnl_memory_desc_t x, y, w, b, xa, ya, wa, xo, yi;
     plain(&x, xs);
     plain(&y, ys);
     dnnl_dims_t xd, yd;
     for (int i = 0; i < 4; i++) xd[i] = xs->d[i], yd[i] = ys->d[i];
-    dnnl_memory_desc_init_by_tag(&xa, 4, xd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&ya, 4, yd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&xa, 4, xd, in_type, dnnl_format_tag_any);  /* src read */
+    dnnl_memory_desc_init_by_tag(&xo, 4, xd, dnnl_f32, dnnl_format_tag_any); /* diff_src written */
+    dnnl_memory_desc_init_by_tag(&ya, 4, yd, dnnl_f32, dnnl_format_tag_any); /* dst written */
+    dnnl_memory_desc_init_by_tag(&yi, 4, yd, in_type, dnnl_format_tag_any);  /* diff_dst read */
     if (gr > 1) {
         dnnl_dims_t wd = {gr, ws->d[0] / gr, ws->d[1], ws->d[2], ws->d[3]};
         dnnl_memory_desc_init_by_tag(&w, 5, wd, dnnl_f32, dnnl_goihw);
-        dnnl_memory_desc_init_by_tag(&wa, 5, wd, dnnl_f32, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&wa, 5, wd, in_type, dnnl_format_tag_any);
     } else {
         plain(&w, ws);
         dnnl_dims_t wd = {ws->d[0], ws->d[1], ws->d[2], ws->d[3]};
-        dnnl_memory_desc_init_by_tag(&wa, 4, wd, dnnl_f32, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&wa, 4, wd, in_type, dnnl_format_tag_any);
     }
+    dnnl_memory_desc_t wo = wa; /* diff_weights: f32 */
+    wo.data_type = dnnl_f32;
     dnnl_dims_t bd = {ws->d[0]}, st = {n->p.stride[0], n->p.stride[1]}, dil = {n->p.dilation[0] - 1, n->p.dilation[1] - 1};
     dnnl_dims_t pl = {n->p.pad_begin[0], n->p.pad_begin[1]}, pr = {n->p.pad_end[0], n->p.pad_end[1]};
     dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_a);
+    /* every primitive descriptor first: when one of them has no kernel for in_type, nothing has
+     * been added to the plan yet and the caller can try fp32 */
+    bool want_w = p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0), want_d = p->grad[n->in[0]] != NULL;
     dnnl_convolution_desc_t fd, dd, wdsc;
-    CPU_TRY(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &xa, &wa,
-                                                       bias ? &b : NULL, &ya, st, dil, pl, pr), n->name);
-    dnnl_primitive_desc_t fpd, dpd, wpd, copy;
-    CPU_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL), n->name);
+    dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
+    bool ok = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &xa, &wa,
+                                                         bias ? &b : NULL, &ya, st, dil, pl, pr) == dnnl_success &&
+              dnnl_primitive_desc_create(&fpd, &fd, NULL, p->engine, NULL) == dnnl_success;
+    if (ok && want_w)
+        ok = dnnl_dilated_convolution_backward_weights_desc_init(&wdsc, dnnl_convolution_direct, &xa, &wo, bias ? &b : NULL,
+                                                                 &yi, st, dil, pl, pr) == dnnl_success &&
+             dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd) == dnnl_success;
+    if (ok && want_d)
+        ok = dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &xo, &wa, &yi, st, dil, pl,
+                                                              pr) == dnnl_success &&
+             dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd) == dnnl_success;
+    if (!ok) {
+        if (fpd) dnnl_primitive_desc_destroy(fpd);
+        if (wpd) dnnl_primitive_desc_destroy(wpd);
+        if (dpd) dnnl_primitive_desc_destroy(dpd);
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s': oneDNN has no %s convolution for training with these shapes",
+                        n->name, in_type == dnnl_bf16 ? "bf16" : "fp32");
+    }
     float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL;
     float *Y = p->act[n->out[0]], *dY = p->grad[n->out[0]];
-    ftl_status s = cpu_check(dnnl_primitive_desc_clone(&copy, fpd), n->name);
-    if (s == FTL_OK) {
-        tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
-                       {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
-                       {DNNL_ARG_DST, dnnl_query_dst_md, 0, &y, Y, true},
-                       {DNNL_ARG_BIAS, dnnl_query_weights_md, 1, &b, B, false}};
-        s = add_adapted(p, &p->fwd, copy, bias ? 4 : 3, io, false);
-    }
+    /* add_adapted takes ownership of each descriptor it is given */
+    tp_io fio[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
+                    {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
+                    {DNNL_ARG_DST, dnnl_query_dst_md, 0, &y, Y, true},
+                    {DNNL_ARG_BIAS, dnnl_query_weights_md, 1, &b, B, false}};
+    ftl_status s = add_adapted(p, &p->fwd, fpd, bias ? 4 : 3, fio, false);
     /* weights (and bias) gradient, into scratch, then added to the parameter gradients */
-    if (s == FTL_OK && (p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0))) {
+    if (wpd && s == FTL_OK) {
         float *dW = new_scratch(p, nn_shape_count(ws)), *dB = bias ? new_scratch(p, ws->d[0]) : NULL;
-        s = cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(&wdsc, dnnl_convolution_direct, &xa, &wa,
-                                                                          bias ? &b : NULL, &ya, st, dil, pl, pr), n->name);
-        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name);
-        if (s == FTL_OK) {
-            /* the backward list runs in reverse: the accumulations (run last) are pushed first */
-            if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
-            if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
-            tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
-                           {DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
-                           {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, &w, dW, true},
-                           {DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md, 1, &b, dB, true}};
-            s = add_adapted(p, &p->bwd, wpd, bias ? 4 : 3, io, true);
-        }
+        /* the backward list runs in reverse: the accumulations (run last) are pushed first */
+        if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
+        if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
+        tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
+                       {DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
+                       {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, &w, dW, true},
+                       {DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md, 1, &b, dB, true}};
+        s = add_adapted(p, &p->bwd, wpd, bias ? 4 : 3, io, true);
+        wpd = NULL;
     }
     /* data gradient */
-    if (s == FTL_OK && p->grad[n->in[0]]) {
+    if (dpd && s == FTL_OK) {
         float *dX = new_scratch(p, nn_shape_count(xs));
-        s = cpu_check(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &xa, &wa, &ya, st,
-                                                                       dil, pl, pr), n->name);
-        if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name);
-        if (s == FTL_OK) {
-            add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
-            tp_io io[3] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
-                           {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
-                           {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &x, dX, true}};
-            s = add_adapted(p, &p->bwd, dpd, 3, io, true);
-        }
+        add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+        tp_io io[3] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
+                       {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
+                       {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &x, dX, true}};
+        s = add_adapted(p, &p->bwd, dpd, 3, io, true);
+        dpd = NULL;
     }
-    dnnl_primitive_desc_destroy(fpd);
+    if (wpd) dnnl_primitive_desc_destroy(wpd);
+    if (dpd) dnnl_primitive_desc_destroy(dpd);
     return s;
+}
+
+/* Convolutions in bf16 where asked and oneDNN has the kernels for all three passes; else fp32 (a
+ * failed bf16 attempt has added nothing to the plan). */
+static ftl_status compile_conv(nn_train_plan *p, const nn_node *n) {
+    if (p->bf16) {
+        if (compile_conv_as(p, n, dnnl_bf16) == FTL_OK) {
+            p->bf16_convs++;
+            return FTL_OK;
+        }
+        ftl_clear_error();
+    }
+    return compile_conv_as(p, n, dnnl_f32);
 }
 
 static ftl_status compile_batchnorm(nn_train_plan *p, const nn_node *n) {
@@ -561,10 +591,11 @@ static ftl_status compile_node(nn_train_plan *p, const nn_node *n) {
     }
 }
 
-ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, float *params, float *grads,
-                                nn_train_plan **out) {
+ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, bool bf16, float *params,
+                                float *grads, nn_train_plan **out) {
     *out = NULL;
     nn_train_plan *p = ftl_xcalloc(1, sizeof *p);
+    p->bf16 = bf16;
     p->g = g, p->tr = tr, p->batch = batch, p->feature = g->outputs[0];
     int nt = g->n_tensors;
     p->act = ftl_xcalloc((size_t)nt + 1, sizeof *p->act);
@@ -736,3 +767,4 @@ float *nn_train_plan_params(nn_train_plan *p) { return p->params; }
 const float *nn_train_plan_grads(const nn_train_plan *p) { return p->pgrads; }
 int64_t nn_train_plan_param_count(const nn_train_plan *p) { return p->n_params; }
 int64_t nn_train_plan_param_offset(const nn_train_plan *p, int k) { return p->offset[k]; }
+int nn_train_plan_bf16_convs(const nn_train_plan *p) { return p->bf16_convs; }

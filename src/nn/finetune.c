@@ -18,6 +18,7 @@ struct ftl_finetune {
     nn_train_plan *plan;
     ftl_finetune_info info;
     int batch;
+    bool bf16;
     float **in;        /* [n_boundary] batch images of each boundary tensor, for the row calls */
     float *features;   /* batch x feature_dim */
     float *dfeatures;
@@ -48,7 +49,8 @@ ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options,
     if (st == FTL_OK) st = nn_graph_prune(f->g, feature);
     if (st == FTL_OK) st = nn_infer_shapes(f->g, batch);
     if (st == FTL_OK) st = nn_trainable_select(f->g, &spec, &f->tr);
-    if (st == FTL_OK) st = nn_train_plan_create(f->g, &f->tr, batch, NULL, NULL, &f->plan);
+    f->bf16 = options && options->precision == FTL_NN_BF16;
+    if (st == FTL_OK) st = nn_train_plan_create(f->g, &f->tr, batch, f->bf16, NULL, NULL, &f->plan);
     if (st != FTL_OK) {
         ftl_finetune_free(f);
         return ftl_fail_context(st, "%s", path);
@@ -56,7 +58,8 @@ ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options,
     const nn_shape *fs = &f->g->tensors[f->g->outputs[0]].shape;
     f->info = (ftl_finetune_info){.unfrozen_nodes = f->tr.n_nodes, .n_params = f->tr.n_params,
                                   .param_count = f->tr.param_count, .n_boundary = f->tr.n_boundary,
-                                  .boundary_floats = f->tr.boundary_floats, .feature_dim = nn_shape_count(fs) / batch};
+                                  .boundary_floats = f->tr.boundary_floats, .feature_dim = nn_shape_count(fs) / batch,
+                                  .bf16_convs = nn_train_plan_bf16_convs(f->plan)};
     f->batch = batch;
     f->in = ftl_xcalloc((size_t)f->tr.n_boundary, sizeof *f->in);
     for (int k = 0; k < f->tr.n_boundary; k++) {
@@ -100,7 +103,7 @@ const float *ftl_finetune_grads(const ftl_finetune *f) { return nn_train_plan_gr
 
 ftl_status ftl_finetune_bind(ftl_finetune *f, float *params, float *grads) {
     nn_train_plan *p = NULL;
-    FTL_TRY(nn_train_plan_create(f->g, &f->tr, f->batch, params, grads, &p));
+    FTL_TRY(nn_train_plan_create(f->g, &f->tr, f->batch, f->bf16, params, grads, &p));
     memcpy(params, nn_train_plan_params(f->plan), (size_t)f->info.param_count * sizeof(float));
     nn_train_plan_free(f->plan);
     f->plan = p;

@@ -21,9 +21,11 @@ typedef struct nn_train_plan nn_train_plan;
  * first output) with shapes inferred for `batch`; tr selects the unfrozen part. Both must outlive
  * the plan. An op the plan cannot differentiate is an error naming the node. params/grads: the
  * caller's blocks of tr->param_count floats (a part of a trainer's one block; the graph's values
- * are copied into params), or NULL for blocks of the plan's own. */
-ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, float *params, float *grads,
-                                nn_train_plan **out);
+ * are copied into params), or NULL for blocks of the plan's own. bf16: the convolutions (forward, backward
+ * data and weights) read bf16 copies of their inputs and weights, made by the reorders each step from
+ * the fp32 buffers and master weights, and write fp32 (where oneDNN has such kernels; else fp32). */
+ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int batch, bool bf16, float *params,
+                                float *grads, nn_train_plan **out);
 void nn_train_plan_free(nn_train_plan *p);
 
 /* boundary[k]: batch images of tr->boundary[k] (plain layout); features: batch x feature floats. */
@@ -37,5 +39,7 @@ const float *nn_train_plan_grads(const nn_train_plan *p);
 int64_t nn_train_plan_param_count(const nn_train_plan *p);
 /* Offset in the parameter block of tr->params[k]. */
 int64_t nn_train_plan_param_offset(const nn_train_plan *p, int k);
+/* Convolutions the plan runs in bf16. */
+int nn_train_plan_bf16_convs(const nn_train_plan *p);
 
 #endif

@@ -499,6 +499,7 @@ static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, cons
     ftl_model_options_init(&mo);
     mo.features_from = o->embed.features_from;
     mo.threads = o->embed.threads;
+    mo.precision = o->embed.precision; /* bf16: the top's convolutions too (fp32 master weights) */
     mo.overrides = start_tensors;
     mo.n_overrides = n_start;
     if (st == FTL_OK) st = ftl_finetune_open(o->embed.backbone_path, &mo, &o->fine_tune, (int)o->fit.batch_size, &f.top);

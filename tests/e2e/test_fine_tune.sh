@@ -214,6 +214,21 @@ expect_error resume_with_other_augmentation_refused 2 'ftl.augment is "flip" in 
     --resume "$d/fckpt/c-1.ckpt"
 expect_error augment_crop_refused 2 'augments with flip' "$FTL_SAN" train "$T" --backbone "$MODEL" --augment crop --out "$d/t.ftl"
 
+# ---- --precision bf16: the bottom and the top's convolutions in bf16 (fp32 master weights); eval of
+# the model agrees with the run's own validation
+"$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --fine-tune-last 4 --fine-tune-epochs 1 --fine-tune-lr 1e-4 \
+    --precision bf16 "${C[@]}" --out "$d/bf16.ftl" --quiet >/dev/null 2>"$d/bf16.err" &&
+    "$FTL" eval "$d/bf16.ftl" "$V" --json "$d/bf16_eval.json" --quiet >/dev/null 2>>"$d/bf16.err" &&
+    $READ_ST "$d/bf16.ftl" >"$d/bf16.json" &&
+    $PY - "$d" <<'PYEOF' && pass bf16_fine_tuning_trains_and_eval_agrees || fail bf16_fine_tuning_trains_and_eval_agrees "$(tail -3 "$d/bf16.err")"
+import json, sys
+d = sys.argv[1]
+meta = json.load(open(d + "/bf16.json"))["metadata"]
+m, e = json.loads(meta["ftl.metrics"]), json.load(open(d + "/bf16_eval.json"))
+print("bf16 run val_acc", m["val_acc"], "eval", e["top1"], "loss", m["val_loss"], e["loss"])
+assert meta["ftl.precision"] == "bf16" and abs(e["top1"] - m["val_acc"]) <= 1.5 / 153 and abs(e["loss"] - m["val_loss"]) < 0.02, (m, e)
+PYEOF
+
 # ---- refusals, before any work where possible
 head -c 6000 "$d/kckpt/fine-tune-c-1.ckpt" >"$d/truncated.ckpt"
 expect_error phase_2_truncated_checkpoint_refused 1 'truncated.ckpt' \

@@ -46,7 +46,7 @@ static void check_case(const char *dir, const char *name) {
     nn_cut_spec cut = {0, "x"};
     if (nn_load_checked(onnx, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
         nn_infer_shapes(g, batch) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK ||
-        nn_train_plan_create(g, &tr, batch, NULL, NULL, &plan) != FTL_OK) {
+        nn_train_plan_create(g, &tr, batch, false, NULL, NULL, &plan) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "%s: %s", name, ftl_last_error());
         goto done;
     }
@@ -148,7 +148,7 @@ TEST(nn_train_plan_mobilenet_v2_top_finite_differences) {
     nn_cut_spec cut = {4, NULL};
     if (nn_load_checked(path, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
         nn_infer_shapes(g, batch) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK ||
-        nn_train_plan_create(g, &tr, batch, NULL, NULL, &plan) != FTL_OK) {
+        nn_train_plan_create(g, &tr, batch, false, NULL, NULL, &plan) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "%s: %s", path, ftl_last_error());
     } else {
         CHECK_EQ_INT(tr.n_boundary, 1);
@@ -228,7 +228,7 @@ TEST(nn_train_plan_ten_sgd_steps_vs_torch) {
         ftl_test_fail(__FILE__, __LINE__, "reference data for ten_steps missing: run tests/ref/gen_train.sh");
     } else if (nn_load_checked(onnx, &g, NULL) != FTL_OK || nn_graph_prune(g, g->outputs[0]) != FTL_OK ||
                nn_infer_shapes(g, 4) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK ||
-               nn_train_plan_create(g, &tr, 4, NULL, NULL, &plan) != FTL_OK) {
+               nn_train_plan_create(g, &tr, 4, false, NULL, NULL, &plan) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "ten_steps: %s", ftl_last_error());
     } else {
         ltext = realloc(ltext, llen + 1), ltext[llen] = 0;
@@ -315,7 +315,7 @@ TEST(nn_train_plan_refuses_ops_without_backward) {
         nn_infer_shapes(g, 2) != FTL_OK || nn_trainable_select(g, &cut, &tr) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "%s: %s", path, ftl_last_error());
     } else {
-        CHECK(nn_train_plan_create(g, &tr, 2, NULL, NULL, &plan) == FTL_E_UNSUPPORTED);
+        CHECK(nn_train_plan_create(g, &tr, 2, false, NULL, NULL, &plan) == FTL_E_UNSUPPORTED);
         CHECK(plan == NULL);
         printf("  %s\n", ftl_last_error());
         CHECK(strstr(ftl_last_error(), "node '/encoder/ln/ReduceMean' (ReduceMean): fine-tuning cannot train through it") != NULL);
