@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TP_MAX_ARGS = 10 };
+enum { TP_MAX_ARGS = 10, TP_MAX_CONCAT = 64 }; /* arguments of an adapted primitive; Concat inputs on oneDNN */
 
 typedef enum tp_kind {
     TP_PRIM,      /* a oneDNN primitive */
@@ -25,7 +25,7 @@ typedef enum tp_kind {
 typedef struct tp_step {
     tp_kind kind;
     dnnl_primitive_t prim;
-    dnnl_exec_arg_t args[TP_MAX_ARGS];
+    dnnl_exec_arg_t *args;      /* n_args, owned */
     int n_args;
     float *src, *dst, *other;   /* ACCUM / BINARY(_BWD) / CONCAT / SPLIT */
     const float *a, *b;
@@ -105,11 +105,12 @@ static ftl_status add_prim(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t p
         l->n--;
         return cpu_check(st, "training primitive");
     }
+    s->args = ftl_xcalloc((size_t)n, sizeof *s->args);
+    s->n_args = n;
     for (int k = 0; k < n; k++) {
         FTL_TRY(mem_of(p, mds[k], data[k], &s->args[k].memory));
         s->args[k].arg = keys[k];
     }
-    s->n_args = n;
     return FTL_OK;
 }
 
@@ -510,7 +511,8 @@ static nn_shape at_rank(const nn_shape *s, int rank) {
     return r;
 }
 
-static ftl_status compile_binary(nn_train_plan *p, const nn_node *n) {
+/* Add/Mul where neither operand has the output's shape (both broadcast): element-wise loops. */
+static ftl_status compile_binary_loops(nn_train_plan *p, const nn_node *n) {
     const nn_shape *ys = shape_of(p, n->out[0]);
     tp_step *f = push(&p->fwd);
     f->kind = TP_BINARY;
@@ -539,7 +541,95 @@ static ftl_status compile_binary(nn_train_plan *p, const nn_node *n) {
     return FTL_OK;
 }
 
-static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
+static bool same_shape(const nn_shape *a, const nn_shape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i]) return false;
+    return true;
+}
+
+/* A primitive step on plain fp32 buffers of the given shapes. */
+static ftl_status add_plain_prim(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t pd, int n, const int *keys,
+                                 const nn_shape *const *shapes, void *const *data) {
+    dnnl_memory_desc_t md[TP_MAX_ARGS];
+    const dnnl_memory_desc_t *mds[TP_MAX_ARGS];
+    for (int k = 0; k < n; k++) {
+        plain(&md[k], shapes[k]);
+        mds[k] = &md[k];
+    }
+    return add_prim(p, l, pd, n, keys, mds, data);
+}
+
+static ftl_status binary_pd(nn_train_plan *p, dnnl_alg_kind_t alg, const nn_shape *a, const nn_shape *b, const nn_shape *y,
+                            const char *name, dnnl_primitive_desc_t *pd) {
+    dnnl_memory_desc_t am, bm, ym;
+    plain(&am, a), plain(&bm, b), plain(&ym, y);
+    dnnl_binary_desc_t d;
+    CPU_TRY(dnnl_binary_desc_init(&d, alg, &am, &bm, &ym), name);
+    CPU_TRY(dnnl_primitive_desc_create(pd, &d, NULL, p->engine, NULL), name);
+    return FTL_OK;
+}
+
+/* Sum of src (shape from) over the axes where `to` is 1. */
+static ftl_status reduce_pd(nn_train_plan *p, const nn_shape *from, const nn_shape *to, const char *name,
+                            dnnl_primitive_desc_t *pd) {
+    dnnl_memory_desc_t fm, tm;
+    plain(&fm, from), plain(&tm, to);
+    dnnl_reduction_desc_t d;
+    CPU_TRY(dnnl_reduction_desc_init(&d, dnnl_reduction_sum, &fm, &tm, 0.0f, 0.0f), name);
+    CPU_TRY(dnnl_primitive_desc_create(pd, &d, NULL, p->engine, NULL), name);
+    return FTL_OK;
+}
+
+/* Add/Mul with numpy broadcasting on oneDNN: forward a binary primitive (its first source must have
+ * the output's shape, so the operands swap when the second one has it: both ops commute). Backward,
+ * operand k's gradient is dy (Add) or dy x the other operand (Mul, a binary primitive), summed over
+ * k's broadcast axes (a reduction primitive), then added into its gradient. */
+static ftl_status compile_binary(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *ys = shape_of(p, n->out[0]);
+    nn_shape sh[2] = {at_rank(shape_of(p, n->in[0]), ys->rank), at_rank(shape_of(p, n->in[1]), ys->rank)};
+    int full = same_shape(&sh[0], ys) ? 0 : same_shape(&sh[1], ys) ? 1 : -1;
+    if (full < 0) return compile_binary_loops(p, n);
+    bool mul = n->op == NN_OP_MUL;
+    dnnl_alg_kind_t alg = mul ? dnnl_binary_mul : dnnl_binary_add;
+    int other = 1 - full;
+    float *v[2] = {data_of(p, n->in[0]), data_of(p, n->in[1])};
+    dnnl_primitive_desc_t pd;
+    FTL_TRY(binary_pd(p, alg, &sh[full], &sh[other], ys, n->name, &pd));
+    int keys[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST};
+    const nn_shape *shapes[3] = {&sh[full], &sh[other], ys};
+    void *data[3] = {v[full], v[other], p->act[n->out[0]]};
+    FTL_TRY(add_plain_prim(p, &p->fwd, pd, 3, keys, shapes, data));
+    float *dY = p->grad[n->out[0]];
+    for (int k = 0; k < 2; k++) {
+        float *g = grad_of(p, n->in[k]);
+        if (!g) continue;
+        int64_t count = nn_shape_count(&sh[k]);
+        bool reduce = !same_shape(&sh[k], ys); /* a broadcast operand: sum over its broadcast axes */
+        /* what runs, in order: the product (Mul), the reduction (a broadcast operand), the accumulation;
+         * pushed the other way round, as the backward list runs back to front */
+        float *prod = mul ? new_scratch(p, nn_shape_count(ys)) : dY;
+        float *sum = reduce ? new_scratch(p, count) : prod;
+        add_accum(&p->bwd, sum, g, count);
+        if (reduce) {
+            FTL_TRY(reduce_pd(p, ys, &sh[k], n->name, &pd));
+            int rkeys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+            const nn_shape *rs[2] = {ys, &sh[k]};
+            void *rd[2] = {prod, sum};
+            FTL_TRY(add_plain_prim(p, &p->bwd, pd, 2, rkeys, rs, rd));
+        }
+        if (mul) { /* dy x the other operand, at the output's shape */
+            FTL_TRY(binary_pd(p, dnnl_binary_mul, ys, &sh[1 - k], ys, n->name, &pd));
+            const nn_shape *ms[3] = {ys, &sh[1 - k], ys};
+            void *md[3] = {dY, v[1 - k], prod};
+            FTL_TRY(add_plain_prim(p, &p->bwd, pd, 3, keys, ms, md));
+        }
+    }
+    return FTL_OK;
+}
+
+/* Concat of more inputs than one oneDNN primitive takes here: copies. */
+static ftl_status compile_concat_loops(nn_train_plan *p, const nn_node *n) {
     const nn_shape *ys = shape_of(p, n->out[0]);
     int axis = n->p.axis < 0 ? n->p.axis + ys->rank : n->p.axis;
     int64_t outer = 1, inner = 1;
@@ -566,6 +656,52 @@ static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
         at += chunk;
     }
     return FTL_OK;
+}
+
+/* Concat on oneDNN: forward a concat primitive; backward, each input's slab of dy (a sub-memory of
+ * it) reordered into scratch, then added into the input's gradient. */
+static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
+    const nn_shape *ys = shape_of(p, n->out[0]);
+    int axis = n->p.axis < 0 ? n->p.axis + ys->rank : n->p.axis, count = 0;
+    for (int k = 0; k < n->n_in; k++) count += n->in[k] >= 0;
+    if (count + 1 > TP_MAX_CONCAT) return compile_concat_loops(p, n);
+    dnnl_memory_desc_t *src = ftl_xcalloc((size_t)count + 1, sizeof *src), y;
+    const dnnl_memory_desc_t **mds = ftl_xcalloc((size_t)count + 2, sizeof *mds);
+    void **data = ftl_xcalloc((size_t)count + 2, sizeof *data);
+    int *keys = ftl_xcalloc((size_t)count + 2, sizeof *keys);
+    plain(&y, ys);
+    int j = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        plain(&src[j], shape_of(p, n->in[k]));
+        mds[j] = &src[j], data[j] = data_of(p, n->in[k]), keys[j] = DNNL_ARG_MULTIPLE_SRC + j;
+        j++;
+    }
+    mds[count] = &y, data[count] = p->act[n->out[0]], keys[count] = DNNL_ARG_DST;
+    dnnl_primitive_desc_t pd;
+    ftl_status st = cpu_check(dnnl_concat_primitive_desc_create(&pd, &y, count, axis, src, NULL, p->engine), n->name);
+    if (st == FTL_OK) st = add_prim(p, &p->fwd, pd, count + 1, keys, mds, data);
+    int64_t at = 0;
+    for (int k = 0; k < n->n_in && st == FTL_OK; k++) {
+        int t = n->in[k];
+        if (t < 0) continue;
+        const nn_shape *ts = shape_of(p, t);
+        float *g = grad_of(p, t);
+        if (g) {
+            dnnl_dims_t dims, offs = {0};
+            for (int i = 0; i < ts->rank; i++) dims[i] = ts->d[i];
+            offs[axis] = at;
+            dnnl_memory_desc_t slab, to;
+            plain(&to, ts);
+            float *part = new_scratch(p, nn_shape_count(ts));
+            st = cpu_check(dnnl_memory_desc_init_submemory(&slab, &y, dims, offs), n->name);
+            add_accum(&p->bwd, part, g, nn_shape_count(ts));
+            if (st == FTL_OK) st = push_reorder(p, &p->bwd, &slab, p->grad[n->out[0]], &to, part);
+        }
+        at += ts->d[axis];
+    }
+    free(src), free(mds), free(data), free(keys);
+    return st;
 }
 
 static bool is_view(nn_op op) {
@@ -660,8 +796,10 @@ void nn_train_plan_free(nn_train_plan *p) {
     if (!p) return;
     tp_list *lists[2] = {&p->fwd, &p->bwd};
     for (int l = 0; l < 2; l++) {
-        for (int i = 0; i < lists[l]->n; i++)
+        for (int i = 0; i < lists[l]->n; i++) {
             if (lists[l]->s[i].prim) dnnl_primitive_destroy(lists[l]->s[i].prim);
+            free(lists[l]->s[i].args);
+        }
         free(lists[l]->s);
     }
     for (int i = 0; i < p->n_mems; i++) dnnl_memory_destroy(p->mems[i]);

@@ -153,6 +153,12 @@ def cases():
              axis=1)
     f = g.op("Flatten", [g.op("AveragePool", [h], kernel_shape=[2, 2], strides=[2, 2])])
     yield g, g.op("Gemm", [f, g.const(rand(36, 7, scale=0.2)), g.const(rand(7, scale=0.1))]), [7]
+    g = G("binary_both_broadcast", [2, 4, 3, 3])  # Add/Mul where neither operand has the output's shape
+    s = g.op("GlobalAveragePool", [g.conv("x", 4, 4, k=1)])  # [N, C, 1, 1]
+    a = g.op("Add", [s, g.const(rand(1, 4, 3, 3, scale=0.5))])  # + [1, C, H, W]: both broadcast
+    m = g.op("Mul", [g.const(rand(4, 1, 1, scale=0.5)), g.op("Mul", [s, g.const(rand(1, 1, 3, 3, scale=0.5))])])
+    h = g.op("Add", [g.op("Add", [a, m]), g.op("Relu", [g.conv("x", 4, 4, k=1)])])
+    yield g, g.op("Flatten", [h]), [36]
     g = G("tokens_matmul", [2, 6, 4, 4])  # a [N, tokens, channels] MatMul with a constant weight
     t = g.op("Reshape", [g.conv("x", 6, 8, k=1), g.const(np.array([0, 8, 16], np.int64), "s")])
     t = g.op("MatMul", [t, g.const(rand(16, 5, scale=0.3))])
