@@ -75,6 +75,17 @@ node "$(dirname "$0")/../tools/dataset_images_npy.mjs" "$V" "$d/v.npy" >/dev/nul
     $PY "$(dirname "$0")/export_check.py" compare "$d/ort.npy" "$d/pred.csv" &&
     pass export_of_fine_tuned_model_matches_eval_in_onnx_runtime ||
     fail export_of_fine_tuned_model_matches_eval_in_onnx_runtime "$(cat "$d/export.err")"
+# predict runs the tuned backbone too: its top class and probability are eval's for the same image
+IMG=$(find "$SHARED/data/hymenoptera/val/bees" -name '*.jpg' | sort | head -1)
+"$FTL" predict "$d/model.ftl" "$IMG" >"$d/predict.out" 2>"$d/predict.err" &&
+    $PY - "$d/predict.out" "$d/pred.csv" "$(basename "$IMG")" <<'PYEOF' && pass predict_uses_the_tuned_backbone || fail predict_uses_the_tuned_backbone "$(cat "$d/predict.err")"
+import csv, re, sys
+out, rows, name = open(sys.argv[1]).read(), list(csv.DictReader(open(sys.argv[2]))), sys.argv[3]
+row = next(r for r in rows if r["path"].endswith(name))
+m = re.search(r":\s+(ants|bees)\s+([0-9.]+)", out)
+print("predict", m.group(1), m.group(2), "eval", row["predicted"], row["probability"])
+assert ["ants", "bees"].index(m.group(1)) == int(row["predicted"]) and abs(float(m.group(2)) - float(row["probability"])) < 2e-3, (out, row)
+PYEOF
 # a tuned tensor edited after training no longer matches the identity recorded with it: refused
 $PY - "$d/model.ftl" "$d/edited.ftl" <<'PYEOF'
 import json, struct, sys
@@ -133,10 +144,22 @@ print("max weight difference", worst)
 assert worst <= 1e-4, worst
 PYEOF
 
-# ---- a cut crossed by two tensors (a residual Add and the last block's depthwise output)
+# ---- a cut crossed by two tensors (a residual Add and the last block's depthwise output), its boundary
+# rows streamed from disk (--max-memory 1), with a phase-2 warmup
 "$FTL" inspect "$MODEL" --fine-tune-last 5 | grep -c '^boundary' | grep -qx 2 || fail two_boundary_cut_exists "last 5 should have 2 boundary tensors"
+"$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --fine-tune-last 5 --fine-tune-epochs 2 --fine-tune-lr 1e-4 \
+    --fine-tune-warmup-epochs 2 --max-memory 1 --log "$d/two.jsonl" "${C[@]}" --out "$d/two.ftl" >/dev/null 2>"$d/two.err" &&
+    [ "$(grep -c 'streaming them' "$d/two.err")" -eq 2 ] &&
+    $PY - "$d/two.jsonl" <<'PYEOF' && pass phase_2_warmup_and_streamed_boundary || fail phase_2_warmup_and_streamed_boundary "$(tail -3 "$d/two.err")"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+runs = [i for i, r in enumerate(recs) if r["record"] == "run"]
+lrs = [r["lr"] for r in recs[runs[1]:] if r["record"] == "epoch"]
+print("phase-2 lr at the end of each epoch", lrs)  # a ramp over 2 epochs of 15 steps: 15/30, then 30/30 of 1e-4
+assert len(lrs) == 2 and abs(lrs[0] - 0.5e-4) < 1e-12 and abs(lrs[1] - 1e-4) < 1e-12, lrs
+PYEOF
 "$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --fine-tune-last 5 --fine-tune-epochs 1 --fine-tune-lr 1e-4 \
-    "${C[@]}" --out "$d/two.ftl" --quiet >/dev/null 2>"$d/two.err" &&
+    "${C[@]}" --out "$d/two.ftl" --overwrite --quiet >/dev/null 2>"$d/two.err" &&
     "$FTL" eval "$d/two.ftl" "$V" --json "$d/two_eval.json" --quiet >/dev/null 2>>"$d/two.err" &&
     $READ_ST "$d/two.ftl" >"$d/two.json" &&
     $PY - "$d" <<'PYEOF' && pass two_boundary_cut_trains_and_eval_reproduces || fail two_boundary_cut_trains_and_eval_reproduces "$(tail -3 "$d/two.err")"
