@@ -27,9 +27,12 @@ bool ftl_model_path_is_onnx(const char *path) {
     if (len >= 5 && strcmp(path + len - 5, ".onnx") == 0) return true;
     FILE *f = fopen(path, "rb");
     if (!f) return false;
-    unsigned char head[4] = {0};
-    size_t n = fread(head, 1, 4, f);
+    unsigned char head[9] = {0};
+    size_t n = fread(head, 1, 9, f);
     fclose(f);
+    /* safetensors (MODEL.ftl, checkpoints): an 8-byte little-endian header length, then '{'; its first
+     * byte is 0x08 whenever the length is 8 more than a multiple of 256 */
+    if (n == 9 && head[8] == '{' && head[5] == 0 && head[6] == 0 && head[7] == 0) return false;
     /* ModelProto starts with field 1 (ir_version, varint): tag byte 0x08; Parquet starts "PAR1" */
     return n >= 2 && head[0] == 0x08 && memcmp(head, "PAR1", 4) != 0;
 }

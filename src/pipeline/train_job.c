@@ -1,4 +1,5 @@
-/* `ftl train`: backbone -> (feature cache | per-batch backbone) -> trainer -> MODEL.ftl. */
+/* `ftl train`: backbone -> (feature cache | per-batch backbone) -> trainer -> MODEL.ftl (phase 1, the head),
+ * then fine_tune_phase.c's phase 2 when a fine-tuning cut is given. */
 #include "ftl/pipeline.h"
 #include "ftl/loader.h"
 #include "ftl/dist.h"
@@ -9,6 +10,7 @@
 #include "pipeline/feature_cache.h"
 #include "pipeline/loader_source.h"
 #include "pipeline/store_sources.h"
+#include "pipeline/train_run.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
@@ -173,23 +175,8 @@ static char *metrics_json(const ftl_fit_result *r) {
     return b.data;
 }
 
-/* The run's sources: everything ftl_train_run opens, so one cleanup frees it all. */
-typedef struct train_run {
-    ftl_model *backbone;
-    feature_store train_store, val_store, train_flipped;
-    global_order_source train_global;
-    file_order_source val_local;
-    loader_source train_stream, val_stream;
-    bool have_train_store, have_val_store, have_train_flipped, have_train_global, have_val_local, have_train_stream, have_val_stream;
-    ftl_batch_source train, val;
-    char **class_names;
-    int64_t class_count, dim;
-    int image_size;
-    char *preprocess_json, *classes_json, *cache_dir;
-    char train_fingerprint[65];  /* computed once (it reads every byte): the rank check and the cache key */
-} train_run;
 
-static void train_run_free(train_run *r) {
+void train_run_free(train_run *r) {
     if (r->have_train_global) global_order_source_free(&r->train_global);
     if (r->have_val_local) file_order_source_free(&r->val_local);
     if (r->have_train_store) feature_store_close(&r->train_store);
@@ -231,7 +218,7 @@ static void rank_rows(const ftl_collectives *c, int64_t total, int64_t *begin, i
 
 /* Feature-cache mode: each rank embeds (or reuses) its rows of train and val, then trains on
  * global batches in the single-process order (in memory, or streamed from its parts). */
-static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
     const ftl_collectives *col = &o->fit.collectives;
     const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
     double t0 = ftl_now();
@@ -313,7 +300,7 @@ static ftl_status setup_cached(train_run *r, const ftl_train_options *o, ftl_tra
 }
 
 /* --no-feature-cache: the backbone runs on every training and validation batch. */
-static ftl_status setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+ftl_status train_run_setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
     const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
     ftl_loader_options torder = train_order(o, train_src), vorder = val_order(o, val_src);
     const ftl_model_info *info = ftl_model_get_info(r->backbone);
@@ -332,7 +319,7 @@ static ftl_status setup_per_batch(train_run *r, const ftl_train_options *o, ftl_
     return FTL_OK;
 }
 
-static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer, const ftl_fit_result *res,
+ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer, const ftl_fit_result *res,
                              const ftl_tensor_override *tuned, int n_tuned, const ftl_kv *extra, size_t n_extra) {
     const ftl_model_info *info = ftl_model_get_info(r->backbone);
     char *dim = ftl_format("%lld", (long long)r->dim);
@@ -364,267 +351,6 @@ static ftl_status save_model(const train_run *r, const ftl_train_options *o, ftl
     ftl_status st = ftl_classifier_save_tuned(o->out_path, ftl_trainer_head(trainer), all, n_meta + n_extra, tuned, n_tuned);
     free(all);
     free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset);
-    return st;
-}
-
-static bool fine_tuning(const ftl_train_options *o) {
-    return o->fine_tune.last_convs > 0 || (o->fine_tune.from_tensor && o->fine_tune.from_tensor[0]);
-}
-
-static char *cut_text(const ftl_fine_tune_cut *c) {
-    return c->last_convs > 0 ? ftl_format("last %d", c->last_convs) : ftl_format("from %s", c->from_tensor);
-}
-
-/* Phase 2's checkpoints sit beside phase 1's, named fine-tune-NAME, so neither overwrites the other. */
-static char *phase2_pattern(const char *pattern) {
-    if (!pattern) return NULL;
-    const char *slash = strrchr(pattern, '/');
-    if (!slash) return ftl_format("fine-tune-%s", pattern);
-    return ftl_format("%.*s/fine-tune-%s", (int)(slash - pattern + 1) - 1, pattern, slash + 1);
-}
-
-/* The trainer's top over the training plan (ftl_finetune_*). */
-static ftl_status top_bind(void *ctx, float *params, float *grads) { return ftl_finetune_bind(ctx, params, grads); }
-static ftl_status top_forward(void *ctx, const float *rows, size_t n, float *features) {
-    return ftl_finetune_forward_rows(ctx, rows, (int)n, features);
-}
-static ftl_status top_backward(void *ctx, const float *dfeatures, size_t n) {
-    return ftl_finetune_backward_rows(ctx, dfeatures, (int)n);
-}
-
-/* What a resume continues: phase 1 (a head checkpoint) or 2 (fine-tuning), and phase 2's epoch 0
- * (the metrics it started from) as the checkpoint records them. Rank 0 reads it, then tells all. */
-#define META_FINE_TUNE_START "ftl.fine_tune_start"
-
-static ftl_status read_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start) {
-    *phase = 1;
-    const ftl_collectives *col = &o->fit.collectives;
-    double v[5] = {1, NAN, NAN, NAN, NAN};
-    ftl_status st = FTL_OK;
-    if (ftl_dist_rank(col) == 0) {
-        ftl_safetensors *f = NULL;
-        st = ftl_safetensors_open(o->resume_path, &f);
-        const char *saved_cut = st == FTL_OK ? ftl_safetensors_metadata(f, FTL_MODEL_META_FINE_TUNE_CUT) : NULL;
-        /* Refused before any work: a checkpoint of another cut trains other tensors. */
-        char *mine = fine_tuning(o) ? cut_text(&o->fine_tune) : NULL;
-        if (saved_cut && mine && strcmp(saved_cut, mine) != 0)
-            st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it fine-tunes the cut \"%s\", this run \"%s\"",
-                          o->resume_path, saved_cut, mine);
-        free(mine);
-        if (st == FTL_OK && saved_cut) {
-            v[0] = 2;
-            const char *js = ftl_safetensors_metadata(f, META_FINE_TUNE_START);
-            ftl_json *j = NULL;
-            if (js && ftl_json_parse(js, strlen(js), &j) == FTL_OK) {
-                const char *names[4] = {"loss", "acc", "val_loss", "val_acc"};
-                for (int k = 0; k < 4; k++) {
-                    double x;
-                    if (ftl_json_get_number(j, names[k], &x)) v[1 + k] = x;
-                }
-            }
-            ftl_json_free(j);
-        }
-        ftl_safetensors_close(f);
-    }
-    bool any = false;
-    ftl_status agree = ftl_dist_any_failed(col, st != FTL_OK, &any);
-    if (st != FTL_OK) return st;
-    if (agree != FTL_OK) return agree;
-    if (any) return ftl_fail(FTL_E_IO, "rank 0 cannot read the checkpoint %s", o->resume_path);
-    FTL_TRY(ftl_dist_broadcast(col, v, sizeof v, 0));
-    *phase = (int)v[0];
-    *start = (ftl_epoch_log){.loss = v[1], .acc = v[2], .val_loss = v[3], .val_acc = v[4]};
-    return FTL_OK;
-}
-
-static char *start_json(const ftl_epoch_log *l) {
-    ftl_strbuf b = {0};
-    const char *names[4] = {"loss", "acc", "val_loss", "val_acc"};
-    double values[4] = {l->loss, l->acc, l->val_loss, l->val_acc};
-    ftl_strbuf_append(&b, "{", 1);
-    for (int k = 0; k < 4; k++) {
-        ftl_strbuf_printf(&b, "%s\"%s\":", k ? "," : "", names[k]);
-        ftl_json_append_number(&b, values[k]);
-    }
-    ftl_strbuf_append(&b, "}", 1);
-    return b.data;
-}
-
-/* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors
- * (cached like features), from head_params (phase 1's best; NULL when resuming phase 2 or from
- * --init) with `initial` as epoch 0. Writes the model with the tuned tensors. */
-typedef struct fine_tune_run {
-    ftl_finetune *top;
-    ftl_classifier init;
-    bool have_init;
-    train_run bottom;
-    ftl_tensor_override *tuned;
-    int n_tuned;
-} fine_tune_run;
-
-static ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
-                                  bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
-                                  ftl_train_summary *s) {
-    const ftl_collectives *col = &o->fit.collectives;
-    bool rank0 = ftl_dist_rank(col) == 0;
-    fine_tune_run f;
-    memset(&f, 0, sizeof f);
-    ftl_status st = FTL_OK;
-    const ftl_tensor_override *start_tensors = NULL; /* --init's tuned tensors: the backbone phase 2 starts from */
-    int n_start = 0;
-    if (o->init_path) {
-        st = ftl_classifier_load(o->init_path, &f.init);
-        f.have_init = st == FTL_OK;
-        const char *sha = f.have_init ? ftl_classifier_metadata(&f.init, FTL_MODEL_META_BACKBONE_SHA256) : NULL;
-        if (st == FTL_OK && (!sha || strcmp(sha, ftl_model_get_info(r->backbone)->sha256) != 0))
-            st = ftl_fail(FTL_E_INVALID_ARG, "--init %s was trained on another backbone (sha256 %.16s...) than --backbone %s (%.16s...)",
-                          o->init_path, sha ? sha : "none", o->embed.backbone_path, ftl_model_get_info(r->backbone)->sha256);
-        if (st == FTL_OK && f.init.head.classes != r->class_count)
-            st = ftl_fail(FTL_E_INVALID_ARG, "--init %s has %lld classes, the training set %s has %lld", o->init_path,
-                          (long long)f.init.head.classes, o->train_path, (long long)r->class_count);
-        for (int64_t k = 0; st == FTL_OK && k < r->class_count; k++)
-            if (strcmp(f.init.class_names[k], r->class_names[k]) != 0)
-                st = ftl_fail(FTL_E_INVALID_ARG, "--init %s: class %lld is \"%s\", in the training set \"%s\"", o->init_path,
-                              (long long)k, f.init.class_names[k], r->class_names[k]);
-        if (st == FTL_OK && f.init.head.dim != r->dim)
-            st = ftl_fail(FTL_E_INVALID_ARG, "--init %s takes %lld features, the backbone gives %lld", o->init_path,
-                          (long long)f.init.head.dim, (long long)r->dim);
-        if (st == FTL_OK) {
-            start_tensors = f.init.tuned;
-            n_start = f.init.n_tuned;
-            if (!head_params) head_params = f.init.head.params;
-        }
-    }
-    ftl_model_options mo;
-    ftl_model_options_init(&mo);
-    mo.features_from = o->embed.features_from;
-    mo.threads = o->embed.threads;
-    mo.precision = o->embed.precision; /* bf16: the top's convolutions too (fp32 master weights) */
-    mo.overrides = start_tensors;
-    mo.n_overrides = n_start;
-    if (st == FTL_OK) st = ftl_finetune_open(o->embed.backbone_path, &mo, &o->fine_tune, (int)o->fit.batch_size, &f.top);
-    const ftl_finetune_info *fi = st == FTL_OK ? ftl_finetune_get_info(f.top) : NULL;
-    if (st == FTL_OK && fi->feature_dim != r->dim)
-        st = ftl_fail(FTL_E_INTERNAL, "the top gives %lld features, the backbone %lld", (long long)fi->feature_dim,
-                      (long long)r->dim);
-    /* The frozen bottom: the backbone cut at the boundary, cached like features. */
-    ftl_train_options bo = *o;
-    if (st == FTL_OK) {
-        bo.embed.bottom_of = &o->fine_tune;
-        bo.embed.overrides = start_tensors;
-        bo.embed.n_overrides = n_start;
-        ftl_model_options bm;
-        ftl_model_options_init(&bm);
-        bm.features_from = o->embed.features_from;
-        bm.bottom_of = &o->fine_tune;
-        bm.precision = o->embed.precision;
-        bm.conv_algorithm = o->embed.conv_algorithm;
-        bm.threads = o->embed.threads;
-        bm.batch = o->embed.batch;
-        bm.overrides = start_tensors;
-        bm.n_overrides = n_start;
-        st = ftl_model_load(o->embed.backbone_path, &bm, &f.bottom.backbone);
-    }
-    if (st == FTL_OK && ftl_model_get_info(f.bottom.backbone)->feature_dim != fi->boundary_floats)
-        st = ftl_fail(FTL_E_INTERNAL, "the bottom gives %lld floats per image, the top takes %lld",
-                      ftl_model_get_info(f.bottom.backbone)->feature_dim, fi->boundary_floats);
-    if (st == FTL_OK) {
-        f.bottom.cache_dir = ftl_strdup(r->cache_dir);
-        memcpy(f.bottom.train_fingerprint, r->train_fingerprint, sizeof r->train_fingerprint);
-        f.bottom.image_size = r->image_size;
-        ftl_train_summary bs;
-        memset(&bs, 0, sizeof bs);
-        st = o->feature_cache ? setup_cached(&f.bottom, &bo, &bs) : setup_per_batch(&f.bottom, &bo, &bs);
-        s->boundary_dim = f.bottom.dim;
-        s->boundary_cache_reused = bs.train_cache_reused && (!o->val_path || bs.val_cache_reused);
-        s->features_seconds += bs.features_seconds;
-    }
-    ftl_fit_top top = {0};
-    if (st == FTL_OK)
-        top = (ftl_fit_top){.ctx = f.top, .in_dim = fi->boundary_floats, .out_dim = fi->feature_dim,
-                            .param_count = (size_t)fi->param_count, .max_rows = o->fit.batch_size,
-                            .bind = top_bind, .forward = top_forward, .backward = top_backward};
-    /* The checkpoints name the cut, the backbone phase 2 started from and its epoch 0. */
-    char *cut = cut_text(&o->fine_tune), *start = start_json(&initial);
-    ftl_kv *meta = ftl_xcalloc(n_base_meta + 3, sizeof *meta);
-    memcpy(meta, base_meta, n_base_meta * sizeof *meta);
-    meta[n_base_meta] = (ftl_kv){FTL_MODEL_META_FINE_TUNE_CUT, cut};
-    meta[n_base_meta + 1] = (ftl_kv){FTL_MODEL_META_BACKBONE_IDENTITY, st == FTL_OK ? ftl_model_get_info(f.bottom.backbone)->identity : ""};
-    meta[n_base_meta + 2] = (ftl_kv){META_FINE_TUNE_START, start};
-    ftl_fit_config fit = o->fit;
-    fit.optimizer.lr = o->fine_tune_lr;
-    fit.epochs = o->fine_tune_epochs;
-    fit.warmup_epochs = o->fine_tune_warmup_epochs;
-    fit.top = &top;
-    fit.initial = &initial;
-    char *pattern = phase2_pattern(o->fit.checkpoint_pattern);
-    fit.checkpoint_pattern = pattern;
-    fit.checkpoint_meta = meta;
-    fit.checkpoint_meta_count = n_base_meta + 3;
-    /* The log gets a run record of its own for phase 2, so a report draws the phases apart. */
-    const char *tag = "{\"record\":\"run\",";
-    char *record = run_record && strncmp(run_record, tag, strlen(tag)) == 0
-                       ? ftl_format("%s\"phase\":\"fine-tune\",%s", tag, run_record + strlen(tag)) : NULL;
-    fit.run_record = record;
-    if (!fit.epoch_out && rank0) fit.epoch_out = stdout;
-    ftl_trainer *t = NULL;
-    if (st == FTL_OK) st = ftl_trainer_init(&t, &fit, r->dim, r->class_count);
-    if (st == FTL_OK && head_params) {
-        ftl_head *h = ftl_trainer_head(t);
-        memcpy(h->params, head_params, h->param_count * sizeof(float));
-        size_t count;
-        float *block = ftl_trainer_params(t, &count);
-        st = ftl_dist_broadcast(col, block, count * sizeof(float), 0);
-    }
-    if (st == FTL_OK && resume) st = ftl_trainer_resume(t, o->resume_path, &f.bottom.train);
-    /* --fine-tune-only: epoch 0 is the --init model measured here, on this validation set. */
-    if (st == FTL_OK && !resume && o->fine_tune_only && o->val_path) {
-        ftl_metric_counts vc;
-        st = ftl_trainer_evaluate(t, &f.bottom.val, &vc);
-        initial.val_loss = ftl_metric_loss(&vc);
-        initial.val_acc = ftl_metric_accuracy(&vc);
-        free(start);
-        start = start_json(&initial);
-        meta[n_base_meta + 2].value = start;
-    }
-    if (st == FTL_OK && rank0 && fit.epoch_out && !resume)
-        fprintf(fit.epoch_out, "Fine-tuning %d nodes (%s, %lld values) with the head at lr %g; epoch 0: val_acc %.4f\n",
-                fi->unfrozen_nodes, cut, (long long)fi->param_count, fit.optimizer.lr, initial.val_acc);
-    if (st == FTL_OK) st = ftl_trainer_fit(t, &f.bottom.train, o->val_path ? &f.bottom.val : NULL, &s->fit);
-    s->fine_tuned = st == FTL_OK;
-    if (st == FTL_OK && rank0) {
-        /* The model holds the top's values and any of --init's tuned tensors outside this cut. */
-        float *block = ftl_trainer_params(t, NULL);
-        size_t head_count = ftl_trainer_head(t)->param_count;
-        f.tuned = ftl_xcalloc((size_t)(fi->n_params + n_start) + 1, sizeof *f.tuned);
-        for (int k = 0; k < fi->n_params; k++) {
-            long long count, offset;
-            const char *name = ftl_finetune_param_name(f.top, k, &count, &offset);
-            f.tuned[f.n_tuned++] = (ftl_tensor_override){name, block + head_count + offset, count};
-        }
-        for (int k = 0; k < n_start; k++) {
-            bool inside = false;
-            for (int j = 0; j < fi->n_params; j++) inside |= strcmp(start_tensors[k].name, f.tuned[j].name) == 0;
-            if (!inside) f.tuned[f.n_tuned++] = start_tensors[k];
-        }
-        char identity[65];
-        ftl_model_identity_of(ftl_model_get_info(r->backbone)->sha256, f.tuned, f.n_tuned, identity);
-        char *lr = ftl_format("%.9g", o->fine_tune_lr);
-        ftl_kv extra[] = {{FTL_MODEL_META_FINE_TUNE_CUT, cut}, {FTL_MODEL_META_BACKBONE_IDENTITY, identity},
-                          {"ftl.fine_tune_lr", lr}, {META_FINE_TUNE_START, start}};
-        st = save_model(r, o, t, &s->fit, f.tuned, f.n_tuned, extra, sizeof extra / sizeof extra[0]);
-        free(lr);
-    }
-    ftl_trainer_free(t);
-    free(pattern);
-    free(record);
-    free(meta);
-    free(cut);
-    free(start);
-    free(f.tuned);
-    train_run_free(&f.bottom);
-    ftl_finetune_free(f.top);
-    if (f.have_init) ftl_classifier_free(&f.init);
     return st;
 }
 
@@ -711,7 +437,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     /* A resume continues the phase its checkpoint comes from; phase 2 then needs no phase 1. */
     int resume_phase = 1;
     ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN};
-    if (st == FTL_OK && o->resume_path) st = read_resume_phase(o, &resume_phase, &epoch0);
+    if (st == FTL_OK && o->resume_path) st = fine_tune_resume_phase(o, &resume_phase, &epoch0);
     if (st == FTL_OK && resume_phase == 2 && !ft)
         st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it is a fine-tuning checkpoint; give the same "
                       "--fine-tune-last/--fine-tune-from as the run that wrote it", o->resume_path);
@@ -722,7 +448,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         r.cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
         s->features_cached = o->feature_cache;
         r.dim = ftl_model_get_info(r.backbone)->feature_dim;
-        if (run_phase1) st = o->feature_cache ? setup_cached(&r, o, s) : setup_per_batch(&r, o, s);
+        if (run_phase1) st = o->feature_cache ? train_run_setup_cached(&r, o, s) : train_run_setup_per_batch(&r, o, s);
     }
     s->dim = r.dim;
     s->classes = r.class_count;
@@ -753,7 +479,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (st == FTL_OK && run_phase1 && o->resume_path) st = ftl_trainer_resume(trainer, o->resume_path, &r.train);
     if (st == FTL_OK && run_phase1) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
     if (st == FTL_OK && run_phase1 && !ft && fit.collectives.rank == 0)
-        st = save_model(&r, o, trainer, &s->fit, NULL, 0, NULL, 0);
+        st = train_run_save_model(&r, o, trainer, &s->fit, NULL, 0, NULL, 0);
     if (st == FTL_OK && ft) {
         /* Phase 1's best weights are phase 2's start and its epoch 0. */
         if (run_phase1) {

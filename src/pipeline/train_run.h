@@ -1,0 +1,54 @@
+/* What `ftl train` shares between its phases (train_job.c runs phase 1 and the whole job,
+ * fine_tune_phase.c runs phase 2): the run's sources, their setup over a backbone (the full one for
+ * features, the frozen bottom for boundary tensors), and the model file. Internal to src/pipeline. */
+#ifndef FTL_PIPELINE_TRAIN_RUN_H
+#define FTL_PIPELINE_TRAIN_RUN_H
+
+#include "ftl/pipeline.h"
+#include "pipeline/feature_store.h"
+#include "pipeline/loader_source.h"
+#include "pipeline/store_sources.h"
+
+/* The run's sources: everything ftl_train_run opens, so one cleanup frees it all. */
+typedef struct train_run {
+    ftl_model *backbone;
+    feature_store train_store, val_store, train_flipped;
+    global_order_source train_global;
+    file_order_source val_local;
+    loader_source train_stream, val_stream;
+    bool have_train_store, have_val_store, have_train_flipped, have_train_global, have_val_local, have_train_stream, have_val_stream;
+    ftl_batch_source train, val;
+    char **class_names;
+    int64_t class_count, dim;
+    int image_size;
+    char *preprocess_json, *classes_json, *cache_dir;
+    char train_fingerprint[65];  /* computed once (it reads every byte): the rank check and the cache key */
+} train_run;
+
+void train_run_free(train_run *r);
+/* The training (and validation) sources over r->backbone's outputs: cached (each rank embeds or reuses
+ * its rows) or recomputed every batch (--no-feature-cache). */
+ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s);
+ftl_status train_run_setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s);
+/* MODEL.ftl with the trainer's head, n_tuned fine-tuned backbone tensors and extra metadata. */
+ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer,
+                                const ftl_fit_result *res, const ftl_tensor_override *tuned, int n_tuned,
+                                const ftl_kv *extra, size_t n_extra);
+
+/* ---- phase 2 (fine_tune_phase.c) ---- */
+
+/* --fine-tune-last or --fine-tune-from was given. */
+bool fine_tuning(const ftl_train_options *o);
+/* "last N" / "from TENSOR" (malloc'd): how checkpoints and models name the cut. */
+char *fine_tune_cut_text(const ftl_fine_tune_cut *cut);
+/* Which phase --resume's checkpoint continues (1 or 2) and phase 2's epoch 0 as it records them;
+ * rank 0 reads the file and tells the others. A checkpoint of another cut is refused here. */
+ftl_status fine_tune_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start);
+/* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors,
+ * from head_params (phase 1's best; NULL when resuming phase 2 or from --init) with `initial` as
+ * epoch 0; rank 0 writes the model with the tuned tensors. base_meta: phase 1's checkpoint identity. */
+ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
+                           bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
+                           ftl_train_summary *s);
+
+#endif
