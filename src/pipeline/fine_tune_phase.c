@@ -109,8 +109,8 @@ typedef struct fine_tune_run {
 } fine_tune_run;
 
 ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
-                                  bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
-                                  ftl_train_summary *s) {
+                           bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
+                           ftl_train_summary *s) {
     const ftl_collectives *col = &o->fit.collectives;
     bool rank0 = ftl_dist_rank(col) == 0;
     fine_tune_run f;
@@ -180,7 +180,8 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
         f.bottom.image_size = r->image_size;
         ftl_train_summary bs;
         memset(&bs, 0, sizeof bs);
-        st = o->feature_cache ? train_run_setup_cached(&f.bottom, &bo, &bs) : train_run_setup_per_batch(&f.bottom, &bo, &bs);
+        st = o->feature_cache ? train_run_setup_cached(&f.bottom, &bo, &bs)
+                              : train_run_setup_per_batch(&f.bottom, &bo, &bs);
         s->boundary_dim = f.bottom.dim;
         s->boundary_cache_reused = bs.train_cache_reused && (!o->val_path || bs.val_cache_reused);
         s->features_seconds += bs.features_seconds;

@@ -319,8 +319,9 @@ ftl_status train_run_setup_per_batch(train_run *r, const ftl_train_options *o, f
     return FTL_OK;
 }
 
-ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer, const ftl_fit_result *res,
-                             const ftl_tensor_override *tuned, int n_tuned, const ftl_kv *extra, size_t n_extra) {
+ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer,
+                                const ftl_fit_result *res, const ftl_tensor_override *tuned, int n_tuned,
+                                const ftl_kv *extra, size_t n_extra) {
     const ftl_model_info *info = ftl_model_get_info(r->backbone);
     char *dim = ftl_format("%lld", (long long)r->dim);
     char *size = ftl_format("%d", r->image_size);
