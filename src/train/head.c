@@ -16,7 +16,9 @@ struct ftl_head_workspace {
     float *x_dropped; /* [capacity x D] dropout-masked inputs (training with dropout only) */
     float *logits;    /* [capacity x C] */
     float *dlogits;   /* [capacity x C] */
-    ftl_pool_site train_site, eval_site, backward_site; /* threading measurements per GEMM shape */
+    float *dz_t, *dx_t; /* ftl_head_input_grad: dZ^T [C x rows] and dX^T [D x rows], rows <= t_capacity */
+    size_t t_capacity;
+    ftl_pool_site train_site, eval_site, backward_site, input_grad_site; /* threading measurements per GEMM shape */
 };
 
 float *ftl_train_alloc_floats(size_t count) {
@@ -74,6 +76,8 @@ void ftl_head_free(ftl_head *head) {
         free(head->ws->x_dropped);
         free(head->ws->logits);
         free(head->ws->dlogits);
+        free(head->ws->dz_t);
+        free(head->ws->dx_t);
         free(head->ws);
     }
     memset(head, 0, sizeof *head);
@@ -236,14 +240,24 @@ ftl_status ftl_head_input_grad(ftl_head *head, size_t n, const ftl_row_draws *dr
     const float *dz = head->ws->dlogits, *W = head->kernel;
     const uint32_t threshold = (uint32_t)lround((1.0 - (double)head->dropout) * 65536.0);
     const float scale = dropout ? (float)(1.0 / (1.0 - (double)head->dropout)) : 1.0f;
+    /* dX = dZ W^T, computed as dX^T [D x n] = W [D x C] dZ^T [C x n] so the GEMM streams W's rows
+     * (W^T would need a copy of the whole kernel; the two small transposes cost n x (C + D)) */
+    struct ftl_head_workspace *ws = head->ws;
+    if (n > ws->t_capacity) {
+        free(ws->dz_t);
+        free(ws->dx_t);
+        ws->dz_t = ftl_train_alloc_floats(n * C);
+        ws->dx_t = ftl_train_alloc_floats(n * D);
+        ws->t_capacity = n;
+    }
+    for (size_t row = 0; row < n; row++)
+        for (size_t c = 0; c < C; c++) ws->dz_t[c * n + row] = dz[row * C + c];
+    ftl_gemm_args g = {.M = D, .N = n, .K = C, .A = W, .a_row_stride = C, .a_col_stride = 1, .B = ws->dz_t, .ldb = n,
+                       .C = ws->dx_t, .ldc = n, .accumulate = false, .site = &ws->input_grad_site};
+    ftl_gemm(&g);
     for (size_t row = 0; row < n; row++) {
-        const float *z = dz + row * C;
         float *o = dx + row * D;
-        for (size_t d = 0; d < D; d++) { /* dx = dZ W^T */
-            float acc = 0;
-            for (size_t c = 0; c < C; c++) acc += z[c] * W[d * C + c];
-            o[d] = acc;
-        }
+        for (size_t d = 0; d < D; d++) o[d] = ws->dx_t[d * n + row];
         if (!dropout) continue;
         /* through the mask: the same draws as apply_dropout, in the same order */
         ftl_rng rng;
