@@ -11,15 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "../bench_clock.h"
+
 #define CK(x)                                                                                                          \
     do {                                                                                                               \
         dnnl_status_t s_ = (x);                                                                                        \
@@ -59,12 +52,12 @@ static double time_seq(int n, dnnl_primitive_t *prims, dnnl_exec_arg_t **args, i
     for (int w = 0; w < 3; w++)
         for (int i = 0; i < n; i++) CK(dnnl_primitive_execute(prims[i], strm, nargs[i], args[i]));
     for (int r = 0; r < reps; r++) {
-        double a = now();
+        double a = bench_now();
         for (int i = 0; i < n; i++) CK(dnnl_primitive_execute(prims[i], strm, nargs[i], args[i]));
         dnnl_stream_wait(strm);
-        t[r] = now() - a;
+        t[r] = bench_now() - a;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmpd);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double m = t[reps / 2];
     free(t);
     return m;

@@ -10,16 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "../bench_clock.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -51,14 +42,14 @@ int main(int argc, char **argv) {
         }
     }
     ftl_model *m;
-    double t0 = now();
+    double t0 = bench_now();
     ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
     if (st == FTL_OK) st = ftl_model_load(argv[1], &o, &m);
     if (st != FTL_OK) {
         fprintf(stderr, "ftl_bench: %s\n", ftl_last_error());
         return 1;
     }
-    double load_s = now() - t0;
+    double load_s = bench_now() - t0;
     const ftl_model_info *info = ftl_model_get_info(m);
     size_t in_count = (size_t)o.batch * (size_t)info->channels * (size_t)info->height * (size_t)info->width;
     float *in = malloc(in_count * sizeof *in), *out = malloc((size_t)o.batch * (size_t)info->feature_dim * sizeof *out);
@@ -67,30 +58,30 @@ int main(int argc, char **argv) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         in[i] = (float)((double)(x >> 40) / (double)(1ull << 24) * 2.0 - 1.0) * 1.7f;
     }
-    t0 = now();
+    t0 = bench_now();
     if (ftl_model_run(m, in, o.batch, out) != FTL_OK) {
         fprintf(stderr, "ftl_bench: %s\n", ftl_last_error());
         return 1;
     }
-    double first = now() - t0, per_call = first;
-    for (t0 = now(); now() - t0 < 1.0 && first < 5.0;) { /* warm-up */
-        double a = now();
+    double first = bench_now() - t0, per_call = first;
+    for (t0 = bench_now(); bench_now() - t0 < 1.0 && first < 5.0;) { /* warm-up */
+        double a = bench_now();
         ftl_model_run(m, in, o.batch, out);
-        per_call = now() - a;
+        per_call = bench_now() - a;
     }
     int k = (int)(min_rep_s / per_call) + 1;
     double *rates = malloc((size_t)reps * sizeof *rates);
     for (int r = 0; r < reps; r++) {
-        double a = now();
+        double a = bench_now();
         for (int i = 0; i < k; i++) ftl_model_run(m, in, o.batch, out);
-        rates[r] = (double)k * o.batch / (now() - a);
+        rates[r] = (double)k * o.batch / (bench_now() - a);
     }
     printf("{\"engine\":\"ftl\",\"model\":\"%s\",\"batch\":%d,\"precision\":\"%s\",\"threads\":%d,\"macs_per_img\":%lld,"
            "\"conv_algorithm\":\"%s\",\"winograd_convs\":%d,\"micro_batch\":%d,\"micro_batch_min\":%d,\"load_s\":%.3f,\"first_call_s\":%.3f,\"calls_per_rep\":%d,\"rates\":[",
            argv[1], o.batch, precision, info->threads, info->macs_per_image, ftl_nn_conv_algorithm_name(info->conv_algorithm),
            info->winograd_convs, info->micro_batch, info->micro_batch_min, load_s, first, k);
     for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", rates[r]);
-    qsort(rates, (size_t)reps, sizeof *rates, cmp_double);
+    qsort(rates, (size_t)reps, sizeof *rates, bench_cmp_double);
     double med = reps % 2 ? rates[reps / 2] : 0.5 * (rates[reps / 2 - 1] + rates[reps / 2]);
     printf("],\"median\":%.3f,\"gflops\":%.1f,\"backend\":\"%s\"}\n", med, med * 2e-9 * (double)info->macs_per_image, info->backend);
     free(rates);

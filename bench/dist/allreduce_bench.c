@@ -9,16 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "../bench_clock.h"
 
 int main(int argc, char **argv) {
     const ftl_collectives *w;
@@ -38,11 +29,11 @@ int main(int argc, char **argv) {
         ftl_dist_allreduce_f32(w, x, n); /* warm-up */
         for (int r = 0; r < repeats; r++) {
             ftl_dist_barrier(w);
-            double t0 = now();
+            double t0 = bench_now();
             ftl_dist_allreduce_f32(w, x, n);
-            t[r] = now() - t0;
+            t[r] = bench_now() - t0;
         }
-        qsort(t, (size_t)repeats, sizeof *t, cmp);
+        qsort(t, (size_t)repeats, sizeof *t, bench_cmp_double);
         double med = t[repeats / 2];
         double bytes = (double)n * 4;
         /* bus bandwidth, as nccl-tests: 2 (N-1)/N x bytes / time */

@@ -11,16 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "../bench_clock.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -55,23 +46,23 @@ int main(int argc, char **argv) {
     int64_t nf = fi->feature_dim * batch;
     float *feat = malloc((size_t)nf * sizeof *feat), *df = malloc((size_t)nf * sizeof *df);
     for (int64_t i = 0; i < nf; i++) df[i] = (float)((i % 7) - 3) * 1e-3f;
-    double t0 = now();
-    while (now() - t0 < 1.0) { /* warm-up */
+    double t0 = bench_now();
+    while (bench_now() - t0 < 1.0) { /* warm-up */
         ftl_finetune_forward(ft, (const float *const *)in, feat);
         ftl_finetune_backward(ft, df);
     }
     double *step_ms = malloc((size_t)reps * sizeof *step_ms);
     for (int r = 0; r < reps; r++) {
         int n = 0;
-        double t = now();
+        double t = bench_now();
         do {
             ftl_finetune_forward(ft, (const float *const *)in, feat);
             ftl_finetune_backward(ft, df);
             n++;
-        } while (now() - t < 1.0);
-        step_ms[r] = 1e3 * (now() - t) / n;
+        } while (bench_now() - t < 1.0);
+        step_ms[r] = 1e3 * (bench_now() - t) / n;
     }
-    qsort(step_ms, (size_t)reps, sizeof *step_ms, cmp_double);
+    qsort(step_ms, (size_t)reps, sizeof *step_ms, bench_cmp_double);
     /* the frozen bottom: inference up to the (first) boundary tensor, what the cache replaces */
     ftl_model_options o;
     ftl_model_options_init(&o);
@@ -88,14 +79,14 @@ int main(int argc, char **argv) {
         double *bm = malloc((size_t)reps * sizeof *bm);
         for (int r = 0; r < reps; r++) {
             int n = 0;
-            double t = now();
+            double t = bench_now();
             do {
                 ftl_model_run(m, x, batch, y);
                 n++;
-            } while (now() - t < 1.0);
-            bm[r] = 1e3 * (now() - t) / n;
+            } while (bench_now() - t < 1.0);
+            bm[r] = 1e3 * (bench_now() - t) / n;
         }
-        qsort(bm, (size_t)reps, sizeof *bm, cmp_double);
+        qsort(bm, (size_t)reps, sizeof *bm, bench_cmp_double);
         bottom_ms = bm[reps / 2];
         free(bm);
         free(x);

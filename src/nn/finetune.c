@@ -117,6 +117,11 @@ int ftl_finetune_batch(const ftl_finetune *f) { return f->batch; }
 ftl_status ftl_finetune_forward_rows(ftl_finetune *f, const float *rows, int n, float *features) {
     if (n < 1 || n > f->batch) return ftl_fail(FTL_E_INVALID_ARG, "%d rows for a fine-tuning batch of %d", n, f->batch);
     size_t row = (size_t)f->info.boundary_floats, at = 0;
+    float *out = n == f->batch ? features : f->features; /* a full batch needs no staging copies */
+    if (n == f->batch && f->tr.n_boundary == 1) {
+        FTL_TRY(nn_train_plan_forward(f->plan, &rows, out));
+        return FTL_OK;
+    }
     for (int k = 0; k < f->tr.n_boundary; k++) {
         long long per = 0;
         ftl_finetune_boundary_name(f, k, &per);
@@ -124,13 +129,14 @@ ftl_status ftl_finetune_forward_rows(ftl_finetune *f, const float *rows, int n, 
         memset(f->in[k] + (size_t)n * per, 0, (size_t)(f->batch - n) * per * sizeof(float));
         at += (size_t)per;
     }
-    FTL_TRY(nn_train_plan_forward(f->plan, (const float *const *)f->in, f->features));
-    memcpy(features, f->features, (size_t)n * (size_t)f->info.feature_dim * sizeof(float));
+    FTL_TRY(nn_train_plan_forward(f->plan, (const float *const *)f->in, out));
+    if (out != features) memcpy(features, f->features, (size_t)n * (size_t)f->info.feature_dim * sizeof(float));
     return FTL_OK;
 }
 
 ftl_status ftl_finetune_backward_rows(ftl_finetune *f, const float *dfeatures, int n) {
     if (n < 1 || n > f->batch) return ftl_fail(FTL_E_INVALID_ARG, "%d rows for a fine-tuning batch of %d", n, f->batch);
+    if (n == f->batch) return nn_train_plan_backward(f->plan, dfeatures, NULL);
     size_t used = (size_t)n * (size_t)f->info.feature_dim;
     memcpy(f->dfeatures, dfeatures, used * sizeof(float));
     memset(f->dfeatures + used, 0, ((size_t)f->batch * (size_t)f->info.feature_dim - used) * sizeof(float));

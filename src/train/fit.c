@@ -86,11 +86,9 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
     ftl_trainer *t = ftl_xcalloc(1, sizeof *t);
     t->config = *config;
     if (t->config.eval_batch_size < 1) t->config.eval_batch_size = 1024;
-    ftl_status s = ftl_head_init(&t->head, dim, classes);
-    if (s == FTL_OK) {
-        /* One block for the head and the top: the head's own blocks are replaced by its part of it. */
-        size_t head_count = t->head.param_count;
-        ftl_head_free(&t->head);
+    size_t head_count = 0;
+    ftl_status s = ftl_head_param_count(dim, classes, &head_count);
+    if (s == FTL_OK) { /* one block for the head and the top, the head at its start */
         t->param_count = head_count + (top ? top->param_count : 0);
         t->params = ftl_train_alloc_floats(t->param_count);
         t->grads = ftl_train_alloc_floats(t->param_count);

@@ -32,8 +32,7 @@ float *ftl_train_alloc_floats(size_t count) {
     return p;
 }
 
-ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes) {
-    memset(head, 0, sizeof *head);
+ftl_status ftl_head_param_count(int64_t dim, int64_t classes, size_t *count) {
     if (dim < 1 || classes < 1)
         return ftl_fail(FTL_E_INVALID_ARG, "head needs at least 1 feature and 1 class (got %lld features, %lld classes)",
                         (long long)dim, (long long)classes);
@@ -41,11 +40,19 @@ ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes) {
     if (dim > (1 << 20) || classes > (1 << 20) || (double)dim * (double)classes > 4.0e9)
         return ftl_fail(FTL_E_UNSUPPORTED, "head of %lld features x %lld classes is too large", (long long)dim,
                         (long long)classes);
+    *count = (size_t)dim * (size_t)classes + (size_t)classes;
+    return FTL_OK;
+}
+
+/* params/grads NULL: blocks of the head's own. */
+static ftl_status head_setup(ftl_head *head, int64_t dim, int64_t classes, float *params, float *grads) {
+    memset(head, 0, sizeof *head);
+    FTL_TRY(ftl_head_param_count(dim, classes, &head->param_count));
     head->dim = dim;
     head->classes = classes;
-    head->param_count = (size_t)dim * (size_t)classes + (size_t)classes;
-    head->params = ftl_train_alloc_floats(head->param_count);
-    head->grads = ftl_train_alloc_floats(head->param_count);
+    head->borrowed_blocks = params != NULL;
+    head->params = params ? params : ftl_train_alloc_floats(head->param_count);
+    head->grads = params ? grads : ftl_train_alloc_floats(head->param_count);
     head->kernel = head->params;
     head->bias = head->params + (size_t)dim * (size_t)classes;
     head->grad_kernel = head->grads;
@@ -54,16 +61,12 @@ ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes) {
     return FTL_OK;
 }
 
+ftl_status ftl_head_init(ftl_head *head, int64_t dim, int64_t classes) {
+    return head_setup(head, dim, classes, NULL, NULL);
+}
+
 ftl_status ftl_head_init_borrowed(ftl_head *head, int64_t dim, int64_t classes, float *params, float *grads) {
-    FTL_TRY(ftl_head_init(head, dim, classes));
-    free(head->params);
-    free(head->grads);
-    head->borrowed_blocks = true;
-    head->params = head->kernel = params;
-    head->bias = params + (size_t)dim * (size_t)classes;
-    head->grads = head->grad_kernel = grads;
-    head->grad_bias = grads + (size_t)dim * (size_t)classes;
-    return FTL_OK;
+    return head_setup(head, dim, classes, params, grads);
 }
 
 void ftl_head_free(ftl_head *head) {

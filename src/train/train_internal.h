@@ -40,6 +40,8 @@ struct ftl_trainer {
     size_t checkpoint_count;
 };
 
+/* D*C + C after checking the sizes (the errors ftl_head_init gives). */
+ftl_status ftl_head_param_count(int64_t dim, int64_t classes, size_t *count);
 /* A head whose parameter and gradient blocks are the caller's (the trainer's one block). */
 ftl_status ftl_head_init_borrowed(ftl_head *head, int64_t dim, int64_t classes, float *params, float *grads);
 
