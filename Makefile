@@ -23,11 +23,30 @@ DIST_EXCLUDE := src/dist/transport_none.c
 else
 DIST_EXCLUDE := src/dist/transport_mpi.c
 endif
-LDLIBS   += $(MPI_LIBS)
+LDLIBS   += $(MPI_LIBS) -ldl
+
+# The CUDA backend when nvcc is found (CUDA=0 leaves it out). The NVIDIA libraries are loaded at
+# run time (dlopen), so the build needs only their headers and nvcc for ftl's own kernels, compiled
+# for every architecture in CUDA_ARCHS plus PTX of the newest (for later GPUs).
+CUDA     ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
+NVCC     ?= nvcc
+CUDA_ARCHS ?= 75 80 86 89 90
+FATBIN   := $(BUILD)/cuda/kernels.fatbin
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC))))
+CUDA_CPPFLAGS := -isystem $(CUDA_HOME)/include
+CUDA_SRCS := $(sort $(wildcard src/nn/cuda/*.c))
+CUDA_EXCLUDE := src/nn/cuda_none.c
+CUDA_OBJ_EXTRA := src/nn/cuda/fatbin
+else
+CUDA_SRCS :=
+CUDA_EXCLUDE :=
+CUDA_OBJ_EXTRA :=
+endif
 
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 GEN_H    := $(BUILD)/gen/onnx.pb-c.h
-LIB_SRCS := $(sort $(filter-out src/cli/% $(DIST_EXCLUDE),$(wildcard src/*/*.c)))
+LIB_SRCS := $(sort $(filter-out src/cli/% $(DIST_EXCLUDE) $(CUDA_EXCLUDE),$(wildcard src/*/*.c)) $(CUDA_SRCS))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 # Test helpers (tests/tools/NAME.c -> build/tools/NAME) and benchmarks (bench/DIR/NAME.c ->
@@ -35,10 +54,10 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 TOOLS    := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(sort $(wildcard tests/tools/*.c)))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/*/*.c)))
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(CUDA_OBJ_EXTRA:%=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
-SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/onnx.pb-c.o
+SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/onnx.pb-c.o $(CUDA_OBJ_EXTRA:%=$(BUILD)/san/%.o)
 SAN_UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/san/%.o)
 
 .PHONY: all deps test-deps test demo bench clean fuzz install uninstall
@@ -72,6 +91,17 @@ $(BUILD)/san/%.o: %.c | $(GEN_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+
+# ftl's kernels: one fatbin, embedded in the library by fatbin.S.
+$(FATBIN): src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -Isrc -O3 -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror --fatbin \
+	  $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+	  -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) -o $@ $<
+$(BUILD)/obj/src/nn/cuda/fatbin.o $(BUILD)/san/src/nn/cuda/fatbin.o: src/nn/cuda/fatbin.S $(FATBIN)
+	@mkdir -p $(dir $@)
+	$(CC) -c -DFTL_CUDA_FATBIN='"$(FATBIN)"' $< -o $@
 
 $(BUILD)/libftl.a: $(LIB_OBJS)
 	@rm -f $@
@@ -102,6 +132,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
 STUB_OBJS := $(sort $(filter-out $(BUILD)/obj/src/dist/transport_mpi.o,$(LIB_OBJS)) $(BUILD)/obj/src/dist/transport_none.o)
 $(BUILD)/ftl_stub: $(CLI_OBJS) $(STUB_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(filter-out $(MPI_LIBS),$(LDLIBS))
+# The CLI without the CUDA backend (what `make CUDA=0` builds), for the test of its --device cuda error.
+NOCUDA_OBJS := $(sort $(filter-out $(BUILD)/obj/src/nn/cuda/%,$(LIB_OBJS)) $(BUILD)/obj/src/nn/cuda_none.o)
+$(BUILD)/ftl_nocuda: $(CLI_OBJS) $(NOCUDA_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 # The CLI under sanitizers, for the bad-input end-to-end tests.
 $(BUILD)/ftl_san: $(CLI_SRCS:%.c=$(BUILD)/san/%.o) $(SAN_LIB_OBJS)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
@@ -123,7 +157,7 @@ fuzz:
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(BUILD)/ftl_nocuda $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY)
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps

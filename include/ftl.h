@@ -12,6 +12,7 @@
 #include "ftl/parquet.h"
 #include "ftl/image.h"
 #include "ftl/prep.h"
+#include "ftl/device.h"
 #include "ftl/nn.h"
 #include "ftl/loader.h"
 #include "ftl/embed.h"

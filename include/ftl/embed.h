@@ -22,6 +22,8 @@ typedef struct ftl_embed_options {
     const ftl_fine_tune_cut *bottom_of; /* the frozen bottom's boundary tensors instead (ftl_model_options) */
     bool flip;                     /* mirror every image left-right first (the other orientation of --augment flip) */
     ftl_nn_precision precision;
+    ftl_device_kind device;        /* default auto: a usable GPU, else the CPU (ftl/device.h) */
+    bool deterministic;            /* GPU: deterministic algorithms only */
     ftl_nn_conv_algorithm conv_algorithm; /* default auto (Winograd where it pays; see ftl/nn.h) */
     ftl_nn_preprocess preprocess;  /* defaults to tf scaling (x/127.5 - 1) */
     int image_size;                /* 0: from the dataset metadata */

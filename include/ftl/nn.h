@@ -14,6 +14,7 @@
 #define FTL_NN_H
 
 #include "ftl/base.h"
+#include "ftl/device.h"
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -26,6 +27,7 @@ typedef struct ftl_model ftl_model;
 typedef enum ftl_nn_precision {
     FTL_NN_FP32 = 0,
     FTL_NN_BF16,  /* bf16 activations and weights, fp32 accumulation; needs AVX512-BF16 or AMX to be fast */
+    FTL_NN_TF32,  /* GPU only: fp32 tensors, products on TF32 tensor cores (10-bit mantissas) */
 } ftl_nn_precision;
 
 /* How fp32 convolutions are computed. AUTO: 3x3 stride-1 convolutions (group 1, no dilation) with
@@ -57,13 +59,16 @@ typedef struct ftl_model_options {
                                    optimised (fine-tuned weights); each must name a float
                                    initializer of the same size */
     int n_overrides;
+    ftl_device_kind device;     /* default FTL_DEVICE_AUTO: a usable GPU, else the CPU (see ftl/device.h) */
+    int device_index;           /* CUDA: the GPU; -1 (default): the launcher's local rank */
+    bool deterministic;         /* CUDA: only algorithms that give the same bits every run */
     const struct ftl_fine_tune_cut *bottom_of; /* not NULL: the model is the frozen bottom of this cut
                                    (after features_from) and its features are the boundary tensors,
                                    back to back per image (the rows ftl_finetune_forward_rows takes) */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);
-/* "fp32" / "bf16". */
+/* "fp32" / "bf16" / "tf32". */
 ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision);
 const char *ftl_nn_precision_name(ftl_nn_precision precision);
 /* "auto" / "direct". */
@@ -126,6 +131,8 @@ typedef struct ftl_model_info {
     int fixed_batch;           /* > 0: the file's fixed batch is baked into its graph, so every pass runs
                                   exactly this many images (a partial batch is padded) */
     const char *backend;       /* e.g. "cpu (oneDNN 2.6.3, avx512_core_bf16)" */
+    ftl_device_kind device_kind; /* where it runs: FTL_DEVICE_CPU or FTL_DEVICE_CUDA */
+    const char *device;        /* ftl_device.description of it */
 } ftl_model_info;
 
 const ftl_model_info *ftl_model_get_info(const ftl_model *model);

@@ -65,6 +65,7 @@ typedef struct ftl_eval_options {
     const char *backbone_path;    /* NULL: the path recorded in the model (its sha256 is checked) */
     const char *cache_dir;        /* reuse cached features when present (NULL: none) */
     int batch, threads, loader_threads, image_size;
+    ftl_device_kind device;       /* default auto (ftl/device.h) */
     const char *image_column, *label_column;
     int label_offset;             /* with label_offset_given; else the model's recorded one */
     bool label_offset_given;
@@ -98,6 +99,7 @@ typedef struct ftl_predict_options {
     const char *backbone_path;    /* NULL: as recorded in the model */
     int top_k;                    /* default 5 */
     int threads;
+    ftl_device_kind device;       /* default auto (ftl/device.h) */
 } ftl_predict_options;
 
 void ftl_predict_options_init(ftl_predict_options *options);

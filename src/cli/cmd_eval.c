@@ -7,6 +7,7 @@
 int cli_cmd_eval(int argc, char **argv) {
     ftl_eval_options o;
     ftl_eval_options_init(&o);
+    const char *device = "auto";
     const char *json = NULL, *confusion = NULL;
     bool quiet = false;
     double stall_timeout = 60;
@@ -18,6 +19,7 @@ int cli_cmd_eval(int argc, char **argv) {
         {"predictions", CLI_STRING, &o.predictions_path, "FILE.csv", "write every image's prediction (path, label, predicted, probability)"},
         {"batch", CLI_INT, &o.batch, "N", "images per backbone pass; default 32"},
         {"threads", CLI_INT, &o.threads, "N", "compute threads; default: all cores"},
+        {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
         {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.image_column, "NAME", "image column; default image"},
@@ -34,6 +36,8 @@ int cli_cmd_eval(int argc, char **argv) {
     if (rc != 0) return rc < 0 ? 0 : rc;
     for (int i = 1; i < argc; i++)
         if (argv[i][0] == '-' && strstr(argv[i], "label-offset")) o.label_offset_given = true; /* -x and --x alike */
+    ftl_status dst = ftl_device_parse(device, &o.device);
+    if (dst != FTL_OK) return cli_report(dst);
     o.model_path = pos[0];
     o.data_path = pos[1];
     o.show_progress = !quiet;

@@ -10,7 +10,7 @@
 int cli_cmd_train(int argc, char **argv) {
     ftl_train_options o;
     ftl_train_options_init(&o);
-    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
+    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *device = "auto", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
     const char *early = NULL, *augment = "none";
     double lr = NAN, momentum = NAN, dropout = 0;
     int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
@@ -27,7 +27,9 @@ int cli_cmd_train(int argc, char **argv) {
         {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
-        {"precision", CLI_STRING, &precision, "fp32|bf16", "backbone arithmetic; default fp32"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32", "backbone arithmetic; default fp32 (tf32: GPU only)"},
+        {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
+        {"deterministic", CLI_BOOL, &o.embed.deterministic, NULL, "GPU: only algorithms that give the same bits every run"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
          "auto (default): Winograd for fp32 3x3 stride-1 convs with >= 64 channels where it pays; direct: never"},
         {"image-size", CLI_INT, &o.embed.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
@@ -148,6 +150,7 @@ int cli_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (st == FTL_OK) st = ftl_nn_precision_parse(precision, &o.embed.precision);
+    if (st == FTL_OK) st = ftl_device_parse(device, &o.embed.device);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.embed.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.embed.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);

@@ -182,6 +182,7 @@ static ftl_status write_metadata(ftl_parquet_writer *w, ftl_loader *l, const ftl
         {FTL_META_FEATURE_DIM, dim},
         {FTL_META_PREPROCESS, pre},
         {FTL_META_PRECISION, ftl_nn_precision_name(o->precision)},
+        {FTL_META_DEVICE, info->device ? info->device : ""},
         {FTL_META_CONV_ALGORITHM, ftl_nn_conv_algorithm_name(o->conv_algorithm)},
         {FTL_META_SOURCE_FINGERPRINT, s->dataset_fingerprint},
         {FTL_META_SOURCE_IMAGE_SIZE, size},
@@ -378,6 +379,8 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     mo.n_overrides = o->n_overrides;
     mo.bottom_of = o->bottom_of;
     mo.precision = o->precision;
+    mo.device = o->device;
+    mo.deterministic = o->deterministic;
     mo.conv_algorithm = o->conv_algorithm;
     mo.threads = o->threads;
     mo.batch = o->batch;

@@ -1,14 +1,16 @@
 /* The boundary between the graph and the hardware. A backend compiles an optimised graph for a
  * fixed batch size and precision into a plan (primitives created once, memory planned once),
- * then runs the plan any number of times. The oneDNN CPU backend is the first; a CUDA backend
- * (cuDNN/cuBLAS) implements the same table. */
+ * then runs the plan any number of times. The oneDNN CPU backend (cpu_plan.c) and the CUDA
+ * backend (cuda/cuda_plan.c: cuDNN, cuBLAS, ftl's kernels) implement the same table. */
 #ifndef FTL_NN_BACKEND_H
 #define FTL_NN_BACKEND_H
 
 #include "nn/graph.h"
+#include <stdint.h>
 #include <stdio.h>
 
-typedef enum nn_precision { NN_PREC_F32 = 0, NN_PREC_BF16 } nn_precision;
+/* TF32: fp32 tensors, tensor-core products with 10-bit mantissas (GPU only). */
+typedef enum nn_precision { NN_PREC_F32 = 0, NN_PREC_BF16, NN_PREC_TF32 } nn_precision;
 
 typedef struct nn_compile_opts {
     int batch;                /* rows per run */
@@ -18,6 +20,8 @@ typedef struct nn_compile_opts {
     /* Per graph node: images its primitives process at once (a divisor of batch; chunks of the
      * batch run through consecutive nodes of equal size together). NULL: batch for every node. */
     const int *node_batch;
+    int device;               /* CUDA: the visible GPU to run on */
+    bool deterministic;       /* CUDA: only algorithms that give the same bits every run */
 } nn_compile_opts;
 
 typedef struct nn_plan nn_plan;
@@ -37,6 +41,12 @@ typedef struct nn_backend {
     /* Convolutions run with Winograd kernels (0 when the backend has none). */
     int (*winograd_convs)(const nn_plan *plan);
     void (*free)(nn_plan *plan);
+    /* Optional (NULL on the CPU): a pinned host buffer for batch images of dataset bytes (uint8,
+     * H x W x 3 at the input's size, back to back), and a run from it: the bytes go to the device
+     * and are scaled through table[channel][byte] and laid out there. input_u8 may return NULL
+     * (no such buffer could be made): then input() and run() are used. */
+    uint8_t *(*input_u8)(nn_plan *plan);
+    ftl_status (*run_u8)(nn_plan *plan, const float table[3][256], float *output);
 } nn_backend;
 
 const nn_backend *nn_backend_cpu(void);

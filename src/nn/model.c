@@ -1,6 +1,7 @@
 /* Public model API: load (pipeline + compile), feature extraction in batches, info. */
 #include "ftl/nn.h"
 #include "nn/backend.h"
+#include "nn/cuda_backend.h"
 #include "nn/load.h"
 #include "nn/topo.h"
 #include "nn/trainable.h"
@@ -23,7 +24,7 @@ struct ftl_model {
     ftl_model_info info;
     char sha[65];
     char identity[65];
-    char *path, *input_name, *feature_name, *backend_name;
+    char *path, *input_name, *feature_name, *backend_name, *device_name;
     const nn_backend *be;
     nn_compile_opts copts;   /* copts.batch = images per plan run; copts.node_batch = node_batch */
     int *node_batch;         /* per node micro-batch for copts.batch (NULL: uniform) */
@@ -40,16 +41,21 @@ void ftl_model_options_init(ftl_model_options *o) {
     memset(o, 0, sizeof *o);
     o->precision = FTL_NN_FP32;
     o->batch = DEFAULT_BATCH;
+    o->device = FTL_DEVICE_AUTO;
+    o->device_index = -1;
 }
 
 ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision) {
     if (strcmp(text, "fp32") == 0 || strcmp(text, "f32") == 0 || strcmp(text, "float32") == 0) *precision = FTL_NN_FP32;
     else if (strcmp(text, "bf16") == 0 || strcmp(text, "bfloat16") == 0) *precision = FTL_NN_BF16;
-    else return ftl_fail(FTL_E_INVALID_ARG, "--precision '%s': expected fp32 or bf16", text);
+    else if (strcmp(text, "tf32") == 0) *precision = FTL_NN_TF32;
+    else return ftl_fail(FTL_E_INVALID_ARG, "--precision '%s': expected fp32, bf16 or tf32", text);
     return FTL_OK;
 }
 
-const char *ftl_nn_precision_name(ftl_nn_precision precision) { return precision == FTL_NN_BF16 ? "bf16" : "fp32"; }
+const char *ftl_nn_precision_name(ftl_nn_precision precision) {
+    return precision == FTL_NN_BF16 ? "bf16" : precision == FTL_NN_TF32 ? "tf32" : "fp32";
+}
 
 ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm) {
     if (strcmp(text, "auto") == 0) *algorithm = FTL_NN_CONV_AUTO;
@@ -73,6 +79,7 @@ void ftl_model_free(ftl_model *m) {
     free(m->input_name);
     free(m->feature_name);
     free(m->backend_name);
+    free(m->device_name);
     ftl_image_free(&m->resized);
     free(m);
 }
@@ -268,6 +275,7 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     m->info.fixed_batch = (int)g->batch_locked;
     if (g->batch_locked > 0) /* every plan runs exactly that many images; a partial batch is padded */
         m->copts.batch = (int)g->batch_locked;
+    else if (m->be != nn_backend_cpu()) m->copts.batch = o->batch; /* a GPU takes the whole batch at once */
     else if (o->micro_batch > 0) m->copts.batch = o->micro_batch < o->batch ? o->micro_batch : o->batch;
     else choose_micro_batches(g, o->batch, m->copts.precision, &m->copts.batch, &m->node_batch, &m->uniform_batch);
     m->copts.node_batch = m->node_batch;
@@ -283,19 +291,31 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
         return ftl_fail(FTL_E_INVALID_ARG, "--batch %d: must be between 1 and %d", o->batch, MAX_BATCH);
     if (o->micro_batch < 0) return ftl_fail(FTL_E_INVALID_ARG, "micro batch %d: must be >= 0 (0 = auto)", o->micro_batch);
     if (o->threads < 0) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be >= 0 (0 = all cores)", o->threads);
-    if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16)
+    if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16 && o->precision != FTL_NN_TF32)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
+    ftl_device dev;
+    FTL_TRY(ftl_device_select(o->device, o->device_index, &dev));
+    if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_TF32)
+        return ftl_fail(FTL_E_INVALID_ARG, "--precision tf32: TensorFloat-32 is a GPU tensor-core mode, and %s runs on the "
+                        "CPU: use fp32 or bf16 there%s%s", path, dev.fallback[0] ? "; no GPU: " : "", dev.fallback);
+    if (dev.fallback[0]) ftl_log_debug("nn: no GPU, running on the CPU: %s", dev.fallback);
     if (o->n_overrides < 0 || (o->n_overrides > 0 && !o->overrides))
         return ftl_fail(FTL_E_INVALID_ARG, "%d tensor overrides without their list", o->n_overrides);
     if (o->conv_algorithm != FTL_NN_CONV_AUTO && o->conv_algorithm != FTL_NN_CONV_DIRECT)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown convolution algorithm %d", (int)o->conv_algorithm);
     ftl_model *m = ftl_xcalloc(1, sizeof *m);
     m->path = ftl_strdup(path);
-    m->be = nn_backend_cpu();
-    m->copts = (nn_compile_opts){.batch = o->batch, .precision = o->precision == FTL_NN_BF16 ? NN_PREC_BF16 : NN_PREC_F32,
+    m->be = dev.kind == FTL_DEVICE_CUDA ? nn_backend_cuda() : nn_backend_cpu();
+    m->device_name = ftl_strdup(dev.description);
+    m->copts = (nn_compile_opts){.batch = o->batch,
+                                 .precision = o->precision == FTL_NN_BF16   ? NN_PREC_BF16
+                                              : o->precision == FTL_NN_TF32 ? NN_PREC_TF32
+                                                                            : NN_PREC_F32,
                                  .threads = o->threads ? o->threads : ftl_cpu_count(),
-                                 .winograd = o->conv_algorithm == FTL_NN_CONV_AUTO};
-    if (o->precision == FTL_NN_BF16 && !nn_cpu_has_bf16())
+                                 .winograd = o->conv_algorithm == FTL_NN_CONV_AUTO,
+                                 .device = dev.ordinal,
+                                 .deterministic = o->deterministic};
+    if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_BF16 && !nn_cpu_has_bf16())
         ftl_log_warn("this CPU has no native bf16 (oneDNN ISA %s): --precision bf16 will be emulated and slower than fp32",
                      nn_cpu_isa_name());
     ftl_status st = load(m, path, o);
@@ -316,10 +336,18 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     }
     if (st != FTL_OK) {
         ftl_model_free(m);
+        if (st == FTL_E_UNSUPPORTED && dev.kind == FTL_DEVICE_CUDA && o->device == FTL_DEVICE_AUTO) {
+            /* auto: a graph the GPU backend cannot run yet runs on the CPU, saying why */
+            ftl_log_warn("%s: running on the CPU: the GPU backend cannot run it (%s)", path, ftl_last_error());
+            ftl_model_options cpu = *o;
+            cpu.device = FTL_DEVICE_CPU;
+            return ftl_model_load(path, &cpu, model);
+        }
         return st;
     }
     const dnnl_version_t *v = dnnl_version();
-    m->backend_name = ftl_format("cpu (oneDNN %d.%d.%d, %s)", v->major, v->minor, v->patch, nn_cpu_isa_name());
+    if (dev.kind == FTL_DEVICE_CUDA) m->backend_name = ftl_format("%s", dev.description);
+    else m->backend_name = ftl_format("cpu (oneDNN %d.%d.%d, %s)", v->major, v->minor, v->patch, nn_cpu_isa_name());
     ftl_model_info *i = &m->info;
     i->path = m->path;
     i->sha256 = m->sha;
@@ -334,6 +362,8 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     for (int k = 0; m->node_batch && k < m->g->n_nodes; k++)
         if (m->node_batch[k] < i->micro_batch_min) i->micro_batch_min = m->node_batch[k];
     i->backend = m->backend_name;
+    i->device_kind = dev.kind;
+    i->device = m->device_name;
     *model = m;
     return FTL_OK;
 }
@@ -407,6 +437,14 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
         int rows = count - done < m->copts.batch ? count - done : m->copts.batch;
         nn_plan *plan;
         FTL_TRY(plan_for(m, m->g->batch_locked > 0 ? m->copts.batch : rows, &plan));
+        uint8_t *bytes = !resize && m->be->input_u8 && (m->g->batch_locked <= 0 || rows == m->copts.batch)
+                             ? m->be->input_u8(plan) : NULL;
+        if (bytes) { /* the device scales and lays out the bytes itself */
+            memcpy(bytes, images_hwc + (size_t)done * image_bytes, (size_t)rows * image_bytes);
+            FTL_TRY(m->be->run_u8(plan, (const float(*)[256])table, features + (size_t)done * (size_t)i->feature_dim));
+            done += rows;
+            continue;
+        }
         float *in = m->be->input(plan);
         for (int r = 0; r < rows; r++) {
             const uint8_t *img = images_hwc + (size_t)(done + r) * image_bytes;

@@ -3,6 +3,7 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
+#include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,7 @@ ftl_status classifier_backbone_mismatch(const char *backbone_path, const char *s
 }
 
 ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_path, const char *override, int batch,
-                                    int threads) {
+                                    int threads, ftl_device_kind device) {
     memset(cb, 0, sizeof *cb);
     FTL_TRY(ftl_classifier_load(model_path, &cb->clf));
     classifier_recipe r;
@@ -79,6 +80,11 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         cb->input_size = r.input_size;
         cb->precision = r.precision;
         cb->conv_algorithm = r.conv_algorithm;
+        ftl_device d;
+        if (cb->precision == FTL_NN_TF32 && ftl_device_select(device, -1, &d) == FTL_OK && d.kind == FTL_DEVICE_CPU) {
+            ftl_log_info("%s was trained with --precision tf32 (GPU tensor cores); the CPU runs it in fp32", model_path);
+            cb->precision = FTL_NN_FP32;
+        }
         cb->preprocess = r.preprocess;
         st = classifier_backbone_locate(&r, model_path, override, &cb->backbone_path);
     }
@@ -89,6 +95,8 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         mo.precision = cb->precision;
         mo.conv_algorithm = cb->conv_algorithm;
         mo.threads = threads;
+        mo.device = device;
+        cb->device = device;
         mo.batch = batch > 0 ? batch : 16;
         mo.overrides = cb->clf.tuned; /* a fine-tuned model's backbone tensors */
         mo.n_overrides = cb->clf.n_tuned;

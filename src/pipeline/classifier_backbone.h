@@ -13,6 +13,7 @@ typedef struct classifier_backbone {
     ftl_nn_preprocess preprocess;
     ftl_nn_precision precision;
     ftl_nn_conv_algorithm conv_algorithm;
+    ftl_device_kind device;
     char *backbone_path;
     int input_size;   /* S of the dataset images the model was trained on */
 } classifier_backbone;
@@ -35,9 +36,10 @@ ftl_status classifier_backbone_locate(const classifier_recipe *r, const char *mo
 ftl_status classifier_backbone_mismatch(const char *backbone_path, const char *sha256, const char *model_path,
                                         const char *recorded);
 
-/* backbone_override: a path to use instead of the recorded one (same sha256 required). */
+/* backbone_override: a path to use instead of the recorded one (same sha256 required). A model
+ * trained with --precision tf32 (GPU) runs fp32 on the CPU. */
 ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_path, const char *backbone_override,
-                                    int batch, int threads);
+                                    int batch, int threads, ftl_device_kind device);
 void classifier_backbone_close(classifier_backbone *cb);
 
 #endif

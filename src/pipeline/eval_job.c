@@ -89,7 +89,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     memset(r, 0, sizeof *r);
     double start = ftl_now();
     classifier_backbone cb;
-    FTL_TRY(classifier_backbone_open(&cb, o->model_path, o->backbone_path, o->batch, o->threads));
+    FTL_TRY(classifier_backbone_open(&cb, o->model_path, o->backbone_path, o->batch, o->threads, o->device));
     int64_t c = cb.clf.head.classes;
     r->classes = c;
     r->class_names = ftl_xcalloc((size_t)c, sizeof *r->class_names);
@@ -135,6 +135,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.backbone_path = cb.backbone_path;
     eo.preprocess = cb.preprocess;
     eo.precision = cb.precision;
+    eo.device = o->device;
     eo.conv_algorithm = cb.conv_algorithm;
     eo.image_column = o->image_column;
     eo.label_column = o->label_column;

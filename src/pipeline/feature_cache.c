@@ -163,6 +163,11 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
                                 info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label", e->label_offset);
+    if (info->device_kind == FTL_DEVICE_CUDA) { /* GPU features are not CPU features (CPU keys unchanged) */
+        char *k = ftl_format("%s\ndevice cuda", key_text);
+        free(key_text);
+        key_text = k;
+    }
     if (r->flipped) { /* the mirrored images: a key of their own (unflipped keys unchanged) */
         char *k = ftl_format("%s\nflipped", key_text);
         free(key_text);

@@ -25,7 +25,7 @@ ftl_status ftl_predictor_open(const ftl_predict_options *o, ftl_predictor **out)
     *out = NULL;
     if (o->top_k < 1 || o->top_k > 16) return ftl_fail(FTL_E_INVALID_ARG, "--top %d must be 1..16", o->top_k);
     ftl_predictor *p = ftl_xcalloc(1, sizeof *p);
-    ftl_status st = classifier_backbone_open(&p->cb, o->model_path, o->backbone_path, 1, o->threads);
+    ftl_status st = classifier_backbone_open(&p->cb, o->model_path, o->backbone_path, 1, o->threads, o->device);
     if (st == FTL_OK) st = ftl_image_prepper_init(&p->prepper, p->cb.input_size);
     if (st != FTL_OK) {
         ftl_predictor_close(p);

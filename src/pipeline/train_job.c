@@ -339,6 +339,7 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
         {FTL_MODEL_META_INPUT_SIZE, size},
         {FTL_MODEL_META_INPUT_SCALING, r->preprocess_json},
         {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
+        {"ftl.device", info->device ? info->device : ""},
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
         {"ftl.label_offset", offset},
         {FTL_MODEL_META_TRAINING_ARGS, args},
@@ -413,6 +414,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_model_options_init(&mo);
     mo.features_from = o->embed.features_from;
     mo.precision = o->embed.precision;
+    mo.device = o->embed.device;
+    mo.deterministic = o->embed.deterministic;
     mo.conv_algorithm = o->embed.conv_algorithm;
     mo.threads = o->embed.threads;
     mo.batch = o->embed.batch;
@@ -466,6 +469,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {FTL_MODEL_META_FEATURE_TENSOR, info ? info->feature_name : ""},
         {FTL_MODEL_META_INPUT_SCALING, r.preprocess_json ? r.preprocess_json : ""},
         {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
+        {"ftl.device", info && info->device ? info->device : ""},
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
         {"ftl.label_offset", offset_text},
         {"ftl.augment", o->augment_flip ? "flip" : "none"},

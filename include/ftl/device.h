@@ -1,0 +1,51 @@
+/* ftl public API: where the backbone runs. The CPU (oneDNN) always; NVIDIA GPUs (cuDNN, cuBLAS)
+ * when this ftl was built with CUDA (`make` finds nvcc; `make CUDA=0` leaves it out) and the machine
+ * has a driver, a GPU and the libraries, which are loaded at run time:
+ *
+ *     ftl_device d;
+ *     FTL_TRY(ftl_device_select(FTL_DEVICE_AUTO, -1, &d));   // a visible GPU, else the CPU
+ *     printf("%s\n", d.description);
+ */
+#ifndef FTL_DEVICE_H
+#define FTL_DEVICE_H
+
+#include "ftl/base.h"
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ftl_device_kind {
+    FTL_DEVICE_AUTO = 0, /* a GPU when one is usable, else the CPU */
+    FTL_DEVICE_CPU,
+    FTL_DEVICE_CUDA,
+} ftl_device_kind;
+
+/* "cpu" / "cuda" / "auto". */
+ftl_status ftl_device_parse(const char *text, ftl_device_kind *kind);
+const char *ftl_device_kind_name(ftl_device_kind kind);
+/* Whether this build has the CUDA backend. */
+bool ftl_device_cuda_built(void);
+
+typedef struct ftl_device {
+    ftl_device_kind kind;       /* FTL_DEVICE_CPU or FTL_DEVICE_CUDA once selected */
+    int ordinal;                /* CUDA: the device among the visible ones (CUDA_VISIBLE_DEVICES applies) */
+    char name[128];             /* "NVIDIA H200"; the CPU's model name */
+    int sm;                     /* CUDA compute capability x 10 (90 for sm_90) */
+    long long memory_bytes;     /* CUDA: device memory */
+    char versions[160];         /* CUDA: "CUDA driver 13.0, cuDNN 9.19.0, cuBLAS 13.1.0" */
+    char description[384];      /* one line for logs, feature files, models and checkpoints */
+    char fallback[512];         /* auto chose the CPU: why no GPU ("" otherwise) */
+} ftl_device;
+
+/* Resolves a request. cpu: the CPU. cuda: GPU `index` (-1: the launcher's local rank, as
+ * hvd.local_rank(), modulo the visible GPUs), or an error naming what is missing (no driver, no GPU,
+ * no cuDNN, a GPU older than the build supports, a build without CUDA). auto: that GPU when cuda
+ * would succeed, else the CPU with the reason in `fallback`. */
+ftl_status ftl_device_select(ftl_device_kind want, int index, ftl_device *device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

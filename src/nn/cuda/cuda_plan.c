@@ -1,0 +1,552 @@
+/* The CUDA backend: placement of tensors, device memory, steps, compile, run (see cuda_plan.h). */
+#include "nn/cuda/cuda_plan.h"
+#include "nn/cuda_backend.h"
+#include "nn/shape.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The kernels' fatbin, embedded by the build (fatbin.S). */
+extern const unsigned char ftl_cuda_fatbin[];
+
+int cu_elem_size(int dtype) { return dtype == KA_BF16 ? 2 : 4; }
+
+void cu_layout_strides(int layout, int rank, const int64_t *d, int64_t *s) {
+    if (layout == CU_LAYOUT_NHWC && rank == 4) {
+        s[1] = 1;
+        s[3] = d[1];
+        s[2] = d[3] * d[1];
+        s[0] = d[2] * d[3] * d[1];
+        return;
+    }
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        s[i] = stride;
+        stride *= d[i];
+    }
+}
+
+bool cu_view_is(const cu_view *v, int layout) {
+    int64_t want[NN_MAX_RANK];
+    cu_layout_strides(layout, v->rank, v->dims, want);
+    for (int i = 0; i < v->rank; i++)
+        if (v->dims[i] > 1 && v->strides[i] != want[i]) return false;
+    return true;
+}
+
+int cu_new_view(nn_plan *p, const cu_view *v) {
+    if (p->n_views == p->cap_views) {
+        p->cap_views = p->cap_views ? 2 * p->cap_views : 256;
+        p->views = ftl_xrealloc(p->views, (size_t)p->cap_views * sizeof *p->views);
+    }
+    p->views[p->n_views] = *v;
+    return p->n_views++;
+}
+
+void cu_bind(nn_plan *p, int t, int view) {
+    p->tval[t] = view;
+    int b = p->views[view].buf;
+    if (b >= 0 && p->last_node[t] > p->bufs[b].last) p->bufs[b].last = p->last_node[t];
+}
+
+static ftl_status device_alloc(nn_plan *p, size_t bytes, CUdeviceptr *ptr) {
+    CUresult r = p->L->cuMemAlloc(ptr, bytes ? bytes : 16);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        size_t free_b = 0, total = 0;
+        p->L->cuMemGetInfo(&free_b, &total);
+        int fits = p->batch;
+        while (fits > 1 && (double)p->peak_bytes / p->batch * fits + (double)bytes > (double)(p->peak_bytes + free_b))
+            fits /= 2;
+        return ftl_fail(FTL_E_NOMEM,
+                        "GPU out of memory at batch %d: %.1f MiB more needed with %.1f MiB of activations and %.1f MiB "
+                        "of weights placed, %.1f of %.1f GiB free; try --batch %d or smaller",
+                        p->batch, (double)bytes / 1048576.0, (double)p->peak_bytes / 1048576.0,
+                        (double)p->const_bytes / 1048576.0, (double)free_b / 1073741824.0, (double)total / 1073741824.0,
+                        fits < p->batch ? fits : p->batch / 2 > 0 ? p->batch / 2 : 1);
+    }
+    return cuda_check(r, "cuMemAlloc");
+}
+
+/* A buffer of at least `bytes` for a tensor read until node `last`: a free one close in size, or new. */
+static ftl_status pool_buffer(nn_plan *p, size_t bytes, int last, int *out) {
+    int best = -1;
+    for (int i = 0; i < p->n_bufs; i++) {
+        const cu_buf *b = &p->bufs[i];
+        if (b->busy || b->bytes < bytes || b->bytes > 2 * bytes + (1 << 20)) continue;
+        if (best < 0 || b->bytes < p->bufs[best].bytes) best = i;
+    }
+    if (best < 0) {
+        CUdeviceptr ptr;
+        FTL_TRY(device_alloc(p, bytes, &ptr));
+        if (p->n_bufs == p->cap_bufs) {
+            p->cap_bufs = p->cap_bufs ? 2 * p->cap_bufs : 64;
+            p->bufs = ftl_xrealloc(p->bufs, (size_t)p->cap_bufs * sizeof *p->bufs);
+        }
+        p->bufs[p->n_bufs] = (cu_buf){.ptr = ptr, .bytes = bytes};
+        p->peak_bytes += bytes;
+        best = p->n_bufs++;
+    }
+    p->bufs[best].busy = true;
+    p->bufs[best].last = last;
+    *out = best;
+    return FTL_OK;
+}
+
+ftl_status cu_alloc_view(nn_plan *p, int t, const nn_shape *s, int layout, int dtype, int *view) {
+    cu_view v = {.dtype = dtype, .rank = s->rank};
+    size_t count = 1;
+    for (int i = 0; i < s->rank; i++) {
+        v.dims[i] = s->d[i];
+        count *= (size_t)s->d[i];
+    }
+    cu_layout_strides(layout, v.rank, v.dims, v.strides);
+    FTL_TRY(pool_buffer(p, count * (size_t)cu_elem_size(dtype), t >= 0 ? p->last_node[t] : p->cur_node, &v.buf));
+    v.ptr = p->bufs[v.buf].ptr;
+    *view = cu_new_view(p, &v);
+    return FTL_OK;
+}
+
+ftl_status cu_upload(nn_plan *p, const void *host, size_t bytes, CUdeviceptr *out) {
+    FTL_TRY(device_alloc(p, bytes, out));
+    if (p->n_consts == p->cap_consts) {
+        p->cap_consts = p->cap_consts ? 2 * p->cap_consts : 64;
+        p->consts = ftl_xrealloc(p->consts, (size_t)p->cap_consts * sizeof *p->consts);
+    }
+    p->consts[p->n_consts++] = *out;
+    p->const_bytes += bytes;
+    return cuda_check(p->L->cuMemcpyHtoD(*out, host, bytes), "copying weights to the GPU");
+}
+
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                /* round to nearest even */
+}
+
+ftl_status cu_const_view(nn_plan *p, const nn_graph *g, int t, int dtype, int *view) {
+    const nn_tensor *c = &g->tensors[t];
+    if (c->dtype != NN_F32)
+        return ftl_fail(FTL_E_UNSUPPORTED, "constant '%s': only float constants reach the GPU", c->name);
+    cu_view v = {.buf = -1, .dtype = dtype, .rank = c->shape.rank};
+    for (int i = 0; i < v.rank; i++) v.dims[i] = c->shape.d[i];
+    cu_layout_strides(CU_LAYOUT_PLAIN, v.rank, v.dims, v.strides);
+    size_t n = (size_t)c->count;
+    if (dtype == KA_BF16) {
+        uint16_t *h = ftl_xmalloc(n * sizeof *h + 2);
+        for (size_t i = 0; i < n; i++) h[i] = to_bf16(((const float *)c->data)[i]);
+        ftl_status st = cu_upload(p, h, n * sizeof *h, &v.ptr);
+        free(h);
+        FTL_TRY(st);
+    } else {
+        FTL_TRY(cu_upload(p, c->data, n * sizeof(float), &v.ptr));
+    }
+    *view = cu_new_view(p, &v);
+    return FTL_OK;
+}
+
+ftl_status cu_input_view(nn_plan *p, const nn_graph *g, int t, int *view) {
+    if (p->tval[t] >= 0) {
+        *view = p->tval[t];
+        return FTL_OK;
+    }
+    if (!nn_is_const(g, t)) return ftl_fail(FTL_E_INTERNAL, "tensor '%s' used before it is computed", g->tensors[t].name);
+    FTL_TRY(cu_const_view(p, g, t, KA_F32, view));
+    p->tval[t] = *view;
+    return FTL_OK;
+}
+
+ftl_status cu_ensure(nn_plan *p, int t, int layout, int dtype, int *view) {
+    int v = p->tval[t];
+    if (v < 0) return ftl_fail(FTL_E_INTERNAL, "tensor %d has no value on the GPU", t);
+    if (p->views[v].dtype == dtype && cu_view_is(&p->views[v], layout)) {
+        *view = v;
+        return FTL_OK;
+    }
+    for (int i = 0; i < p->n_alts; i++)
+        if (p->alts[i].tensor == t && p->alts[i].layout == layout && p->alts[i].dtype == dtype) {
+            *view = p->alts[i].view;
+            return FTL_OK;
+        }
+    nn_shape s = {.rank = p->views[v].rank};
+    for (int i = 0; i < s.rank; i++) s.d[i] = p->views[v].dims[i];
+    int out;
+    FTL_TRY(cu_alloc_view(p, t, &s, layout, dtype, &out));
+    char label[96];
+    snprintf(label, sizeof label, "to %s %s (tensor %d)", layout == CU_LAYOUT_NHWC ? "NHWC" : "plain",
+             dtype == KA_BF16 ? "bf16" : "f32", t);
+    FTL_TRY(cu_emit_ew(p, label, out, KA_COPY, &v, 1, NULL, NULL));
+    if (p->n_alts == p->cap_alts) {
+        p->cap_alts = p->cap_alts ? 2 * p->cap_alts : 64;
+        p->alts = ftl_xrealloc(p->alts, (size_t)p->cap_alts * sizeof *p->alts);
+    }
+    p->alts[p->n_alts++] = (cu_alt){t, layout, dtype, out};
+    *view = out;
+    return FTL_OK;
+}
+
+cu_step *cu_new_step(nn_plan *p, cu_step_kind kind, const char *label) {
+    if (p->n_steps == p->cap_steps) {
+        p->cap_steps = p->cap_steps ? 2 * p->cap_steps : 128;
+        p->steps = ftl_xrealloc(p->steps, (size_t)p->cap_steps * sizeof *p->steps);
+    }
+    cu_step *s = &p->steps[p->n_steps++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    snprintf(s->label, sizeof s->label, "%s", label);
+    return s;
+}
+
+void cu_launch_dims(const nn_plan *p, int64_t work, unsigned per_block, unsigned *grid, unsigned *block) {
+    int64_t blocks = (work + per_block - 1) / per_block, cap = (int64_t)(p->sm_count > 0 ? p->sm_count : 80) * 32;
+    *block = 256;
+    *grid = (unsigned)(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
+}
+
+/* Output dims merged where every operand's memory runs on from one dim into the next. */
+static void merge_dims(ka_ew_args *a) {
+    int r = 0;
+    for (int d = 0; d < a->rank; d++) {
+        if (a->dims[d] == 1) continue;
+        bool merge = r > 0;
+        for (int k = -1; merge && k < a->n_in; k++) {
+            const int64_t *s = k < 0 ? a->out.stride : a->in[k].stride;
+            merge = s[r - 1] == s[d] * a->dims[d];
+        }
+        if (merge) {
+            a->dims[r - 1] *= a->dims[d];
+            a->out.stride[r - 1] = a->out.stride[d];
+            for (int k = 0; k < a->n_in; k++) a->in[k].stride[r - 1] = a->in[k].stride[d];
+        } else {
+            a->dims[r] = a->dims[d];
+            a->out.stride[r] = a->out.stride[d];
+            for (int k = 0; k < a->n_in; k++) a->in[k].stride[r] = a->in[k].stride[d];
+            r++;
+        }
+    }
+    if (r == 0) { /* a single element */
+        a->dims[0] = 1;
+        a->out.stride[0] = 1;
+        for (int k = 0; k < a->n_in; k++) a->in[k].stride[0] = 0;
+        r = 1;
+    }
+    a->rank = r;
+}
+
+static void tensor_arg(const cu_view *v, const cu_view *out, ka_tensor *t) {
+    memset(t, 0, sizeof *t);
+    t->ptr = v->ptr;
+    t->dtype = v->dtype;
+    for (int d = 0; d < out->rank; d++) { /* right-aligned broadcasting */
+        int s = d - (out->rank - v->rank);
+        t->stride[d] = s >= 0 && v->dims[s] == out->dims[d] ? v->strides[s] : 0;
+    }
+}
+
+ftl_status cu_emit_ew(nn_plan *p, const char *label, int out, int op, const int *in, int n_in, const nn_node *post_of,
+                      const int *sum_views) {
+    cu_step *s = cu_new_step(p, CU_STEP_KERNEL, label);
+    ka_ew_args *a = &s->args.ew;
+    const cu_view *o = &p->views[out];
+    a->rank = o->rank;
+    a->op = op;
+    a->total = 1;
+    for (int d = 0; d < o->rank; d++) {
+        a->dims[d] = o->dims[d];
+        a->total *= o->dims[d];
+    }
+    a->out.ptr = o->ptr;
+    a->out.dtype = o->dtype;
+    for (int d = 0; d < o->rank; d++) a->out.stride[d] = o->strides[d];
+    for (int k = 0; k < n_in; k++) tensor_arg(&p->views[in[k]], o, &a->in[k]);
+    a->n_in = n_in;
+    int sums = 0;
+    for (int k = 0; post_of && k < post_of->n_post; k++) {
+        const nn_postop *q = &post_of->post[k];
+        if (a->n_post == KA_MAX_POST) return ftl_fail(FTL_E_UNSUPPORTED, "%s: more than %d post-ops", label, KA_MAX_POST);
+        ka_post *kp = &a->post[a->n_post++];
+        if (q->kind == NN_POST_SUM) {
+            if (a->n_in == KA_MAX_IN) return ftl_fail(FTL_E_UNSUPPORTED, "%s: too many summed inputs", label);
+            tensor_arg(&p->views[sum_views[sums++]], o, &a->in[a->n_in]);
+            *kp = (ka_post){.act = -1, .in = a->n_in++};
+        } else {
+            *kp = (ka_post){.act = (int)q->act.kind, .in = -1, .alpha = q->act.alpha, .beta = q->act.beta};
+        }
+    }
+    merge_dims(a);
+    s->fn = p->f_ew;
+    cu_launch_dims(p, a->total, 256, &s->grid, &s->block);
+    snprintf(s->impl, sizeof s->impl, "ftl_ew (rank %d, %d inputs, %d post-ops)", a->rank, a->n_in, a->n_post);
+    return FTL_OK;
+}
+
+ftl_status cu_emit_fill(nn_plan *p, const char *label, int view, float value) {
+    const cu_view *v = &p->views[view];
+    cu_step *s = cu_new_step(p, CU_STEP_KERNEL, label);
+    int64_t count = 1;
+    for (int d = 0; d < v->rank; d++) count *= v->dims[d];
+    s->args.fill = (ka_fill_args){.count = count, .out = v->ptr, .dtype = v->dtype, .value = value};
+    s->fn = p->f_fill;
+    cu_launch_dims(p, count, 256, &s->grid, &s->block);
+    snprintf(s->impl, sizeof s->impl, "ftl_fill");
+    return FTL_OK;
+}
+
+/* ---- compile / run ---- */
+
+static void plan_free(nn_plan *p) {
+    if (!p) return;
+    const cuda_libs *L = p->L;
+    if (L && p->ctx) {
+        L->cuCtxSetCurrent(p->ctx);
+        if (p->stream) L->cuStreamSynchronize(p->stream);
+        for (int i = 0; i < p->n_steps; i++) {
+            cu_step *s = &p->steps[i];
+            if (s->xd) L->cudnnDestroyTensorDescriptor(s->xd);
+            if (s->yd) L->cudnnDestroyTensorDescriptor(s->yd);
+            if (s->bd) L->cudnnDestroyTensorDescriptor(s->bd);
+            if (s->wd) L->cudnnDestroyFilterDescriptor(s->wd);
+            if (s->cd) L->cudnnDestroyConvolutionDescriptor(s->cd);
+            if (s->ad) L->cudnnDestroyActivationDescriptor(s->ad);
+        }
+        for (int i = 0; i < p->n_bufs; i++) L->cuMemFree(p->bufs[i].ptr);
+        for (int i = 0; i < p->n_consts; i++) L->cuMemFree(p->consts[i]);
+        if (p->search_ws) L->cuMemFree(p->search_ws);
+        if (p->workspace) L->cuMemFree(p->workspace);
+        if (p->input_host) L->cuMemFreeHost(p->input_host);
+        if (p->output_host) L->cuMemFreeHost(p->output_host);
+        if (p->u8_host) L->cuMemFreeHost(p->u8_host);
+        if (p->u8_dev) L->cuMemFree(p->u8_dev);
+        if (p->table_dev) L->cuMemFree(p->table_dev);
+        if (p->dnn) L->cudnnDestroy(p->dnn);
+        if (p->blas) L->cublasDestroy(p->blas);
+        if (p->module) L->cuModuleUnload(p->module);
+        if (p->stream) L->cuStreamDestroy(p->stream);
+        CUdevice dev;
+        if (L->cuDeviceGet(&dev, p->device) == CUDA_SUCCESS) L->cuDevicePrimaryCtxRelease(dev);
+    }
+    free(p->bufs);
+    free(p->views);
+    free(p->steps);
+    free(p->alts);
+    free(p->consts);
+    free(p->tval);
+    free(p->last_node);
+    free(p);
+}
+
+static ftl_status open_device(nn_plan *p, int ordinal) {
+    const cuda_libs *L = p->L;
+    if (ordinal < 0 || ordinal >= L->device_count)
+        return ftl_fail(FTL_E_INVALID_ARG, "GPU %d: only %d visible", ordinal, L->device_count);
+    CUdevice dev;
+    FTL_TRY(cuda_check(L->cuDeviceGet(&dev, ordinal), "cuDeviceGet"));
+    /* the primary context: cuDNN and cuBLAS (runtime API inside) use the same one */
+    FTL_TRY(cuda_check(L->cuDevicePrimaryCtxRetain(&p->ctx, dev), "cuDevicePrimaryCtxRetain"));
+    p->device = ordinal;
+    FTL_TRY(cuda_check(L->cuCtxSetCurrent(p->ctx), "cuCtxSetCurrent"));
+    L->cuDeviceGetAttribute(&p->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    FTL_TRY(cuda_check(L->cuStreamCreate(&p->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+    FTL_TRY(cuda_check(L->cuModuleLoadData(&p->module, ftl_cuda_fatbin), "loading ftl's kernels for this GPU"));
+    struct { CUfunction *fn; const char *name; } fns[] = {
+        {&p->f_ew, "ftl_ew"}, {&p->f_reduce, "ftl_reduce"}, {&p->f_pool, "ftl_pool"}, {&p->f_softmax, "ftl_softmax"},
+        {&p->f_layernorm, "ftl_layernorm"}, {&p->f_preprocess, "ftl_preprocess"}, {&p->f_fill, "ftl_fill"}};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        FTL_TRY(cuda_check(L->cuModuleGetFunction(fns[i].fn, p->module, fns[i].name), fns[i].name));
+    FTL_TRY(cuda_check_cudnn(L->cudnnCreate(&p->dnn), "cudnnCreate"));
+    FTL_TRY(cuda_check_cudnn(L->cudnnSetStream(p->dnn, (cudaStream_t)p->stream), "cudnnSetStream"));
+    FTL_TRY(cuda_check_cublas(L->cublasCreate(&p->blas), "cublasCreate"));
+    FTL_TRY(cuda_check_cublas(L->cublasSetStream(p->blas, (cudaStream_t)p->stream), "cublasSetStream"));
+    return FTL_OK;
+}
+
+static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) p->last_node[n->in[k]] = i;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM) p->last_node[n->post[k].sum_tensor] = i;
+    }
+    for (int i = 0; i < g->n_outputs; i++) p->last_node[g->outputs[i]] = INT_MAX;
+
+    int in = g->inputs[0];
+    const nn_shape *is = &g->tensors[in].shape;
+    p->input_tensor = in;
+    p->input_floats = (size_t)nn_shape_count(is);
+    int iv;
+    p->cur_node = -1;
+    FTL_TRY(cu_alloc_view(p, in, is, CU_LAYOUT_PLAIN, KA_F32, &iv));
+    cu_bind(p, in, iv);
+    p->input_dev = p->views[iv].ptr;
+    if (is->rank == 4) {
+        p->in_nhwc = is->d[3] == 3 && is->d[1] != 3;
+        p->in_h = (int)(p->in_nhwc ? is->d[1] : is->d[2]);
+        p->in_w = (int)(p->in_nhwc ? is->d[2] : is->d[3]);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        p->cur_node = i;
+        ftl_status st = cu_emit_node(p, g, i);
+        if (st != FTL_OK) return ftl_fail_context(st, "node '%s' (%s)", g->nodes[i].name, g->nodes[i].op_type);
+        for (int b = 0; b < p->n_bufs; b++) /* buffers whose last reader has run are free for later nodes */
+            if (p->bufs[b].busy && p->bufs[b].last <= i) p->bufs[b].busy = false;
+    }
+    p->cur_node = g->n_nodes;
+    FTL_TRY(cu_ensure(p, g->outputs[0], CU_LAYOUT_PLAIN, KA_F32, &p->output_view));
+    p->out_count = nn_shape_count(&g->tensors[g->outputs[0]].shape);
+    return FTL_OK;
+}
+
+static ftl_status cuda_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
+    *out = NULL;
+    const cuda_libs *L;
+    FTL_TRY(cuda_libs_get(&L));
+    FTL_TRY(nn_infer_shapes(g, o->batch));
+    nn_plan *p = ftl_xcalloc(1, sizeof *p);
+    p->L = L;
+    p->precision = o->precision;
+    p->act_dtype = o->precision == NN_PREC_BF16 ? KA_BF16 : KA_F32;
+    p->deterministic = o->deterministic;
+    p->batch = o->batch;
+    p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
+    p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
+    for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;
+    ftl_status st = open_device(p, o->device);
+    if (st == FTL_OK) {
+        size_t free_b = 0, total = 0;
+        L->cuMemGetInfo(&free_b, &total);
+        p->search_ws_bytes = free_b / 8 < ((size_t)1 << 30) ? free_b / 8 : (size_t)1 << 30;
+        st = cuda_check(L->cuMemAlloc(&p->search_ws, p->search_ws_bytes), "algorithm search workspace");
+    }
+    if (st == FTL_OK) st = compile_nodes(p, g);
+    if (st == FTL_OK) {
+        L->cuMemFree(p->search_ws);
+        p->search_ws = 0;
+        if (p->workspace_bytes) st = device_alloc(p, p->workspace_bytes, &p->workspace);
+    }
+    if (st == FTL_OK)
+        st = cuda_check(L->cuMemHostAlloc((void **)&p->input_host, p->input_floats * sizeof(float), 0), "pinned input");
+    if (st == FTL_OK)
+        st = cuda_check(L->cuMemHostAlloc((void **)&p->output_host, (size_t)p->out_count * sizeof(float), 0),
+                        "pinned output");
+    if (st != FTL_OK) {
+        plan_free(p);
+        return st;
+    }
+    ftl_log_debug("cuda: plan for batch %d: %d steps, %d convolutions (%d with fused bias/ReLU), %.1f MiB activations, "
+                  "%.1f MiB weights, %.1f MiB workspace",
+                  p->batch, p->n_steps, p->convs, p->fused_convs, (double)p->peak_bytes / 1048576.0,
+                  (double)p->const_bytes / 1048576.0, (double)p->workspace_bytes / 1048576.0);
+    *out = p;
+    return FTL_OK;
+}
+
+static float *cuda_input(nn_plan *p) { return p->input_host; }
+
+static ftl_status run_steps(nn_plan *p) {
+    const cuda_libs *L = p->L;
+    const float one = 1.0f, zero = 0.0f;
+    for (int i = 0; i < p->n_steps; i++) {
+        cu_step *s = &p->steps[i];
+        ftl_status st = FTL_OK;
+        if (s->kind == CU_STEP_KERNEL) {
+            void *params[] = {&s->args};
+            st = cuda_check(L->cuLaunchKernel(s->fn, s->grid, 1, 1, s->block, 1, 1, 0, p->stream, params, NULL), s->label);
+        } else if (s->kind == CU_STEP_CONV && s->ad) {
+            st = cuda_check_cudnn(L->cudnnConvolutionBiasActivationForward(
+                                      p->dnn, &one, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd, s->algo,
+                                      (void *)p->workspace, s->workspace, &s->alpha2, s->yd, (void *)s->z, s->bd,
+                                      (void *)s->bias, s->ad, s->yd, (void *)s->y),
+                                  s->label);
+        } else if (s->kind == CU_STEP_CONV) {
+            st = cuda_check_cudnn(L->cudnnConvolutionForward(p->dnn, &one, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd,
+                                                             s->algo, (void *)p->workspace, s->workspace, &zero, s->yd,
+                                                             (void *)s->y),
+                                  s->label);
+        } else {
+            st = cuda_check_cublas(L->cublasGemmStridedBatchedEx(p->blas, s->op_a, s->op_b, s->m, s->n, s->k, &s->alpha,
+                                                                (void *)s->a, s->type, s->lda, s->stride_a, (void *)s->b,
+                                                                s->type, s->ldb, s->stride_b, &zero, (void *)s->c, s->type,
+                                                                s->ldc, s->stride_c, s->batch, s->compute,
+                                                                CUBLAS_GEMM_DEFAULT),
+                                   s->label);
+        }
+        if (st != FTL_OK) return st;
+    }
+    return FTL_OK;
+}
+
+static ftl_status finish(nn_plan *p, float *output) {
+    const cuda_libs *L = p->L;
+    size_t bytes = (size_t)p->out_count * sizeof(float);
+    FTL_TRY(cuda_check(L->cuMemcpyDtoHAsync(p->output_host, p->views[p->output_view].ptr, bytes, p->stream),
+                       "copying features from the GPU"));
+    FTL_TRY(cuda_check(L->cuStreamSynchronize(p->stream), "running the backbone on the GPU"));
+    memcpy(output, p->output_host, bytes);
+    return FTL_OK;
+}
+
+static ftl_status cuda_run(nn_plan *p, float *output) {
+    const cuda_libs *L = p->L;
+    FTL_TRY(cuda_check(L->cuCtxSetCurrent(p->ctx), "cuCtxSetCurrent"));
+    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->input_dev, p->input_host, p->input_floats * sizeof(float), p->stream),
+                       "copying the batch to the GPU"));
+    FTL_TRY(run_steps(p));
+    return finish(p, output);
+}
+
+static uint8_t *cuda_input_u8(nn_plan *p) {
+    size_t bytes = p->input_floats; /* batch x H x W x 3 bytes: one per input float */
+    if (!p->u8_host && p->in_h > 0) {
+        const cuda_libs *L = p->L;
+        L->cuCtxSetCurrent(p->ctx);
+        if (L->cuMemHostAlloc((void **)&p->u8_host, bytes, 0) != CUDA_SUCCESS) p->u8_host = NULL;
+        else if (L->cuMemAlloc(&p->u8_dev, bytes) != CUDA_SUCCESS ||
+                 L->cuMemAlloc(&p->table_dev, 3 * 256 * sizeof(float)) != CUDA_SUCCESS) {
+            L->cuMemFreeHost(p->u8_host);
+            p->u8_host = NULL;
+        }
+    }
+    return p->u8_host;
+}
+
+static ftl_status cuda_run_u8(nn_plan *p, const float table[3][256], float *output) {
+    const cuda_libs *L = p->L;
+    if (!p->u8_host) return ftl_fail(FTL_E_INTERNAL, "run_u8 without input_u8");
+    FTL_TRY(cuda_check(L->cuCtxSetCurrent(p->ctx), "cuCtxSetCurrent"));
+    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->table_dev, table, 3 * 256 * sizeof(float), p->stream), "input table"));
+    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->u8_dev, p->u8_host, p->input_floats, p->stream),
+                       "copying the batch to the GPU"));
+    ka_preprocess_args a = {.total = (int64_t)p->input_floats, .h = p->in_h, .w = p->in_w, .nhwc = p->in_nhwc,
+                            .out_dtype = KA_F32, .in = p->u8_dev, .table = p->table_dev, .out = p->input_dev};
+    unsigned grid, block;
+    cu_launch_dims(p, a.total, 256, &grid, &block);
+    void *params[] = {&a};
+    FTL_TRY(cuda_check(L->cuLaunchKernel(p->f_preprocess, grid, 1, 1, block, 1, 1, 0, p->stream, params, NULL),
+                       "scaling the input on the GPU"));
+    FTL_TRY(run_steps(p));
+    return finish(p, output);
+}
+
+static void cuda_describe(const nn_plan *p, FILE *out) {
+    for (int i = 0; i < p->n_steps; i++) fprintf(out, "  %-48s %s\n", p->steps[i].label, p->steps[i].impl);
+    fprintf(out, "  device memory: %.1f MiB activations, %.1f MiB weights, %.1f MiB workspace\n",
+            (double)p->peak_bytes / 1048576.0, (double)p->const_bytes / 1048576.0, (double)p->workspace_bytes / 1048576.0);
+}
+
+static int no_winograd(const nn_plan *p) {
+    (void)p;
+    return 0;
+}
+
+const nn_backend *nn_backend_cuda(void) {
+    static const nn_backend be = {.name = "cuda", .compile = cuda_compile, .input = cuda_input, .run = cuda_run,
+                                  .describe = cuda_describe, .winograd_convs = no_winograd, .free = plan_free,
+                                  .input_u8 = cuda_input_u8, .run_u8 = cuda_run_u8};
+    return &be;
+}

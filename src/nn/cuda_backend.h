@@ -1,0 +1,16 @@
+/* The CUDA backend's face to the rest of nn: built from src/nn/cuda/ when CUDA is on, from
+ * cuda_none.c (every call an error saying so) when it is off. */
+#ifndef FTL_NN_CUDA_BACKEND_H
+#define FTL_NN_CUDA_BACKEND_H
+
+#include "ftl/device.h"
+#include "nn/backend.h"
+
+bool nn_cuda_built(void);
+/* Loads the libraries and describes visible device `ordinal` (name, sm, memory, versions); an error
+ * names what is missing. */
+ftl_status nn_cuda_probe(int ordinal, ftl_device *device);
+/* The cuDNN/cuBLAS backend (nn_compile_opts.device picks the GPU); NULL without CUDA. */
+const nn_backend *nn_backend_cuda(void);
+
+#endif

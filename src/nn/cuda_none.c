@@ -1,0 +1,14 @@
+/* The CUDA backend of a build without CUDA (make CUDA=0, or no nvcc at build time). */
+#include "nn/cuda_backend.h"
+#include "util/error.h"
+
+bool nn_cuda_built(void) { return false; }
+
+ftl_status nn_cuda_probe(int ordinal, ftl_device *device) {
+    (void)ordinal;
+    (void)device;
+    return ftl_fail(FTL_E_UNSUPPORTED, "--device cuda: this ftl was built without CUDA (nvcc was not found at build "
+                                       "time, or make CUDA=0); rebuild with the CUDA toolkit to use a GPU");
+}
+
+const nn_backend *nn_backend_cuda(void) { return NULL; }

@@ -1,0 +1,80 @@
+/* Device selection: the CPU, or a CUDA GPU when the build and the machine have one. */
+#include "ftl/device.h"
+#include "nn/backend.h"
+#include "nn/cuda_backend.h"
+#include "util/error.h"
+
+#include <dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ftl_status ftl_device_parse(const char *text, ftl_device_kind *kind) {
+    if (strcmp(text, "auto") == 0) *kind = FTL_DEVICE_AUTO;
+    else if (strcmp(text, "cpu") == 0) *kind = FTL_DEVICE_CPU;
+    else if (strcmp(text, "cuda") == 0 || strcmp(text, "gpu") == 0) *kind = FTL_DEVICE_CUDA;
+    else return ftl_fail(FTL_E_INVALID_ARG, "--device '%s': expected cpu, cuda or auto", text);
+    return FTL_OK;
+}
+
+const char *ftl_device_kind_name(ftl_device_kind kind) {
+    return kind == FTL_DEVICE_CPU ? "cpu" : kind == FTL_DEVICE_CUDA ? "cuda" : "auto";
+}
+
+bool ftl_device_cuda_built(void) { return nn_cuda_built(); }
+
+static void cpu_model_name(char *out, size_t size) {
+    snprintf(out, size, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(out, size, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
+/* The launcher's rank on this host (Open MPI, MPICH/Intel MPI, Slurm, torchrun), or 0. */
+static int launcher_local_rank(void) {
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v >= '0' && *v <= '9') return atoi(v);
+    }
+    return 0;
+}
+
+static void select_cpu(ftl_device *d) {
+    d->kind = FTL_DEVICE_CPU;
+    cpu_model_name(d->name, sizeof d->name);
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(d->versions, sizeof d->versions, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    snprintf(d->description, sizeof d->description, "cpu: %s (%s, %s)", d->name, d->versions, nn_cpu_isa_name());
+}
+
+ftl_status ftl_device_select(ftl_device_kind want, int index, ftl_device *d) {
+    memset(d, 0, sizeof *d);
+    d->ordinal = -1;
+    if (want != FTL_DEVICE_AUTO && want != FTL_DEVICE_CPU && want != FTL_DEVICE_CUDA)
+        return ftl_fail(FTL_E_INVALID_ARG, "unknown device kind %d", (int)want);
+    if (want == FTL_DEVICE_CPU) {
+        select_cpu(d);
+        return FTL_OK;
+    }
+    if (index < -1) return ftl_fail(FTL_E_INVALID_ARG, "GPU index %d: must be >= 0 (-1: the local rank)", index);
+    ftl_status st = nn_cuda_probe(index >= 0 ? index : launcher_local_rank(), d);
+    if (st == FTL_OK || want == FTL_DEVICE_CUDA) return st;
+    char why[sizeof d->fallback];
+    snprintf(why, sizeof why, "%s", ftl_last_error());
+    memset(d, 0, sizeof *d);
+    select_cpu(d);
+    snprintf(d->fallback, sizeof d->fallback, "%s", why);
+    ftl_clear_error();
+    return FTL_OK;
+}
