@@ -132,6 +132,20 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
 STUB_OBJS := $(sort $(filter-out $(BUILD)/obj/src/dist/transport_mpi.o,$(LIB_OBJS)) $(BUILD)/obj/src/dist/transport_none.o)
 $(BUILD)/ftl_stub: $(CLI_OBJS) $(STUB_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(filter-out $(MPI_LIBS),$(LDLIBS))
+# The emulated GPU for tests (tests/cuda_emu): the driver, cuDNN and cuBLAS calls the CUDA backend
+# makes, on host memory, with ftl's kernel source compiled for the CPU.
+EMU_LIB := $(BUILD)/cuda-emu/libftl_cuda_emu.so
+EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/cuda-emu/%.o,$(wildcard tests/cuda_emu/*.c)) $(BUILD)/cuda-emu/emu_kernels.o
+$(BUILD)/cuda-emu/%.o: tests/cuda_emu/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -O2 $(WARN) -fPIC $(CUDA_CPPFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/cuda-emu/emu_kernels.o: tests/cuda_emu/emu_kernels.cpp src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 -O2 $(WARN) -fPIC -Isrc -Itests/cuda_emu/include -c $< -o $@
+$(EMU_LIB): $(EMU_OBJS)
+	$(CXX) -shared -o $@ $^ -lpthread
+CUDA_TEST_TARGETS := $(if $(filter 1,$(CUDA)),$(EMU_LIB))
+
 # The CLI without the CUDA backend (what `make CUDA=0` builds), for the test of its --device cuda error.
 NOCUDA_OBJS := $(sort $(filter-out $(BUILD)/obj/src/nn/cuda/%,$(LIB_OBJS)) $(BUILD)/obj/src/nn/cuda_none.o)
 $(BUILD)/ftl_nocuda: $(CLI_OBJS) $(NOCUDA_OBJS)
@@ -157,7 +171,7 @@ fuzz:
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(BUILD)/ftl_nocuda $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(BUILD)/ftl_nocuda $(CUDA_TEST_TARGETS) $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY)
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps
@@ -197,4 +211,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/san -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/san $(BUILD)/cuda-emu -name '*.d' 2>/dev/null)

@@ -25,6 +25,7 @@ test_packages=(
   nodejs                 # runs the pinned Parquet / ONNX Runtime reference tools
   iproute2 util-linux    # ip netns, unshare: two "hosts" on one machine for the MPI tests
   bc                     # bench/dist/run.sh arithmetic
+  g++                    # compiles ftl's CUDA kernel source for the CPU: the emulated GPU of the tests
   chromium               # renders ftl report pages in the tests (headless, no network)
 )
 

@@ -1,8 +1,8 @@
 /* Backbone forward throughput of ftl, measured like the peer (bench/peer/benchutil.py): warm-up
  * (first call = primitive creation, then >= 1 s), then reps of >= min_rep_s each; prints one
  * JSON line per configuration with every rep's images/s and the median.
- * usage: ftl_bench MODEL.onnx --batch B --precision fp32|bf16 --threads T [--reps N] [--min-rep-s S]
- *                  [--micro-batch M] (0 = the engine's choice) */
+ * usage: ftl_bench MODEL.onnx --batch B --precision fp32|bf16|tf32 --threads T [--reps N] [--min-rep-s S]
+ *                  [--micro-batch M] (0 = the engine's choice) [--device cpu|cuda|auto] */
 #include "ftl.h"
 
 #include <stdio.h>
@@ -14,7 +14,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M] [--conv-algorithm auto|direct] [--debug 1]\n");
+        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M] [--conv-algorithm auto|direct] [--device cpu|cuda|auto] [--debug 1]\n");
         return 2;
     }
     ftl_model_options o;
@@ -30,6 +30,10 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--min-rep-s") == 0) min_rep_s = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--features-from") == 0) o.features_from = argv[i + 1];
         else if (strcmp(argv[i], "--micro-batch") == 0) o.micro_batch = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--device") == 0) {
+            if (ftl_device_parse(argv[i + 1], &o.device) != FTL_OK)
+                return fprintf(stderr, "ftl_bench: %s\n", ftl_last_error()), 2;
+        }
         else if (strcmp(argv[i], "--conv-algorithm") == 0) {
             if (ftl_nn_conv_algorithm_parse(argv[i + 1], &o.conv_algorithm) != FTL_OK)
                 return fprintf(stderr, "ftl_bench: %s\n", ftl_last_error()), 2;
@@ -83,7 +87,8 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", rates[r]);
     qsort(rates, (size_t)reps, sizeof *rates, bench_cmp_double);
     double med = reps % 2 ? rates[reps / 2] : 0.5 * (rates[reps / 2 - 1] + rates[reps / 2]);
-    printf("],\"median\":%.3f,\"gflops\":%.1f,\"backend\":\"%s\"}\n", med, med * 2e-9 * (double)info->macs_per_image, info->backend);
+    printf("],\"median\":%.3f,\"gflops\":%.1f,\"backend\":\"%s\",\"device\":\"%s\"}\n", med,
+           med * 2e-9 * (double)info->macs_per_image, info->backend, ftl_device_kind_name(info->device_kind));
     free(rates);
     free(in);
     free(out);

@@ -235,7 +235,8 @@ static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
                         .oh = (int)ys->d[2], .ow = (int)ys->d[3], .kh = n->p.kernel[0], .kw = n->p.kernel[1],
                         .sh = n->p.stride[0], .sw = n->p.stride[1],
                         .dh = n->p.dilation[0] > 0 ? n->p.dilation[0] : 1, .dw = n->p.dilation[1] > 0 ? n->p.dilation[1] : 1,
-                        .ph = n->p.pad_begin[0], .pw = n->p.pad_begin[1], .is_max = n->op == NN_OP_MAXPOOL,
+                        .ph = n->p.pad_begin[0], .pw = n->p.pad_begin[1], .peh = n->p.pad_end[0],
+                        .pew = n->p.pad_end[1], .is_max = n->op == NN_OP_MAXPOOL,
                         .count_include_pad = n->p.count_include_pad, .out_order = {0, 2, 3, 1},
                         .in = xv->ptr, .out = p->views[y].ptr, .in_dtype = xv->dtype, .out_dtype = p->act_dtype};
     for (int d = 0; d < 4; d++) a->in_stride[d] = xv->strides[d];
@@ -289,7 +290,8 @@ static ftl_status emit_reduce_mean(nn_plan *p, nn_graph *g, const nn_node *n) {
 /* Reshape-like ops: the same bytes, viewed with the output's dims (plain input needed). */
 static ftl_status emit_view(nn_plan *p, nn_graph *g, const nn_node *n) {
     int x;
-    FTL_TRY(cu_ensure(p, n->in[0], CU_LAYOUT_PLAIN, p->views[p->tval[n->in[0]]].dtype, &x));
+    FTL_TRY(cu_input_view(p, g, n->in[0], &x));
+    FTL_TRY(cu_ensure(p, n->in[0], CU_LAYOUT_PLAIN, p->views[x].dtype, &x));
     cu_view v = p->views[x];
     const nn_shape *ys = shape_of(g, n->out[0]);
     v.rank = ys->rank;
@@ -409,7 +411,8 @@ static ftl_status emit_rows(nn_plan *p, nn_graph *g, const nn_node *n, bool laye
     label_of(n, label, sizeof label);
     const nn_shape *xs = shape_of(g, n->in[0]);
     int x, y;
-    FTL_TRY(cu_ensure(p, n->in[0], CU_LAYOUT_PLAIN, p->views[p->tval[n->in[0]]].dtype, &x));
+    FTL_TRY(cu_input_view(p, g, n->in[0], &x));
+    FTL_TRY(cu_ensure(p, n->in[0], CU_LAYOUT_PLAIN, p->views[x].dtype, &x));
     FTL_TRY(cu_alloc_view(p, n->out[0], shape_of(g, n->out[0]), CU_LAYOUT_PLAIN, p->act_dtype, &y));
     cu_bind(p, n->out[0], y);
     int axis = layernorm ? xs->rank - 1 : (n->p.axis < 0 ? n->p.axis + xs->rank : n->p.axis);
@@ -495,6 +498,57 @@ static ftl_status emit_linear(nn_plan *p, nn_graph *g, const nn_node *n) {
     return emit_epilogue(p, g, n, y, extra, n_extra, KA_ADD, label);
 }
 
+/* A copy of matrix operand v ([.., rows, cols]) with the output's batch axes, by broadcasting. */
+static ftl_status expand_batch(nn_plan *p, int v, const nn_shape *ys, int64_t rows, int64_t cols, const char *label,
+                               int *out) {
+    nn_shape s = *ys;
+    s.d[s.rank - 2] = rows;
+    s.d[s.rank - 1] = cols;
+    FTL_TRY(cu_alloc_view(p, -1, &s, CU_LAYOUT_PLAIN, p->views[v].dtype, out));
+    return cu_emit_ew(p, label, *out, KA_COPY, &v, 1, NULL, NULL);
+}
+
+/* Einsum in its batched-matmul form (ops.c): both operands viewed in canonical axis order
+ * ([batch.., i, k] and [batch.., k, j]), made contiguous, multiplied as a strided batch. */
+static ftl_status emit_einsum(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *ys = shape_of(g, n->out[0]);
+    int r = n->p.ein_rank, ops[2];
+    for (int k = 0; k < 2; k++) {
+        int x;
+        FTL_TRY(cu_input_view(p, g, n->in[k], &x));
+        cu_view in = p->views[x], canon = in;
+        const int8_t *map = k == 0 ? n->p.ein_a : n->p.ein_b;
+        for (int t = 0; t < r; t++) {
+            canon.dims[map[t]] = in.dims[t];
+            canon.strides[map[t]] = in.strides[t];
+        }
+        int cv = cu_new_view(p, &canon);
+        if (canon.dtype != p->act_dtype || !cu_view_is(&canon, CU_LAYOUT_PLAIN)) {
+            nn_shape s = {.rank = r};
+            for (int d = 0; d < r; d++) s.d[d] = canon.dims[d];
+            int copy;
+            FTL_TRY(cu_alloc_view(p, -1, &s, CU_LAYOUT_PLAIN, p->act_dtype, &copy));
+            FTL_TRY(cu_emit_ew(p, label, copy, KA_COPY, &cv, 1, NULL, NULL));
+            cv = copy;
+        }
+        ops[k] = cv;
+    }
+    const cu_view *av = &p->views[ops[0]], *bv = &p->views[ops[1]];
+    int64_t M = av->dims[r - 2], K = av->dims[r - 1], N = bv->dims[r - 1], batch = 1;
+    for (int d = 0; d < r - 2; d++) {
+        if (av->dims[d] != bv->dims[d]) return ftl_fail(FTL_E_UNSUPPORTED, "Einsum with broadcast batch letters");
+        batch *= av->dims[d];
+    }
+    int y;
+    FTL_TRY(cu_alloc_view(p, n->out[0], ys, CU_LAYOUT_PLAIN, p->act_dtype, &y));
+    cu_bind(p, n->out[0], y);
+    cu_step *s = cu_new_step(p, CU_STEP_GEMM, label);
+    gemm_step(p, s, av->ptr, false, bv->ptr, false, p->views[y].ptr, M, N, K, (int)batch, M * K, K * N, 1.0f);
+    return emit_epilogue(p, g, n, y, NULL, 0, KA_COPY, label);
+}
+
 /* MatMul of two activations ([.., M, K] x [.., K, N], e.g. attention): a strided batch. */
 static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
@@ -504,11 +558,18 @@ static ftl_status emit_batched_matmul(nn_plan *p, nn_graph *g, const nn_node *n)
     int64_t M = as->d[as->rank - 2], K = as->d[as->rank - 1], N = bs->d[bs->rank - 1];
     int64_t batch = nn_shape_count(ys) / (M * N), a_batch = nn_shape_count(as) / (M * K),
             b_batch = nn_shape_count(bs) / (K * N);
-    if ((a_batch != batch && a_batch != 1) || (b_batch != batch && b_batch != 1))
-        return ftl_fail(FTL_E_UNSUPPORTED, "MatMul broadcasting part of the batch axes does not run on the GPU");
     int a, b, y;
     FTL_TRY(cu_ensure(p, n->in[0], CU_LAYOUT_PLAIN, p->act_dtype, &a));
     FTL_TRY(cu_ensure(p, n->in[1], CU_LAYOUT_PLAIN, p->act_dtype, &b));
+    /* an operand broadcast along part of the batch axes: copied out to the whole batch first */
+    if (a_batch != batch && a_batch != 1) {
+        FTL_TRY(expand_batch(p, a, ys, M, K, label, &a));
+        a_batch = batch;
+    }
+    if (b_batch != batch && b_batch != 1) {
+        FTL_TRY(expand_batch(p, b, ys, K, N, label, &b));
+        b_batch = batch;
+    }
     FTL_TRY(cu_alloc_view(p, n->out[0], ys, CU_LAYOUT_PLAIN, p->act_dtype, &y));
     cu_bind(p, n->out[0], y);
     cu_step *s = cu_new_step(p, CU_STEP_GEMM, label);
@@ -538,6 +599,7 @@ ftl_status cu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_SLICE: return emit_slice(p, g, n);
     case NN_OP_GATHER: return emit_gather_one(p, g, n);
     case NN_OP_SPLIT: return emit_split(p, g, n);
+    case NN_OP_EINSUM: return emit_einsum(p, g, n);
     case NN_OP_CONCAT: return emit_concat(p, g, n);
     case NN_OP_PAD: return emit_pad(p, g, n);
     case NN_OP_SOFTMAX: return emit_rows(p, g, n, false);

@@ -62,7 +62,8 @@ typedef struct ka_reduce_args {
 typedef struct ka_pool_args {
     int64_t total;
     int32_t n, c, h, w, oh, ow;
-    int32_t kh, kw, sh, sw, dh, dw, ph, pw; /* pads at the start; the end is implicit */
+    int32_t kh, kw, sh, sw, dh, dw, ph, pw; /* pads at the start */
+    int32_t peh, pew;                /* pads at the end: an average counts padding up to there */
     int32_t is_max, count_include_pad;
     int32_t out_order[4];
     int64_t in_stride[4];            /* logical N, C, H, W */

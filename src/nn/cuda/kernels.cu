@@ -101,16 +101,15 @@ extern "C" __global__ void ftl_pool(ka_pool_args a) {
             int y = y0 + ky * a.dh;
             for (int kx = 0; kx < a.kw; kx++) {
                 int x = x0 + kx * a.dw;
-                bool inside = y >= 0 && y < a.h && x >= 0 && x < a.w;
-                if (!inside) {
-                    /* count_include_pad counts the explicit pads, not a ceil_mode overhang */
-                    if (a.count_include_pad && y < a.h + a.ph && x < a.w + a.pw) counted++;
-                    continue;
-                }
+                if (y < 0 || y >= a.h || x < 0 || x >= a.w) continue;
                 float v = load(a.in, a.in_dtype, base + y * a.in_stride[2] + x * a.in_stride[3]);
                 acc = a.is_max ? fmaxf(acc, v) : acc + v;
                 counted++;
             }
+        }
+        if (a.count_include_pad) { /* ONNX: the window clipped to the padded input, a ceil_mode overhang not counted */
+            int y1 = min(y0 + a.kh, a.h + a.peh), x1 = min(x0 + a.kw, a.w + a.pew);
+            counted = (y1 - y0) * (x1 - x0);
         }
         store(a.out, a.out_dtype, i, a.is_max ? acc : (counted > 0 ? acc / (float)counted : 0.f));
     }

@@ -1,0 +1,91 @@
+/* ftl's CUDA kernels (src/nn/cuda/kernels.cu, the very source) compiled for the host and run by the
+ * emulated device: one block of one warp, its 32 lanes coroutines on the calling thread. A lane
+ * runs until its next __shfl_xor_sync (or its end) and yields; once every lane has posted its
+ * value for that shuffle, each reads its partner's. The kernels loop grid-stride, so one warp
+ * covers every element whatever grid the plan asked for, and their shuffles are reached by all
+ * lanes alike (the loops around them do not depend on the lane). */
+#include <functional>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define __global__
+#define __device__
+static inline int min(int a, int b) { return a < b ? a : b; }
+struct emu_uint3 {
+    unsigned x, y, z;
+};
+static emu_uint3 threadIdx;
+static const emu_uint3 blockIdx = {0, 0, 0}, blockDim = {32, 1, 1}, gridDim = {1, 1, 1};
+
+enum { LANES = 32, LANE_STACK = 256 << 10 };
+static ucontext_t scheduler, lane_ctx[LANES];
+static float slots[2][LANES];
+static unsigned shuffles[LANES];
+
+static float __shfl_xor_sync(unsigned, float v, int mask) {
+    unsigned lane = threadIdx.x, phase = shuffles[lane]++ & 1;
+    slots[phase][lane] = v;
+    swapcontext(&lane_ctx[lane], &scheduler); /* the other lanes post theirs */
+    return slots[phase][lane ^ (unsigned)mask];
+}
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+#include "nn/cuda/kernels.cu"
+
+static std::function<void()> job;
+static bool lane_done[LANES];
+static char *stacks[LANES];
+
+static void lane_main(void) {
+    unsigned lane = threadIdx.x;
+    job();
+    lane_done[lane] = true; /* uc_link returns to the scheduler */
+}
+
+template <typename Args> static void run_warp(void (*kernel)(Args), void **params) {
+    Args a;
+    memcpy(&a, params[0], sizeof a);
+    job = [&] { kernel(a); };
+    for (unsigned l = 0; l < LANES; l++) {
+        if (!stacks[l]) stacks[l] = static_cast<char *>(malloc(LANE_STACK));
+        getcontext(&lane_ctx[l]);
+        lane_ctx[l].uc_stack.ss_sp = stacks[l];
+        lane_ctx[l].uc_stack.ss_size = LANE_STACK;
+        lane_ctx[l].uc_link = &scheduler;
+        makecontext(&lane_ctx[l], lane_main, 0);
+        lane_done[l] = false;
+        shuffles[l] = 0;
+    }
+    for (bool running = true; running;) {
+        running = false;
+        for (unsigned l = 0; l < LANES; l++) {
+            if (lane_done[l]) continue;
+            threadIdx = {l, 0, 0};
+            swapcontext(&scheduler, &lane_ctx[l]);
+            running = running || !lane_done[l];
+        }
+    }
+}
+
+/* 0 when the kernel exists (and ran), -1 for an unknown name. */
+extern "C" int emu_kernel_launch(const char *name, void **params) {
+    if (!strcmp(name, "ftl_ew")) run_warp(ftl_ew, params);
+    else if (!strcmp(name, "ftl_reduce")) run_warp(ftl_reduce, params);
+    else if (!strcmp(name, "ftl_pool")) run_warp(ftl_pool, params);
+    else if (!strcmp(name, "ftl_softmax")) run_warp(ftl_softmax, params);
+    else if (!strcmp(name, "ftl_layernorm")) run_warp(ftl_layernorm, params);
+    else if (!strcmp(name, "ftl_preprocess")) run_warp(ftl_preprocess, params);
+    else if (!strcmp(name, "ftl_fill")) run_warp(ftl_fill, params);
+    else return -1;
+    return 0;
+}
+
+extern "C" int emu_kernel_known(const char *name) {
+    const char *names[] = {"ftl_ew", "ftl_reduce", "ftl_pool", "ftl_softmax", "ftl_layernorm", "ftl_preprocess", "ftl_fill"};
+    for (const char *n : names)
+        if (!strcmp(n, name)) return 1;
+    return 0;
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The CUDA backend without a GPU. (1) The errors a user sees where CUDA cannot run: no driver, the
+# toolkit's stub driver, no cuDNN, no GPU, a GPU older than the build, a build without CUDA, tf32 on
+# the CPU. (2) The GPU code path on the emulated device (tests/cuda_emu: the real plan, views,
+# memory reuse and ftl's own kernel source run on the CPU, reference cuDNN convolution and cuBLAS
+# GEMM): every per-op case vs ONNX Runtime, one model per torchvision family vs PyTorch, the shared
+# models' uint8 input scaled on the device vs the CPU backend, `ftl embed/train/eval --device cuda`
+# end to end, the device in metadata and cache keys, out-of-memory errors. What only a real GPU
+# can show (cuDNN's and cuBLAS's own results, TF32, speed, NCCL) is tests/gpu/run.sh's.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch cuda)
+DUCK="node $(dirname "$0")/../tools/duckdb_query.mjs"
+MODEL="$SHARED/models/mobilenet_v1_0.25_128.onnx"
+EMU="$BUILD/cuda-emu/libftl_cuda_emu.so"
+
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --size 128 --quiet 2>/dev/null || fail cuda_prep "prep failed"
+
+# ---- without CUDA ----
+expect_error cuda_nocuda_build 1 'built without CUDA' "$BUILD/ftl_nocuda" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
+expect_error cuda_bad_device_name 2 "--device 'tpu': expected cpu, cuda or auto" "$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device tpu
+expect_error cuda_tf32_on_cpu 2 'tf32: TensorFloat-32 is a GPU tensor-core mode.*use fp32 or bf16' "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cpu --precision tf32 --quiet
+[ ! -e "$d/x.parquet" ] && pass cuda_failed_runs_write_nothing || fail cuda_failed_runs_write_nothing "x.parquet written"
+
+if [ ! -e "$EMU" ]; then
+    skip cuda_backend "this build has no CUDA backend (nvcc was not found when it was built)"
+    finish
+fi
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    skip cuda_no_driver_errors "this machine has an NVIDIA driver and GPU (tests/gpu/run.sh tests it)"
+else
+    expect_error cuda_no_driver 1 '--device cuda: no NVIDIA driver: libcuda.so.1 could not be loaded' "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
+    # auto falls back to the CPU and says where the features came from
+    if "$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/cpu.parquet" --quiet 2>"$d/auto.err" &&
+        $DUCK "SELECT decode(value) AS v FROM parquet_kv_metadata('$d/cpu.parquet') WHERE decode(key) = 'ftl.device'" | grep -q '"v":"cpu: '; then
+        pass cuda_auto_falls_back_to_cpu
+    else
+        fail cuda_auto_falls_back_to_cpu "$(cat "$d/auto.err")"
+    fi
+fi
+NVCC_DIR=$(dirname "$(readlink -f "$(command -v nvcc 2>/dev/null || echo /nonexistent/bin/nvcc)")")
+STUB=$(ls "$NVCC_DIR"/../lib*/stubs/libcuda.so "$NVCC_DIR"/../targets/*/lib/stubs/libcuda.so 2>/dev/null | head -1)
+if [ -n "$STUB" ]; then
+    expect_error cuda_stub_driver 1 "no NVIDIA driver: .*libcuda.so is the CUDA toolkit's stub library" env FTL_CUDA_DRIVER_LIBRARY="$STUB" "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
+    expect_error cuda_no_cudnn 1 'no cuDNN 9: libcudnn_missing.so.9 could not be loaded.*LD_LIBRARY_PATH' env FTL_CUDA_DRIVER_LIBRARY="$STUB" FTL_CUDNN_LIBRARY=libcudnn_missing.so.9 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
+else
+    skip cuda_stub_driver "the CUDA toolkit's stub libcuda.so was not found next to nvcc"
+fi
+
+# ---- the emulated GPU ----
+export FTL_CUDA_DRIVER_LIBRARY="$EMU" FTL_CUDNN_LIBRARY="$EMU" FTL_CUBLAS_LIBRARY="$EMU"
+expect_error cuda_no_gpu 1 '--device cuda: no GPU: the NVIDIA driver sees no CUDA device' env FTL_EMU_DEVICES=0 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
+expect_error cuda_old_gpu 1 'GPU 0 \(ftl emulated GPU\) has compute capability 6.1; this build has code for sm_75' env FTL_EMU_SM=61 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
+expect_error cuda_out_of_memory 3 'GPU out of memory at batch 64: .* try --batch [0-9]+' env FTL_EMU_GPU_MEMORY=20000000 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --batch 64 --quiet
+[ ! -e "$d/x.parquet" ] && pass cuda_failed_gpu_runs_write_nothing || fail cuda_failed_gpu_runs_write_nothing "x.parquet written"
+
+CHECK="$BUILD/tools/ftl_cuda_check"
+"$CHECK" ops "$BUILD/ref/nn/ops" || true
+for fam in "$BUILD"/ref/nn/families/*.in.npy; do
+    [ -e "$fam" ] || { fail cuda_emulated_families "no family references: run tests/ref/gen_nn.sh"; break; }
+    "$CHECK" family "${fam%.in.npy}" || true
+done
+"$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
+"$CHECK" model "$SHARED/models/mobilenet_v2_1.0_224_features.onnx" 3 224 || true
+
+# The CLI on the emulated GPU: the same features as the CPU, the device recorded, its own cache key.
+"$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/cpu.parquet" --device cpu --quiet --overwrite 2>/dev/null
+if "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/gpu.parquet" --device cuda --batch 32 --quiet 2>"$d/gpu.err"; then
+    pass cuda_emulated_embed_runs
+else
+    fail cuda_emulated_embed_runs "$(tail -5 "$d/gpu.err")"
+fi
+$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/cpu.parquet', file_row_number=true) ORDER BY i" >"$d/cpu.json"
+$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/gpu.parquet', file_row_number=true) ORDER BY i" >"$d/gpu.json"
+$PY - "$d" <<'PYEOF' && pass cuda_emulated_embed_equals_cpu || fail cuda_emulated_embed_equals_cpu "see log"
+import json, sys
+import numpy as np
+d = sys.argv[1]
+a = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/cpu.json"))]
+b = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/gpu.json"))]
+assert len(a) == len(b) == 153, (len(a), len(b))
+diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+scale = max(float(np.max(np.abs(x))) for x in a)
+print(f"153 rows: max |gpu - cpu| {diff:.3g} (features up to {scale:.3g})")
+assert diff <= 1e-4 * max(1.0, scale)
+PYEOF
+$DUCK "SELECT decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet') WHERE decode(key) = 'ftl.device'" | grep -q '"v":"cuda:0 ftl emulated GPU (sm_90' &&
+    pass cuda_emulated_device_recorded || fail cuda_emulated_device_recorded "$($DUCK "SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet')")"
+
+# train + eval on the GPU, then on the CPU with the same cache folder: GPU features are not reused
+TRAIN=(train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --batch 16 --cache-dir "$d/cache" --quiet)
+if "$FTL" "${TRAIN[@]}" --device cuda --out "$d/gpu.ftl" >"$d/train_gpu.out" 2>&1 && "$FTL" "${TRAIN[@]}" --device cpu --out "$d/cpu.ftl" >"$d/train_cpu.out" 2>&1; then
+    pass cuda_emulated_train_runs
+else
+    fail cuda_emulated_train_runs "$(tail -5 "$d/train_gpu.out" "$d/train_cpu.out")"
+fi
+n_keys=$(ls "$d/cache" 2>/dev/null | sed -n 's/.*-\([0-9a-f]\{16\}\)\.rows-.*/\1/p' | sort -u | wc -l)
+[ "$n_keys" -eq 4 ] && pass cuda_cache_key_has_the_device || fail cuda_cache_key_has_the_device "$n_keys distinct keys in $(ls "$d/cache" | tr '\n' ' ') (want train+val for each device)"
+"$FTL" inspect "$d/gpu.ftl" >"$d/gpu_model.txt" 2>&1
+grep -q 'ftl.device.*cuda:0 ftl emulated GPU' "$d/gpu_model.txt" && pass cuda_model_records_device || fail cuda_model_records_device "$(grep -i device "$d/gpu_model.txt")"
+ev_gpu=$("$FTL" eval "$d/gpu.ftl" "$d/ds/val.parquet" --device cuda 2>&1 | grep -o 'top-1: [0-9.]*' | head -1)
+ev_cpu=$("$FTL" eval "$d/gpu.ftl" "$d/ds/val.parquet" --device cpu 2>&1 | grep -o 'top-1: [0-9.]*' | head -1)
+[ -n "$ev_gpu" ] && [ "$ev_gpu" = "$ev_cpu" ] && pass cuda_emulated_eval_equals_cpu || fail cuda_emulated_eval_equals_cpu "gpu '$ev_gpu' vs cpu '$ev_cpu'"
+finish
