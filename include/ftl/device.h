@@ -45,6 +45,17 @@ typedef struct ftl_device {
  * would succeed, else the CPU with the reason in `fallback`. */
 ftl_status ftl_device_select(ftl_device_kind want, int index, ftl_device *device);
 
+/* GPU utilization and memory while a job runs (NVML, sampled every 100 ms by a background thread):
+ * the article's GPU-utilization graph, per epoch. NULL when the device is not a GPU or NVML cannot
+ * be loaded (the driver's libnvidia-ml.so.1). */
+typedef struct ftl_device_monitor ftl_device_monitor;
+ftl_device_monitor *ftl_device_monitor_start(const ftl_device *device);
+/* Averages since the last take (or the start): GPU busy % and the most device memory in use (bytes,
+ * every process on the GPU); the latest sample when none was taken since (a take within 100 ms).
+ * False before the first sample. */
+bool ftl_device_monitor_take(ftl_device_monitor *monitor, double *util_percent, double *memory_bytes);
+void ftl_device_monitor_stop(ftl_device_monitor *monitor);
+
 #ifdef __cplusplus
 }
 #endif

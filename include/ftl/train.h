@@ -21,6 +21,7 @@
 #define FTL_TRAIN_H
 
 #include "ftl/base.h"
+#include "ftl/device.h"
 #include "ftl/dist.h"
 #include <stdbool.h>
 #include <stdint.h>
@@ -419,6 +420,8 @@ typedef struct ftl_epoch_log {
     double lr;               /* at the last step of the epoch */
     double images_per_second;
     double data_wait_s, backbone_s, head_s, allreduce_s, validation_s, checkpoint_s;
+    double gpu_util_percent, gpu_memory_bytes; /* the backbone's GPU this epoch (NVML): mean busy %, most
+                                                  memory in use; NaN when not on a GPU */
     bool improved;           /* the monitored value improved */
     int64_t best_epoch;
     const char *checkpoint;  /* the file written this epoch, or NULL */
@@ -472,6 +475,7 @@ typedef struct ftl_fit_config {
     const char *run_record;   /* one JSON object ("record":"run": command, versions, data, machine); NULL = none */
     FILE *epoch_out;          /* Keras-style epoch lines; NULL = silent */
     ftl_collectives collectives; /* ftl/dist.h; rank 0 of 1 = single process */
+    ftl_device_monitor *device_monitor; /* the backbone's GPU (ftl/device.h), sampled per epoch; NULL: none */
     /* Chrome trace-event file (--timeline): one track per rank, a span per data wait, backbone,
      * head step, allreduce, validation and checkpoint; NULL = none. */
     const char *timeline_path;

@@ -13,6 +13,7 @@
 #include "util/sha256.h"
 #include "util/timing.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <zlib.h>
 #include <string.h>
@@ -224,6 +225,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     int rank = ftl_dist_rank(col), ranks = ftl_dist_size(col);
     double start = ftl_now();
     memset(s, 0, sizeof *s);
+    s->gpu_util_percent = s->gpu_memory_bytes = NAN;
     int64_t total = 0;
     FTL_TRY(loader_total_rows(o->sources, o->source_count, &total));
     if (rank == 0 && ftl_path_exists(o->output_path) && !o->overwrite)
@@ -338,6 +340,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
 ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     if (ftl_dist_active(o->collectives) && o->row_end <= 0) return embed_distributed(o, s);
     memset(s, 0, sizeof *s);
+    s->gpu_util_percent = s->gpu_memory_bytes = NAN;
     double start = ftl_now();
     if (!o->backbone_path || !o->output_path || o->source_count < 1)
         return ftl_fail(FTL_E_INVALID_ARG, "embed needs a dataset, a backbone and an output path");
@@ -418,6 +421,9 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     if (o->show_progress) ftl_progress_start(&progress, "embed", "images", ftl_loader_shard_rows(l));
     ftl_batch b;
     uint8_t *flipped = NULL;
+    ftl_device gpu;
+    ftl_device_monitor *monitor = info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK
+                                      ? ftl_device_monitor_start(&gpu) : NULL;
     while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
         if (f.rows + b.rows > f.capacity) st = flush_rows(w, &f, f.rows); /* a split oversized row group */
         if (st != FTL_OK) break;
@@ -441,6 +447,9 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
         if (o->show_progress) ftl_progress_update(&progress, s->rows);
     }
     free(flipped);
+    if (!ftl_device_monitor_take(monitor, &s->gpu_util_percent, &s->gpu_memory_bytes))
+        s->gpu_util_percent = s->gpu_memory_bytes = NAN;
+    ftl_device_monitor_stop(monitor);
     if (o->show_progress) ftl_progress_finish(&progress, s->rows);
     if (st == FTL_OK) st = flush_ready(w, &f, true);
     if (st == FTL_OK) st = write_metadata(w, l, o, m, s, image_size);

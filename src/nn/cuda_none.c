@@ -12,3 +12,17 @@ ftl_status nn_cuda_probe(int ordinal, ftl_device *device) {
 }
 
 const nn_backend *nn_backend_cuda(void) { return NULL; }
+
+ftl_device_monitor *ftl_device_monitor_start(const ftl_device *device) {
+    (void)device;
+    return NULL;
+}
+
+bool ftl_device_monitor_take(ftl_device_monitor *monitor, double *util_percent, double *memory_bytes) {
+    (void)monitor;
+    (void)util_percent;
+    (void)memory_bytes;
+    return false;
+}
+
+void ftl_device_monitor_stop(ftl_device_monitor *monitor) { (void)monitor; }

@@ -440,7 +440,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     }
     /* A resume continues the phase its checkpoint comes from; phase 2 then needs no phase 1. */
     int resume_phase = 1;
-    ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN};
+    ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
     if (st == FTL_OK && o->resume_path) st = fine_tune_resume_phase(o, &resume_phase, &epoch0);
     if (st == FTL_OK && resume_phase == 2 && !ft)
         st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it is a fine-tuning checkpoint; give the same "
@@ -480,6 +480,9 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     fit.checkpoint_meta = ckpt_meta;
     fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
+    ftl_device gpu;
+    if (info && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK)
+        fit.device_monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
     if (st == FTL_OK && run_phase1) st = ftl_trainer_init(&trainer, &fit, r.dim, r.class_count);
     if (st == FTL_OK && run_phase1 && o->resume_path) st = ftl_trainer_resume(trainer, o->resume_path, &r.train);
     if (st == FTL_OK && run_phase1) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
@@ -490,12 +493,13 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         if (run_phase1) {
             s->head_phase = s->fit;
             epoch0 = (ftl_epoch_log){.loss = s->fit.final_loss, .acc = s->fit.final_acc, .val_loss = s->fit.final_val_loss,
-                                    .val_acc = s->fit.final_val_acc};
+                                    .val_acc = s->fit.final_val_acc, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
         }
         st = fine_tune_phase(&r, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
                              ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], run_record, s);
     }
     ftl_trainer_free(trainer);
+    ftl_device_monitor_stop(fit.device_monitor);
     free(dim_text);
     free(offset_text);
     free(run_record);

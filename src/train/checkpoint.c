@@ -333,9 +333,11 @@ static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
             if (json_int(e, "steps", 0, INT64_C(1) << 52, &x)) l.steps = x;
             if (json_int(e, "examples", 0, INT64_C(1) << 52, &x)) l.examples = x;
             if (json_int(e, "best_epoch", 0, INT32_MAX, &x)) l.best_epoch = x;
-            double *fields[] = {&l.seconds, &l.loss, &l.acc, &l.val_loss, &l.val_acc, &l.lr, &l.images_per_second};
-            const char *names[] = {"time_s", "loss", "acc", "val_loss", "val_acc", "lr", "images_per_s"};
-            for (int k = 0; k < 7; k++) *fields[k] = ftl_json_get_number(e, names[k], &d) ? d : NAN;
+            double *fields[] = {&l.seconds, &l.loss, &l.acc, &l.val_loss, &l.val_acc, &l.lr, &l.images_per_second,
+                                &l.gpu_util_percent, &l.gpu_memory_bytes};
+            const char *names[] = {"time_s", "loss", "acc", "val_loss", "val_acc", "lr", "images_per_s", "gpu_util_percent",
+                                   "gpu_memory_bytes"};
+            for (int k = 0; k < 9; k++) *fields[k] = ftl_json_get_number(e, names[k], &d) ? d : NAN;
             bool improved = false;
             json_bool(e, "improved", &improved);
             l.improved = improved;

@@ -98,6 +98,8 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         ftl_json_append_string(&b, meta(st, "ftl.precision"));
         ftl_strbuf_printf(&b, ", \"conv_algorithm\": ");
         ftl_json_append_string(&b, meta(st, "ftl.conv_algorithm"));
+        ftl_strbuf_printf(&b, ", \"device\": ");
+        ftl_json_append_string(&b, meta(st, "ftl.device"));
         if (is_model) {
             ftl_strbuf_printf(&b, ", \"training_args\": ");
             append_json_value(&b, meta(st, FTL_MODEL_META_TRAINING_ARGS));
@@ -128,6 +130,7 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         const char *size = meta(st, FTL_MODEL_META_INPUT_SIZE);
         ftl_strbuf_printf(&b, "  preprocessing: %s%s%s, precision %s, convolutions %s\n", *size ? size : "", *size ? " px, " : "",
                           meta(st, FTL_MODEL_META_INPUT_SCALING), meta(st, "ftl.precision"), meta(st, "ftl.conv_algorithm"));
+        if (*meta(st, "ftl.device")) ftl_strbuf_printf(&b, "  features computed on: %s\n", meta(st, "ftl.device"));
         if (is_model) {
             ftl_strbuf_printf(&b, "  training: %s\n  final metrics: %s\n", meta(st, FTL_MODEL_META_TRAINING_ARGS),
                               meta(st, FTL_MODEL_META_METRICS));

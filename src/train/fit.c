@@ -163,9 +163,10 @@ void ftl_train_append_epoch_json(ftl_strbuf *b, const ftl_epoch_log *l) {
     ftl_strbuf_printf(b, "{\"record\":\"epoch\",\"epoch\":%lld,\"epochs\":%lld,\"steps\":%lld,\"examples\":%lld,\"time_s\":", (long long)l->epoch,
                       (long long)l->epochs, (long long)l->steps, (long long)l->examples);
     ftl_json_append_number(b, l->seconds);
-    const char *names[] = {"loss", "acc", "val_loss", "val_acc", "lr", "images_per_s"};
-    double values[] = {l->loss, l->acc, l->val_loss, l->val_acc, l->lr, l->images_per_second};
-    for (int i = 0; i < 6; i++) {
+    const char *names[] = {"loss", "acc", "val_loss", "val_acc", "lr", "images_per_s", "gpu_util_percent", "gpu_memory_bytes"};
+    double values[] = {l->loss, l->acc, l->val_loss, l->val_acc, l->lr, l->images_per_second, l->gpu_util_percent,
+                       l->gpu_memory_bytes};
+    for (int i = 0; i < 8; i++) {
         ftl_strbuf_printf(b, ",\"%s\":", names[i]);
         ftl_json_append_number(b, values[i]);
     }
@@ -202,7 +203,10 @@ static void print_epoch_line(FILE *out, const ftl_epoch_log *l, bool has_val) {
     int n = snprintf(line, sizeof line, "Epoch %lld/%lld - %s - loss: %.4f - acc: %.4f", (long long)l->epoch,
                      (long long)l->epochs, took, l->loss, l->acc);
     if (has_val && n > 0 && n < (int)sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, " - val_loss: %.4f - val_acc: %.4f", l->val_loss, l->val_acc);
+        n += snprintf(line + n, sizeof line - (size_t)n, " - val_loss: %.4f - val_acc: %.4f", l->val_loss, l->val_acc);
+    if (isfinite(l->gpu_util_percent) && n > 0 && n < (int)sizeof line) /* the article's GPU-utilization graph */
+        snprintf(line + n, sizeof line - (size_t)n, " - gpu: %.0f%% busy, %.1f GiB, data wait %.0f%%", l->gpu_util_percent,
+                 l->gpu_memory_bytes / 1073741824.0, l->seconds > 0 ? 100.0 * l->data_wait_s / l->seconds : 0.0);
     fprintf(out, "%s\n", line);
     fflush(out);
 }
@@ -518,10 +522,12 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
         ftl_early_stopping_seed(&t->es, monitored_value(m, c->initial), t->params);
     ftl_status s = ftl_timeline_open(&t->timeline, c->timeline_path, col);
     while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {
-        ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs};
+        ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
         double start = ftl_now();
         s = run_epoch(t, train, val, steps, wrap, &sched, &log);
         if (s != FTL_OK) break;
+        if (!ftl_device_monitor_take(c->device_monitor, &log.gpu_util_percent, &log.gpu_memory_bytes))
+            log.gpu_util_percent = log.gpu_memory_bytes = NAN;
         t->epoch = log.epoch;
         bool stop = false;
         if (t->tracking) {

@@ -2,8 +2,8 @@
  * backend calls, on host memory, synchronous. Device memory is poisoned with NaN bytes when
  * allocated, so a plan reading memory nothing wrote shows NaN in its output; copies are checked
  * against the allocations. Loaded in place of libcuda.so.1 through FTL_CUDA_DRIVER_LIBRARY (and
- * FTL_CUDNN_LIBRARY / FTL_CUBLAS_LIBRARY: the same file holds all three, see emu_cudnn.c and
- * emu_cublas.c). Kernels run from their own source (emu_kernels.cpp). */
+ * FTL_CUDNN_LIBRARY / FTL_CUBLAS_LIBRARY / FTL_NVML_LIBRARY: the same file holds all four, see
+ * emu_cudnn.c, emu_cublas.c and emu_nvml.c). Kernels run from their own source (emu_kernels.cpp). */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +27,10 @@ static int launches;
 typedef struct allocation { char *p; size_t bytes; } allocation;
 static allocation *allocs;
 static int n_allocs, cap_allocs;
+static size_t in_use;
+
+size_t emu_memory_in_use(void);
+size_t emu_memory_in_use(void) { return in_use; }
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void track(void *p, size_t bytes) {
@@ -36,6 +40,7 @@ static void track(void *p, size_t bytes) {
         allocs = realloc(allocs, (size_t)cap_allocs * sizeof *allocs);
     }
     allocs[n_allocs++] = (allocation){p, bytes};
+    in_use += bytes;
     pthread_mutex_unlock(&lock);
 }
 
@@ -43,6 +48,7 @@ static int untrack(void *p) {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < n_allocs; i++)
         if (allocs[i].p == p) {
+            in_use -= allocs[i].bytes;
             allocs[i] = allocs[--n_allocs];
             pthread_mutex_unlock(&lock);
             return 1;
@@ -119,9 +125,15 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     return CUDA_SUCCESS;
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    static struct CUfunc_st handles[16]; /* one per kernel name, for the process */
     if (!m || !emu_kernel_known(name)) return CUDA_ERROR_NOT_FOUND;
-    *f = calloc(1, sizeof **f);
-    snprintf((*f)->name, sizeof (*f)->name, "%s", name);
+    pthread_mutex_lock(&lock);
+    int i = 0;
+    while (i < 16 && handles[i].name[0] && strcmp(handles[i].name, name) != 0) i++;
+    if (i < 16 && !handles[i].name[0]) snprintf(handles[i].name, sizeof handles[i].name, "%s", name);
+    pthread_mutex_unlock(&lock);
+    if (i == 16) return CUDA_ERROR_OUT_OF_MEMORY;
+    *f = &handles[i];
     return CUDA_SUCCESS;
 }
 CUresult cuModuleUnload(CUmodule m) { free(m); return CUDA_SUCCESS; }
@@ -138,12 +150,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 
 CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes) {
     const char *limit = getenv("FTL_EMU_GPU_MEMORY"); /* tests of running out of memory */
-    static size_t used;
-    if (limit && used + bytes > (size_t)atoll(limit)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (limit && in_use + bytes > (size_t)atoll(limit)) return CUDA_ERROR_OUT_OF_MEMORY;
     void *m = malloc(bytes ? bytes : 1);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     if (bytes <= ((size_t)64 << 20)) memset(m, 0xff, bytes); /* NaN in fp32 and bf16 (not the big scratch areas) */
-    used += bytes;
     track(m, bytes);
     *p = (CUdeviceptr)m;
     return CUDA_SUCCESS;
@@ -177,7 +187,12 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
     memset((void *)dst, v, n);
     return CUDA_SUCCESS;
 }
-CUresult cuMemGetInfo(size_t *free_b, size_t *total) { *free_b = (size_t)6 << 30; *total = (size_t)8 << 30; return CUDA_SUCCESS; }
+CUresult cuMemGetInfo(size_t *free_b, size_t *total) {
+    const char *limit = getenv("FTL_EMU_GPU_MEMORY");
+    *total = limit ? (size_t)atoll(limit) : (size_t)8 << 30;
+    *free_b = *total > in_use ? *total - in_use : 0;
+    return CUDA_SUCCESS;
+}
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) { (void)flags; *s = calloc(1, sizeof **s); return CUDA_SUCCESS; }
 CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }

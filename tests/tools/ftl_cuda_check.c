@@ -275,6 +275,7 @@ static int check_model(const char *onnx, int count, int size) {
 
 int main(int argc, char **argv) {
     ftl_log_set_level(FTL_LOG_WARN);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* whole lines between the warnings on stderr */
     if (argc == 3 && strcmp(argv[1], "ops") == 0) return check_ops(argv[2]);
     if (argc == 3 && strcmp(argv[1], "family") == 0) return check_family(argv[2]);
     if (argc == 5 && strcmp(argv[1], "model") == 0) return check_model(argv[2], atoi(argv[3]), atoi(argv[4]));

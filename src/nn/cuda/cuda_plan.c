@@ -420,8 +420,11 @@ static ftl_status cuda_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **
     if (st == FTL_OK) {
         size_t free_b = 0, total = 0;
         L->cuMemGetInfo(&free_b, &total);
+        /* scratch for timing algorithms: an eighth of the free memory (at most 1 GiB), less if that fails */
         p->search_ws_bytes = free_b / 8 < ((size_t)1 << 30) ? free_b / 8 : (size_t)1 << 30;
-        st = cuda_check(L->cuMemAlloc(&p->search_ws, p->search_ws_bytes), "algorithm search workspace");
+        while (p->search_ws_bytes >= ((size_t)1 << 20) && L->cuMemAlloc(&p->search_ws, p->search_ws_bytes) != CUDA_SUCCESS)
+            p->search_ws_bytes /= 4;
+        if (!p->search_ws) p->search_ws_bytes = 0;
     }
     if (st == FTL_OK) st = compile_nodes(p, g);
     if (st == FTL_OK) {

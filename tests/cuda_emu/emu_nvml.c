@@ -1,0 +1,31 @@
+/* The emulated device's NVML: a GPU that reports FTL_EMU_GPU_UTIL percent busy (default 42) and the
+ * device memory the emulated driver has handed out, so tests can check where the figures go. */
+#include <stdlib.h>
+#include <string.h>
+
+size_t emu_memory_in_use(void);
+
+typedef struct nvml_utilization { unsigned int gpu, memory; } nvml_utilization;
+typedef struct nvml_memory { unsigned long long total, free, used; } nvml_memory;
+static int the_device;
+
+int nvmlInit_v2(void) { return 0; }
+int nvmlDeviceGetHandleByPciBusId_v2(const char *bus, void **device) {
+    if (strcmp(bus, "0000:00:00.0") != 0) return 13; /* NVML_ERROR_NOT_FOUND... of a foreign bus id */
+    *device = &the_device;
+    return 0;
+}
+int nvmlDeviceGetUtilizationRates(void *device, nvml_utilization *u) {
+    if (device != &the_device) return 2;
+    const char *v = getenv("FTL_EMU_GPU_UTIL");
+    u->gpu = v && *v ? (unsigned)atoi(v) : 42;
+    u->memory = 0;
+    return 0;
+}
+int nvmlDeviceGetMemoryInfo(void *device, nvml_memory *m) {
+    if (device != &the_device) return 2;
+    m->total = 8ull << 30;
+    m->used = emu_memory_in_use();
+    m->free = m->total - m->used;
+    return 0;
+}
