@@ -145,6 +145,15 @@ void ftl_model_identity_of(const char *sha256, const ftl_tensor_override *overri
  * model's input (pp->resize). */
 ftl_status ftl_model_extract_features(ftl_model *model, const ftl_nn_preprocess *pp, const uint8_t *images_hwc,
                                       int count, int image_size, float *features);
+/* Pipelined extraction (a GPU copies the next batch while it computes this one): starts exactly the
+ * model's batch of images at its input size without waiting for the features, which
+ * ftl_model_collect_features later writes (oldest started first). At most two batches are started
+ * and not collected. *started is false (and nothing happened) where the model cannot (the CPU
+ * backend, another count or size, two in flight): use ftl_model_extract_features then, which needs
+ * every started batch collected first. */
+ftl_status ftl_model_start_features(ftl_model *model, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
+                                    int image_size, bool *started);
+ftl_status ftl_model_collect_features(ftl_model *model, float *features);
 /* Runs already-preprocessed float32 input (count x the input's per-image shape, in its layout). */
 ftl_status ftl_model_run(ftl_model *model, const float *input, int count, float *features);
 /* Prints the compiled plan (one line per primitive: implementation, layouts) for tuning. */

@@ -67,6 +67,7 @@ int cli_cmd_embed(int argc, char **argv) {
                s.compute_seconds, s.wait_seconds, s.seconds > 0 ? 100.0 * s.wait_seconds / s.seconds : 0.0,
                s.backbone_sha256, o.output_path);
     if (st == FTL_OK && !quiet && ftl_dist_rank(o.collectives) == 0 && s.gpu_util_percent == s.gpu_util_percent)
-        printf("  GPU %.0f%% busy, %.1f GiB in use\n", s.gpu_util_percent, s.gpu_memory_bytes / 1073741824.0);
+        printf("  GPU %.0f%% busy, %.1f GiB in use; %lld of %lld batches copied to it while the one before computed\n",
+               s.gpu_util_percent, s.gpu_memory_bytes / 1073741824.0, (long long)s.pipelined_batches, (long long)s.batches);
     return cli_report(st);
 }

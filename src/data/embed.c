@@ -129,6 +129,37 @@ static ftl_status flush_rows(ftl_parquet_writer *w, feature_rows *f, int64_t n) 
     return st;
 }
 
+/* A batch started on the GPU (ftl_model_start_features) whose features have not come back yet:
+ * its labels and paths wait here. */
+typedef struct started_batch {
+    int64_t rows;
+    int32_t *labels;
+    char **paths;
+} started_batch;
+
+static ftl_status flush_ready(ftl_parquet_writer *w, feature_rows *f, bool at_end);
+
+/* The started batch's features, labels and paths appended to f (the features of the batch started
+ * after it are being computed meanwhile). */
+static ftl_status collect_started(ftl_model *m, ftl_parquet_writer *w, feature_rows *f, started_batch *sb,
+                                  ftl_embed_summary *s) {
+    if (sb->rows == 0) return FTL_OK;
+    if (f->rows + sb->rows > f->capacity) FTL_TRY(flush_rows(w, f, f->rows));
+    double t0 = ftl_now();
+    ftl_status st = ftl_model_collect_features(m, f->features + f->rows * f->dim);
+    s->compute_seconds += ftl_now() - t0;
+    for (int64_t i = 0; i < sb->rows; i++) {
+        f->labels[f->rows + i] = sb->labels[i];
+        f->paths[f->rows + i] = sb->paths[i];
+        sb->paths[i] = NULL;
+    }
+    f->rows += sb->rows;
+    s->rows += sb->rows;
+    sb->rows = 0;
+    if (st == FTL_OK) st = flush_ready(w, f, false);
+    return st;
+}
+
 /* Flushes every complete source row group (or a full buffer); at the end, everything. */
 static ftl_status flush_ready(ftl_parquet_writer *w, feature_rows *f, bool at_end) {
     for (;;) {
@@ -424,16 +455,37 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     ftl_device gpu;
     ftl_device_monitor *monitor = info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK
                                       ? ftl_device_monitor_start(&gpu) : NULL;
+    /* On a GPU, batch k+1 is started (copied to the device) before batch k's features are collected,
+     * so the copy overlaps the compute; elsewhere (and for a partial last batch) each batch runs at once. */
+    started_batch started = {.labels = ftl_xmalloc((size_t)o->batch * sizeof(int32_t)),
+                             .paths = ftl_xcalloc((size_t)o->batch, sizeof(char *))};
     while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
-        if (f.rows + b.rows > f.capacity) st = flush_rows(w, &f, f.rows); /* a split oversized row group */
-        if (st != FTL_OK) break;
-        double t0 = ftl_now();
         const uint8_t *images = b.values;
         if (o->flip) {
             flipped = ftl_xrealloc(flipped, (size_t)(b.rows * b.row_bytes));
             ftl_image_flip_horizontal(b.values, flipped, (int)b.rows, image_size);
             images = flipped;
         }
+        bool now_started = false;
+        double t0 = ftl_now();
+        if (b.rows <= o->batch) st = ftl_model_start_features(m, &o->preprocess, images, (int)b.rows, image_size, &now_started);
+        s->compute_seconds += ftl_now() - t0;
+        if (st == FTL_OK) st = collect_started(m, w, &f, &started, s); /* the one before: done or nearly */
+        s->batches++;
+        s->pipelined_batches += now_started;
+        if (st == FTL_OK && now_started) {
+            for (int64_t i = 0; i < b.rows; i++) {
+                started.labels[i] = b.labels[i];
+                started.paths[i] = ftl_strdup(b.paths ? b.paths[i] : "");
+            }
+            started.rows = b.rows;
+            if (o->show_progress) ftl_progress_update(&progress, s->rows);
+            continue;
+        }
+        if (st != FTL_OK) break;
+        if (f.rows + b.rows > f.capacity) st = flush_rows(w, &f, f.rows); /* a split oversized row group */
+        if (st != FTL_OK) break;
+        t0 = ftl_now();
         st = ftl_model_extract_features(m, &o->preprocess, images, (int)b.rows, image_size, f.features + f.rows * f.dim);
         s->compute_seconds += ftl_now() - t0;
         if (st != FTL_OK) break;
@@ -446,6 +498,10 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
         st = flush_ready(w, &f, false);
         if (o->show_progress) ftl_progress_update(&progress, s->rows);
     }
+    if (st == FTL_OK) st = collect_started(m, w, &f, &started, s);
+    for (int64_t i = 0; i < started.rows; i++) free(started.paths[i]);
+    free(started.labels);
+    free(started.paths);
     free(flipped);
     if (!ftl_device_monitor_take(monitor, &s->gpu_util_percent, &s->gpu_memory_bytes))
         s->gpu_util_percent = s->gpu_memory_bytes = NAN;

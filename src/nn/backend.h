@@ -47,6 +47,12 @@ typedef struct nn_backend {
      * (no such buffer could be made): then input() and run() are used. */
     uint8_t *(*input_u8)(nn_plan *plan);
     ftl_status (*run_u8)(nn_plan *plan, const float table[3][256], float *output);
+    /* Optional: run_u8 in two halves, so the next batch is copied while this one computes. submit_u8
+     * starts the batch in input_u8's buffer (which then hands out the other one); collect_u8 waits for
+     * the oldest started batch and writes its features. At most two are started and not collected;
+     * input_u8 returns NULL while both are. */
+    ftl_status (*submit_u8)(nn_plan *plan, const float table[3][256]);
+    ftl_status (*collect_u8)(nn_plan *plan, float *output);
 } nn_backend;
 
 const nn_backend *nn_backend_cpu(void);

@@ -34,6 +34,7 @@ struct ftl_model {
     nn_plan *tail;           /* a partial last batch of tail_batch rows, compiled on first use */
     int tail_batch;
     int64_t input_per_image; /* floats */
+    int in_flight;           /* batches started (ftl_model_start_features), not collected */
     ftl_image resized;       /* one resized image (Pillow BILINEAR, as the peer recipe) */
 };
 
@@ -407,8 +408,33 @@ static ftl_status run_rows(ftl_model *m, nn_plan *plan, int rows, float *feature
     return st;
 }
 
+ftl_status ftl_model_start_features(ftl_model *m, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
+                                    int image_size, bool *started) {
+    *started = false;
+    const ftl_model_info *i = &m->info;
+    if (!m->be->submit_u8 || count != m->copts.batch || image_size != i->height || image_size != i->width ||
+        i->channels != 3 || m->in_flight >= 2)
+        return FTL_OK;
+    uint8_t *bytes = m->be->input_u8(m->plan);
+    if (!bytes) return FTL_OK;
+    float table[3][256];
+    nn_preprocess_table(pp, table);
+    memcpy(bytes, images_hwc, (size_t)count * (size_t)image_size * (size_t)image_size * 3);
+    FTL_TRY(m->be->submit_u8(m->plan, (const float(*)[256])table));
+    m->in_flight++;
+    *started = true;
+    return FTL_OK;
+}
+
+ftl_status ftl_model_collect_features(ftl_model *m, float *features) {
+    if (m->in_flight == 0) return ftl_fail(FTL_E_INVALID_ARG, "%s: no started batch to collect", m->path);
+    m->in_flight--;
+    return m->be->collect_u8(m->plan, features);
+}
+
 ftl_status ftl_model_run(ftl_model *m, const float *input, int count, float *features) {
     if (count < 0) return ftl_fail(FTL_E_INVALID_ARG, "negative image count %d", count);
+    if (m->in_flight) return ftl_fail(FTL_E_INVALID_ARG, "%s: %d started batches not collected", m->path, m->in_flight);
     for (int done = 0; done < count;) {
         int rows = count - done < m->copts.batch ? count - done : m->copts.batch;
         nn_plan *plan;
@@ -429,6 +455,7 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
                         m->path, m->input_name);
     if (image_size < 1 || image_size > 65536) return ftl_fail(FTL_E_INVALID_ARG, "bad image size %d", image_size);
     if (count < 0) return ftl_fail(FTL_E_INVALID_ARG, "negative image count %d", count);
+    if (m->in_flight) return ftl_fail(FTL_E_INVALID_ARG, "%s: %d started batches not collected", m->path, m->in_flight);
     bool resize = image_size != i->height || image_size != i->width;
     float table[3][256];
     nn_preprocess_table(pp, table);

@@ -82,6 +82,9 @@ else
 fi
 # NVML's figures (the emulated GPU reports 42% busy) in the summary
 grep -q 'GPU 42% busy, [0-9.]* GiB in use' "$d/gpu.out" && pass cuda_embed_reports_gpu_use || fail cuda_embed_reports_gpu_use "$(cat "$d/gpu.out")"
+# 153 rows at batch 32: four full batches pipelined (each copied while the one before computed), the last run at once
+grep -q '4 of 5 batches copied to it while the one before computed' "$d/gpu.out" && pass cuda_embed_pipelines_batches ||
+    fail cuda_embed_pipelines_batches "$(cat "$d/gpu.out")"
 $DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/cpu.parquet', file_row_number=true) ORDER BY i" >"$d/cpu.json"
 $DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/gpu.parquet', file_row_number=true) ORDER BY i" >"$d/gpu.json"
 $PY - "$d" <<'PYEOF' && pass cuda_emulated_embed_equals_cpu || fail cuda_emulated_embed_equals_cpu "see log"

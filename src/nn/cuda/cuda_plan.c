@@ -14,6 +14,8 @@
 /* The kernels' fatbin, embedded by the build (fatbin.S). */
 extern const unsigned char ftl_cuda_fatbin[];
 
+static void free_slots(nn_plan *p);
+
 int cu_elem_size(int dtype) { return dtype == KA_BF16 ? 2 : 4; }
 
 void cu_layout_strides(int layout, int rank, const int64_t *d, int64_t *s) {
@@ -208,6 +210,22 @@ void cu_launch_dims(const nn_plan *p, int64_t work, unsigned per_block, unsigned
     *grid = (unsigned)(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
 }
 
+/* The output's dims in its memory order (largest stride first; NHWC's C last), so that merging can
+ * join what is adjacent in memory. A stable insertion sort over at most eight dims. */
+static void memory_order(ka_ew_args *a) {
+    for (int i = 1; i < a->rank; i++)
+        for (int j = i; j > 0 && a->out.stride[j - 1] < a->out.stride[j]; j--) {
+            int64_t t = a->dims[j];
+            a->dims[j] = a->dims[j - 1], a->dims[j - 1] = t;
+            t = a->out.stride[j];
+            a->out.stride[j] = a->out.stride[j - 1], a->out.stride[j - 1] = t;
+            for (int k = 0; k < a->n_in; k++) {
+                t = a->in[k].stride[j];
+                a->in[k].stride[j] = a->in[k].stride[j - 1], a->in[k].stride[j - 1] = t;
+            }
+        }
+}
+
 /* Output dims merged where every operand's memory runs on from one dim into the next. */
 static void merge_dims(ka_ew_args *a) {
     int r = 0;
@@ -278,6 +296,7 @@ ftl_status cu_emit_ew(nn_plan *p, const char *label, int out, int op, const int 
             *kp = (ka_post){.act = (int)q->act.kind, .in = -1, .alpha = q->act.alpha, .beta = q->act.beta};
         }
     }
+    memory_order(a);
     merge_dims(a);
     s->fn = p->f_ew;
     cu_launch_dims(p, a->total, 256, &s->grid, &s->block);
@@ -320,9 +339,7 @@ static void plan_free(nn_plan *p) {
         if (p->workspace) L->cuMemFree(p->workspace);
         if (p->input_host) L->cuMemFreeHost(p->input_host);
         if (p->output_host) L->cuMemFreeHost(p->output_host);
-        if (p->u8_host) L->cuMemFreeHost(p->u8_host);
-        if (p->u8_dev) L->cuMemFree(p->u8_dev);
-        if (p->table_dev) L->cuMemFree(p->table_dev);
+        free_slots(p);
         if (p->dnn) L->cudnnDestroy(p->dnn);
         if (p->blas) L->cublasDestroy(p->blas);
         if (p->module) L->cuModuleUnload(p->module);
@@ -503,37 +520,95 @@ static ftl_status cuda_run(nn_plan *p, float *output) {
     return finish(p, output);
 }
 
-static uint8_t *cuda_input_u8(nn_plan *p) {
-    size_t bytes = p->input_floats; /* batch x H x W x 3 bytes: one per input float */
-    if (!p->u8_host && p->in_h > 0) {
-        const cuda_libs *L = p->L;
-        L->cuCtxSetCurrent(p->ctx);
-        if (L->cuMemHostAlloc((void **)&p->u8_host, bytes, 0) != CUDA_SUCCESS) p->u8_host = NULL;
-        else if (L->cuMemAlloc(&p->u8_dev, bytes) != CUDA_SUCCESS ||
-                 L->cuMemAlloc(&p->table_dev, 3 * 256 * sizeof(float)) != CUDA_SUCCESS) {
-            L->cuMemFreeHost(p->u8_host);
-            p->u8_host = NULL;
-        }
+/* The two input slots, made on first use (false when the device has no room: then run() is used). */
+static bool make_slots(nn_plan *p) {
+    if (p->slots_made || p->slots_failed || p->in_h <= 0) return p->slots_made;
+    const cuda_libs *L = p->L;
+    L->cuCtxSetCurrent(p->ctx);
+    size_t bytes = p->input_floats, out = (size_t)p->out_count * sizeof(float); /* one byte per input float */
+    bool ok = L->cuStreamCreate(&p->copy_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+              L->cuMemAlloc(&p->table_dev, 3 * 256 * sizeof(float)) == CUDA_SUCCESS;
+    for (int k = 0; k < 2 && ok; k++) {
+        struct cu_slot *sl = &p->slots[k];
+        ok = L->cuMemHostAlloc((void **)&sl->u8_host, bytes, 0) == CUDA_SUCCESS && L->cuMemAlloc(&sl->u8_dev, bytes) == CUDA_SUCCESS &&
+             L->cuMemHostAlloc((void **)&sl->out_host, out, 0) == CUDA_SUCCESS &&
+             L->cuEventCreate(&sl->copied, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+             L->cuEventCreate(&sl->done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
     }
-    return p->u8_host;
+    if (!ok) ftl_log_debug("cuda: no room for the input slots; batches go through the float input");
+    p->slots_made = ok;
+    p->slots_failed = !ok;
+    return ok;
 }
 
-static ftl_status cuda_run_u8(nn_plan *p, const float table[3][256], float *output) {
+static void free_slots(nn_plan *p) {
     const cuda_libs *L = p->L;
-    if (!p->u8_host) return ftl_fail(FTL_E_INTERNAL, "run_u8 without input_u8");
+    for (int k = 0; k < 2; k++) {
+        struct cu_slot *sl = &p->slots[k];
+        if (sl->u8_host) L->cuMemFreeHost(sl->u8_host);
+        if (sl->out_host) L->cuMemFreeHost(sl->out_host);
+        if (sl->u8_dev) L->cuMemFree(sl->u8_dev);
+        if (sl->copied) L->cuEventDestroy(sl->copied);
+        if (sl->done) L->cuEventDestroy(sl->done);
+    }
+    if (p->table_dev) L->cuMemFree(p->table_dev);
+    if (p->copy_stream) L->cuStreamDestroy(p->copy_stream);
+}
+
+static uint8_t *cuda_input_u8(nn_plan *p) {
+    if (!make_slots(p) || p->slots[p->next_slot].busy) return NULL;
+    return p->slots[p->next_slot].u8_host;
+}
+
+/* Starts the batch in the current slot: its copy on the copy stream, then (on the compute stream,
+ * after that copy and after the previous batch) the scaling, the plan and the features' copy back. */
+static ftl_status cuda_submit_u8(nn_plan *p, const float table[3][256]) {
+    const cuda_libs *L = p->L;
+    int k = p->next_slot;
+    struct cu_slot *sl = &p->slots[k];
+    if (!p->slots_made || sl->busy) return ftl_fail(FTL_E_INTERNAL, "submit_u8 without a free input slot");
     FTL_TRY(cuda_check(L->cuCtxSetCurrent(p->ctx), "cuCtxSetCurrent"));
-    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->table_dev, table, 3 * 256 * sizeof(float), p->stream), "input table"));
-    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->u8_dev, p->u8_host, p->input_floats, p->stream),
+    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(sl->u8_dev, sl->u8_host, p->input_floats, p->copy_stream),
                        "copying the batch to the GPU"));
+    FTL_TRY(cuda_check(L->cuEventRecord(sl->copied, p->copy_stream), "cuEventRecord"));
+    FTL_TRY(cuda_check(L->cuStreamWaitEvent(p->stream, sl->copied, 0), "cuStreamWaitEvent"));
+    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->table_dev, table, 3 * 256 * sizeof(float), p->stream), "input table"));
     ka_preprocess_args a = {.total = (int64_t)p->input_floats, .h = p->in_h, .w = p->in_w, .nhwc = p->in_nhwc,
-                            .out_dtype = KA_F32, .in = p->u8_dev, .table = p->table_dev, .out = p->input_dev};
+                            .out_dtype = KA_F32, .in = sl->u8_dev, .table = p->table_dev, .out = p->input_dev};
     unsigned grid, block;
     cu_launch_dims(p, a.total, 256, &grid, &block);
     void *params[] = {&a};
     FTL_TRY(cuda_check(L->cuLaunchKernel(p->f_preprocess, grid, 1, 1, block, 1, 1, 0, p->stream, params, NULL),
                        "scaling the input on the GPU"));
     FTL_TRY(run_steps(p));
-    return finish(p, output);
+    FTL_TRY(cuda_check(L->cuMemcpyDtoHAsync(sl->out_host, p->views[p->output_view].ptr, (size_t)p->out_count * sizeof(float),
+                                            p->stream),
+                       "copying features from the GPU"));
+    FTL_TRY(cuda_check(L->cuEventRecord(sl->done, p->stream), "cuEventRecord"));
+    sl->busy = true;
+    p->pending[p->n_pending++] = k;
+    p->next_slot = 1 - k;
+    return FTL_OK;
+}
+
+/* Waits for the oldest submitted batch and hands out its features. */
+static ftl_status cuda_collect_u8(nn_plan *p, float *output) {
+    const cuda_libs *L = p->L;
+    if (p->n_pending == 0) return ftl_fail(FTL_E_INTERNAL, "collect_u8 with no batch submitted");
+    int k = p->pending[0];
+    p->pending[0] = p->pending[1];
+    p->n_pending--;
+    struct cu_slot *sl = &p->slots[k];
+    sl->busy = false;
+    FTL_TRY(cuda_check(L->cuEventSynchronize(sl->done), "running the backbone on the GPU"));
+    memcpy(output, sl->out_host, (size_t)p->out_count * sizeof(float));
+    return FTL_OK;
+}
+
+static ftl_status cuda_run_u8(nn_plan *p, const float table[3][256], float *output) {
+    if (p->n_pending) return ftl_fail(FTL_E_INTERNAL, "run_u8 while batches are in flight");
+    FTL_TRY(cuda_submit_u8(p, table));
+    return cuda_collect_u8(p, output);
 }
 
 static void cuda_describe(const nn_plan *p, FILE *out) {
@@ -550,6 +625,7 @@ static int no_winograd(const nn_plan *p) {
 const nn_backend *nn_backend_cuda(void) {
     static const nn_backend be = {.name = "cuda", .compile = cuda_compile, .input = cuda_input, .run = cuda_run,
                                   .describe = cuda_describe, .winograd_convs = no_winograd, .free = plan_free,
-                                  .input_u8 = cuda_input_u8, .run_u8 = cuda_run_u8};
+                                  .input_u8 = cuda_input_u8, .run_u8 = cuda_run_u8, .submit_u8 = cuda_submit_u8,
+                                  .collect_u8 = cuda_collect_u8};
     return &be;
 }

@@ -111,8 +111,20 @@ struct nn_plan {
     float *input_host;        /* pinned */
     size_t input_floats;
     int in_h, in_w, in_nhwc;
-    uint8_t *u8_host;         /* pinned dataset bytes for run_u8 */
-    CUdeviceptr u8_dev, table_dev;
+    /* dataset bytes in (input_u8, submit_u8): two slots, so that the copy of one batch to the device
+     * (on copy_stream) overlaps the compute of the other (on stream) */
+    struct cu_slot {
+        uint8_t *u8_host;     /* pinned */
+        CUdeviceptr u8_dev;
+        float *out_host;      /* pinned features of this slot's batch */
+        CUevent copied, done;
+        bool busy;            /* submitted, not collected */
+    } slots[2];
+    int next_slot;            /* the slot input_u8 hands out */
+    int pending[2], n_pending; /* submitted slots, oldest first */
+    bool slots_made, slots_failed;
+    CUstream copy_stream;
+    CUdeviceptr table_dev;
     int output_view;
     float *output_host;       /* pinned */
     int64_t out_count;
