@@ -56,6 +56,13 @@ void ftl_timeline_span(ftl_timeline *t, const char *name, double start, double e
                       (end - start) * 1e6, (long long)step);
 }
 
+void ftl_timeline_counter(ftl_timeline *t, const char *name, double at, double value) {
+    if (!t->any_written || !(value == value)) return;
+    ftl_strbuf_printf(&t->events, "%s{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,"
+                      "\"args\":{\"value\":%.3f}}",
+                      t->events.len ? ",\n" : "", name, ftl_dist_rank(t->col), (at - t->origin) * 1e6, value);
+}
+
 ftl_status ftl_timeline_flush(ftl_timeline *t) {
     if (!t->any_written) return FTL_OK;
     uint8_t *all = NULL;

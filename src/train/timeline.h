@@ -23,6 +23,9 @@ typedef struct ftl_timeline {
 ftl_status ftl_timeline_open(ftl_timeline *t, const char *path, const ftl_collectives *col);
 /* A span [start, end) of ftl_now() seconds on this rank's track. */
 void ftl_timeline_span(ftl_timeline *t, const char *name, double start, double end, int64_t step);
+/* A counter sample at time `at` on this rank's track (Chrome's "C" events: drawn as a graph), e.g.
+ * the GPU's busy percent per epoch. */
+void ftl_timeline_counter(ftl_timeline *t, const char *name, double at, double value);
 /* Collective: gathers every rank's spans to rank 0 and appends them. */
 ftl_status ftl_timeline_flush(ftl_timeline *t);
 /* Collective when ok: a last flush, then rank 0 completes and renames the file; else it is dropped. */

@@ -104,7 +104,7 @@ $DUCK "SELECT decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet') WHER
 
 # train + eval on the GPU, then on the CPU with the same cache folder: GPU features are not reused
 TRAIN=(train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --batch 16 --cache-dir "$d/cache" --quiet)
-if "$FTL" "${TRAIN[@]}" --device cuda --out "$d/gpu.ftl" --log "$d/gpu.jsonl" >"$d/train_gpu.out" 2>&1 &&
+if "$FTL" "${TRAIN[@]}" --device cuda --out "$d/gpu.ftl" --log "$d/gpu.jsonl" --timeline "$d/gpu.trace.json" >"$d/train_gpu.out" 2>&1 &&
     "$FTL" "${TRAIN[@]}" --device cpu --out "$d/cpu.ftl" --log "$d/cpu.jsonl" >"$d/train_cpu.out" 2>&1; then
     pass cuda_emulated_train_runs
 else
@@ -115,6 +115,18 @@ fi
     [ "$(grep -c '"record":"epoch".*"gpu_util_percent":42[,.]' "$d/gpu.jsonl")" -eq 2 ] &&
     ! grep -q 'gpu:' "$d/train_cpu.out" && grep -q '"gpu_util_percent":null' "$d/cpu.jsonl" &&
     pass cuda_epoch_reports_gpu_use || fail cuda_epoch_reports_gpu_use "$(grep -h Epoch "$d/train_gpu.out" "$d/train_cpu.out"; head -c 600 "$d/gpu.jsonl")"
+$PY - "$d/gpu.trace.json" <<'PYEOF' && pass cuda_timeline_has_gpu_counters || fail cuda_timeline_has_gpu_counters "see log"
+import json, sys
+events = json.load(open(sys.argv[1]))
+busy = [e for e in events if e.get("ph") == "C" and e["name"] == "GPU busy %"]
+print(len(events), "events,", len(busy), "GPU busy samples:", [e["args"]["value"] for e in busy])
+assert len(busy) == 2 and all(e["args"]["value"] == 42 for e in busy)
+PYEOF
+# --deterministic: only cuDNN algorithms that give the same bits every run (the emulated cuDNN times a
+# non-deterministic one fastest)
+det=$("$FTL" inspect "$MODEL" --plan --device cuda --deterministic 2>&1 | grep -c 'cudnn conv.* algo 1,')
+fast=$("$FTL" inspect "$MODEL" --plan --device cuda 2>&1 | grep -c 'cudnn conv.* algo 4,')
+[ "$det" -gt 0 ] && [ "$fast" -eq "$det" ] && pass cuda_deterministic_algorithms || fail cuda_deterministic_algorithms "$det deterministic, $fast fastest convs"
 n_keys=$(ls "$d/cache" 2>/dev/null | sed -n 's/.*-\([0-9a-f]\{16\}\)\.rows-.*/\1/p' | sort -u | wc -l)
 [ "$n_keys" -eq 4 ] && pass cuda_cache_key_has_the_device || fail cuda_cache_key_has_the_device "$n_keys distinct keys in $(ls "$d/cache" | tr '\n' ' ') (want train+val for each device)"
 "$FTL" inspect "$d/gpu.ftl" >"$d/gpu_model.txt" 2>&1
