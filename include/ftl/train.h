@@ -21,7 +21,6 @@
 #define FTL_TRAIN_H
 
 #include "ftl/base.h"
-#include "ftl/device.h"
 #include "ftl/dist.h"
 #include <stdbool.h>
 #include <stdint.h>
@@ -475,7 +474,10 @@ typedef struct ftl_fit_config {
     const char *run_record;   /* one JSON object ("record":"run": command, versions, data, machine); NULL = none */
     FILE *epoch_out;          /* Keras-style epoch lines; NULL = silent */
     ftl_collectives collectives; /* ftl/dist.h; rank 0 of 1 = single process */
-    ftl_device_monitor *device_monitor; /* the backbone's GPU (ftl/device.h), sampled per epoch; NULL: none */
+    /* Figures of the device the backbone runs on, asked at each epoch end (e.g. a GPU's busy % and
+     * memory: ftl/device.h ftl_device_monitor_take); false or NULL: none. */
+    bool (*device_usage)(void *ctx, double *util_percent, double *memory_bytes);
+    void *device_usage_ctx;
     /* Chrome trace-event file (--timeline): one track per rank, a span per data wait, backbone,
      * head step, allreduce, validation and checkpoint; NULL = none. */
     const char *timeline_path;

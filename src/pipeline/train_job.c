@@ -356,6 +356,11 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     return st;
 }
 
+/* The trainer's per-epoch device figures from the GPU monitor. */
+static bool gpu_usage(void *ctx, double *util_percent, double *memory_bytes) {
+    return ftl_device_monitor_take(ctx, util_percent, memory_bytes);
+}
+
 ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     memset(s, 0, sizeof *s);
     double start = ftl_now();
@@ -481,8 +486,13 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
     ftl_device gpu;
+    ftl_device_monitor *monitor = NULL;
     if (info && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK)
-        fit.device_monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
+        monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
+    if (monitor) {
+        fit.device_usage = gpu_usage;
+        fit.device_usage_ctx = monitor;
+    }
     if (st == FTL_OK && run_phase1) st = ftl_trainer_init(&trainer, &fit, r.dim, r.class_count);
     if (st == FTL_OK && run_phase1 && o->resume_path) st = ftl_trainer_resume(trainer, o->resume_path, &r.train);
     if (st == FTL_OK && run_phase1) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
@@ -499,7 +509,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                              ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], run_record, s);
     }
     ftl_trainer_free(trainer);
-    ftl_device_monitor_stop(fit.device_monitor);
+    ftl_device_monitor_stop(monitor);
     free(dim_text);
     free(offset_text);
     free(run_record);

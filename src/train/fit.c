@@ -526,7 +526,7 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
         double start = ftl_now();
         s = run_epoch(t, train, val, steps, wrap, &sched, &log);
         if (s != FTL_OK) break;
-        if (!ftl_device_monitor_take(c->device_monitor, &log.gpu_util_percent, &log.gpu_memory_bytes))
+        if (!c->device_usage || !c->device_usage(c->device_usage_ctx, &log.gpu_util_percent, &log.gpu_memory_bytes))
             log.gpu_util_percent = log.gpu_memory_bytes = NAN;
         ftl_timeline_counter(&t->timeline, "GPU busy %", ftl_now(), log.gpu_util_percent);
         ftl_timeline_counter(&t->timeline, "GPU memory GiB", ftl_now(), log.gpu_memory_bytes / 1073741824.0);
