@@ -197,6 +197,13 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags) { (void)flags; *s = cal
 CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) { (void)s; (void)e; (void)flags; return CUDA_SUCCESS; }
+/* Stream capture: like a driver that refuses it, so the plan falls back to launching its steps. */
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { (void)s; (void)mode; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g) { (void)s; *g = NULL; return CUDA_ERROR_ILLEGAL_STATE; }
+CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) { (void)e; (void)g; (void)flags; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e; (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned int flags) { (void)flags; *e = calloc(1, sizeof **e); return CUDA_SUCCESS; }
 CUresult cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }
 CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }

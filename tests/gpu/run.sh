@@ -82,6 +82,9 @@ if want 4; then
             m=${spec%%:*}
             for prec in fp32 tf32 bf16; do
                 run ftl_bench "$m" --device cuda --batch 256 --precision $prec --reps 3 --min-rep-s 1 >>"$OUT/bench.jsonl" 2>>"$OUT/bench.err"
+                # the same with the plan's steps replayed from a CUDA Graph (opt-in until this says it pays)
+                FTL_CUDA_GRAPHS=1 run ftl_bench "$m" --device cuda --batch 256 --precision $prec --reps 3 --min-rep-s 1 2>>"$OUT/bench.err" |
+                    sed 's/"engine":"ftl"/"engine":"ftl-graphs"/' >>"$OUT/bench.jsonl"
             done
             [ -n "$PY" ] && timeout 240 "$PY" "$B/torch_peer.py" "$m" --batch 256 --onnx-torch "$B/models/onnx_torch.py" \
                 >>"$OUT/bench.jsonl" 2>>"$OUT/bench.err"

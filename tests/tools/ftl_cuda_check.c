@@ -115,8 +115,14 @@ static float *run(const char *onnx, ftl_device_kind dev, ftl_nn_precision prec, 
 
 static int failures;
 
+/* Names of checks run with CUDA Graphs asked for (FTL_CUDA_GRAPHS=1) say so. */
+static const char *tag(void) {
+    const char *g = getenv("FTL_CUDA_GRAPHS");
+    return g && strcmp(g, "1") == 0 ? "-graphs" : "";
+}
+
 static void verdict(bool ok, const char *name, const char *fmt, double a, double b) {
-    printf("%s cuda %s", ok ? "ok" : "FAIL", name);
+    printf("%s cuda%s %s", ok ? "ok" : "FAIL", tag(), name);
     printf(fmt, a, b);
     printf("\n");
     if (!ok) failures++;
@@ -129,11 +135,11 @@ static void check_case(const char *name, const char *onnx, const npy *x, const n
     int n = (int)x->first;
     float *got = run(onnx, FTL_DEVICE_CUDA, FTL_NN_FP32, n > 2 ? 2 : n, x->data, n, &dim, why, sizeof why, &unsupported);
     if (!got && unsupported && strstr(why, "not on the GPU backend yet")) {
-        printf("skip cuda %s: %s\n", name, why);
+        printf("skip cuda%s %s: %s\n", tag(), name, why);
         return;
     }
     if (!got || dim * n != want->count) {
-        printf("FAIL cuda %s: %s\n", name, got ? "feature count differs from the reference" : why);
+        printf("FAIL cuda%s %s: %s\n", tag(), name, got ? "feature count differs from the reference" : why);
         failures++;
         free(got);
         return;
@@ -146,7 +152,7 @@ static void check_case(const char *name, const char *onnx, const npy *x, const n
     snprintf(bname, sizeof bname, "%s-bf16", name);
     got = run(onnx, FTL_DEVICE_CUDA, FTL_NN_BF16, n > 2 ? 2 : n, x->data, n, &dim, why, sizeof why, &unsupported);
     if (!got) {
-        printf("FAIL cuda %s: %s\n", bname, why);
+        printf("FAIL cuda%s %s: %s\n", tag(), bname, why);
         failures++;
         return;
     }

@@ -25,7 +25,8 @@
     X(cuModuleUnload) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost)                \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8Async) X(cuMemGetInfo)     \
     X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)  \
-    X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamWaitEvent)
+    X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture)      \
+    X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 #define CUDA_CUDNN_FUNCS(X)                                                                                          \
     X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)                       \

@@ -336,6 +336,8 @@ static void plan_free(nn_plan *p) {
         for (int i = 0; i < p->n_bufs; i++) L->cuMemFree(p->bufs[i].ptr);
         for (int i = 0; i < p->n_consts; i++) L->cuMemFree(p->consts[i]);
         if (p->search_ws) L->cuMemFree(p->search_ws);
+        if (p->graph) L->cuGraphExecDestroy(p->graph);
+        if (p->blas_workspace) L->cuMemFree(p->blas_workspace);
         if (p->workspace) L->cuMemFree(p->workspace);
         if (p->input_host) L->cuMemFreeHost(p->input_host);
         if (p->output_host) L->cuMemFreeHost(p->output_host);
@@ -379,6 +381,11 @@ static ftl_status open_device(nn_plan *p, int ordinal) {
     FTL_TRY(cuda_check_cudnn(L->cudnnSetStream(p->dnn, (cudaStream_t)p->stream), "cudnnSetStream"));
     FTL_TRY(cuda_check_cublas(L->cublasCreate(&p->blas), "cublasCreate"));
     FTL_TRY(cuda_check_cublas(L->cublasSetStream(p->blas, (cudaStream_t)p->stream), "cublasSetStream"));
+    /* cuBLAS's workspace given, not allocated by it mid-run: what stream capture needs */
+    const size_t blas_ws = (size_t)32 << 20;
+    if (L->cuMemAlloc(&p->blas_workspace, blas_ws) == CUDA_SUCCESS)
+        FTL_TRY(cuda_check_cublas(L->cublasSetWorkspace(p->blas, (void *)p->blas_workspace, blas_ws), "cublasSetWorkspace"));
+    else p->blas_workspace = 0;
     return FTL_OK;
 }
 
@@ -501,6 +508,33 @@ static ftl_status run_steps(nn_plan *p) {
     return FTL_OK;
 }
 
+/* The plan's steps: replayed from a CUDA Graph when FTL_CUDA_GRAPHS=1 and the capture worked (one
+ * launch instead of one per step: what pays when steps are short), else launched one by one.
+ * Opt-in until measured on a GPU (bench/gpu). */
+static ftl_status launch_steps(nn_plan *p) {
+    const cuda_libs *L = p->L;
+    if (p->graph) return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
+    const char *want = getenv("FTL_CUDA_GRAPHS");
+    if (!p->graph_tried && want && strcmp(want, "1") == 0) {
+        p->graph_tried = true;
+        CUgraph g = NULL;
+        if (L->cuStreamBeginCapture(p->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
+            ftl_status st = run_steps(p);
+            CUresult r = L->cuStreamEndCapture(p->stream, &g);
+            if (st == FTL_OK && r == CUDA_SUCCESS && g && L->cuGraphInstantiate(&p->graph, g, 0) == CUDA_SUCCESS) {
+                L->cuGraphDestroy(g);
+                ftl_log_debug("cuda: plan of %d steps captured in a CUDA Graph", p->n_steps);
+                return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
+            }
+            if (g) L->cuGraphDestroy(g);
+            p->graph = NULL;
+        }
+        ftl_clear_error(); /* nothing captured ran: the steps run below */
+        ftl_log_debug("cuda: the plan could not be captured in a CUDA Graph; launching its steps one by one");
+    }
+    return run_steps(p);
+}
+
 static ftl_status finish(nn_plan *p, float *output) {
     const cuda_libs *L = p->L;
     size_t bytes = (size_t)p->out_count * sizeof(float);
@@ -516,7 +550,7 @@ static ftl_status cuda_run(nn_plan *p, float *output) {
     FTL_TRY(cuda_check(L->cuCtxSetCurrent(p->ctx), "cuCtxSetCurrent"));
     FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->input_dev, p->input_host, p->input_floats * sizeof(float), p->stream),
                        "copying the batch to the GPU"));
-    FTL_TRY(run_steps(p));
+    FTL_TRY(launch_steps(p));
     return finish(p, output);
 }
 
@@ -580,7 +614,7 @@ static ftl_status cuda_submit_u8(nn_plan *p, const float table[3][256]) {
     void *params[] = {&a};
     FTL_TRY(cuda_check(L->cuLaunchKernel(p->f_preprocess, grid, 1, 1, block, 1, 1, 0, p->stream, params, NULL),
                        "scaling the input on the GPU"));
-    FTL_TRY(run_steps(p));
+    FTL_TRY(launch_steps(p));
     FTL_TRY(cuda_check(L->cuMemcpyDtoHAsync(sl->out_host, p->views[p->output_view].ptr, (size_t)p->out_count * sizeof(float),
                                             p->stream),
                        "copying features from the GPU"));

@@ -104,6 +104,9 @@ struct nn_plan {
     size_t search_ws_bytes;
     CUdeviceptr workspace;    /* the largest workspace a step needs */
     size_t workspace_bytes;
+    CUdeviceptr blas_workspace; /* cuBLAS's own, set so its calls can be captured in a CUDA Graph */
+    CUgraphExec graph;        /* the steps captured once (FTL_CUDA_GRAPHS=1), replayed by each run */
+    bool graph_tried;
     int convs, fused_convs;
     /* input (plain float32 in the graph's layout) and output (plain float32 features) */
     int input_tensor;
