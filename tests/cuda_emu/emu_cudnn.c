@@ -1,9 +1,11 @@
-/* The emulated device's cuDNN: descriptors and a reference direct convolution (NHWC tensors, KRSC
- * filters, groups, dilation, symmetric pads), fp32 or bf16 storage with fp32 sums, plus the fused
- * bias + residual + ReLU call. What it checks: the formats ftl's backend sets, the output size and
- * that every buffer lies inside an allocation (see emu_driver.c). */
+/* The emulated device's cuDNN: descriptors and a reference direct convolution (NHWC tensors with
+ * KRSC filters, or NCHW with KCRS; groups, dilation, symmetric pads), fp32 or bf16 storage with
+ * fp32 sums, plus the fused bias + residual + ReLU call. What it checks: the formats ftl's backend
+ * sets, the output size and that every buffer lies inside an allocation (see emu_driver.c).
+ * FTL_EMU_NO_NHWC=1 makes it a cuDNN with no algorithm for NHWC convolutions. */
 #include <cudnn.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,7 @@ cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d) { *d = cal
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) { free(d); return CUDNN_STATUS_SUCCESS; }
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f, cudnnDataType_t t, int n, int c,
                                          int h, int w) {
-    if (n < 1 || c < 1 || h < 1 || w < 1 || f != CUDNN_TENSOR_NHWC) return CUDNN_STATUS_BAD_PARAM;
+    if (n < 1 || c < 1 || h < 1 || w < 1 || (f != CUDNN_TENSOR_NHWC && f != CUDNN_TENSOR_NCHW)) return CUDNN_STATUS_BAD_PARAM;
     *d = (struct cudnnTensorStruct){f, t, n, c, h, w, 1};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -39,7 +41,7 @@ cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d) { *d = cal
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) { free(d); return CUDNN_STATUS_SUCCESS; }
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t f, int k, int c,
                                          int r, int s) {
-    if (k < 1 || c < 1 || r < 1 || s < 1 || f != CUDNN_TENSOR_NHWC) return CUDNN_STATUS_BAD_PARAM;
+    if (k < 1 || c < 1 || r < 1 || s < 1 || (f != CUDNN_TENSOR_NHWC && f != CUDNN_TENSOR_NCHW)) return CUDNN_STATUS_BAD_PARAM;
     *d = (struct cudnnFilterStruct){f, t, k, c, r, s, 1};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -121,6 +123,8 @@ static cudnnStatus_t convolve(const cudnnTensorDescriptor_t xd, const void *x, c
     float *xf = malloc(xn * sizeof *xf + 4), *wf = malloc(wn * sizeof *wf + 4);
     for (size_t i = 0; i < xn; i++) xf[i] = get(x, xd->type, i);
     for (size_t i = 0; i < wn; i++) wf[i] = get(w, wd->type, i);
+    if (xd->format != yd->format || xd->format != wd->format) return CUDNN_STATUS_BAD_PARAM;
+    bool nhwc = xd->format == CUDNN_TENSOR_NHWC;
     int cg = wd->c, kg = k / cd->groups;
     for (int b = 0; b < n; b++)
         for (int oy = 0; oy < oh; oy++)
@@ -134,12 +138,19 @@ static cudnnStatus_t convolve(const cudnnTensorDescriptor_t xd, const void *x, c
                         for (int s = 0; s < wd->s; s++) {
                             int ix = ox * cd->sw - cd->pw + s * cd->dw;
                             if (ix < 0 || ix >= xd->w) continue;
-                            const float *xp = xf + (((size_t)b * xd->h + iy) * xd->w + ix) * xd->c + (size_t)g * cg;
-                            const float *wp = wf + (((size_t)o * wd->r + r) * wd->s + s) * wd->c;
-                            for (int c = 0; c < cg; c++) acc += xp[c] * wp[c];
+                            if (nhwc) {
+                                const float *xp = xf + (((size_t)b * xd->h + iy) * xd->w + ix) * xd->c + (size_t)g * cg;
+                                const float *wp = wf + (((size_t)o * wd->r + r) * wd->s + s) * wd->c;
+                                for (int c = 0; c < cg; c++) acc += xp[c] * wp[c];
+                            } else {
+                                size_t plane = (size_t)xd->h * xd->w, wplane = (size_t)wd->r * wd->s;
+                                const float *xp = xf + ((size_t)b * xd->c + (size_t)g * cg) * plane + (size_t)iy * xd->w + ix;
+                                const float *wp = wf + (size_t)o * cg * wplane + (size_t)r * wd->s + s;
+                                for (int c = 0; c < cg; c++) acc += xp[c * plane] * wp[c * wplane];
+                            }
                         }
                     }
-                    out[(((size_t)b * oh + oy) * ow + ox) * k + o] = acc;
+                    out[nhwc ? (((size_t)b * oh + oy) * ow + ox) * k + o : (((size_t)b * k + o) * oh + oy) * ow + ox] = acc;
                 }
     free(xf);
     free(wf);
@@ -167,6 +178,9 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t h, const cudn
                                               .status = CUDNN_STATUS_SUCCESS, .time = 2.0f, .memory = 0,
                                               .determinism = CUDNN_DETERMINISTIC};
     *returned = requested < 2 ? requested : 2;
+    const char *no_nhwc = getenv("FTL_EMU_NO_NHWC");
+    if (no_nhwc && strcmp(no_nhwc, "1") == 0 && xd->format == CUDNN_TENSOR_NHWC)
+        perf[0].status = perf[1].status = CUDNN_STATUS_NOT_SUPPORTED;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -193,13 +207,15 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
     (void)h; (void)algo;
     if (ws_bytes && !emu_valid_range(ws, ws_bytes)) return CUDNN_STATUS_BAD_PARAM;
     if (!bd->set || bd->n != 1 || bd->c != yd->c || bd->h != 1 || bd->w != 1 || bd->type != CUDNN_DATA_FLOAT ||
+        bd->format != yd->format ||
         zd != yd || !emu_valid_range(bias, (size_t)bd->c * 4) || !emu_valid_range(z, count_of(yd) * elem(yd->type)))
         return CUDNN_STATUS_BAD_PARAM;
     float *acc = malloc(count_of(yd) * sizeof *acc + 4);
     cudnnStatus_t s = convolve(xd, x, wd, w, cd, yd, y, acc);
     float a1 = *(const float *)alpha1, a2 = *(const float *)alpha2;
     for (size_t i = 0; s == CUDNN_STATUS_SUCCESS && i < count_of(yd); i++) {
-        float v = a1 * acc[i] + (a2 != 0 ? a2 * get(z, zd->type, i) : 0.0f) + ((const float *)bias)[i % (size_t)yd->c];
+        size_t channel = yd->format == CUDNN_TENSOR_NHWC ? i % (size_t)yd->c : i / ((size_t)yd->h * yd->w) % (size_t)yd->c;
+        float v = a1 * acc[i] + (a2 != 0 ? a2 * get(z, zd->type, i) : 0.0f) + ((const float *)bias)[channel];
         if (ad->mode == CUDNN_ACTIVATION_RELU) v = v > 0 ? v : 0;
         put(y, yd->type, i, v);
     }

@@ -74,6 +74,9 @@ xargs -P 2 -n 1 "$CHECK" family <"$d/families.txt" || true
 "$CHECK" model "$SHARED/models/mobilenet_v2_1.0_224_features.onnx" 3 224 || true
 # FTL_CUDA_GRAPHS=1 on a driver that cannot capture (the emulated one): the steps run one by one, same numbers
 FTL_CUDA_GRAPHS=1 "$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
+# a cuDNN with no NHWC algorithm for a convolution: it runs NCHW instead, same numbers
+FTL_EMU_NO_NHWC=1 "$CHECK" ops "$BUILD/ref/nn/ops" || true
+FTL_EMU_NO_NHWC=1 "$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
 
 # The CLI on the emulated GPU: the same features as the CPU, the device recorded, its own cache key.
 "$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/cpu.parquet" --device cpu --quiet --overwrite 2>/dev/null

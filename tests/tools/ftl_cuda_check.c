@@ -115,9 +115,11 @@ static float *run(const char *onnx, ftl_device_kind dev, ftl_nn_precision prec, 
 
 static int failures;
 
-/* Names of checks run with CUDA Graphs asked for (FTL_CUDA_GRAPHS=1) say so. */
+/* Names of checks run with CUDA Graphs asked for (FTL_CUDA_GRAPHS=1), or on an emulated cuDNN
+ * without NHWC convolutions (FTL_EMU_NO_NHWC=1), say so. */
 static const char *tag(void) {
-    const char *g = getenv("FTL_CUDA_GRAPHS");
+    const char *g = getenv("FTL_CUDA_GRAPHS"), *nchw = getenv("FTL_EMU_NO_NHWC");
+    if (nchw && strcmp(nchw, "1") == 0) return "-nchw-fallback";
     return g && strcmp(g, "1") == 0 ? "-graphs" : "";
 }
 

@@ -3,6 +3,7 @@
 #include "nn/cuda/cuda_plan.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +32,14 @@ static ftl_status emit_epilogue(nn_plan *p, const nn_graph *g, const nn_node *n,
     return cu_emit_ew(p, label, out, n_extra ? op : KA_COPY, in, 1 + n_extra, n, sums);
 }
 
-static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
-    char label[96];
-    label_of(n, label, sizeof label);
+/* The convolution in one layout: NHWC (tensor cores; KRSC filters) or plain NCHW (KCRS, the ONNX
+ * order). FTL_E_UNSUPPORTED when cuDNN has no algorithm that runs it in that layout. */
+static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int layout, const char *label) {
     const cuda_libs *L = p->L;
     const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
-    if (xs->rank != 4) return ftl_fail(FTL_E_UNSUPPORTED, "only 2-D convolutions run on the GPU");
+    cudnnTensorFormat_t format = layout == CU_LAYOUT_NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     int dt = p->act_dtype, x;
-    FTL_TRY(cu_ensure(p, n->in[0], CU_LAYOUT_NHWC, dt, &x));
+    FTL_TRY(cu_ensure(p, n->in[0], layout, dt, &x));
     int ph = n->p.pad_begin[0], pw = n->p.pad_begin[1];
     if (n->p.pad_end[0] != ph || n->p.pad_end[1] != pw) {
         /* cuDNN pads symmetrically: an explicit zero-padded copy, then an unpadded convolution */
@@ -46,7 +47,7 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
         padded.d[2] += n->p.pad_begin[0] + n->p.pad_end[0];
         padded.d[3] += n->p.pad_begin[1] + n->p.pad_end[1];
         int pv;
-        FTL_TRY(cu_alloc_view(p, -1, &padded, CU_LAYOUT_NHWC, dt, &pv));
+        FTL_TRY(cu_alloc_view(p, -1, &padded, layout, dt, &pv));
         FTL_TRY(cu_emit_fill(p, label, pv, 0.0f));
         cu_view inner = p->views[pv];
         for (int d = 0; d < 4; d++) inner.dims[d] = xs->d[d];
@@ -58,24 +59,27 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     }
     const nn_tensor *wt = &g->tensors[n->in[1]];
     int64_t K = wt->shape.d[0], Cg = wt->shape.d[1], R = wt->shape.d[2], S = wt->shape.d[3];
-    /* OIHW -> OHWI (cuDNN's NHWC filter layout) */
-    nn_tensor tmp = *wt;
-    float *ohwi = ftl_xmalloc((size_t)wt->count * sizeof *ohwi);
-    for (int64_t o = 0; o < K; o++)
-        for (int64_t c = 0; c < Cg; c++)
-            for (int64_t r = 0; r < R; r++)
-                for (int64_t s = 0; s < S; s++)
-                    ohwi[((o * R + r) * S + s) * Cg + c] = ((const float *)wt->data)[((o * Cg + c) * R + r) * S + s];
-    tmp.data = ohwi;
     int wv, tw = n->in[1];
-    nn_tensor saved = g->tensors[tw];
-    g->tensors[tw] = tmp;
-    ftl_status st = cu_const_view(p, g, tw, dt, &wv);
-    g->tensors[tw] = saved;
-    free(ohwi);
-    FTL_TRY(st);
+    if (layout == CU_LAYOUT_NHWC) { /* OIHW -> OHWI */
+        nn_tensor tmp = *wt;
+        float *ohwi = ftl_xmalloc((size_t)wt->count * sizeof *ohwi);
+        for (int64_t o = 0; o < K; o++)
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t r = 0; r < R; r++)
+                    for (int64_t q = 0; q < S; q++)
+                        ohwi[((o * R + r) * S + q) * Cg + c] = ((const float *)wt->data)[((o * Cg + c) * R + r) * S + q];
+        tmp.data = ohwi;
+        nn_tensor saved = g->tensors[tw];
+        g->tensors[tw] = tmp;
+        ftl_status st = cu_const_view(p, g, tw, dt, &wv);
+        g->tensors[tw] = saved;
+        free(ohwi);
+        FTL_TRY(st);
+    } else {
+        FTL_TRY(cu_const_view(p, g, tw, dt, &wv));
+    }
     int y;
-    FTL_TRY(cu_alloc_view(p, n->out[0], ys, CU_LAYOUT_NHWC, dt, &y));
+    FTL_TRY(cu_alloc_view(p, n->out[0], ys, layout, dt, &y));
     cu_bind(p, n->out[0], y);
 
     cu_step *s = cu_new_step(p, CU_STEP_CONV, label);
@@ -88,14 +92,13 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     FTL_TRY(cuda_check_cudnn(L->cudnnCreateFilterDescriptor(&s->wd), label));
     FTL_TRY(cuda_check_cudnn(L->cudnnCreateConvolutionDescriptor(&s->cd), label));
     const cu_view *xv = &p->views[x];
-    FTL_TRY(cuda_check_cudnn(L->cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NHWC, ct, (int)xv->dims[0],
-                                                           (int)xv->dims[1], (int)xv->dims[2], (int)xv->dims[3]),
+    FTL_TRY(cuda_check_cudnn(L->cudnnSetTensor4dDescriptor(s->xd, format, ct, (int)xv->dims[0], (int)xv->dims[1],
+                                                           (int)xv->dims[2], (int)xv->dims[3]),
                              label));
-    FTL_TRY(cuda_check_cudnn(L->cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NHWC, ct, (int)ys->d[0], (int)ys->d[1],
-                                                           (int)ys->d[2], (int)ys->d[3]),
+    FTL_TRY(cuda_check_cudnn(L->cudnnSetTensor4dDescriptor(s->yd, format, ct, (int)ys->d[0], (int)ys->d[1], (int)ys->d[2],
+                                                           (int)ys->d[3]),
                              label));
-    FTL_TRY(cuda_check_cudnn(L->cudnnSetFilter4dDescriptor(s->wd, ct, CUDNN_TENSOR_NHWC, (int)K, (int)Cg, (int)R, (int)S),
-                             label));
+    FTL_TRY(cuda_check_cudnn(L->cudnnSetFilter4dDescriptor(s->wd, ct, format, (int)K, (int)Cg, (int)R, (int)S), label));
     FTL_TRY(cuda_check_cudnn(L->cudnnSetConvolution2dDescriptor(s->cd, ph, pw, n->p.stride[0], n->p.stride[1],
                                                                 n->p.dilation[0], n->p.dilation[1],
                                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -119,12 +122,20 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
                              label));
     int pick = -1;
     for (int i = 0; i < found && pick < 0; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && (!p->deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= p->search_ws_bytes &&
+            (!p->deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
             pick = i;
-    if (pick < 0) return ftl_fail(FTL_E_UNSUPPORTED, "%s: cuDNN has no %salgorithm for this convolution", label,
-                                  p->deterministic ? "deterministic " : "");
+    if (pick < 0)
+        return ftl_fail(FTL_E_UNSUPPORTED, "cuDNN has no %salgorithm for this convolution in %s",
+                        p->deterministic ? "deterministic " : "", layout == CU_LAYOUT_NHWC ? "NHWC" : "NCHW");
     s->algo = perf[pick].algo;
     s->workspace = perf[pick].memory;
+    const float one = 1.0f, zero = 0.0f;
+    /* one run now, so that a combination cuDNN refuses at run time shows while there is a way out */
+    if (L->cudnnConvolutionForward(p->dnn, &one, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd, s->algo,
+                                   (void *)p->search_ws, s->workspace, &zero, s->yd, (void *)s->y) != CUDNN_STATUS_SUCCESS)
+        return ftl_fail(FTL_E_UNSUPPORTED, "cuDNN's algorithm %d does not run this convolution in %s", (int)s->algo,
+                        layout == CU_LAYOUT_NHWC ? "NHWC" : "NCHW");
     if (s->workspace > p->workspace_bytes) p->workspace_bytes = s->workspace;
     p->convs++;
 
@@ -136,25 +147,33 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     bool fusable = dt == KA_F32 && bias >= 0 && relu_last &&
                    (n->n_post == 1 || (n->n_post == 2 && n->post[0].kind == NN_POST_SUM));
     int zv = -1;
-    if (fusable && n->n_post == 2) {
-        FTL_TRY(cu_ensure(p, n->post[0].sum_tensor, CU_LAYOUT_NHWC, dt, &zv));
-    }
+    if (fusable && n->n_post == 2) FTL_TRY(cu_ensure(p, n->post[0].sum_tensor, layout, dt, &zv));
     if (fusable) {
         FTL_TRY(cuda_check_cudnn(L->cudnnCreateTensorDescriptor(&s->bd), label));
-        FTL_TRY(cuda_check_cudnn(L->cudnnSetTensor4dDescriptor(s->bd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, (int)K, 1, 1),
-                                 label));
+        FTL_TRY(cuda_check_cudnn(L->cudnnSetTensor4dDescriptor(s->bd, format, CUDNN_DATA_FLOAT, 1, (int)K, 1, 1), label));
         FTL_TRY(cuda_check_cudnn(L->cudnnCreateActivationDescriptor(&s->ad), label));
         FTL_TRY(cuda_check_cudnn(L->cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
                                  label));
         s->bias = p->views[bias].ptr;
         s->z = zv >= 0 ? p->views[zv].ptr : s->y;
         s->alpha2 = zv >= 0 ? 1.0f : 0.0f;
-        p->fused_convs++;
-        snprintf(s->impl, sizeof s->impl, "cudnn conv+bias+%srelu algo %d, %zu B workspace", zv >= 0 ? "sum+" : "",
-                 (int)s->algo, s->workspace);
-        return FTL_OK;
+        if (L->cudnnConvolutionBiasActivationForward(p->dnn, &one, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd, s->algo,
+                                                     (void *)p->search_ws, s->workspace, &s->alpha2, s->yd, (void *)s->z,
+                                                     s->bd, (void *)s->bias, s->ad, s->yd,
+                                                     (void *)s->y) == CUDNN_STATUS_SUCCESS) {
+            p->fused_convs++;
+            snprintf(s->impl, sizeof s->impl, "cudnn conv+bias+%srelu %s algo %d, %zu B workspace", zv >= 0 ? "sum+" : "",
+                     layout == CU_LAYOUT_NHWC ? "NHWC" : "NCHW", (int)s->algo, s->workspace);
+            return FTL_OK;
+        }
+        /* this algorithm has no fused form: the convolution alone, then one pass for the rest */
+        L->cudnnDestroyActivationDescriptor(s->ad);
+        L->cudnnDestroyTensorDescriptor(s->bd);
+        s->ad = NULL;
+        s->bd = NULL;
     }
-    snprintf(s->impl, sizeof s->impl, "cudnn conv algo %d, %zu B workspace", (int)s->algo, s->workspace);
+    snprintf(s->impl, sizeof s->impl, "cudnn conv %s algo %d, %zu B workspace", layout == CU_LAYOUT_NHWC ? "NHWC" : "NCHW",
+             (int)s->algo, s->workspace);
     /* bias as a [C,1,1] broadcast, then the post-ops, in one pass over y */
     int extra[1];
     int n_extra = 0;
@@ -166,6 +185,32 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
         extra[n_extra++] = cu_new_view(p, &bv);
     }
     return emit_epilogue(p, g, n, y, extra, n_extra, KA_ADD, label);
+}
+
+/* Convolutions run NHWC; where cuDNN has nothing that runs one so (a data type, group count or
+ * algorithm it refuses), it runs NCHW instead, which cuDNN covers most widely. */
+static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
+    char label[96];
+    label_of(n, label, sizeof label);
+    if (shape_of(g, n->in[0])->rank != 4) return ftl_fail(FTL_E_UNSUPPORTED, "only 2-D convolutions run on the GPU");
+    int mark = p->n_steps, alts = p->n_alts;
+    ftl_status st = conv_in_layout(p, g, n, CU_LAYOUT_NHWC, label);
+    if (st != FTL_E_UNSUPPORTED) return st;
+    ftl_log_debug("cuda: %s: %s; running it NCHW", label, ftl_last_error());
+    ftl_clear_error();
+    for (int i = mark; i < p->n_steps; i++) { /* the NHWC attempt's steps are dropped */
+        cu_step *s = &p->steps[i];
+        if (s->xd) p->L->cudnnDestroyTensorDescriptor(s->xd);
+        if (s->yd) p->L->cudnnDestroyTensorDescriptor(s->yd);
+        if (s->bd) p->L->cudnnDestroyTensorDescriptor(s->bd);
+        if (s->wd) p->L->cudnnDestroyFilterDescriptor(s->wd);
+        if (s->cd) p->L->cudnnDestroyConvolutionDescriptor(s->cd);
+        if (s->ad) p->L->cudnnDestroyActivationDescriptor(s->ad);
+    }
+    p->n_steps = mark;
+    p->n_alts = alts; /* copies those steps would have made */
+    p->tval[n->out[0]] = -1;
+    return conv_in_layout(p, g, n, CU_LAYOUT_PLAIN, label);
 }
 
 /* The layout an element-wise result takes: NHWC when a same-shaped 4-D input has it. */
