@@ -13,6 +13,10 @@ cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = calloc(1, sizeof **h); ret
 cublasStatus_t cublasDestroy(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { (void)h; (void)s; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasGetVersion(cublasHandle_t h, int *v) { (void)h; *v = 130000; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
+    *value = type == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) { (void)h; (void)ws; (void)bytes; return CUBLAS_STATUS_SUCCESS; }
 
 static float get(const void *p, cudaDataType_t t, size_t i) {

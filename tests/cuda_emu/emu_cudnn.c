@@ -15,7 +15,7 @@ int emu_valid_range(const void *p, size_t bytes);
 struct cudnnContext { int unused; };
 struct cudnnTensorStruct { cudnnTensorFormat_t format; cudnnDataType_t type; int n, c, h, w; int set; };
 struct cudnnFilterStruct { cudnnTensorFormat_t format; cudnnDataType_t type; int k, c, r, s; int set; };
-struct cudnnConvolutionStruct { int ph, pw, sh, sw, dh, dw, groups; int set; };
+struct cudnnConvolutionStruct { int ph, pw, sh, sw, dh, dw, groups; int set; cudnnMathType_t math; };
 struct cudnnActivationStruct { cudnnActivationMode_t mode; };
 
 size_t cudnnGetVersion(void) { return 91900; }
@@ -65,9 +65,9 @@ cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int 
     return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m) {
-    (void)d;
-    return m == CUDNN_FMA_MATH || m == CUDNN_TENSOR_OP_MATH || m == CUDNN_DEFAULT_MATH ? CUDNN_STATUS_SUCCESS
-                                                                                      : CUDNN_STATUS_BAD_PARAM;
+    if (m != CUDNN_FMA_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_DEFAULT_MATH) return CUDNN_STATUS_BAD_PARAM;
+    d->math = m;
+    return CUDNN_STATUS_SUCCESS;
 }
 
 static int out_size(int in, int pad, int k, int stride, int dil) { return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1; }
@@ -170,17 +170,23 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t h, const cudn
     if (requested < 1 || cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &n, &k, &oh, &ow) != CUDNN_STATUS_SUCCESS ||
         yd->n != n || yd->c != k || yd->h != oh || yd->w != ow)
         return CUDNN_STATUS_BAD_PARAM;
-    /* two "algorithms": a non-deterministic one measured faster, so --deterministic has a choice to make */
-    memset(perf, 0, sizeof *perf * 2);
-    perf[0] = (cudnnConvolutionFwdAlgoPerf_t){.algo = CUDNN_CONVOLUTION_FWD_ALGO_FFT, .status = CUDNN_STATUS_SUCCESS,
-                                              .time = 1.0f, .memory = 4096, .determinism = CUDNN_NON_DETERMINISTIC};
-    perf[1] = (cudnnConvolutionFwdAlgoPerf_t){.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+    /* Like cuDNN, rows for the descriptor's math type and for DEFAULT_MATH, fastest first: a
+     * DEFAULT_MATH one (TF32 on a real GPU, so fp32 must pass it by), a non-deterministic one, then a
+     * deterministic one (--deterministic's choice). */
+    memset(perf, 0, sizeof *perf * 3);
+    perf[0] = (cudnnConvolutionFwdAlgoPerf_t){.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, .status = CUDNN_STATUS_SUCCESS,
+                                              .time = 0.5f, .memory = 0, .determinism = CUDNN_DETERMINISTIC,
+                                              .mathType = CUDNN_DEFAULT_MATH};
+    perf[1] = (cudnnConvolutionFwdAlgoPerf_t){.algo = CUDNN_CONVOLUTION_FWD_ALGO_FFT, .status = CUDNN_STATUS_SUCCESS,
+                                              .time = 1.0f, .memory = 4096, .determinism = CUDNN_NON_DETERMINISTIC,
+                                              .mathType = cd->math};
+    perf[2] = (cudnnConvolutionFwdAlgoPerf_t){.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
                                               .status = CUDNN_STATUS_SUCCESS, .time = 2.0f, .memory = 0,
-                                              .determinism = CUDNN_DETERMINISTIC};
-    *returned = requested < 2 ? requested : 2;
+                                              .determinism = CUDNN_DETERMINISTIC, .mathType = cd->math};
+    *returned = requested < 3 ? requested : 3;
     const char *no_nhwc = getenv("FTL_EMU_NO_NHWC");
     if (no_nhwc && strcmp(no_nhwc, "1") == 0 && xd->format == CUDNN_TENSOR_NHWC)
-        perf[0].status = perf[1].status = CUDNN_STATUS_NOT_SUPPORTED;
+        perf[0].status = perf[1].status = perf[2].status = CUDNN_STATUS_NOT_SUPPORTED;
     return CUDNN_STATUS_SUCCESS;
 }
 

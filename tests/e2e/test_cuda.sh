@@ -127,11 +127,14 @@ busy = [e for e in events if e.get("ph") == "C" and e["name"] == "GPU busy %"]
 print(len(events), "events,", len(busy), "GPU busy samples:", [e["args"]["value"] for e in busy])
 assert len(busy) == 2 and all(e["args"]["value"] == 42 for e in busy)
 PYEOF
-# --deterministic: only cuDNN algorithms that give the same bits every run (the emulated cuDNN times a
-# non-deterministic one fastest)
+# The algorithm choice: the emulated cuDNN times a DEFAULT_MATH row fastest (TF32 on a real GPU: fp32 must
+# pass it by, tf32 may take it), then a non-deterministic one (fp32's choice), then a deterministic one
+# (--deterministic's)
 det=$("$FTL" inspect "$MODEL" --plan --device cuda --deterministic 2>&1 | grep -c 'cudnn conv.* algo 1,')
 fast=$("$FTL" inspect "$MODEL" --plan --device cuda 2>&1 | grep -c 'cudnn conv.* algo 4,')
-[ "$det" -gt 0 ] && [ "$fast" -eq "$det" ] && pass cuda_deterministic_algorithms || fail cuda_deterministic_algorithms "$det deterministic, $fast fastest convs"
+tf32=$("$FTL" inspect "$MODEL" --plan --device cuda --precision tf32 2>&1 | grep -c 'cudnn conv.* algo 0,')
+[ "$det" -gt 0 ] && [ "$fast" -eq "$det" ] && [ "$tf32" -eq "$det" ] && pass cuda_algorithm_choice ||
+    fail cuda_algorithm_choice "$det deterministic, $fast fastest fp32, $tf32 tf32 convs"
 n_keys=$(ls "$d/cache" 2>/dev/null | sed -n 's/.*-\([0-9a-f]\{16\}\)\.rows-.*/\1/p' | sort -u | wc -l)
 [ "$n_keys" -eq 4 ] && pass cuda_cache_key_has_the_device || fail cuda_cache_key_has_the_device "$n_keys distinct keys in $(ls "$d/cache" | tr '\n' ' ') (want train+val for each device)"
 "$FTL" inspect "$d/gpu.ftl" >"$d/gpu_model.txt" 2>&1

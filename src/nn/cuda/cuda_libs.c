@@ -120,14 +120,13 @@ static ftl_status init_driver(void) {
         snprintf(text, sizeof text, "%zu", cudnn);
         return failed(FTL_E_UNSUPPORTED, "cuDNN version %s was loaded; this build needs cuDNN 9%s", text, "");
     }
-    int cublas = 0;
-    cublasHandle_t h = NULL;
-    if (libs.cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) { /* the version query needs a handle (and a context) */
-        libs.cublasGetVersion(h, &cublas);
-        libs.cublasDestroy(h);
-    }
+    /* cuBLAS's version without a handle: a handle would make a context on GPU 0 in every process */
+    int major = 0, minor = 0, patch = 0;
+    libs.cublasGetProperty(MAJOR_VERSION, &major);
+    libs.cublasGetProperty(MINOR_VERSION, &minor);
+    libs.cublasGetProperty(PATCH_LEVEL, &patch);
     snprintf(libs.versions, sizeof libs.versions, "CUDA driver %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d", v / 1000,
-             v % 1000 / 10, cudnn / 10000, cudnn / 100 % 100, cudnn % 100, cublas / 10000, cublas / 100 % 100, cublas % 100);
+             v % 1000 / 10, cudnn / 10000, cudnn / 100 % 100, cudnn % 100, major, minor, patch);
     return FTL_OK;
 }
 
@@ -208,8 +207,10 @@ ftl_status cuda_check(CUresult r, const char *what) {
 
 ftl_status cuda_check_cudnn(cudnnStatus_t s, const char *what) {
     if (s == CUDNN_STATUS_SUCCESS) return FTL_OK;
-    return ftl_fail(s == CUDNN_STATUS_NOT_SUPPORTED ? FTL_E_UNSUPPORTED : FTL_E_INTERNAL, "%s: cuDNN: %s", what,
-                    libs.cudnnGetErrorString ? libs.cudnnGetErrorString(s) : "error");
+    /* cuDNN 9 sub-codes its refusals (NOT_SUPPORTED_LAYOUT, _DATA_TYPE, ...): the category says it */
+    return ftl_fail(CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED ? FTL_E_UNSUPPORTED : FTL_E_INTERNAL,
+                    "%s: cuDNN: %s (status %d)", what,
+                    libs.cudnnGetErrorString ? libs.cudnnGetErrorString(s) : "error", (int)s);
 }
 
 ftl_status cuda_check_cublas(cublasStatus_t s, const char *what) {

@@ -39,7 +39,7 @@
 
 #define CUDA_CUBLAS_FUNCS(X)                                                                                         \
     X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasGetVersion) X(cublasGemmEx)                          \
-    X(cublasGemmStridedBatchedEx) X(cublasSetWorkspace)
+    X(cublasGemmStridedBatchedEx) X(cublasSetWorkspace) X(cublasGetProperty)
 
 #define CUDA_NCCL_FUNCS(X)                                                                                           \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy)                \

@@ -116,20 +116,27 @@ static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int 
     /* the fastest algorithm for this shape, measured once (deterministic ones only when asked) */
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
-    FTL_TRY(cuda_check_cudnn(L->cudnnFindConvolutionForwardAlgorithmEx(
-                                 p->dnn, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd, s->yd, (void *)s->y,
-                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, (void *)p->search_ws, p->search_ws_bytes),
-                             label));
+    cudnnStatus_t fs = L->cudnnFindConvolutionForwardAlgorithmEx(p->dnn, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd,
+                                                                 s->yd, (void *)s->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
+                                                                 perf, (void *)p->search_ws, p->search_ws_bytes);
+    if (fs != CUDNN_STATUS_SUCCESS) { /* a layout or type it refuses: the other layout may do */
+        cuda_check_cudnn(fs, label);
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s", ftl_last_error());
+    }
+    /* Each row was timed with a math type (cuDNN also tries DEFAULT_MATH, which allows TF32): fp32
+     * takes FMA rows only; the others run with the row's own math type. */
     int pick = -1;
     for (int i = 0; i < found && pick < 0; i++)
         if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= p->search_ws_bytes &&
-            (!p->deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
+            (!p->deterministic || perf[i].determinism == CUDNN_DETERMINISTIC) &&
+            (p->precision != NN_PREC_F32 || perf[i].mathType == CUDNN_FMA_MATH))
             pick = i;
     if (pick < 0)
         return ftl_fail(FTL_E_UNSUPPORTED, "cuDNN has no %salgorithm for this convolution in %s",
                         p->deterministic ? "deterministic " : "", layout == CU_LAYOUT_NHWC ? "NHWC" : "NCHW");
     s->algo = perf[pick].algo;
     s->workspace = perf[pick].memory;
+    FTL_TRY(cuda_check_cudnn(L->cudnnSetConvolutionMathType(s->cd, perf[pick].mathType), label));
     const float one = 1.0f, zero = 0.0f;
     /* one run now, so that a combination cuDNN refuses at run time shows while there is a way out */
     if (L->cudnnConvolutionForward(p->dnn, &one, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd, s->algo,

@@ -441,6 +441,15 @@ static ftl_status cuda_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;
     ftl_status st = open_device(p, o->device);
+    if (st == FTL_OK && o->precision == NN_PREC_BF16) { /* cuDNN's and cuBLAS's bf16 need Ampere or newer */
+        CUdevice dev;
+        int major = 0;
+        if (L->cuDeviceGet(&dev, o->device) == CUDA_SUCCESS)
+            L->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+        if (major < 8)
+            st = ftl_fail(FTL_E_UNSUPPORTED, "--precision bf16 on the GPU needs compute capability 8.0 (Ampere) or newer; "
+                                             "this GPU has %d.x: use fp32 (or tf32 from 8.0)", major);
+    }
     if (st == FTL_OK) {
         size_t free_b = 0, total = 0;
         L->cuMemGetInfo(&free_b, &total);
@@ -451,7 +460,8 @@ static ftl_status cuda_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **
         if (!p->search_ws) p->search_ws_bytes = 0;
     }
     if (st == FTL_OK) st = compile_nodes(p, g);
-    if (st == FTL_OK) {
+    if (st == FTL_OK) { /* weights went up on the default stream; the plan's stream does not wait for it */
+        st = cuda_check(L->cuCtxSynchronize(), "copying the weights to the GPU");
         L->cuMemFree(p->search_ws);
         p->search_ws = 0;
         if (p->workspace_bytes) st = device_alloc(p, p->workspace_bytes, &p->workspace);
@@ -515,8 +525,16 @@ static ftl_status launch_steps(nn_plan *p) {
     const cuda_libs *L = p->L;
     if (p->graph) return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
     const char *want = getenv("FTL_CUDA_GRAPHS");
-    if (!p->graph_tried && want && strcmp(want, "1") == 0) {
-        p->graph_tried = true;
+    if (!want || strcmp(want, "1") != 0 || p->graph_state == 2) return run_steps(p);
+    if (p->graph_state == 0) { /* the first run is plain: first-use work (module loading, cuBLAS's kernel
+                                  choice) must not happen inside a capture */
+        p->graph_state = 1;
+        return run_steps(p);
+    }
+    p->graph_state = 2; /* the second run is captured, then replayed (running the steps twice would not do:
+                           buffers are reused, so a run consumes its input) */
+    {
+        FTL_TRY(cuda_check(L->cuStreamSynchronize(p->stream), "running the backbone on the GPU"));
         CUgraph g = NULL;
         if (L->cuStreamBeginCapture(p->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
             ftl_status st = run_steps(p);

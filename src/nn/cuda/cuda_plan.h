@@ -106,7 +106,7 @@ struct nn_plan {
     size_t workspace_bytes;
     CUdeviceptr blas_workspace; /* cuBLAS's own, set so its calls can be captured in a CUDA Graph */
     CUgraphExec graph;        /* the steps captured once (FTL_CUDA_GRAPHS=1), replayed by each run */
-    bool graph_tried;
+    int graph_state;          /* 0: no run yet, 1: one plain run done, 2: captured (or it failed) */
     int convs, fused_convs;
     /* input (plain float32 in the graph's layout) and output (plain float32 features) */
     int input_tensor;
