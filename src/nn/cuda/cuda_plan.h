@@ -128,6 +128,8 @@ struct nn_plan {
     bool slots_made, slots_failed;
     CUstream copy_stream;
     CUdeviceptr table_dev;
+    float table_host[3][256]; /* what table_dev holds (uploaded again only when the caller's differs) */
+    bool table_set;
     int output_view;
     float *output_host;       /* pinned */
     int64_t out_count;
