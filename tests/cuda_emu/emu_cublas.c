@@ -6,6 +6,22 @@
 #include <string.h>
 
 int emu_valid_range(const void *p, size_t bytes);
+int emu_capturing(void);
+void emu_record(void (*run)(void *arg), void *arg);
+
+/* A GEMM kept for a graph launch (stream capture), scalars by value. */
+typedef struct gemm_call {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc, batch;
+    long long sa, sb, sc;
+    float alpha, beta;
+    const void *A, *B;
+    void *C;
+    cudaDataType_t at, bt, ct;
+    cublasComputeType_t compute;
+    cublasGemmAlgo_t algo;
+} gemm_call;
+static void replay_gemm(void *arg);
 
 struct cublasContext { int unused; };
 
@@ -54,6 +70,13 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
         (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) || ldc < m ||
         lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n))
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (emu_capturing()) {
+        gemm_call *g = malloc(sizeof *g);
+        *g = (gemm_call){ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, *(const float *)alpha, *(const float *)beta,
+                         A, B, C, at, bt, ct, compute, algo};
+        emu_record(replay_gemm, g);
+        return CUBLAS_STATUS_SUCCESS;
+    }
     size_t e = at == CUDA_R_16BF ? 2 : 4;
     float a = *(const float *)alpha, b = *(const float *)beta;
     for (int q = 0; q < batch; q++) {
@@ -92,4 +115,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cublasGemmAlgo_t algo) {
     return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1,
                                       compute, algo);
+}
+
+static void replay_gemm(void *arg) {
+    gemm_call *g = arg;
+    cublasGemmStridedBatchedEx(NULL, g->ta, g->tb, g->m, g->n, g->k, &g->alpha, g->A, g->at, g->lda, g->sa, g->B, g->bt,
+                               g->ldb, g->sb, &g->beta, g->C, g->ct, g->ldc, g->sc, g->batch, g->compute, g->algo);
 }

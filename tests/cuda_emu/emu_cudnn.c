@@ -11,6 +11,23 @@
 #include <string.h>
 
 int emu_valid_range(const void *p, size_t bytes);
+int emu_capturing(void);
+void emu_record(void (*run)(void *arg), void *arg);
+
+/* A convolution call kept for a graph launch (stream capture): its arguments, scalars by value. */
+typedef struct conv_call {
+    bool fused;
+    float alpha, beta;
+    cudnnTensorDescriptor_t xd, yd, zd, bd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
+    cudnnConvolutionFwdAlgo_t algo;
+    const void *x, *w, *z, *bias;
+    void *ws, *y;
+    size_t ws_bytes;
+} conv_call;
+static void replay_conv(void *arg);
 
 struct cudnnContext { int unused; };
 struct cudnnTensorStruct { cudnnTensorFormat_t format; cudnnDataType_t type; int n, c, h, w; int set; };
@@ -194,8 +211,15 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
                                       const cudnnFilterDescriptor_t wd, const void *w,
                                       const cudnnConvolutionDescriptor_t cd, cudnnConvolutionFwdAlgo_t algo, void *ws,
                                       size_t ws_bytes, const void *beta, const cudnnTensorDescriptor_t yd, void *y) {
-    (void)h; (void)algo;
+    (void)h;
     if (ws_bytes && !emu_valid_range(ws, ws_bytes)) return CUDNN_STATUS_BAD_PARAM;
+    if (emu_capturing()) {
+        conv_call *c = malloc(sizeof *c);
+        *c = (conv_call){.alpha = *(const float *)alpha, .beta = *(const float *)beta, .xd = xd, .yd = yd, .wd = wd,
+                         .cd = cd, .algo = algo, .x = x, .w = w, .ws = ws, .y = y, .ws_bytes = ws_bytes};
+        emu_record(replay_conv, c);
+        return CUDNN_STATUS_SUCCESS;
+    }
     float *acc = malloc(count_of(yd) * sizeof *acc + 4);
     cudnnStatus_t s = convolve(xd, x, wd, w, cd, yd, y, acc);
     float a = *(const float *)alpha, b = *(const float *)beta;
@@ -210,8 +234,16 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
     const void *w, const cudnnConvolutionDescriptor_t cd, cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes,
     const void *alpha2, const cudnnTensorDescriptor_t zd, const void *z, const cudnnTensorDescriptor_t bd,
     const void *bias, const cudnnActivationDescriptor_t ad, const cudnnTensorDescriptor_t yd, void *y) {
-    (void)h; (void)algo;
+    (void)h;
     if (ws_bytes && !emu_valid_range(ws, ws_bytes)) return CUDNN_STATUS_BAD_PARAM;
+    if (emu_capturing()) {
+        conv_call *c = malloc(sizeof *c);
+        *c = (conv_call){.fused = true, .alpha = *(const float *)alpha1, .beta = *(const float *)alpha2, .xd = xd, .yd = yd,
+                         .zd = zd, .bd = bd, .wd = wd, .cd = cd, .ad = ad, .algo = algo, .x = x, .w = w, .z = z,
+                         .bias = bias, .ws = ws, .y = y, .ws_bytes = ws_bytes};
+        emu_record(replay_conv, c);
+        return CUDNN_STATUS_SUCCESS;
+    }
     if (!bd->set || bd->n != 1 || bd->c != yd->c || bd->h != 1 || bd->w != 1 || bd->type != CUDNN_DATA_FLOAT ||
         bd->format != yd->format ||
         zd != yd || !emu_valid_range(bias, (size_t)bd->c * 4) || !emu_valid_range(z, count_of(yd) * elem(yd->type)))
@@ -237,4 +269,14 @@ cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnA
     if (m != CUDNN_ACTIVATION_RELU && m != CUDNN_ACTIVATION_IDENTITY) return CUDNN_STATUS_NOT_SUPPORTED;
     d->mode = m;
     return CUDNN_STATUS_SUCCESS;
+}
+
+static void replay_conv(void *arg) {
+    conv_call *c = arg;
+    if (c->fused)
+        cudnnConvolutionBiasActivationForward(NULL, &c->alpha, c->xd, c->x, c->wd, c->w, c->cd, c->algo, c->ws, c->ws_bytes,
+                                              &c->beta, c->zd, c->z, c->bd, c->bias, c->ad, c->yd, c->y);
+    else
+        cudnnConvolutionForward(NULL, &c->alpha, c->xd, c->x, c->wd, c->w, c->cd, c->algo, c->ws, c->ws_bytes, &c->beta,
+                                c->yd, c->y);
 }

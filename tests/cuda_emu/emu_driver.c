@@ -3,7 +3,8 @@
  * allocated, so a plan reading memory nothing wrote shows NaN in its output; copies are checked
  * against the allocations. Loaded in place of libcuda.so.1 through FTL_CUDA_DRIVER_LIBRARY (and
  * FTL_CUDNN_LIBRARY / FTL_CUBLAS_LIBRARY / FTL_NVML_LIBRARY: the same file holds all four, see
- * emu_cudnn.c, emu_cublas.c and emu_nvml.c). Kernels run from their own source (emu_kernels.cpp). */
+ * emu_cudnn.c, emu_cublas.c and emu_nvml.c). Kernels run from their own source (emu_kernels.cpp).
+ * Stream capture records the work and graph launches replay it (see below). */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +13,11 @@
 
 int emu_kernel_launch(const char *name, void **params);
 int emu_kernel_known(const char *name);
+size_t emu_kernel_args_size(const char *name);
+/* Stream capture (for emu_cudnn.c and emu_cublas.c too): while a stream is captured, work is recorded,
+ * not run; a graph launch runs the recording in order. */
+int emu_capturing(void);
+void emu_record(void (*run)(void *arg), void *arg);
 /* Whether [p, p+bytes) lies inside one live allocation (for the other emulated libraries). */
 int emu_valid_range(const void *p, size_t bytes);
 
@@ -138,6 +144,77 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
 }
 CUresult cuModuleUnload(CUmodule m) { free(m); return CUDA_SUCCESS; }
 
+/* Stream capture: the work issued while a stream is captured is recorded (kernels with a copy of
+ * their arguments, cuDNN and cuBLAS calls likewise) and a graph launch runs it in order.
+ * FTL_EMU_NO_GRAPHS=1 makes a driver that refuses to capture; FTL_EMU_TRACE=1 prints the number of
+ * graph launches at exit. */
+typedef struct emu_op { void (*run)(void *); void *arg; } emu_op;
+struct CUgraph_st { emu_op *ops; int n, cap, refs; };
+static struct CUgraph_st *recording;
+static CUstream captured;
+static int graph_launches;
+
+int emu_capturing(void) { return captured != NULL; }
+
+void emu_record(void (*run)(void *arg), void *arg) {
+    if (recording->n == recording->cap) {
+        recording->cap = recording->cap ? 2 * recording->cap : 64;
+        recording->ops = realloc(recording->ops, (size_t)recording->cap * sizeof *recording->ops);
+    }
+    recording->ops[recording->n++] = (emu_op){run, arg};
+}
+
+typedef struct kernel_call { char name[64]; void *args; } kernel_call;
+static void replay_kernel(void *p) {
+    kernel_call *k = p;
+    void *params[] = {k->args};
+    emu_kernel_launch(k->name, params);
+}
+
+static void report_launches(void) { fprintf(stderr, "emulated GPU: %d graph launches\n", graph_launches); }
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+    (void)mode;
+    const char *no = getenv("FTL_EMU_NO_GRAPHS");
+    if (no && strcmp(no, "1") == 0) return CUDA_ERROR_NOT_SUPPORTED;
+    if (captured) return CUDA_ERROR_ILLEGAL_STATE;
+    captured = s;
+    recording = calloc(1, sizeof *recording);
+    recording->refs = 1;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+    if (s != captured) return CUDA_ERROR_ILLEGAL_STATE;
+    captured = NULL;
+    *g = recording;
+    recording = NULL;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) {
+    if (!g || flags) return CUDA_ERROR_INVALID_VALUE;
+    g->refs++;
+    *e = (CUgraphExec)g;
+    return CUDA_SUCCESS;
+}
+static void release(struct CUgraph_st *g) {
+    if (--g->refs > 0) return;
+    for (int i = 0; i < g->n; i++) {
+        if (g->ops[i].run == replay_kernel) free(((kernel_call *)g->ops[i].arg)->args);
+        free(g->ops[i].arg);
+    }
+    free(g->ops);
+    free(g);
+}
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+    (void)s;
+    struct CUgraph_st *g = (struct CUgraph_st *)e;
+    if (!g || captured) return CUDA_ERROR_INVALID_VALUE;
+    if (graph_launches++ == 0 && getenv("FTL_EMU_TRACE")) atexit(report_launches);
+    for (int i = 0; i < g->n; i++) g->ops[i].run(g->ops[i].arg);
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec e) { release((struct CUgraph_st *)e); return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph g) { release(g); return CUDA_SUCCESS; }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, CUstream s, void **params, void **extra) {
     (void)s;
@@ -145,6 +222,15 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         shared)
         return CUDA_ERROR_INVALID_VALUE;
     launches++;
+    if (captured) { /* a copy of the argument struct, run at each graph launch */
+        kernel_call *k = calloc(1, sizeof *k);
+        snprintf(k->name, sizeof k->name, "%s", f->name);
+        size_t size = emu_kernel_args_size(f->name);
+        k->args = malloc(size);
+        memcpy(k->args, params[0], size);
+        emu_record(replay_kernel, k);
+        return CUDA_SUCCESS;
+    }
     return emu_kernel_launch(f->name, params) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
@@ -197,13 +283,6 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags) { (void)flags; *s = cal
 CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) { (void)s; (void)e; (void)flags; return CUDA_SUCCESS; }
-/* Stream capture: like a driver that refuses it, so the plan falls back to launching its steps. */
-CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { (void)s; (void)mode; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuStreamEndCapture(CUstream s, CUgraph *g) { (void)s; *g = NULL; return CUDA_ERROR_ILLEGAL_STATE; }
-CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) { (void)e; (void)g; (void)flags; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e; (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_SUCCESS; }
-CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned int flags) { (void)flags; *e = calloc(1, sizeof **e); return CUDA_SUCCESS; }
 CUresult cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }
 CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }

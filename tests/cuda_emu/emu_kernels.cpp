@@ -83,6 +83,15 @@ extern "C" int emu_kernel_launch(const char *name, void **params) {
     return 0;
 }
 
+extern "C" size_t emu_kernel_args_size(const char *name) {
+    if (!strcmp(name, "ftl_ew")) return sizeof(ka_ew_args);
+    if (!strcmp(name, "ftl_reduce")) return sizeof(ka_reduce_args);
+    if (!strcmp(name, "ftl_pool")) return sizeof(ka_pool_args);
+    if (!strcmp(name, "ftl_softmax") || !strcmp(name, "ftl_layernorm")) return sizeof(ka_rows_args);
+    if (!strcmp(name, "ftl_preprocess")) return sizeof(ka_preprocess_args);
+    return sizeof(ka_fill_args);
+}
+
 extern "C" int emu_kernel_known(const char *name) {
     const char *names[] = {"ftl_ew", "ftl_reduce", "ftl_pool", "ftl_softmax", "ftl_layernorm", "ftl_preprocess", "ftl_fill"};
     for (const char *n : names)

@@ -72,8 +72,8 @@ done 2>&1 >"$d/families.txt" | cat
 xargs -P 2 -n 1 "$CHECK" family <"$d/families.txt" || true
 "$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
 "$CHECK" model "$SHARED/models/mobilenet_v2_1.0_224_features.onnx" 3 224 || true
-# FTL_CUDA_GRAPHS=1 on a driver that cannot capture (the emulated one): the steps run one by one, same numbers
-FTL_CUDA_GRAPHS=1 "$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
+# FTL_CUDA_GRAPHS=1 on a driver that refuses to capture: the steps run one by one, same numbers
+FTL_CUDA_GRAPHS=1 FTL_EMU_NO_GRAPHS=1 "$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
 # a cuDNN with no NHWC algorithm for a convolution: it runs NCHW instead, same numbers
 FTL_EMU_NO_NHWC=1 "$CHECK" ops "$BUILD/ref/nn/ops" || true
 FTL_EMU_NO_NHWC=1 "$CHECK" model "$SHARED/models/mobilenet_v1_0.25_128.onnx" 5 128 || true
@@ -103,6 +103,23 @@ diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
 scale = max(float(np.max(np.abs(x))) for x in a)
 print(f"153 rows: max |gpu - cpu| {diff:.3g} (features up to {scale:.3g})")
 assert diff <= 1e-4 * max(1.0, scale)
+PYEOF
+# CUDA Graphs: 153 rows at batch 16 = 9 runs of the full-batch plan: the first plain, the second captured
+# and launched, the other seven replayed (8 launches), the tail plan plain; the same features
+FTL_CUDA_GRAPHS=1 FTL_EMU_TRACE=1 "$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/graphs.parquet" --device cuda \
+    --batch 16 --quiet 2>"$d/graphs.err"
+grep -q 'emulated GPU: 8 graph launches' "$d/graphs.err" && pass cuda_graphs_replayed || fail cuda_graphs_replayed "$(tail -3 "$d/graphs.err")"
+$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/graphs.parquet', file_row_number=true) ORDER BY i" >"$d/graphs.json"
+$PY - "$d" <<'PYEOF' && pass cuda_graphs_equal_cpu || fail cuda_graphs_equal_cpu "see log"
+import json, sys
+import numpy as np
+d = sys.argv[1]
+a = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/cpu.json"))]
+b = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/graphs.json"))]
+assert len(a) == len(b) == 153, (len(a), len(b))
+diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+print(f"graphs: max |gpu - cpu| {diff:.3g}")
+assert diff <= 1e-4 * max(1.0, max(float(np.max(np.abs(x))) for x in a))
 PYEOF
 $DUCK "SELECT decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet') WHERE decode(key) = 'ftl.device'" | grep -q '"v":"cuda:0 ftl emulated GPU (sm_90' &&
     pass cuda_emulated_device_recorded || fail cuda_emulated_device_recorded "$($DUCK "SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet')")"
