@@ -90,37 +90,30 @@ grep -q 'GPU 42% busy, [0-9.]* GiB in use' "$d/gpu.out" && pass cuda_embed_repor
 # 153 rows at batch 32: four full batches pipelined (each copied while the one before computed), the last run at once
 grep -q '4 of 5 batches copied to it while the one before computed' "$d/gpu.out" && pass cuda_embed_pipelines_batches ||
     fail cuda_embed_pipelines_batches "$(cat "$d/gpu.out")"
-$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/cpu.parquet', file_row_number=true) ORDER BY i" >"$d/cpu.json"
-$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/gpu.parquet', file_row_number=true) ORDER BY i" >"$d/gpu.json"
-$PY - "$d" <<'PYEOF' && pass cuda_emulated_embed_equals_cpu || fail cuda_emulated_embed_equals_cpu "see log"
+# same_features NAME A.parquet B.parquet: all 153 rows' features equal within 1e-4 of the largest
+same_features() {
+    local name=$1 a=$2 b=$3
+    $DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$a', file_row_number=true) ORDER BY i" >"$a.json"
+    $DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$b', file_row_number=true) ORDER BY i" >"$b.json"
+    $PY - "$a.json" "$b.json" <<'PYEOF' && pass "$name" || fail "$name" "see log"
 import json, sys
 import numpy as np
-d = sys.argv[1]
-a = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/cpu.json"))]
-b = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/gpu.json"))]
+a = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(sys.argv[1]))]
+b = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(sys.argv[2]))]
 assert len(a) == len(b) == 153, (len(a), len(b))
 diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
 scale = max(float(np.max(np.abs(x))) for x in a)
 print(f"153 rows: max |gpu - cpu| {diff:.3g} (features up to {scale:.3g})")
 assert diff <= 1e-4 * max(1.0, scale)
 PYEOF
+}
+same_features cuda_emulated_embed_equals_cpu "$d/cpu.parquet" "$d/gpu.parquet"
 # CUDA Graphs: 153 rows at batch 16 = 9 runs of the full-batch plan: the first plain, the second captured
 # and launched, the other seven replayed (8 launches), the tail plan plain; the same features
 FTL_CUDA_GRAPHS=1 FTL_EMU_TRACE=1 "$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/graphs.parquet" --device cuda \
     --batch 16 --quiet 2>"$d/graphs.err"
 grep -q 'emulated GPU: 8 graph launches' "$d/graphs.err" && pass cuda_graphs_replayed || fail cuda_graphs_replayed "$(tail -3 "$d/graphs.err")"
-$DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$d/graphs.parquet', file_row_number=true) ORDER BY i" >"$d/graphs.json"
-$PY - "$d" <<'PYEOF' && pass cuda_graphs_equal_cpu || fail cuda_graphs_equal_cpu "see log"
-import json, sys
-import numpy as np
-d = sys.argv[1]
-a = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/cpu.json"))]
-b = [np.frombuffer(bytes.fromhex(r["f"]), "<f4") for r in json.load(open(d + "/graphs.json"))]
-assert len(a) == len(b) == 153, (len(a), len(b))
-diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
-print(f"graphs: max |gpu - cpu| {diff:.3g}")
-assert diff <= 1e-4 * max(1.0, max(float(np.max(np.abs(x))) for x in a))
-PYEOF
+same_features cuda_graphs_equal_cpu "$d/cpu.parquet" "$d/graphs.parquet"
 $DUCK "SELECT decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet') WHERE decode(key) = 'ftl.device'" | grep -q '"v":"cuda:0 ftl emulated GPU (sm_90' &&
     pass cuda_emulated_device_recorded || fail cuda_emulated_device_recorded "$($DUCK "SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet')")"
 
