@@ -3,6 +3,7 @@
  * libgomp), so the thread count is omp_set_num_threads() on the calling thread; it is set before
  * primitives are created (oneDNN sizes its work split then) and before each run. */
 #include "nn/cpu_plan.h"
+#include "nn/topo.h"
 #include "nn/shape.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -481,14 +482,7 @@ static void plan_free(nn_plan *p) {
 }
 
 static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) p->last_node[n->in[k]] = i;
-        for (int k = 0; k < n->n_post; k++)
-            if (n->post[k].kind == NN_POST_SUM) p->last_node[n->post[k].sum_tensor] = i;
-    }
-    for (int i = 0; i < g->n_outputs; i++) p->last_node[g->outputs[i]] = INT_MAX;
+    nn_graph_last_readers(g, p->last_node);
 
     int in = g->inputs[0], shapes_for = p->batch;
     p->cur_mb = p->node_mb && g->n_nodes > 0 ? p->node_mb[0] : p->batch;

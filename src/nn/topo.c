@@ -3,6 +3,7 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,4 +166,15 @@ int *nn_graph_use_counts(const nn_graph *g) {
             if (g->folds[f].node.in[k] >= 0) uses[g->folds[f].node.in[k]]++;
     for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i]]++;
     return uses;
+}
+
+void nn_graph_last_readers(const nn_graph *g, int *last) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) last[n->in[k]] = i;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM) last[n->post[k].sum_tensor] = i;
+    }
+    for (int i = 0; i < g->n_outputs; i++) last[g->outputs[i]] = INT_MAX;
 }

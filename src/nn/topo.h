@@ -16,5 +16,8 @@ ftl_status nn_graph_sort(nn_graph *g);
 ftl_status nn_graph_prune(nn_graph *g, int feature);
 /* uses[t] = number of live node inputs reading t, +1 when t is a graph output. Caller frees. */
 int *nn_graph_use_counts(const nn_graph *g);
+/* last[t] = the last node reading tensor t (inputs and summed post-ops); graph outputs INT_MAX
+ * (read after the run); 0 for tensors nothing reads. last has n_tensors entries, zeroed. */
+void nn_graph_last_readers(const nn_graph *g, int *last);
 
 #endif

@@ -14,7 +14,7 @@ enum { MIN_DRIVER = 13000 }; /* CUDA 13.0 */
 static cuda_libs libs;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT, nccl_once = PTHREAD_ONCE_INIT, nvml_once = PTHREAD_ONCE_INIT;
 static ftl_status load_status, nccl_status;
-static char load_error[1024], nccl_error[512];
+static char load_error[1024], nccl_error[1024];
 static bool nvml_ok;
 
 #define STR_(x) #x
@@ -45,49 +45,35 @@ static ftl_status failed(ftl_status code, const char *fmt, const char *a, const 
     return code;
 }
 
+/* dlopen of one library and dlsym of its table; "" on success, else what went wrong (load_error). */
+static ftl_status load_table(const char *env, const char *fallback, void **lib, const char *const *names, void ***slots,
+                             int n, const char *missing_fmt, const char *wrong_fmt) {
+    const char *path = library(env, fallback), *missing = NULL;
+    *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*lib) return failed(FTL_E_UNSUPPORTED, missing_fmt, path, dlerror());
+    void *got[64];
+    if (n > 64 || !resolve(*lib, names, got, n, &missing)) return failed(FTL_E_UNSUPPORTED, wrong_fmt, path, missing);
+    for (int i = 0; i < n; i++) *slots[i] = got[i];
+    return FTL_OK;
+}
+
+#define LOAD_TABLE(LIST, env, fallback, lib, missing_fmt, wrong_fmt)                                                    \
+    do {                                                                                                            \
+        static const char *const names[] = {LIST(NAME_OF)};                                                         \
+        void **slots[] = {LIST(SLOT_OF)};                                                                           \
+        FTL_TRY(load_table(env, fallback, &libs.lib, names, slots, (int)(sizeof names / sizeof names[0]), missing_fmt, \
+                           wrong_fmt));                                                                             \
+    } while (0)
+
 static ftl_status load_libraries(void) {
-    const char *path = library("FTL_CUDA_DRIVER_LIBRARY", "libcuda.so.1"), *missing = NULL;
-    libs.driver_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!libs.driver_lib)
-        return failed(FTL_E_UNSUPPORTED, "no NVIDIA driver: %s could not be loaded (%s)", path, dlerror());
-    {
-        static const char *const names[] = {CUDA_DRIVER_FUNCS(NAME_OF)};
-        void **slots[] = {CUDA_DRIVER_FUNCS(SLOT_OF)};
-        void *got[sizeof names / sizeof names[0]];
-        if (!resolve(libs.driver_lib, names, got, (int)(sizeof names / sizeof names[0]), &missing))
-            return failed(FTL_E_UNSUPPORTED, "the NVIDIA driver %s is too old for this build: it has no %s", path, missing);
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) *slots[i] = got[i];
-    }
-    path = library("FTL_CUDNN_LIBRARY", "libcudnn.so.9");
-    libs.cudnn_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!libs.cudnn_lib)
-        return failed(FTL_E_UNSUPPORTED,
-                      "no cuDNN 9: %s could not be loaded (%s); install cuDNN 9 for CUDA 13 or add its lib folder to "
-                      "LD_LIBRARY_PATH",
-                      path, dlerror());
-    {
-        static const char *const names[] = {CUDA_CUDNN_FUNCS(NAME_OF)};
-        void **slots[] = {CUDA_CUDNN_FUNCS(SLOT_OF)};
-        void *got[sizeof names / sizeof names[0]];
-        if (!resolve(libs.cudnn_lib, names, got, (int)(sizeof names / sizeof names[0]), &missing))
-            return failed(FTL_E_UNSUPPORTED, "%s is not the cuDNN 9 this build needs: it has no %s", path, missing);
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) *slots[i] = got[i];
-    }
-    path = library("FTL_CUBLAS_LIBRARY", "libcublas.so.13");
-    libs.cublas_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!libs.cublas_lib)
-        return failed(FTL_E_UNSUPPORTED,
-                      "no cuBLAS: %s could not be loaded (%s); install cuBLAS for CUDA 13 or add its lib folder to "
-                      "LD_LIBRARY_PATH",
-                      path, dlerror());
-    {
-        static const char *const names[] = {CUDA_CUBLAS_FUNCS(NAME_OF)};
-        void **slots[] = {CUDA_CUBLAS_FUNCS(SLOT_OF)};
-        void *got[sizeof names / sizeof names[0]];
-        if (!resolve(libs.cublas_lib, names, got, (int)(sizeof names / sizeof names[0]), &missing))
-            return failed(FTL_E_UNSUPPORTED, "%s is not the cuBLAS this build needs: it has no %s", path, missing);
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) *slots[i] = got[i];
-    }
+    LOAD_TABLE(CUDA_DRIVER_FUNCS, "FTL_CUDA_DRIVER_LIBRARY", "libcuda.so.1", driver_lib,
+               "no NVIDIA driver: %s could not be loaded (%s)", "the NVIDIA driver %s is too old for this build: it has no %s");
+    LOAD_TABLE(CUDA_CUDNN_FUNCS, "FTL_CUDNN_LIBRARY", "libcudnn.so.9", cudnn_lib,
+               "no cuDNN 9: %s could not be loaded (%s); install cuDNN 9 for CUDA 13 or add its lib folder to LD_LIBRARY_PATH",
+               "%s is not the cuDNN 9 this build needs: it has no %s");
+    LOAD_TABLE(CUDA_CUBLAS_FUNCS, "FTL_CUBLAS_LIBRARY", "libcublas.so.13", cublas_lib,
+               "no cuBLAS: %s could not be loaded (%s); install cuBLAS for CUDA 13 or add its lib folder to LD_LIBRARY_PATH",
+               "%s is not the cuBLAS this build needs: it has no %s");
     return FTL_OK;
 }
 
@@ -142,23 +128,15 @@ ftl_status cuda_libs_get(const cuda_libs **out) {
     return FTL_OK;
 }
 
+static ftl_status load_nccl(void) {
+    LOAD_TABLE(CUDA_NCCL_FUNCS, "FTL_NCCL_LIBRARY", "libnccl.so.2", nccl_lib, "no NCCL: %s could not be loaded (%s)",
+               "%s is not the NCCL 2 this build needs: it has no %s");
+    return FTL_OK;
+}
+
 static void nccl_once_fn(void) {
-    const char *path = library("FTL_NCCL_LIBRARY", "libnccl.so.2"), *missing = NULL;
-    libs.nccl_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!libs.nccl_lib) {
-        snprintf(nccl_error, sizeof nccl_error, "no NCCL: %s could not be loaded (%s)", path, dlerror());
-        nccl_status = FTL_E_UNSUPPORTED;
-        return;
-    }
-    static const char *const names[] = {CUDA_NCCL_FUNCS(NAME_OF)};
-    void **slots[] = {CUDA_NCCL_FUNCS(SLOT_OF)};
-    void *got[sizeof names / sizeof names[0]];
-    if (!resolve(libs.nccl_lib, names, got, (int)(sizeof names / sizeof names[0]), &missing)) {
-        snprintf(nccl_error, sizeof nccl_error, "%s is not the NCCL 2 this build needs: it has no %s", path, missing);
-        nccl_status = FTL_E_UNSUPPORTED;
-        return;
-    }
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) *slots[i] = got[i];
+    nccl_status = load_nccl();
+    if (nccl_status != FTL_OK) snprintf(nccl_error, sizeof nccl_error, "%s", load_error);
 }
 
 ftl_status cuda_libs_nccl(const cuda_libs **out) {

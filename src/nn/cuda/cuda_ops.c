@@ -205,16 +205,7 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     if (st != FTL_E_UNSUPPORTED) return st;
     ftl_log_debug("cuda: %s: %s; running it NCHW", label, ftl_last_error());
     ftl_clear_error();
-    for (int i = mark; i < p->n_steps; i++) { /* the NHWC attempt's steps are dropped */
-        cu_step *s = &p->steps[i];
-        if (s->xd) p->L->cudnnDestroyTensorDescriptor(s->xd);
-        if (s->yd) p->L->cudnnDestroyTensorDescriptor(s->yd);
-        if (s->bd) p->L->cudnnDestroyTensorDescriptor(s->bd);
-        if (s->wd) p->L->cudnnDestroyFilterDescriptor(s->wd);
-        if (s->cd) p->L->cudnnDestroyConvolutionDescriptor(s->cd);
-        if (s->ad) p->L->cudnnDestroyActivationDescriptor(s->ad);
-    }
-    p->n_steps = mark;
+    cu_drop_steps(p, mark); /* the NHWC attempt's steps */
     p->n_alts = alts; /* copies those steps would have made */
     p->tval[n->out[0]] = -1;
     return conv_in_layout(p, g, n, CU_LAYOUT_PLAIN, label);

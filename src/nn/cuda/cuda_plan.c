@@ -2,6 +2,7 @@
 #include "nn/cuda/cuda_plan.h"
 #include "nn/cuda_backend.h"
 #include "nn/shape.h"
+#include "nn/topo.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"
@@ -192,6 +193,20 @@ ftl_status cu_ensure(nn_plan *p, int t, int layout, int dtype, int *view) {
     return FTL_OK;
 }
 
+void cu_drop_steps(nn_plan *p, int from) {
+    const cuda_libs *L = p->L;
+    for (int i = from; i < p->n_steps; i++) {
+        cu_step *s = &p->steps[i];
+        if (s->xd) L->cudnnDestroyTensorDescriptor(s->xd);
+        if (s->yd) L->cudnnDestroyTensorDescriptor(s->yd);
+        if (s->bd) L->cudnnDestroyTensorDescriptor(s->bd);
+        if (s->wd) L->cudnnDestroyFilterDescriptor(s->wd);
+        if (s->cd) L->cudnnDestroyConvolutionDescriptor(s->cd);
+        if (s->ad) L->cudnnDestroyActivationDescriptor(s->ad);
+    }
+    p->n_steps = from < p->n_steps ? from : p->n_steps;
+}
+
 cu_step *cu_new_step(nn_plan *p, cu_step_kind kind, const char *label) {
     if (p->n_steps == p->cap_steps) {
         p->cap_steps = p->cap_steps ? 2 * p->cap_steps : 128;
@@ -324,15 +339,7 @@ static void plan_free(nn_plan *p) {
     if (L && p->ctx) {
         L->cuCtxSetCurrent(p->ctx);
         if (p->stream) L->cuStreamSynchronize(p->stream);
-        for (int i = 0; i < p->n_steps; i++) {
-            cu_step *s = &p->steps[i];
-            if (s->xd) L->cudnnDestroyTensorDescriptor(s->xd);
-            if (s->yd) L->cudnnDestroyTensorDescriptor(s->yd);
-            if (s->bd) L->cudnnDestroyTensorDescriptor(s->bd);
-            if (s->wd) L->cudnnDestroyFilterDescriptor(s->wd);
-            if (s->cd) L->cudnnDestroyConvolutionDescriptor(s->cd);
-            if (s->ad) L->cudnnDestroyActivationDescriptor(s->ad);
-        }
+        cu_drop_steps(p, 0);
         for (int i = 0; i < p->n_bufs; i++) L->cuMemFree(p->bufs[i].ptr);
         for (int i = 0; i < p->n_consts; i++) L->cuMemFree(p->consts[i]);
         if (p->search_ws) L->cuMemFree(p->search_ws);
@@ -390,14 +397,7 @@ static ftl_status open_device(nn_plan *p, int ordinal) {
 }
 
 static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) p->last_node[n->in[k]] = i;
-        for (int k = 0; k < n->n_post; k++)
-            if (n->post[k].kind == NN_POST_SUM) p->last_node[n->post[k].sum_tensor] = i;
-    }
-    for (int i = 0; i < g->n_outputs; i++) p->last_node[g->outputs[i]] = INT_MAX;
+    nn_graph_last_readers(g, p->last_node);
 
     int in = g->inputs[0];
     const nn_shape *is = &g->tensors[in].shape;

@@ -153,6 +153,8 @@ ftl_status cu_input_view(nn_plan *p, const nn_graph *g, int t, int *view);
 
 /* Steps */
 cu_step *cu_new_step(nn_plan *p, cu_step_kind kind, const char *label);
+/* Releases steps from..n_steps-1 (their cuDNN descriptors) and forgets them. */
+void cu_drop_steps(nn_plan *p, int from);
 /* out = op(in...) then the node's post-ops, element by element over out's dims; inputs are
  * broadcast to them by ONNX rules (right-aligned, size-1 axes repeat). */
 ftl_status cu_emit_ew(nn_plan *p, const char *label, int out, int op, const int *in, int n_in, const nn_node *post_of,
