@@ -31,7 +31,7 @@ LDLIBS   += $(MPI_LIBS) -ldl
 CUDA     ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
 NVCC     ?= nvcc
 CUDA_ARCHS ?= 75 80 86 89 90
-FATBIN   := $(BUILD)/cuda/kernels.fatbin
+FATBINS  := $(BUILD)/cuda/kernels.fatbin $(BUILD)/cuda/head_kernels.fatbin
 ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC))))
 CUDA_CPPFLAGS := -isystem $(CUDA_HOME)/include
@@ -93,15 +93,15 @@ $(BUILD)/san/%.o: %.c | $(GEN_H)
 $(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 $(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
-# ftl's kernels: one fatbin, embedded in the library by fatbin.S.
-$(FATBIN): src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h
+# ftl's kernels: a fatbin per source (the backbone's, the head's), embedded in the library by fatbin.S.
+$(BUILD)/cuda/%.fatbin: src/nn/cuda/%.cu src/nn/cuda/kernel_args.h src/nn/cuda/head_kernel_args.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -Isrc -O3 -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror --fatbin \
 	  $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
 	  -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) -o $@ $<
-$(BUILD)/obj/src/nn/cuda/fatbin.o $(BUILD)/san/src/nn/cuda/fatbin.o: src/nn/cuda/fatbin.S $(FATBIN)
+$(BUILD)/obj/src/nn/cuda/fatbin.o $(BUILD)/san/src/nn/cuda/fatbin.o: src/nn/cuda/fatbin.S $(FATBINS)
 	@mkdir -p $(dir $@)
-	$(CC) -c -DFTL_CUDA_FATBIN='"$(FATBIN)"' $< -o $@
+	$(CC) -c -DFTL_CUDA_FATBIN='"$(word 1,$(FATBINS))"' -DFTL_CUDA_HEAD_FATBIN='"$(word 2,$(FATBINS))"' $< -o $@
 
 $(BUILD)/libftl.a: $(LIB_OBJS)
 	@rm -f $@
@@ -139,7 +139,8 @@ EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/cuda-emu/%.o,$(wildcard tests
 $(BUILD)/cuda-emu/%.o: tests/cuda_emu/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -O2 $(WARN) -fPIC $(CUDA_CPPFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/cuda-emu/emu_kernels.o: tests/cuda_emu/emu_kernels.cpp src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h
+$(BUILD)/cuda-emu/emu_kernels.o: tests/cuda_emu/emu_kernels.cpp src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h \
+  src/nn/cuda/head_kernels.cu src/nn/cuda/head_kernel_args.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 -O2 $(WARN) -fPIC -Isrc -Itests/cuda_emu/include -c $< -o $@
 $(EMU_LIB): $(EMU_OBJS)

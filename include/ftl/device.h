@@ -10,6 +10,8 @@
 #define FTL_DEVICE_H
 
 #include "ftl/base.h"
+#include "ftl/dist.h"
+#include "ftl/train.h"
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -55,6 +57,18 @@ ftl_device_monitor *ftl_device_monitor_start(const ftl_device *device);
  * False before the first sample. */
 bool ftl_device_monitor_take(ftl_device_monitor *monitor, double *util_percent, double *memory_bytes);
 void ftl_device_monitor_stop(ftl_device_monitor *monitor);
+
+/* The head's training steps on a GPU device (ftl/train.h ftl_head_engine, for
+ * ftl_fit_config.head_engine): cuBLAS GEMMs (fp32) and ftl's kernels for dropout, softmax
+ * cross-entropy, the bias gradient and the optimizers, the same math as the CPU head. A head of
+ * dim x classes, batches of up to max_rows rows to start with (larger ones grow the buffers),
+ * optimizer_slots state vectors (ftl_optimizer.slot_count). With several ranks (collectives
+ * active, one GPU each) the gradients are summed on the devices by NCCL, its unique id broadcast
+ * over the collectives; without NCCL, over the collectives through host memory (a warning says
+ * so). Out of GPU memory is an error naming what did not fit. */
+ftl_status ftl_device_head_engine_create(const ftl_device *device, int64_t dim, int64_t classes, size_t max_rows,
+                                         int optimizer_slots, const ftl_collectives *collectives, ftl_head_engine **engine);
+void ftl_head_engine_free(ftl_head_engine *engine);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,7 @@ ftl_dist_info ftl_dist_get_info(void);
 void ftl_dist_probe_launcher(ftl_dist_info *info);
 /* The stall timeout now in force (tests and --stall-timeout change it). */
 void ftl_dist_set_stall_timeout(double seconds);
+double ftl_dist_stall_timeout_s(void);
 
 /* ---- helpers: NULL or single-rank tables do the local thing ---- */
 

@@ -53,6 +53,7 @@ typedef struct ftl_train_summary {
     int64_t train_rows, val_rows, dim, classes;
     double seconds, features_seconds;
     bool features_cached, features_in_memory, train_cache_reused, val_cache_reused;
+    char head_device[256];        /* where the head trained: "cpu", or the GPU engine's description */
 } ftl_train_summary;
 
 ftl_status ftl_train_run(const ftl_train_options *options, ftl_train_summary *summary);

@@ -205,9 +205,64 @@ typedef struct ftl_optimizer {
 } ftl_optimizer;
 
 ftl_status ftl_optimizer_init(ftl_optimizer *opt, const ftl_optimizer_config *config, size_t param_count);
+/* State vectors the optimizer keeps (what ftl_optimizer.slot_count will be). */
+int ftl_optimizer_slot_count(const ftl_optimizer_config *config);
 void ftl_optimizer_free(ftl_optimizer *opt);
 /* One update of params from grads with learning rate lr (the schedule's value for this step). */
 void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, double lr);
+
+/* One step's scalars, computed in double and rounded to float once: the CPU's update and a
+ * device's (ftl_head_engine) read the same values, so both apply the same IEEE operations. */
+typedef struct ftl_optimizer_update {
+    ftl_optimizer_kind kind;
+    float wd;                   /* weight decay */
+    float b1, omb1, b2, omb2;   /* beta1, 1 - beta1, beta2, 1 - beta2 */
+    float inv_bc2_sqrt, eps;    /* 1 / sqrt(1 - beta2^t) */
+    float c_grad, c_m;          /* nadam: the gradient's and the momentum's coefficients; adam: c_m = -lr / bc1 */
+    float momentum, neg_lr;     /* sgd */
+    bool nesterov, has_momentum;
+} ftl_optimizer_update;
+
+/* The next step's scalars for learning rate lr; advances opt's counters (step, mu_product).
+ * ftl_optimizer_step = this + ftl_optimizer_apply. */
+void ftl_optimizer_next_update(ftl_optimizer *opt, double lr, ftl_optimizer_update *update);
+/* Applies an update to params and opt's state slots. */
+void ftl_optimizer_apply(ftl_optimizer *opt, const ftl_optimizer_update *update, float *params, const float *grads);
+
+/* Per element, in this order and without fused multiply-adds (g = gradient, p = parameter):
+ *   all:   g = g + wd * p                                   (when wd != 0)
+ *   nadam: m = m * b1 + g * omb1;  v = v * b2 + omb2 * (g * g);  r = 1 / (sqrt(v) * inv_bc2_sqrt + eps)
+ *          p = p + c_grad * (g * r);  p = p + c_m * (m * r)
+ *   adam:  m, v as nadam;  p = p + c_m * (m / (sqrt(v) * inv_bc2_sqrt + eps))
+ *   sgd:   with momentum: m = m * momentum + g;  g = nesterov ? g + momentum * m : m
+ *          p = p + neg_lr * g
+ * A device's kernel that follows it gives the CPU's bits. */
+
+/* ======================================================================== head engines */
+
+/* Where the head trains when not on the CPU: a GPU (ftl/device.h ftl_device_head_engine_create).
+ * The trainer's host blocks stay the record: it loads them into the engine when fitting starts
+ * and stores them back after each epoch's steps, so validation, early stopping, checkpoints and a
+ * resume read the same values as on the CPU. */
+typedef struct ftl_head_engine {
+    void *ctx;
+    char description[256];      /* "cuda:0 NVIDIA H200: cuBLAS GEMMs and ftl's kernels; NCCL 2.27.3" */
+    /* params [param_count], then the optimizer's state [slots x param_count] */
+    ftl_status (*load)(void *ctx, const float *params, const float *opt_state, int slots);
+    ftl_status (*store)(void *ctx, float *params, float *opt_state, int slots);
+    /* As ftl_head_train_batch (the same draws and scaling); the gradient stays on the engine. */
+    ftl_status (*train_batch)(void *ctx, const float *x, const int32_t *labels, size_t n, const ftl_row_draws *draws,
+                              float dropout, float grad_scale, ftl_metric_counts *counts);
+    /* The ranks' gradients summed in place on the engine (NCCL); NULL: the trainer copies them
+     * to the host for the collectives and back. */
+    ftl_status (*allreduce)(void *ctx);
+    ftl_status (*grads_to_host)(void *ctx, float *grads);
+    ftl_status (*grads_from_host)(void *ctx, const float *grads);
+    ftl_status (*optimizer_step)(void *ctx, const ftl_optimizer_update *update);
+    /* As ftl_head_evaluate_batch. */
+    ftl_status (*evaluate_batch)(void *ctx, const float *x, const int32_t *labels, size_t n, ftl_metric_counts *counts);
+    void (*destroy)(void *ctx);
+} ftl_head_engine;
 
 typedef enum ftl_lr_scaling {
     FTL_LR_SCALE_NONE,
@@ -483,6 +538,8 @@ typedef struct ftl_fit_config {
     const char *timeline_path;
     /* Fine-tuning: the trained top between the rows and the head (NULL: the rows are the features). */
     const ftl_fit_top *top;
+    /* Where the head's steps run (NULL: the CPU). Not with a top: fine-tuning trains on the CPU. */
+    const ftl_head_engine *head_engine;
     /* The weights the trainer starts from were already measured (phase 1's best): they count as
      * epoch 0, which later epochs must beat to be kept, so the result is never worse on the
      * monitored metric. NULL: none. */

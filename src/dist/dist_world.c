@@ -12,6 +12,7 @@ static const ftl_collectives single_process = {.rank = 0, .world_size = 1, .loca
 static ftl_collectives world_table;
 static const ftl_collectives *world = &single_process;
 static bool started_mpi;
+static double stall_timeout_s = 60; /* what the transport was given (the NCCL watch reads it) */
 
 void ftl_dist_options_init(ftl_dist_options *o) {
     memset(o, 0, sizeof *o);
@@ -71,6 +72,7 @@ ftl_status ftl_dist_init(const ftl_dist_options *options, const ftl_collectives 
                         "rebuild (make clean && make); `ftl --version` says which build you have",
                         info.launcher_size);
     FTL_TRY(dist_transport_start(options, &world_table));
+    stall_timeout_s = options->stall_timeout_s;
     started_mpi = true;
     world = &world_table;
     ftl_log_set_rank(world->rank, world->world_size);
@@ -82,8 +84,11 @@ ftl_status ftl_dist_init(const ftl_dist_options *options, const ftl_collectives 
 const ftl_collectives *ftl_dist_world(void) { return world; }
 
 void ftl_dist_set_stall_timeout(double seconds) {
+    stall_timeout_s = seconds;
     if (started_mpi) dist_transport_set_stall_timeout(&world_table, seconds);
 }
+
+double ftl_dist_stall_timeout_s(void) { return stall_timeout_s; }
 
 ftl_status ftl_dist_finalize(void) {
     if (!started_mpi) return FTL_OK;

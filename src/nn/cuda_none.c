@@ -13,6 +13,13 @@ ftl_status nn_cuda_probe(int ordinal, ftl_device *device) {
 
 const nn_backend *nn_backend_cuda(void) { return NULL; }
 
+ftl_status nn_cuda_head_engine_create(const ftl_device *device, int64_t dim, int64_t classes, size_t max_rows,
+                                      int optimizer_slots, const ftl_collectives *collectives, ftl_head_engine **out) {
+    (void)device, (void)dim, (void)classes, (void)max_rows, (void)optimizer_slots, (void)collectives;
+    *out = NULL;
+    return nn_cuda_probe(0, NULL);
+}
+
 ftl_device_monitor *ftl_device_monitor_start(const ftl_device *device) {
     (void)device;
     return NULL;

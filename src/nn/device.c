@@ -78,3 +78,15 @@ ftl_status ftl_device_select(ftl_device_kind want, int index, ftl_device *d) {
     ftl_clear_error();
     return FTL_OK;
 }
+
+ftl_status ftl_device_head_engine_create(const ftl_device *device, int64_t dim, int64_t classes, size_t max_rows,
+                                         int optimizer_slots, const ftl_collectives *collectives, ftl_head_engine **engine) {
+    *engine = NULL;
+    if (!device || device->kind != FTL_DEVICE_CUDA)
+        return ftl_fail(FTL_E_INVALID_ARG, "a head engine needs a GPU device (the CPU head is ftl_head_*)");
+    return nn_cuda_head_engine_create(device, dim, classes, max_rows, optimizer_slots, collectives, engine);
+}
+
+void ftl_head_engine_free(ftl_head_engine *engine) {
+    if (engine && engine->destroy) engine->destroy(engine->ctx);
+}

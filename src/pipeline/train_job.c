@@ -111,7 +111,8 @@ static char *training_args_json(const ftl_train_options *o) {
 }
 
 /* The log's first line for this run: what ran, on what data and backbone, where. */
-static char *run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info) {
+static char *run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info,
+                             const char *head_device) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"record\":\"run\",\"ftl_version\":\"%s\",\"command\":[\"ftl\"", FTL_VERSION);
     for (int i = 0; i < o->argc; i++) {
@@ -135,10 +136,15 @@ static char *run_record_json(const ftl_train_options *o, int64_t dim, const char
     if (o->val_path) ftl_json_append_string(&b, o->val_path);
     else ftl_strbuf_append(&b, "null", 4);
     ftl_strbuf_printf(&b, ",\"classes\":%s,\"label_offset\":%d,\"precision\":\"%s\",\"conv_algorithm\":\"%s\","
-                          "\"feature_cache\":%s,\"threads\":%d,\"ranks\":%d,\"device\":\"cpu\",\"machine\":{\"host\":",
+                          "\"feature_cache\":%s,\"threads\":%d,\"ranks\":%d,\"device\":\"%s\",\"backbone_device\":",
                       classes_json ? classes_json : "[]", o->embed.label_offset, ftl_nn_precision_name(o->embed.precision),
                       ftl_nn_conv_algorithm_name(o->embed.conv_algorithm), o->feature_cache ? "true" : "false",
-                      o->embed.threads > 0 ? o->embed.threads : ftl_cpu_count(), ftl_dist_size(&o->fit.collectives));
+                      o->embed.threads > 0 ? o->embed.threads : ftl_cpu_count(), ftl_dist_size(&o->fit.collectives),
+                      ftl_device_kind_name(info->device_kind == FTL_DEVICE_CUDA ? FTL_DEVICE_CUDA : FTL_DEVICE_CPU));
+    ftl_json_append_string(&b, info->device ? info->device : "");
+    ftl_strbuf_printf(&b, ",\"head_device\":");
+    ftl_json_append_string(&b, head_device);
+    ftl_strbuf_printf(&b, ",\"machine\":{\"host\":");
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     ftl_json_append_string(&b, host);
@@ -480,15 +486,28 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {"ftl.augment", o->augment_flip ? "flip" : "none"},
     };
     ftl_fit_config fit = o->fit;
-    char *run_record = info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info) : NULL;
+    /* The head trains where the backbone runs: on a GPU, on the GPU engine (fine-tuning's phase 2
+     * keeps its head on the CPU, with the top). */
+    ftl_head_engine *engine = NULL;
+    snprintf(s->head_device, sizeof s->head_device, "cpu");
+    ftl_device gpu;
+    bool on_gpu = st == FTL_OK && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK;
+    if (on_gpu && run_phase1) {
+        st = ftl_device_head_engine_create(&gpu, r.dim, (int64_t)r.class_count, (size_t)fit.batch_size,
+                                           ftl_optimizer_slot_count(&fit.optimizer), &fit.collectives, &engine);
+        if (st == FTL_OK) {
+            fit.head_engine = engine;
+            snprintf(s->head_device, sizeof s->head_device, "%s", engine->description);
+        }
+    }
+    char *run_record = info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info, s->head_device) : NULL;
     fit.run_record = run_record;
     fit.checkpoint_meta = ckpt_meta;
     fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
-    ftl_device gpu;
     ftl_device_monitor *monitor = NULL;
-    if (info && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK)
-        monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
+    if (on_gpu) monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
+    if (engine && fit.epoch_out) fprintf(fit.epoch_out, "Head on %s\n", engine->description);
     if (monitor) {
         fit.device_usage = gpu_usage;
         fit.device_usage_ctx = monitor;
@@ -509,6 +528,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                              ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], run_record, s);
     }
     ftl_trainer_free(trainer);
+    ftl_head_engine_free(engine);
     ftl_device_monitor_stop(monitor);
     free(dim_text);
     free(offset_text);

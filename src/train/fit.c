@@ -79,6 +79,8 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
         free(probe);
     }
     const ftl_fit_top *top = c->top;
+    if (top && c->head_engine)
+        return ftl_fail(FTL_E_UNSUPPORTED, "fine-tuning trains the head on the CPU: it takes no head engine");
     if (top && (top->out_dim != dim || top->max_rows < c->batch_size || !top->bind || !top->forward || !top->backward))
         return ftl_fail(FTL_E_INVALID_ARG, "the trained top gives %lld features for at most %lld rows; the head takes %lld "
                         "and batches have %lld",
@@ -319,6 +321,8 @@ static ftl_status train_step(ftl_trainer *t, const ftl_feature_batch *b, const f
                              ftl_metric_counts *counts, double *top_seconds) {
     float scale = (float)(1.0 / (double)b->global_count);
     const ftl_fit_top *top = t->config.top;
+    const ftl_head_engine *e = t->config.head_engine;
+    if (e) return e->train_batch(e->ctx, b->features, b->labels, b->count, draws, t->head.dropout, scale, counts);
     if (!top) return ftl_head_train_batch(&t->head, b->features, b->labels, b->count, draws, scale, counts);
     *top_seconds = 0;
     size_t rows = (size_t)top->max_rows, chunks = (b->count + rows - 1) / rows;
@@ -364,6 +368,41 @@ static ftl_status evaluate_through_top(ftl_trainer *t, ftl_batch_source *val, ft
     }
 }
 
+/* Validation on the head engine, in the CPU head's batches. */
+static ftl_status evaluate_on_engine(ftl_trainer *t, ftl_batch_source *val, ftl_metric_counts *out) {
+    const ftl_head_engine *e = t->config.head_engine;
+    memset(out, 0, sizeof *out);
+    if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
+    for (;;) {
+        ftl_feature_batch b = {0};
+        FTL_TRY(val->next_batch(val->ctx, (size_t)t->config.eval_batch_size, false, &b));
+        if (b.count == 0) return FTL_OK;
+        FTL_TRY(e->evaluate_batch(e->ctx, b.features, b.labels, b.count, out));
+    }
+}
+
+/* The gradients' sum over ranks: on the engine when it has a collective of its own. */
+static ftl_status allreduce_grads(ftl_trainer *t) {
+    const ftl_collectives *col = &t->config.collectives;
+    const ftl_head_engine *e = t->config.head_engine;
+    if (!e) return ftl_dist_allreduce_f32(col, t->grads, t->param_count);
+    if (e->allreduce) return e->allreduce(e->ctx);
+    FTL_TRY(e->grads_to_host(e->ctx, t->grads));
+    FTL_TRY(ftl_dist_allreduce_f32(col, t->grads, t->param_count));
+    return e->grads_from_host(e->ctx, t->grads);
+}
+
+static ftl_status optimizer_step(ftl_trainer *t, double lr) {
+    const ftl_head_engine *e = t->config.head_engine;
+    if (!e) {
+        ftl_optimizer_step(&t->opt, t->params, t->grads, lr);
+        return FTL_OK;
+    }
+    ftl_optimizer_update u;
+    ftl_optimizer_next_update(&t->opt, lr, &u);
+    return e->optimizer_step(e->ctx, &u);
+}
+
 ftl_status ftl_trainer_evaluate(ftl_trainer *t, ftl_batch_source *source, ftl_metric_counts *out) {
     FTL_TRY(t->config.top ? evaluate_through_top(t, source, out)
                           : ftl_head_evaluate(&t->head, source, (size_t)t->config.eval_batch_size, out));
@@ -403,11 +442,11 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         if (ftl_dist_active(col)) {
             /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
             ftl_dist_set_context(col, t->step, "the gradient allreduce");
-            FTL_TRY(ftl_dist_allreduce_f32(col, t->grads, t->param_count));
+            FTL_TRY(allreduce_grads(t));
         }
         double t3 = ftl_now();
         lr = ftl_lr_schedule_at(sched, t->step);
-        ftl_optimizer_step(&t->opt, t->params, t->grads, lr);
+        FTL_TRY(optimizer_step(t, lr));
         t->step++;
         double t4 = ftl_now();
         head_s += (t2 - t1 - top_s) + (t4 - t3);
@@ -416,6 +455,9 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         if (ftl_dist_active(col)) ftl_timeline_span(&t->timeline, "allreduce", t2, t3, t->step - 1);
         ftl_timeline_span(&t->timeline, "optimizer", t3, t4, t->step - 1);
     }
+    /* The host blocks are the record (validation, early stopping, checkpoints). */
+    const ftl_head_engine *e = c->head_engine;
+    if (e) FTL_TRY(e->store(e->ctx, t->params, t->opt.state, t->opt.slot_count));
     ftl_dist_set_context(col, t->step, "the training metrics");
     FTL_TRY(reduce_counts(col, &counts));
     log->steps = steps;
@@ -437,7 +479,8 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         double v0 = ftl_now();
         ftl_metric_counts vc;
         ftl_status st = c->top ? evaluate_through_top(t, val, &vc)
-                               : ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
+                        : e ? evaluate_on_engine(t, val, &vc)
+                            : ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
         ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));
@@ -521,6 +564,8 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     if (c->initial && t->tracking && t->epoch == 0 && !t->finished)
         ftl_early_stopping_seed(&t->es, monitored_value(m, c->initial), t->params);
     ftl_status s = ftl_timeline_open(&t->timeline, c->timeline_path, col);
+    if (s == FTL_OK && c->head_engine && !t->finished && t->epoch < c->epochs)
+        s = c->head_engine->load(c->head_engine->ctx, t->params, t->opt.state, t->opt.slot_count);
     while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {
         ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
         double start = ftl_now();

@@ -47,6 +47,11 @@ ftl_status ftl_optimizer_kind_parse(const char *name, ftl_optimizer_kind *out) {
     return ftl_fail(FTL_E_INVALID_ARG, "unknown optimizer \"%s\" (expected nadam, adam or sgd)", name);
 }
 
+int ftl_optimizer_slot_count(const ftl_optimizer_config *c) {
+    if (c->kind == FTL_OPTIMIZER_SGD) return c->momentum > 0 ? 1 : 0;
+    return 2;
+}
+
 static ftl_status check_config(const ftl_optimizer_config *c) {
     if (!(c->lr >= 0) || !isfinite(c->lr)) return ftl_fail(FTL_E_INVALID_ARG, "learning rate %g must be >= 0", c->lr);
     if (!(c->weight_decay >= 0)) return ftl_fail(FTL_E_INVALID_ARG, "weight decay %g must be >= 0", c->weight_decay);
@@ -71,8 +76,7 @@ ftl_status ftl_optimizer_init(ftl_optimizer *opt, const ftl_optimizer_config *co
     opt->mu_product = 1.0;
     opt->pool_site = calloc(1, sizeof *opt->pool_site);
     if (!opt->pool_site) return ftl_fail(FTL_E_NOMEM, "out of memory");
-    if (config->kind == FTL_OPTIMIZER_SGD) opt->slot_count = config->momentum > 0 ? 1 : 0;
-    else opt->slot_count = 2;
+    opt->slot_count = ftl_optimizer_slot_count(config);
     if (opt->slot_count) {
         opt->state = ftl_train_alloc_floats((size_t)opt->slot_count * param_count);
         opt->m = opt->state;
@@ -91,31 +95,24 @@ void ftl_optimizer_free(ftl_optimizer *opt) {
 /* ---------------------------------------------------------------- element-wise updates */
 
 typedef struct update_args {
-    ftl_optimizer_kind kind;
+    ftl_optimizer_update u;
     size_t total;         /* elements in the block */
     float *p;
     const float *g;
     float *m, *v;
-    float wd;             /* weight decay */
-    float b1, omb1;       /* beta1, 1 - beta1 */
-    float b2, omb2;       /* beta2, 1 - beta2 */
-    float inv_bc2_sqrt, eps; /* 1 / sqrt(1 - beta2^t) */
-    float c_grad, c_m;    /* nadam: the two addcdiv values; adam: c_m = -lr / bc1 */
-    float momentum, neg_lr;
-    bool nesterov, has_momentum;
 } update_args;
 
 /* V: vector type, W: lanes, L/S: load/store, B: broadcast, SQ: sqrt. */
 #define UPDATE_BODY(V, W, L, S, B, SQ)                                                                    \
     size_t i = begin;                                                                                     \
-    const V wd = B(a->wd), b1 = B(a->b1), omb1 = B(a->omb1), b2 = B(a->b2), omb2 = B(a->omb2);           \
-    const V ibcs = B(a->inv_bc2_sqrt), eps = B(a->eps), cg = B(a->c_grad), cm = B(a->c_m), one = B(1.0f);  \
-    const V mom = B(a->momentum), nlr = B(a->neg_lr);                                                     \
-    switch (a->kind) {                                                                                    \
+    const V wd = B(a->u.wd), b1 = B(a->u.b1), omb1 = B(a->u.omb1), b2 = B(a->u.b2), omb2 = B(a->u.omb2);           \
+    const V ibcs = B(a->u.inv_bc2_sqrt), eps = B(a->u.eps), cg = B(a->u.c_grad), cm = B(a->u.c_m), one = B(1.0f);  \
+    const V mom = B(a->u.momentum), nlr = B(a->u.neg_lr);                                                     \
+    switch (a->u.kind) {                                                                                    \
     case FTL_OPTIMIZER_NADAM:                                                                             \
         for (; i + W <= end; i += W) {                                                                    \
             V g = L(a->g + i), p = L(a->p + i);                                                           \
-            if (a->wd != 0.0f) g = g + wd * p;                                                            \
+            if (a->u.wd != 0.0f) g = g + wd * p;                                                            \
             V m = L(a->m + i) * b1 + g * omb1;                                                            \
             V v = L(a->v + i) * b2 + omb2 * (g * g);                                                      \
             S(a->m + i, m);                                                                               \
@@ -129,7 +126,7 @@ typedef struct update_args {
     case FTL_OPTIMIZER_ADAM:                                                                              \
         for (; i + W <= end; i += W) {                                                                    \
             V g = L(a->g + i), p = L(a->p + i);                                                           \
-            if (a->wd != 0.0f) g = g + wd * p;                                                            \
+            if (a->u.wd != 0.0f) g = g + wd * p;                                                            \
             V m = L(a->m + i) * b1 + g * omb1;                                                            \
             V v = L(a->v + i) * b2 + omb2 * (g * g);                                                      \
             S(a->m + i, m);                                                                               \
@@ -140,11 +137,11 @@ typedef struct update_args {
     case FTL_OPTIMIZER_SGD:                                                                               \
         for (; i + W <= end; i += W) {                                                                    \
             V g = L(a->g + i), p = L(a->p + i);                                                           \
-            if (a->wd != 0.0f) g = g + wd * p;                                                            \
-            if (a->has_momentum) {                                                                        \
+            if (a->u.wd != 0.0f) g = g + wd * p;                                                            \
+            if (a->u.has_momentum) {                                                                        \
                 V buf = L(a->m + i) * mom + g;                                                            \
                 S(a->m + i, buf);                                                                         \
-                if (a->nesterov) g = g + mom * buf;                                                       \
+                if (a->u.nesterov) g = g + mom * buf;                                                       \
                 else g = buf;                                                                             \
             }                                                                                             \
             S(a->p + i, p + nlr * g);                                                                     \
@@ -193,18 +190,11 @@ static void update_part(void *ctx, int part, int parts) {
     if (b < e) update_range(a, b, e);
 }
 
-void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, double lr) {
+void ftl_optimizer_next_update(ftl_optimizer *opt, double lr, ftl_optimizer_update *a) {
     const ftl_optimizer_config *c = &opt->config;
     int64_t t = opt->step + 1;
-    update_args task;
-    memset(&task, 0, sizeof task);
-    update_args *a = &task;
-    a->total = opt->param_count;
+    memset(a, 0, sizeof *a);
     a->kind = c->kind;
-    a->p = params;
-    a->g = grads;
-    a->m = opt->m;
-    a->v = opt->v;
     a->wd = (float)c->weight_decay;
     a->b1 = (float)c->beta1;
     a->omb1 = (float)(1.0 - c->beta1);
@@ -230,10 +220,20 @@ void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, d
         a->nesterov = c->nesterov;
         a->neg_lr = (float)-lr;
     }
+    opt->step = t;
+}
+
+void ftl_optimizer_apply(ftl_optimizer *opt, const ftl_optimizer_update *update, float *params, const float *grads) {
+    update_args task = {.u = *update, .total = opt->param_count, .p = params, .g = grads, .m = opt->m, .v = opt->v};
     /* ~16k elements per part: below that, handing work to another thread costs more than it saves. */
     int parts = ftl_pool_parts_for((double)opt->param_count, 16384.0);
     ftl_pool_run_adaptive(opt->pool_site, parts, update_part, &task, (double)opt->param_count);
-    opt->step = t;
+}
+
+void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, double lr) {
+    ftl_optimizer_update u;
+    ftl_optimizer_next_update(opt, lr, &u);
+    ftl_optimizer_apply(opt, &u, params, grads);
 }
 
 /* ---------------------------------------------------------------- learning-rate schedule */

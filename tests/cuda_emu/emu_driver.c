@@ -27,7 +27,8 @@ struct CUfunc_st { char name[64]; };
 struct CUstream_st { int id; };
 struct CUevent_st { int id; };
 
-static struct CUctx_st the_context;
+enum { MAX_DEVICES = 16 };
+static struct CUctx_st contexts[MAX_DEVICES]; /* each device's primary context */
 static int launches;
 
 typedef struct allocation { char *p; size_t bytes; } allocation;
@@ -97,8 +98,8 @@ CUresult cuGetErrorString(CUresult r, const char **s) {
 }
 CUresult cuDeviceGetCount(int *n) { *n = env_int("FTL_EMU_DEVICES", 1); return CUDA_SUCCESS; }
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
-    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-    *d = 0;
+    if (ordinal < 0 || ordinal >= env_int("FTL_EMU_DEVICES", 1) || ordinal >= MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ordinal;
     return CUDA_SUCCESS;
 }
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
@@ -114,10 +115,22 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
     return CUDA_SUCCESS;
 }
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice d) { (void)d; *bytes = (size_t)8 << 30; return CUDA_SUCCESS; }
-CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d) { (void)d; snprintf(id, (size_t)len, "0000:00:00.0"); return CUDA_SUCCESS; }
-CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { (void)d; *c = &the_context; return CUDA_SUCCESS; }
+CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d) { snprintf(id, (size_t)len, "0000:%02x:00.0", d); return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    if (d < 0 || d >= MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    contexts[d].device = d;
+    *c = &contexts[d];
+    return CUDA_SUCCESS;
+}
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) { (void)d; return CUDA_SUCCESS; }
-CUresult cuCtxSetCurrent(CUcontext c) { return c == &the_context ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
+static int current_device = -1;
+int emu_current_device(void); /* for emu_nccl.c: which GPU a rank's communicator is on */
+int emu_current_device(void) { return current_device; }
+CUresult cuCtxSetCurrent(CUcontext c) {
+    if (!(c >= contexts && c < contexts + MAX_DEVICES)) return CUDA_ERROR_INVALID_CONTEXT;
+    current_device = c->device;
+    return CUDA_SUCCESS;
+}
 CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
@@ -282,6 +295,7 @@ CUresult cuMemGetInfo(size_t *free_b, size_t *total) {
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) { (void)flags; *s = calloc(1, sizeof **s); return CUDA_SUCCESS; }
 CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; } /* the emulated device runs work as it is issued */
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) { (void)s; (void)e; (void)flags; return CUDA_SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned int flags) { (void)flags; *e = calloc(1, sizeof **e); return CUDA_SUCCESS; }
 CUresult cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }

@@ -22,18 +22,27 @@ static const emu_uint3 blockIdx = {0, 0, 0}, blockDim = {32, 1, 1}, gridDim = {1
 
 enum { LANES = 32, LANE_STACK = 256 << 10 };
 static ucontext_t scheduler, lane_ctx[LANES];
-static float slots[2][LANES];
+static double slots[2][LANES]; /* float, int and double values all fit a double exactly */
 static unsigned shuffles[LANES];
 
-static float __shfl_xor_sync(unsigned, float v, int mask) {
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int mask) {
     unsigned lane = threadIdx.x, phase = shuffles[lane]++ & 1;
-    slots[phase][lane] = v;
+    slots[phase][lane] = (double)v;
     swapcontext(&lane_ctx[lane], &scheduler); /* the other lanes post theirs */
-    return slots[phase][lane ^ (unsigned)mask];
+    return (T)slots[phase][lane ^ (unsigned)mask];
 }
+/* A yield like a shuffle: the warp's lanes all reach it before any goes on. */
+static void __syncwarp(unsigned = 0xffffffffu) { (void)__shfl_xor_sync(0u, 0.0f, 0); }
+/* Round-to-nearest arithmetic that is never fused (the host compiler contracts nothing in ISO mode). */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 #include "nn/cuda/kernels.cu"
+#include "nn/cuda/head_kernels.cu"
 
 static std::function<void()> job;
 static bool lane_done[LANES];
@@ -79,6 +88,10 @@ extern "C" int emu_kernel_launch(const char *name, void **params) {
     else if (!strcmp(name, "ftl_layernorm")) run_warp(ftl_layernorm, params);
     else if (!strcmp(name, "ftl_preprocess")) run_warp(ftl_preprocess, params);
     else if (!strcmp(name, "ftl_fill")) run_warp(ftl_fill, params);
+    else if (!strcmp(name, "ftl_head_dropout")) run_warp(ftl_head_dropout, params);
+    else if (!strcmp(name, "ftl_head_softmax_ce")) run_warp(ftl_head_softmax_ce, params);
+    else if (!strcmp(name, "ftl_head_bias_grad")) run_warp(ftl_head_bias_grad, params);
+    else if (!strcmp(name, "ftl_head_optimizer")) run_warp(ftl_head_optimizer, params);
     else return -1;
     return 0;
 }
@@ -89,11 +102,16 @@ extern "C" size_t emu_kernel_args_size(const char *name) {
     if (!strcmp(name, "ftl_pool")) return sizeof(ka_pool_args);
     if (!strcmp(name, "ftl_softmax") || !strcmp(name, "ftl_layernorm")) return sizeof(ka_rows_args);
     if (!strcmp(name, "ftl_preprocess")) return sizeof(ka_preprocess_args);
+    if (!strcmp(name, "ftl_head_dropout")) return sizeof(ka_dropout_args);
+    if (!strcmp(name, "ftl_head_softmax_ce")) return sizeof(ka_ce_args);
+    if (!strcmp(name, "ftl_head_bias_grad")) return sizeof(ka_bias_grad_args);
+    if (!strcmp(name, "ftl_head_optimizer")) return sizeof(ka_optimizer_args);
     return sizeof(ka_fill_args);
 }
 
 extern "C" int emu_kernel_known(const char *name) {
-    const char *names[] = {"ftl_ew", "ftl_reduce", "ftl_pool", "ftl_softmax", "ftl_layernorm", "ftl_preprocess", "ftl_fill"};
+    const char *names[] = {"ftl_ew", "ftl_reduce", "ftl_pool", "ftl_softmax", "ftl_layernorm", "ftl_preprocess", "ftl_fill",
+                           "ftl_head_dropout", "ftl_head_softmax_ce", "ftl_head_bias_grad", "ftl_head_optimizer"};
     for (const char *n : names)
         if (!strcmp(n, name)) return 1;
     return 0;

@@ -137,6 +137,64 @@ busy = [e for e in events if e.get("ph") == "C" and e["name"] == "GPU busy %"]
 print(len(events), "events,", len(busy), "GPU busy samples:", [e["args"]["value"] for e in busy])
 assert len(busy) == 2 and all(e["args"]["value"] == 42 for e in busy)
 PYEOF
+# ---- the head on the GPU: cuBLAS GEMMs, ftl's kernels, NCCL between ranks
+"$CHECK" head || true
+grep -q "^Head on cuda:0 ftl emulated GPU: cuBLAS GEMMs and ftl's kernels; one rank" "$d/train_gpu.out" &&
+    grep -q '"head_device":"cuda:0 ftl emulated GPU: cuBLAS' "$d/gpu.jsonl" && grep -q '"head_device":"cpu"' "$d/cpu.jsonl" &&
+    ! grep -q '^Head on' "$d/train_cpu.out" && pass cuda_train_head_on_the_gpu ||
+    fail cuda_train_head_on_the_gpu "$(head -2 "$d/train_gpu.out"; grep -o '"head_device":"[^"]*"' "$d/gpu.jsonl" "$d/cpu.jsonl")"
+$PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/gpu.ftl" >"$d/gpu.ftl.json" 2>/dev/null
+$PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/cpu.ftl" >"$d/cpu.ftl.json" 2>/dev/null
+same_head() {  # NAME A B TOLERANCE: the epochs' metrics and the head's weights of two runs
+    $PY - "$d/$2" "$d/$3" "$4" <<'PYEOF' && pass "$1" || fail "$1" "see log"
+import json, sys
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+epochs = lambda f: [r for r in map(json.loads, open(f)) if r.get("record") == "epoch"]
+la, lb = epochs(a + ".jsonl"), epochs(b + ".jsonl")
+assert len(la) == len(lb) == 2, (len(la), len(lb))
+for x, y in zip(la, lb):
+    for k in ("loss", "acc", "val_loss", "val_acc"):
+        assert abs(x[k] - y[k]) <= tol * max(1, abs(x[k])), (k, x["epoch"], x[k], y[k])
+ma, mb = json.load(open(a + ".ftl.json")), json.load(open(b + ".ftl.json"))
+for t in ("head.kernel", "head.bias"):
+    va, vb = [float(v) for v in ma["tensors"][t]["values"]], [float(v) for v in mb["tensors"][t]["values"]]
+    worst = max(abs(p - q) for p, q in zip(va, vb)) / max(abs(q) for q in vb)
+    print(t, "largest difference relative to the largest weight:", worst)
+    assert len(va) == len(vb) and worst <= tol, (t, worst)
+PYEOF
+}
+# the GPU run's features equal the CPU's up to fp32 rounding, so its head ends where the CPU's does
+same_head cuda_train_gpu_head_equals_cpu_head gpu cpu 1e-4
+if command -v mpirun >/dev/null 2>&1; then
+    # two ranks, one emulated GPU each (the local rank picks it), gradients summed by the emulated
+    # NCCL (which refuses two ranks on one GPU, as NCCL does): the one-GPU run's model
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FTL_NCCL_LIBRARY="$EMU"
+    MPI=(mpirun --oversubscribe --bind-to none -x FTL_CUDA_DRIVER_LIBRARY -x FTL_CUDNN_LIBRARY -x FTL_CUBLAS_LIBRARY
+        -x FTL_NVML_LIBRARY -x FTL_NCCL_LIBRARY -x FTL_EMU_DEVICES -x TMPDIR)
+    mkdir -p "$d/nccl_tmp"
+    NP2=(train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --batch 8 --cache-dir "$d/cache"
+        --threads 1 --device cuda --quiet)
+    if FTL_EMU_DEVICES=2 TMPDIR="$d/nccl_tmp" "${MPI[@]}" -np 2 "$FTL" "${NP2[@]}" --out "$d/np2.ftl" --log "$d/np2.jsonl" \
+        >"$d/np2.out" 2>"$d/np2.err"; then
+        pass cuda_nccl_two_ranks_run
+    else
+        fail cuda_nccl_two_ranks_run "$(grep -v '^\[' "$d/np2.err" | tail -4)"
+    fi
+    grep -q "^Head on cuda:0 ftl emulated GPU: cuBLAS GEMMs and ftl's kernels; NCCL 2\.[0-9.]*$" "$d/np2.out" &&
+        [ -z "$(ls "$d/nccl_tmp")" ] && pass cuda_nccl_head_named_and_cleaned_up ||
+        fail cuda_nccl_head_named_and_cleaned_up "$(head -1 "$d/np2.out"); left: $(ls "$d/nccl_tmp")"
+    $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/np2.ftl" >"$d/np2.ftl.json" 2>/dev/null
+    same_head cuda_nccl_two_ranks_equal_one_gpu np2 gpu 1e-5
+    FTL_EMU_DEVICES=1 TMPDIR="$d/nccl_tmp" "${MPI[@]}" -np 2 "$FTL" "${NP2[@]}" --out "$d/np2b.ftl" >/dev/null 2>"$d/np2b.err"
+    rc=$?
+    [ "$rc" -ne 0 ] && grep -q 'rank [01]: 2 ranks on this host but 1 visible GPU: NCCL needs a GPU of its own for each rank' "$d/np2b.err" &&
+        [ ! -e "$d/np2b.ftl" ] && pass cuda_nccl_more_ranks_than_gpus_refused ||
+        fail cuda_nccl_more_ranks_than_gpus_refused "rc $rc: $(grep -v '^\[' "$d/np2b.err" | head -3)"
+else
+    for t in two_ranks_run head_named_and_cleaned_up two_ranks_equal_one_gpu more_ranks_than_gpus_refused; do
+        skip "cuda_nccl_$t" "mpirun (openmpi-bin) is not installed"
+    done
+fi
 # The algorithm choice: the emulated cuDNN times a DEFAULT_MATH row fastest (TF32 on a real GPU: fp32 must
 # pass it by, tf32 may take it), then a non-deterministic one (fp32's choice), then a deterministic one
 # (--deterministic's)

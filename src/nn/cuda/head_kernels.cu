@@ -1,0 +1,132 @@
+/* The head's CUDA kernels, beside cuBLAS's GEMMs (cuda_head.c): dropout with the CPU's random
+ * streams, softmax cross-entropy, the bias gradient and the optimizers. Their arithmetic follows
+ * the CPU head's, operation by operation: the dropout masks and the optimizer's updates are the
+ * CPU's bits (the _rn intrinsics are never fused into multiply-adds), the bias gradient sums rows
+ * in the CPU's order; only softmax's exponentials and sums may differ in the last bits. */
+#include "nn/cuda/head_kernel_args.h"
+
+__device__ static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__device__ static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+__device__ static uint64_t xoshiro_next(uint64_t *s) {
+    uint64_t result = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+extern "C" __global__ void ftl_head_dropout(ka_dropout_args a) {
+    const uint32_t *positions = reinterpret_cast<const uint32_t *>(a.positions);
+    for (int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; row < a.rows; row += (int64_t)gridDim.x * blockDim.x) {
+        int64_t position = positions ? (int64_t)positions[row] : a.position_base + row;
+        uint64_t x = a.seed ^ 0x6A09E667F3BCC909ull, k1 = splitmix64(&x);
+        x = k1 ^ ((uint64_t)a.step * 0x9E3779B97F4A7C15ull);
+        uint64_t k2 = splitmix64(&x), s[4];
+        x = k2 ^ ((uint64_t)position * 0xBF58476D1CE4E5B9ull) ^ 0x94D049BB133111EBull;
+        for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
+        const float *in = reinterpret_cast<const float *>(a.in) + row * a.dim;
+        float *out = reinterpret_cast<float *>(a.out) + row * a.dim;
+        for (int64_t i = 0; i < a.dim; i += 4) {
+            uint64_t r = xoshiro_next(s);
+            for (int k = 0; k < 4 && i + k < a.dim; k++)
+                out[i + k] = ((r >> (16 * k)) & 0xFFFF) < a.threshold ? __fmul_rn(in[i + k], a.scale) : 0.0f;
+        }
+    }
+}
+
+/* The larger value, the lower index on ties: the CPU's first maximum. */
+__device__ static void warp_argmax(float *m, int *arg) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float om = __shfl_xor_sync(0xffffffffu, *m, o);
+        int oa = __shfl_xor_sync(0xffffffffu, *arg, o);
+        if (om > *m || (om == *m && oa < *arg)) *m = om, *arg = oa;
+    }
+}
+
+__device__ static double warp_sum_f64(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+extern "C" __global__ void ftl_head_softmax_ce(ka_ce_args a) {
+    int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    int lane = threadIdx.x % 32;
+    const float *bias = reinterpret_cast<const float *>(a.bias);
+    const int32_t *labels = reinterpret_cast<const int32_t *>(a.labels);
+    for (int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; r < a.rows; r += warps) {
+        float *z = reinterpret_cast<float *>(a.logits) + r * a.classes;
+        float m = -INFINITY;
+        int arg = 0x7fffffff;
+        for (int64_t j = lane; j < a.classes; j += 32) {
+            float v = __fadd_rn(z[j], bias[j]);
+            z[j] = v;
+            if (v > m || arg == 0x7fffffff) m = v, arg = (int)j;
+        }
+        __syncwarp(); /* every lane's z[j] + bias written before lane 0 reads the label's */
+        warp_argmax(&m, &arg);
+        double sum = 0;
+        for (int64_t j = lane; j < a.classes; j += 32) sum += (double)expf(fmaxf(z[j] - m, -87.0f));
+        sum = warp_sum_f64(sum);
+        int y = labels[r];
+        if (lane == 0) {
+            reinterpret_cast<double *>(a.loss)[r] = log(sum) + (double)m - (double)z[y];
+            reinterpret_cast<int32_t *>(a.correct)[r] = arg == y;
+        }
+        if (!a.dz) continue;
+        float inv = (float)(1.0 / sum), *d = reinterpret_cast<float *>(a.dz) + r * a.classes;
+        for (int64_t j = lane; j < a.classes; j += 32) {
+            float g = __fmul_rn(__fmul_rn(expf(fmaxf(z[j] - m, -87.0f)), inv), a.grad_scale);
+            d[j] = j == y ? __fsub_rn(g, a.grad_scale) : g;
+        }
+    }
+}
+
+extern "C" __global__ void ftl_head_bias_grad(ka_bias_grad_args a) {
+    const float *dz = reinterpret_cast<const float *>(a.dz);
+    float *out = reinterpret_cast<float *>(a.out);
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < a.classes; j += (int64_t)gridDim.x * blockDim.x) {
+        float s = dz[j];
+        for (int64_t i = 1; i < a.rows; i++) s = __fadd_rn(s, dz[i * a.classes + j]);
+        out[j] = s;
+    }
+}
+
+extern "C" __global__ void ftl_head_optimizer(ka_optimizer_args a) {
+    float *P = reinterpret_cast<float *>(a.params), *M = reinterpret_cast<float *>(a.m), *V = reinterpret_cast<float *>(a.v);
+    const float *G = reinterpret_cast<const float *>(a.grads);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.count; i += (int64_t)gridDim.x * blockDim.x) {
+        float g = G[i], p = P[i];
+        if (a.wd != 0.0f) g = __fadd_rn(g, __fmul_rn(a.wd, p));
+        if (a.kind == KA_OPT_SGD) {
+            if (a.has_momentum) {
+                float buf = __fadd_rn(__fmul_rn(M[i], a.momentum), g);
+                M[i] = buf;
+                g = a.nesterov ? __fadd_rn(g, __fmul_rn(a.momentum, buf)) : buf;
+            }
+            P[i] = __fadd_rn(p, __fmul_rn(a.neg_lr, g));
+            continue;
+        }
+        float m = __fadd_rn(__fmul_rn(M[i], a.b1), __fmul_rn(g, a.omb1));
+        float v = __fadd_rn(__fmul_rn(V[i], a.b2), __fmul_rn(a.omb2, __fmul_rn(g, g)));
+        M[i] = m;
+        V[i] = v;
+        float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v), a.inv_bc2_sqrt), a.eps);
+        if (a.kind == KA_OPT_NADAM) {
+            float r = __fdiv_rn(1.0f, denom);
+            p = __fadd_rn(p, __fmul_rn(a.c_grad, __fmul_rn(g, r)));
+            P[i] = __fadd_rn(p, __fmul_rn(a.c_m, __fmul_rn(m, r)));
+        } else {
+            P[i] = __fadd_rn(p, __fmul_rn(a.c_m, __fdiv_rn(m, denom)));
+        }
+    }
+}
