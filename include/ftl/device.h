@@ -63,9 +63,10 @@ void ftl_device_monitor_stop(ftl_device_monitor *monitor);
  * cross-entropy, the bias gradient and the optimizers, the same math as the CPU head. A head of
  * dim x classes, batches of up to max_rows rows to start with (larger ones grow the buffers),
  * optimizer_slots state vectors (ftl_optimizer.slot_count). With several ranks (collectives
- * active, one GPU each) the gradients are summed on the devices by NCCL, its unique id broadcast
- * over the collectives; without NCCL, over the collectives through host memory (a warning says
- * so). Out of GPU memory is an error naming what did not fit. */
+ * active, one GPU each; or one rank whose collectives table has a broadcast, as under mpirun) the
+ * gradients are summed on the devices by NCCL, its unique id broadcast over the collectives;
+ * without NCCL, over the collectives through host memory (a warning says so). collectives NULL:
+ * one process, no NCCL. Out of GPU memory is an error naming what did not fit. */
 ftl_status ftl_device_head_engine_create(const ftl_device *device, int64_t dim, int64_t classes, size_t max_rows,
                                          int optimizer_slots, const ftl_collectives *collectives, ftl_head_engine **engine);
 void ftl_head_engine_free(ftl_head_engine *engine);

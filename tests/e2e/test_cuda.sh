@@ -48,7 +48,7 @@ else
 fi
 
 # ---- the emulated GPU ----
-export FTL_CUDA_DRIVER_LIBRARY="$EMU" FTL_CUDNN_LIBRARY="$EMU" FTL_CUBLAS_LIBRARY="$EMU" FTL_NVML_LIBRARY="$EMU"
+export FTL_CUDA_DRIVER_LIBRARY="$EMU" FTL_CUDNN_LIBRARY="$EMU" FTL_CUBLAS_LIBRARY="$EMU" FTL_NVML_LIBRARY="$EMU" FTL_NCCL_LIBRARY="$EMU"
 expect_error cuda_no_gpu 1 '--device cuda: no GPU: the NVIDIA driver sees no CUDA device' env FTL_EMU_DEVICES=0 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
 expect_error cuda_old_gpu 1 'GPU 0 \(ftl emulated GPU\) has compute capability 6.1; this build has code for sm_75' env FTL_EMU_SM=61 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --quiet
 expect_error cuda_out_of_memory 1 'GPU out of memory at batch 64: .* try --batch [0-9]+' env FTL_EMU_GPU_MEMORY=20000000 "$FTL_SAN" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/x.parquet" --device cuda --batch 64 --quiet
@@ -138,7 +138,8 @@ print(len(events), "events,", len(busy), "GPU busy samples:", [e["args"]["value"
 assert len(busy) == 2 and all(e["args"]["value"] == 42 for e in busy)
 PYEOF
 # ---- the head on the GPU: cuBLAS GEMMs, ftl's kernels, NCCL between ranks
-"$CHECK" head || true
+mkdir -p "$d/nccl_tmp"
+TMPDIR="$d/nccl_tmp" "$CHECK" head || true
 grep -q "^Head on cuda:0 ftl emulated GPU: cuBLAS GEMMs and ftl's kernels; one rank" "$d/train_gpu.out" &&
     grep -q '"head_device":"cuda:0 ftl emulated GPU: cuBLAS' "$d/gpu.jsonl" && grep -q '"head_device":"cpu"' "$d/cpu.jsonl" &&
     ! grep -q '^Head on' "$d/train_cpu.out" && pass cuda_train_head_on_the_gpu ||
@@ -168,7 +169,7 @@ same_head cuda_train_gpu_head_equals_cpu_head gpu cpu 1e-4
 if command -v mpirun >/dev/null 2>&1; then
     # two ranks, one emulated GPU each (the local rank picks it), gradients summed by the emulated
     # NCCL (which refuses two ranks on one GPU, as NCCL does): the one-GPU run's model
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FTL_NCCL_LIBRARY="$EMU"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     MPI=(mpirun --oversubscribe --bind-to none -x FTL_CUDA_DRIVER_LIBRARY -x FTL_CUDNN_LIBRARY -x FTL_CUBLAS_LIBRARY
         -x FTL_NVML_LIBRARY -x FTL_NCCL_LIBRARY -x FTL_EMU_DEVICES -x TMPDIR)
     mkdir -p "$d/nccl_tmp"

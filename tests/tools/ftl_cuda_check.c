@@ -11,8 +11,9 @@
  *                                   1e-4, bf16 and TF32 by cosine
  *   ftl_cuda_check head             20 training steps of the GPU head (ftl_device_head_engine_create)
  *                                   vs the CPU head and optimizer, for each optimizer, with and
- *                                   without dropout: weights and optimizer state within 1e-5
- *                                   relative, the same losses and hits, then an evaluation batch
+ *                                   without dropout, and once through NCCL's allreduce (one rank):
+ *                                   weights and optimizer state within 1e-5 relative, the same
+ *                                   losses and hits, then an evaluation batch
  *
  * Prints `ok NAME` / `FAIL NAME` / `skip NAME: reason` lines (an op the GPU backend does not run yet
  * is a skip naming it). Real-GPU numbers (speed, TF32, the real cuDNN and cuBLAS) need tests/gpu/run.sh. */
@@ -293,7 +294,16 @@ typedef struct head_case {
     double momentum, weight_decay, dropout;
     bool nesterov, shuffled_positions;
     int dim, classes, rows;
+    bool nccl; /* one rank through NCCL's allreduce between the gradient and the update */
 } head_case;
+
+/* One rank whose collectives can broadcast (a no-op): the head engine then opens NCCL. */
+static ftl_status one_rank_broadcast(void *ctx, void *data, size_t bytes, int root) {
+    (void)ctx, (void)data, (void)bytes, (void)root;
+    return FTL_OK;
+}
+static const ftl_collectives one_rank = {.rank = 0, .world_size = 1, .local_rank = 0, .local_size = 1,
+                                         .broadcast = one_rank_broadcast};
 
 static double rel_diff(const float *a, const float *b, size_t n) {
     double m = 0, scale = 0;
@@ -322,7 +332,8 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
     cpu.dropout = (float)hc->dropout;
     ftl_head_init_glorot(&cpu, 7);
     ftl_head_engine *e = NULL;
-    if (ftl_device_head_engine_create(dev, hc->dim, hc->classes, (size_t)hc->rows, cpu_opt.slot_count, NULL, &e) != FTL_OK ||
+    if (ftl_device_head_engine_create(dev, hc->dim, hc->classes, (size_t)hc->rows, cpu_opt.slot_count,
+                                      hc->nccl ? &one_rank : NULL, &e) != FTL_OK ||
         e->load(e->ctx, cpu.params, cpu_opt.state, cpu_opt.slot_count) != FTL_OK) {
         printf("FAIL cuda %s: %s\n", name, ftl_last_error());
         failures++;
@@ -330,6 +341,14 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
         ftl_optimizer_free(&cpu_opt);
         ftl_optimizer_free(&gpu_opt);
         ftl_head_engine_free(e);
+        return;
+    }
+    if (hc->nccl && !e->allreduce) {
+        printf("skip cuda %s: NCCL could not be loaded (%s)\n", name, getenv("FTL_NCCL_LIBRARY") ? getenv("FTL_NCCL_LIBRARY") : "libnccl.so.2");
+        ftl_head_engine_free(e);
+        ftl_head_free(&cpu);
+        ftl_optimizer_free(&cpu_opt);
+        ftl_optimizer_free(&gpu_opt);
         return;
     }
     size_t D = (size_t)hc->dim, n = (size_t)hc->rows;
@@ -356,6 +375,7 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
         double lr = 0.01 * (1.0 + step * 0.05);
         ok = ftl_head_train_batch(&cpu, x, labels, rows, &draws, scale, &cc) == FTL_OK &&
              e->train_batch(e->ctx, x, labels, rows, &draws, cpu.dropout, scale, &gc) == FTL_OK;
+        if (ok && hc->nccl) ok = e->allreduce(e->ctx) == FTL_OK;
         if (!ok) break;
         ftl_optimizer_step(&cpu_opt, cpu.params, cpu.grads, lr);
         ftl_optimizer_update u;
@@ -415,10 +435,11 @@ static int check_head(void) {
         ftl_head_engine_free(e);
     }
     static const head_case cases[] = {
-        {"nadam-dropout", FTL_OPTIMIZER_NADAM, 0, 0, 0.3, false, false, 98, 7, 24},
-        {"adam-weight-decay-45-classes", FTL_OPTIMIZER_ADAM, 0, 1e-3, 0, false, false, 64, 45, 20},
-        {"sgd-nesterov-dropout-positions", FTL_OPTIMIZER_SGD, 0.9, 0, 0.5, true, true, 98, 7, 24},
-        {"sgd-plain", FTL_OPTIMIZER_SGD, 0, 0, 0, false, false, 33, 2, 16},
+        {"nadam-dropout", FTL_OPTIMIZER_NADAM, 0, 0, 0.3, false, false, 98, 7, 24, false},
+        {"adam-weight-decay-45-classes", FTL_OPTIMIZER_ADAM, 0, 1e-3, 0, false, false, 64, 45, 20, false},
+        {"sgd-nesterov-dropout-positions", FTL_OPTIMIZER_SGD, 0.9, 0, 0.5, true, true, 98, 7, 24, false},
+        {"sgd-plain", FTL_OPTIMIZER_SGD, 0, 0, 0, false, false, 33, 2, 16, false},
+        {"nadam-nccl-one-rank", FTL_OPTIMIZER_NADAM, 0, 0, 0.2, false, false, 64, 10, 16, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_head_case(&dev, &cases[i]);
     return failures != 0;

@@ -339,7 +339,9 @@ static ftl_status create(cuda_head *h, const ftl_device *device, size_t max_rows
     FTL_TRY(cuda_check(L->cuMemsetD8Async(h->grads, 0, bytes, h->stream), "zeroing gradients"));
     FTL_TRY(ensure_rows(h, max_rows ? max_rows : 1));
     const char *how = "one rank";
-    if (col && ftl_dist_active(col)) FTL_TRY(open_nccl(h, col, &how));
+    /* NCCL with ranks, and with one rank under a launcher (a collectives table that can
+     * broadcast): the path a multi-GPU job takes, checked where there is one GPU */
+    if (col && (ftl_dist_active(col) || col->broadcast)) FTL_TRY(open_nccl(h, col, &how));
     snprintf(h->engine.description, sizeof h->engine.description, "cuda:%d %.120s: cuBLAS GEMMs and ftl's kernels; %s",
              device->ordinal, device->name, how);
     return FTL_OK;
