@@ -119,7 +119,8 @@ $DUCK "SELECT decode(value) AS v FROM parquet_kv_metadata('$d/gpu.parquet') WHER
 
 # train + eval on the GPU, then on the CPU with the same cache folder: GPU features are not reused
 TRAIN=(train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --batch 16 --cache-dir "$d/cache" --quiet)
-if "$FTL" "${TRAIN[@]}" --device cuda --out "$d/gpu.ftl" --log "$d/gpu.jsonl" --timeline "$d/gpu.trace.json" >"$d/train_gpu.out" 2>&1 &&
+if "$FTL" "${TRAIN[@]}" --device cuda --out "$d/gpu.ftl" --log "$d/gpu.jsonl" --timeline "$d/gpu.trace.json" \
+    --checkpoint "$d/gck/c-{epoch}.ckpt" >"$d/train_gpu.out" 2>&1 &&
     "$FTL" "${TRAIN[@]}" --device cpu --out "$d/cpu.ftl" --log "$d/cpu.jsonl" >"$d/train_cpu.out" 2>&1; then
     pass cuda_emulated_train_runs
 else
@@ -166,6 +167,11 @@ PYEOF
 }
 # the GPU run's features equal the CPU's up to fp32 rounding, so its head ends where the CPU's does
 same_head cuda_train_gpu_head_equals_cpu_head gpu cpu 1e-4
+# a resume on the GPU from epoch 1's checkpoint: the weights and optimizer state went back to the
+# host after each epoch and come back to the GPU, so the model is the uninterrupted run's, byte for byte
+"$FTL" "${TRAIN[@]}" --device cuda --resume "$d/gck/c-1.ckpt" --out "$d/gpu_resumed.ftl" >"$d/resume.out" 2>&1 &&
+    cmp -s "$d/gpu.ftl" "$d/gpu_resumed.ftl" && pass cuda_train_gpu_resume_byte_identical ||
+    fail cuda_train_gpu_resume_byte_identical "$(tail -3 "$d/resume.out")"
 if command -v mpirun >/dev/null 2>&1; then
     # two ranks, one emulated GPU each (the local rank picks it), gradients summed by the emulated
     # NCCL (which refuses two ranks on one GPU, as NCCL does): the one-GPU run's model
