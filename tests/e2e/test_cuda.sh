@@ -192,14 +192,22 @@ if command -v mpirun >/dev/null 2>&1; then
         fail cuda_nccl_head_named_and_cleaned_up "$(head -1 "$d/np2.out"); left: $(ls "$d/nccl_tmp")"
     $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/np2.ftl" >"$d/np2.ftl.json" 2>/dev/null
     same_head cuda_nccl_two_ranks_equal_one_gpu np2 gpu 1e-5
+    # without NCCL: a warning, and the gradients go over MPI through host memory, same model
+    FTL_EMU_DEVICES=2 FTL_NCCL_LIBRARY=libnccl_missing.so.2 "${MPI[@]}" -np 2 "$FTL" "${NP2[@]}" --out "$d/np2h.ftl" \
+        --log "$d/np2h.jsonl" >"$d/np2h.out" 2>"$d/np2h.err"
+    grep -q 'no NCCL: libnccl_missing.so.2 could not be loaded.*; the gradients are summed over MPI through host memory instead' "$d/np2h.err" &&
+        grep -q "^Head on cuda:0 ftl emulated GPU: cuBLAS GEMMs and ftl's kernels; MPI through host memory (no NCCL)$" "$d/np2h.out" &&
+        pass cuda_no_nccl_falls_back_to_mpi || fail cuda_no_nccl_falls_back_to_mpi "$(grep -v '^\[' "$d/np2h.err" | tail -3; head -1 "$d/np2h.out")"
+    $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/np2h.ftl" >"$d/np2h.ftl.json" 2>/dev/null
+    same_head cuda_no_nccl_two_ranks_equal_one_gpu np2h gpu 1e-5
     FTL_EMU_DEVICES=1 TMPDIR="$d/nccl_tmp" "${MPI[@]}" -np 2 "$FTL" "${NP2[@]}" --out "$d/np2b.ftl" >/dev/null 2>"$d/np2b.err"
     rc=$?
     [ "$rc" -ne 0 ] && grep -q 'rank [01]: 2 ranks on this host but 1 visible GPU: NCCL needs a GPU of its own for each rank' "$d/np2b.err" &&
         [ ! -e "$d/np2b.ftl" ] && pass cuda_nccl_more_ranks_than_gpus_refused ||
         fail cuda_nccl_more_ranks_than_gpus_refused "rc $rc: $(grep -v '^\[' "$d/np2b.err" | head -3)"
 else
-    for t in two_ranks_run head_named_and_cleaned_up two_ranks_equal_one_gpu more_ranks_than_gpus_refused; do
-        skip "cuda_nccl_$t" "mpirun (openmpi-bin) is not installed"
+    for t in nccl_two_ranks_run nccl_head_named_and_cleaned_up nccl_two_ranks_equal_one_gpu nccl_more_ranks_than_gpus_refused no_nccl_falls_back_to_mpi no_nccl_two_ranks_equal_one_gpu; do
+        skip "cuda_$t" "mpirun (openmpi-bin) is not installed"
     done
 fi
 # The algorithm choice: the emulated cuDNN times a DEFAULT_MATH row fastest (TF32 on a real GPU: fp32 must
