@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     }
     double load_s = bench_now() - t0;
     const ftl_model_info *info = ftl_model_get_info(m);
-    size_t in_count = (size_t)o.batch * (size_t)info->channels * (size_t)info->height * (size_t)info->width;
+    size_t in_count = (size_t)o.batch * (size_t)info->input_floats; /* images, or any other input (token rows) */
     float *in = malloc(in_count * sizeof *in), *out = malloc((size_t)o.batch * (size_t)info->feature_dim * sizeof *out);
     uint64_t x = 12345;
     for (size_t i = 0; i < in_count; i++) { /* normal-ish random input like torch.randn */

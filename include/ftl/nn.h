@@ -120,6 +120,8 @@ typedef struct ftl_model_info {
     int channels, height, width; /* the image the model takes */
     bool channels_last;        /* input is [N, H, W, C] (else [N, C, H, W]) */
     long long feature_dim;     /* floats per image */
+    long long input_floats;    /* floats per input example (what ftl_model_run reads per row): channels x
+                                  height x width for an image, the non-batch dims' product for others */
     long long params;          /* float weights used (incl. BatchNormalization statistics) */
     long long macs_per_image;  /* multiply-adds of Conv/Gemm/MatMul per image */
     ftl_nn_precision precision;
@@ -154,7 +156,8 @@ ftl_status ftl_model_extract_features(ftl_model *model, const ftl_nn_preprocess 
 ftl_status ftl_model_start_features(ftl_model *model, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
                                     int image_size, bool *started);
 ftl_status ftl_model_collect_features(ftl_model *model, float *features);
-/* Runs already-preprocessed float32 input (count x the input's per-image shape, in its layout). */
+/* Runs already-preprocessed float32 input: count x info.input_floats floats (the input's per-example
+ * shape, in its layout). */
 ftl_status ftl_model_run(ftl_model *model, const float *input, int count, float *features);
 /* Prints the compiled plan (one line per primitive: implementation, layouts) for tuning. */
 void ftl_model_print_plan(const ftl_model *model, FILE *out);

@@ -271,6 +271,7 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     m->input_name = ftl_strdup(g->tensors[in].name);
     input_geometry(m, &g->tensors[in].shape);
     m->input_per_image = nn_shape_count(&g->tensors[in].shape) / g->tensors[in].shape.d[0];
+    m->info.input_floats = m->input_per_image;
     m->info.feature_dim = nn_shape_count(&g->tensors[out].shape) / g->tensors[out].shape.d[0];
     m->info.batch = o->batch;
     m->info.fixed_batch = (int)g->batch_locked;
