@@ -8,7 +8,10 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 INTEROP_NODE_DIR ?= $(abspath $(BUILD)/interop-node)
 
 WARN     := -Wall -Wextra -Werror
-CPPFLAGS := -Iinclude -Isrc -I$(BUILD)/gen -D_GNU_SOURCE -MMD -MP
+# Header dependencies name each object both as an absolute and as a relative path, so they hold
+# whichever way BUILD is given (make test and its install test pass an absolute one).
+DEPFLAGS = -MMD -MP -MT $(abspath $@) -MT $(patsubst $(CURDIR)/%,%,$(abspath $@))
+CPPFLAGS := -Iinclude -Isrc -I$(BUILD)/gen -D_GNU_SOURCE
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 $(WARN) -pthread -fPIC
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -78,17 +81,17 @@ $(GEN_C) $(GEN_H): $(ONNX_PROTO)
 
 $(BUILD)/obj/gen/onnx.pb-c.o: $(GEN_C)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
 $(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
 $(BUILD)/san/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 $(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
@@ -138,7 +141,7 @@ EMU_LIB := $(BUILD)/cuda-emu/libftl_cuda_emu.so
 EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/cuda-emu/%.o,$(wildcard tests/cuda_emu/*.c)) $(BUILD)/cuda-emu/emu_kernels.o
 $(BUILD)/cuda-emu/%.o: tests/cuda_emu/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c17 -O2 $(WARN) -fPIC $(CUDA_CPPFLAGS) -MMD -MP -c $< -o $@
+	$(CC) -std=c17 -O2 $(WARN) -fPIC $(CUDA_CPPFLAGS) $(DEPFLAGS) -c $< -o $@
 $(BUILD)/cuda-emu/emu_kernels.o: tests/cuda_emu/emu_kernels.cpp src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h \
   src/nn/cuda/head_kernels.cu src/nn/cuda/head_kernel_args.h
 	@mkdir -p $(dir $@)

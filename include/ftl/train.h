@@ -246,6 +246,7 @@ void ftl_optimizer_apply(ftl_optimizer *opt, const ftl_optimizer_update *update,
  * resume read the same values as on the CPU. */
 typedef struct ftl_head_engine {
     void *ctx;
+    int64_t dim, classes;       /* the head it trains (the trainer checks them against its own) */
     char description[256];      /* "cuda:0 NVIDIA H200: cuBLAS GEMMs and ftl's kernels; NCCL 2.27.3" */
     /* params [param_count], then the optimizer's state [slots x param_count] */
     ftl_status (*load)(void *ctx, const float *params, const float *opt_state, int slots);

@@ -517,6 +517,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (st == FTL_OK && run_phase1) st = ftl_trainer_fit(trainer, &r.train, o->val_path ? &r.val : NULL, &s->fit);
     if (st == FTL_OK && run_phase1 && !ft && fit.collectives.rank == 0)
         st = train_run_save_model(&r, o, trainer, &s->fit, NULL, 0, NULL, 0);
+    ftl_head_engine_free(engine); /* phase 2 trains its head on the CPU, with the top */
+    engine = NULL;
     if (st == FTL_OK && ft) {
         /* Phase 1's best weights are phase 2's start and its epoch 0. */
         if (run_phase1) {

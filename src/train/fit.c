@@ -81,6 +81,10 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
     const ftl_fit_top *top = c->top;
     if (top && c->head_engine)
         return ftl_fail(FTL_E_UNSUPPORTED, "fine-tuning trains the head on the CPU: it takes no head engine");
+    if (c->head_engine && (c->head_engine->dim != dim || c->head_engine->classes != classes))
+        return ftl_fail(FTL_E_INVALID_ARG, "the head engine trains %lld features x %lld classes; the head has %lld x %lld",
+                        (long long)c->head_engine->dim, (long long)c->head_engine->classes, (long long)dim,
+                        (long long)classes);
     if (top && (top->out_dim != dim || top->max_rows < c->batch_size || !top->bind || !top->forward || !top->backward))
         return ftl_fail(FTL_E_INVALID_ARG, "the trained top gives %lld features for at most %lld rows; the head takes %lld "
                         "and batches have %lld",
@@ -623,6 +627,14 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     }
     if (jsonl && fclose(jsonl) != 0 && s == FTL_OK)
         s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+    /* A failed epoch leaves the engine ahead of the host copies: bring them level where it still
+     * answers, so what the caller reads next (params, a checkpoint) matches the step counters. */
+    if (s != FTL_OK && c->head_engine) {
+        char kept[1024];
+        snprintf(kept, sizeof kept, "%s", ftl_last_error());
+        c->head_engine->store(c->head_engine->ctx, t->params, t->opt.state, t->opt.slot_count);
+        ftl_fail(s, "%s", kept);
+    }
     ftl_status ts = ftl_timeline_close(&t->timeline, s == FTL_OK);
     if (s == FTL_OK) s = ts;
     if (s != FTL_OK) return s;

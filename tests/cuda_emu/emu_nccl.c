@@ -2,7 +2,7 @@
  * fresh folder (under $TMPDIR, else /tmp), and an allreduce writes this rank's buffer there as file
  * <sequence>.<rank>, waits for every rank's file of that sequence and sums them in rank order, so
  * every rank gets the same bits. Float sums only (what ftl's head uses). A rank deletes its file of
- * sequence k-2 when it starts k: by then every rank has read it. Waits end after
+ * sequence k-2 when it starts k: by then every rank has read it (see cleanup for the last ones). Waits end after
  * FTL_EMU_NCCL_TIMEOUT seconds (default 120) with ncclRemoteError, naming the missing ranks. Like
  * NCCL, two ranks on one GPU are refused (each claims file gpu.<device> of the folder). */
 #define _DEFAULT_SOURCE /* mkdtemp, usleep, clock_gettime */
@@ -79,20 +79,44 @@ static void file_of(const struct ncclComm *c, long seq, int rank, char *out, siz
     snprintf(out, size, "%s/%ld.%d", c->dir, seq, rank);
 }
 
+/* A rank leaving deletes its files up to the second last (every rank has read those) and says it
+ * left; the last rank out deletes the rest and the folder. */
 static void cleanup(struct ncclComm *c) {
     char path[200];
-    for (long s = c->seq - 2; s <= c->seq; s++) {
+    for (long s = c->seq - 2; s < c->seq; s++) {
         file_of(c, s, c->rank, path, sizeof path);
         unlink(path);
     }
     snprintf(path, sizeof path, "%s/gpu.%d", c->dir, c->device);
     unlink(path);
-    rmdir(c->dir); /* the last rank out removes the folder */
+    snprintf(path, sizeof path, "%s/left.%d", c->dir, c->rank);
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
+    int left = 0;
+    for (int r = 0; r < c->nranks; r++) {
+        snprintf(path, sizeof path, "%s/left.%d", c->dir, r);
+        left += access(path, F_OK) == 0;
+    }
+    if (left == c->nranks) {
+        for (int r = 0; r < c->nranks; r++) {
+            snprintf(path, sizeof path, "%s/left.%d", c->dir, r);
+            unlink(path);
+            file_of(c, c->seq, r, path, sizeof path);
+            unlink(path);
+        }
+        rmdir(c->dir);
+    }
     free(c);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (comm) cleanup(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
+    (void)comm;
+    *error = ncclSuccess; /* the emulated allreduce reports its errors from the call itself */
     return ncclSuccess;
 }
 

@@ -394,7 +394,8 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
         verdict(dp <= 1e-5 && ds <= 1e-5, name, ": weights %.2e, optimizer state %.2e relative after 20 steps", dp, ds);
         char n2[128];
         snprintf(n2, sizeof n2, "%s-metrics", name);
-        verdict(dl <= 1e-5 && gc.correct == cc.correct && gc.count == cc.count, n2,
+        /* a near-tie may flip one argmax on a real GPU (other summation order): one hit of slack */
+        verdict(dl <= 1e-5 && fabs(gc.correct - cc.correct) <= 1 && gc.count == cc.count, n2,
                 ": loss sums differ by %.2e relative, hits %+.0f", dl, gc.correct - cc.correct);
         /* evaluation: both from the CPU's weights */
         ftl_metric_counts ce = {0}, ge = {0};
@@ -403,7 +404,7 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
              e->evaluate_batch(e->ctx, x, labels, n, &ge) == FTL_OK;
         snprintf(n2, sizeof n2, "%s-evaluate", name);
         double de = ok ? fabs(ge.loss_sum - ce.loss_sum) / fmax(fabs(ce.loss_sum), 1e-12) : 1;
-        verdict(ok && de <= 1e-5 && ge.correct == ce.correct && ge.count == ce.count, n2,
+        verdict(ok && de <= 1e-5 && fabs(ge.correct - ce.correct) <= 1 && ge.count == ce.count, n2,
                 ": loss sums differ by %.2e relative, hits %+.0f", de, ge.correct - ce.correct);
     }
     free(gp);

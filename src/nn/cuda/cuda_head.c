@@ -42,7 +42,7 @@ typedef struct cuda_head {
     int32_t *correct_host;
     ncclComm_t comm;
     int world;
-    double stall_timeout_s;
+    bool aborted;     /* the stall watch aborted NCCL: the stream may never finish, so no waiting on it */
 } cuda_head;
 
 static ftl_status set_current(cuda_head *h) { return cuda_check(h->L->cuCtxSetCurrent(h->ctx), "cuCtxSetCurrent"); }
@@ -77,6 +77,9 @@ static void free_batch_buffers(cuda_head *h) {
 /* Batch buffers for n rows (grown, never shrunk). */
 static ftl_status ensure_rows(cuda_head *h, size_t n) {
     if (n <= h->capacity) return FTL_OK;
+    if ((double)n * (double)h->dim > 2.0e9 || n > (size_t)1 << 24)
+        return ftl_fail(FTL_E_INVALID_ARG, "batches of %zu rows of %lld features are too large for the GPU head", n,
+                        (long long)h->dim);
     FTL_TRY(cuda_check(h->L->cuStreamSynchronize(h->stream), "waiting for the head's last step"));
     free_batch_buffers(h);
     size_t D = (size_t)h->dim, C = (size_t)h->classes;
@@ -200,33 +203,41 @@ static ftl_status head_load(void *ctx, const float *params, const float *opt_sta
     FTL_TRY(check_slots(h, slots));
     FTL_TRY(set_current(h));
     size_t bytes = h->param_count * sizeof(float);
-    FTL_TRY(cuda_check(h->L->cuMemcpyHtoD(h->params, params, bytes), "copying the head's weights to the GPU"));
-    if (slots) FTL_TRY(cuda_check(h->L->cuMemcpyHtoD(h->state, opt_state, bytes * (size_t)slots), "copying the optimizer's state"));
-    return FTL_OK;
+    /* on the head's stream (a plain cuMemcpyHtoD is ordered on the legacy stream only) */
+    FTL_TRY(cuda_check(h->L->cuMemcpyHtoDAsync(h->params, params, bytes, h->stream), "copying the head's weights to the GPU"));
+    if (slots)
+        FTL_TRY(cuda_check(h->L->cuMemcpyHtoDAsync(h->state, opt_state, bytes * (size_t)slots, h->stream),
+                           "copying the optimizer's state"));
+    return cuda_check(h->L->cuStreamSynchronize(h->stream), "copying the head's weights to the GPU");
 }
 
 static ftl_status head_store(void *ctx, float *params, float *opt_state, int slots) {
     cuda_head *h = ctx;
     FTL_TRY(check_slots(h, slots));
+    if (h->aborted) return ftl_fail(FTL_E_IO, "the GPU head's work was abandoned when NCCL was aborted");
     FTL_TRY(set_current(h));
-    FTL_TRY(cuda_check(h->L->cuStreamSynchronize(h->stream), "the head's last steps"));
     size_t bytes = h->param_count * sizeof(float);
-    FTL_TRY(cuda_check(h->L->cuMemcpyDtoH(params, h->params, bytes), "copying the head's weights from the GPU"));
-    if (slots) FTL_TRY(cuda_check(h->L->cuMemcpyDtoH(opt_state, h->state, bytes * (size_t)slots), "copying the optimizer's state"));
-    return FTL_OK;
+    FTL_TRY(cuda_check(h->L->cuMemcpyDtoHAsync(params, h->params, bytes, h->stream), "copying the head's weights from the GPU"));
+    if (slots)
+        FTL_TRY(cuda_check(h->L->cuMemcpyDtoHAsync(opt_state, h->state, bytes * (size_t)slots, h->stream),
+                           "copying the optimizer's state"));
+    return cuda_check(h->L->cuStreamSynchronize(h->stream), "copying the head's weights from the GPU");
 }
 
 static ftl_status head_grads_to_host(void *ctx, float *grads) {
     cuda_head *h = ctx;
     FTL_TRY(set_current(h));
-    FTL_TRY(cuda_check(h->L->cuStreamSynchronize(h->stream), "the head's gradients"));
-    return cuda_check(h->L->cuMemcpyDtoH(grads, h->grads, h->param_count * sizeof(float)), "copying gradients from the GPU");
+    FTL_TRY(cuda_check(h->L->cuMemcpyDtoHAsync(grads, h->grads, h->param_count * sizeof(float), h->stream),
+                       "copying gradients from the GPU"));
+    return cuda_check(h->L->cuStreamSynchronize(h->stream), "copying gradients from the GPU");
 }
 
 static ftl_status head_grads_from_host(void *ctx, const float *grads) {
     cuda_head *h = ctx;
     FTL_TRY(set_current(h));
-    return cuda_check(h->L->cuMemcpyHtoD(h->grads, grads, h->param_count * sizeof(float)), "copying gradients to the GPU");
+    FTL_TRY(cuda_check(h->L->cuMemcpyHtoDAsync(h->grads, grads, h->param_count * sizeof(float), h->stream),
+                       "copying gradients to the GPU"));
+    return cuda_check(h->L->cuStreamSynchronize(h->stream), "copying gradients to the GPU");
 }
 
 static ftl_status head_optimizer_step(void *ctx, const ftl_optimizer_update *u) {
@@ -254,17 +265,22 @@ static ftl_status head_allreduce(void *ctx) {
     FTL_TRY(cuda_check_nccl(L->ncclAllReduce((const void *)h->grads, (void *)h->grads, h->param_count, ncclFloat, ncclSum,
                                              h->comm, (cudaStream_t)h->stream),
                             "the NCCL gradient allreduce"));
-    double start = ftl_now();
+    double start = ftl_now(), timeout = ftl_dist_stall_timeout_s();
     for (unsigned spin = 0;; spin++) {
         CUresult r = L->cuStreamQuery(h->stream);
         if (r == CUDA_SUCCESS) return FTL_OK;
         if (r != CUDA_ERROR_NOT_READY) return cuda_check(r, "the NCCL gradient allreduce");
-        if (h->stall_timeout_s > 0 && ftl_now() - start > h->stall_timeout_s) {
+        ncclResult_t async = ncclSuccess;
+        L->ncclCommGetAsyncError(h->comm, &async);
+        bool stalled = timeout > 0 && ftl_now() - start > timeout;
+        if (async != ncclSuccess || stalled) {
             L->ncclCommAbort(h->comm);
             h->comm = NULL;
+            h->aborted = true;
+            if (!stalled) return cuda_check_nccl(async, "the NCCL gradient allreduce (aborted)");
             return ftl_fail(FTL_E_IO, "the NCCL gradient allreduce over %d ranks did not finish within the stall "
                             "timeout (%g s): another rank stopped or its GPU is stuck; see the other ranks' messages",
-                            h->world, h->stall_timeout_s);
+                            h->world, timeout);
         }
         if (spin > 1000) usleep(50); /* the first thousand polls spin: a step's allreduce takes microseconds */
     }
@@ -275,7 +291,7 @@ static void head_destroy(void *ctx) {
     if (!h) return;
     const cuda_libs *L = h->L;
     if (h->ctx) L->cuCtxSetCurrent(h->ctx);
-    if (h->stream) L->cuStreamSynchronize(h->stream);
+    if (h->stream && !h->aborted) L->cuStreamSynchronize(h->stream);
     if (h->comm) L->ncclCommDestroy(h->comm);
     free_batch_buffers(h);
     free_ptr(h, &h->params);
@@ -288,25 +304,37 @@ static void head_destroy(void *ctx) {
     free(h);
 }
 
-/* NCCL between the ranks, or NULL allreduce (host collectives) when NCCL cannot be loaded. */
+/* NCCL between the ranks, or a NULL allreduce (the trainer's collectives through host memory)
+ * when some rank cannot use it (no NCCL there, or more ranks on its host than GPUs: NCCL refuses
+ * two ranks on one GPU). Every rank takes the same path, so they agree first. */
 static ftl_status open_nccl(cuda_head *h, const ftl_collectives *col, const char **how) {
-    const cuda_libs *L;
+    const cuda_libs *L = NULL;
+    char why[640] = "";
     if (cuda_libs_nccl(&L) != FTL_OK) {
-        ftl_log_warn("%s; the gradients are summed over MPI through host memory instead", ftl_last_error());
+        snprintf(why, sizeof why, "%s", ftl_last_error());
         ftl_clear_error();
+    } else if (col->local_size > L->device_count) {
+        snprintf(why, sizeof why, "%d ranks on this host share %d GPU%s, and NCCL needs a GPU of its own for each rank "
+                 "(start at most %d per host to use it)",
+                 col->local_size, L->device_count, L->device_count == 1 ? "" : "s", L->device_count);
+    }
+    int64_t unable = why[0] != '\0';
+    if (ftl_dist_active(col)) FTL_TRY(ftl_dist_allreduce_i64(col, &unable, 1));
+    if (unable) {
+        if (why[0]) ftl_log_warn("%s; the gradients are summed over MPI through host memory instead", why);
+        else if (col->rank == 0)
+            ftl_log_warn("%lld rank%s cannot use NCCL (their warnings say why); the gradients are summed over MPI through "
+                         "host memory instead", (long long)unable, unable == 1 ? "" : "s");
         *how = "MPI through host memory (no NCCL)";
         return FTL_OK;
     }
-    if (col->local_size > L->device_count)
-        return ftl_fail(FTL_E_INVALID_ARG, "%d ranks on this host but %d visible GPU%s: NCCL needs a GPU of its own "
-                        "for each rank; start at most %d rank%s per host (mpirun -npernode), or --device cpu",
-                        col->local_size, L->device_count, L->device_count == 1 ? "" : "s", L->device_count,
-                        L->device_count == 1 ? "" : "s");
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (col->rank == 0) FTL_TRY(cuda_check_nccl(L->ncclGetUniqueId(&id), "ncclGetUniqueId"));
     FTL_TRY(ftl_dist_broadcast(col, &id, sizeof id, 0));
-    FTL_TRY(cuda_check_nccl(L->ncclCommInitRank(&h->comm, col->world_size, id, col->rank), "ncclCommInitRank"));
+    ncclComm_t comm = NULL;
+    FTL_TRY(cuda_check_nccl(L->ncclCommInitRank(&comm, col->world_size, id, col->rank), "ncclCommInitRank"));
+    h->comm = comm;
     h->engine.allreduce = head_allreduce;
     int version = 0;
     L->ncclGetVersion(&version);
@@ -368,8 +396,7 @@ ftl_status nn_cuda_head_engine_create(const ftl_device *device, int64_t dim, int
     h->param_count = (size_t)dim * (size_t)classes + (size_t)classes;
     h->slots = optimizer_slots;
     h->world = col ? col->world_size : 1;
-    h->stall_timeout_s = ftl_dist_stall_timeout_s();
-    h->engine = (ftl_head_engine){.ctx = h, .load = head_load, .store = head_store, .train_batch = head_train_batch,
+    h->engine = (ftl_head_engine){.ctx = h, .dim = dim, .classes = classes, .load = head_load, .store = head_store, .train_batch = head_train_batch,
                                   .grads_to_host = head_grads_to_host, .grads_from_host = head_grads_from_host,
                                   .optimizer_step = head_optimizer_step, .evaluate_batch = head_evaluate_batch,
                                   .destroy = head_destroy};

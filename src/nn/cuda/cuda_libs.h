@@ -43,7 +43,7 @@
 
 #define CUDA_NCCL_FUNCS(X)                                                                                           \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy)                \
-    X(ncclCommAbort) X(ncclAllReduce) X(ncclBroadcast) X(ncclGroupStart) X(ncclGroupEnd)
+    X(ncclCommAbort) X(ncclCommGetAsyncError) X(ncclAllReduce) X(ncclBroadcast) X(ncclGroupStart) X(ncclGroupEnd)
 
 /* NVML has no header in the toolkit: the few calls used, with their documented ABI. */
 typedef struct cuda_nvml_device_st *cuda_nvml_device;

@@ -1,8 +1,10 @@
 /* The head's CUDA kernels, beside cuBLAS's GEMMs (cuda_head.c): dropout with the CPU's random
  * streams, softmax cross-entropy, the bias gradient and the optimizers. Their arithmetic follows
- * the CPU head's, operation by operation: the dropout masks and the optimizer's updates are the
- * CPU's bits (the _rn intrinsics are never fused into multiply-adds), the bias gradient sums rows
- * in the CPU's order; only softmax's exponentials and sums may differ in the last bits. */
+ * the CPU head's, operation by operation: the dropout masks and products and the optimizer's
+ * updates are the CPU's bits for the same inputs (the _rn intrinsics are never fused into
+ * multiply-adds), the bias gradient sums rows in the CPU's order. What differs in the last bits:
+ * the GEMMs' summation order (and the bias added after the product, where the CPU starts from it),
+ * the device's expf/log, and the softmax sums' order across a warp. */
 #include "nn/cuda/head_kernel_args.h"
 
 __device__ static uint64_t splitmix64(uint64_t *state) {
@@ -39,17 +41,25 @@ extern "C" __global__ void ftl_head_dropout(ka_dropout_args a) {
         for (int64_t i = 0; i < a.dim; i += 4) {
             uint64_t r = xoshiro_next(s);
             for (int k = 0; k < 4 && i + k < a.dim; k++)
-                out[i + k] = ((r >> (16 * k)) & 0xFFFF) < a.threshold ? __fmul_rn(in[i + k], a.scale) : 0.0f;
+                out[i + k] = __fmul_rn(in[i + k], ((r >> (16 * k)) & 0xFFFF) < a.threshold ? a.scale : 0.0f); /* x * 0, as the CPU: -0, NaN kept */
         }
     }
 }
 
-/* The larger value, the lower index on ties: the CPU's first maximum. */
+/* The CPU's first maximum: class 0 to start with, then any strictly larger value (so a NaN
+ * counts only at class 0, where it wins); the lower index on ties. A total order, so every lane
+ * ends with the same pair. */
+__device__ static bool beats(float m, int arg, float om, int oa) {
+    bool nan0 = oa == 0 && om != om, mine_nan0 = arg == 0 && m != m;
+    if (nan0 || mine_nan0) return nan0;
+    return om > m || (om == m && oa < arg);
+}
+
 __device__ static void warp_argmax(float *m, int *arg) {
     for (int o = 16; o > 0; o >>= 1) {
         float om = __shfl_xor_sync(0xffffffffu, *m, o);
         int oa = __shfl_xor_sync(0xffffffffu, *arg, o);
-        if (om > *m || (om == *m && oa < *arg)) *m = om, *arg = oa;
+        if (beats(*m, *arg, om, oa)) *m = om, *arg = oa;
     }
 }
 
@@ -70,7 +80,7 @@ extern "C" __global__ void ftl_head_softmax_ce(ka_ce_args a) {
         for (int64_t j = lane; j < a.classes; j += 32) {
             float v = __fadd_rn(z[j], bias[j]);
             z[j] = v;
-            if (v > m || arg == 0x7fffffff) m = v, arg = (int)j;
+            if (j == 0 || v > m) m = v, arg = (int)j;
         }
         __syncwarp(); /* every lane's z[j] + bias written before lane 0 reads the label's */
         warp_argmax(&m, &arg);
