@@ -63,7 +63,7 @@ void ftl_device_monitor_stop(ftl_device_monitor *monitor);
  * cross-entropy, the bias gradient and the optimizers, the same math as the CPU head. A head of
  * dim x classes, batches of up to max_rows rows to start with (larger ones grow the buffers),
  * optimizer_slots state vectors (ftl_optimizer.slot_count). With several ranks (collectives
- * active, one GPU each; or one rank whose collectives table has a broadcast, as under mpirun) the
+ * active, one GPU each; or a one-rank table that has a broadcast: an allreduce of one) the
  * gradients are summed on the devices by NCCL, its unique id broadcast over the collectives;
  * without NCCL, over the collectives through host memory (a warning says so). collectives NULL:
  * one process, no NCCL. Out of GPU memory is an error naming what did not fit. */

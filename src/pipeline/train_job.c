@@ -494,7 +494,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     bool on_gpu = st == FTL_OK && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK;
     if (on_gpu && run_phase1) {
         st = ftl_device_head_engine_create(&gpu, r.dim, (int64_t)r.class_count, (size_t)fit.batch_size,
-                                           ftl_optimizer_slot_count(&fit.optimizer), &fit.collectives, &engine);
+                                           ftl_optimizer_slot_count(&fit.optimizer),
+                                           ftl_dist_active(&fit.collectives) ? &fit.collectives : NULL, &engine);
         if (st == FTL_OK) {
             fit.head_engine = engine;
             snprintf(s->head_device, sizeof s->head_device, "%s", engine->description);

@@ -446,7 +446,8 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         if (ftl_dist_active(col)) {
             /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
             ftl_dist_set_context(col, t->step, "the gradient allreduce");
-            FTL_TRY(allreduce_grads(t));
+            st = allreduce_grads(t);
+            if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
         }
         double t3 = ftl_now();
         lr = ftl_lr_schedule_at(sched, t->step);

@@ -294,8 +294,18 @@ CUresult cuMemGetInfo(size_t *free_b, size_t *total) {
 }
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) { (void)flags; *s = calloc(1, sizeof **s); return CUDA_SUCCESS; }
 CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
-CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; } /* the emulated device runs work as it is issued */
+static int stuck;
+CUresult cuStreamSynchronize(CUstream s) {
+    (void)s;
+    if (!stuck) return CUDA_SUCCESS;
+    fprintf(stderr, "emulated GPU: cuStreamSynchronize on a stream that never finishes (a real one would wait forever)\n");
+    return CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+/* The emulated device runs work as it is issued, so a stream is always done, except after an
+ * allreduce of a stuck emulated NCCL (FTL_EMU_NCCL_STUCK=1), until that communicator is aborted. */
+void emu_set_stream_stuck(int on);
+void emu_set_stream_stuck(int on) { stuck = on; }
+CUresult cuStreamQuery(CUstream s) { (void)s; return stuck ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) { (void)s; (void)e; (void)flags; return CUDA_SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned int flags) { (void)flags; *e = calloc(1, sizeof **e); return CUDA_SUCCESS; }
 CUresult cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }

@@ -1,9 +1,11 @@
-/* ftl's CUDA kernels (src/nn/cuda/kernels.cu, the very source) compiled for the host and run by the
- * emulated device: one block of one warp, its 32 lanes coroutines on the calling thread. A lane
- * runs until its next __shfl_xor_sync (or its end) and yields; once every lane has posted its
- * value for that shuffle, each reads its partner's. The kernels loop grid-stride, so one warp
- * covers every element whatever grid the plan asked for, and their shuffles are reached by all
- * lanes alike (the loops around them do not depend on the lane). */
+/* ftl's CUDA kernels (src/nn/cuda/kernels.cu and head_kernels.cu, the very source) compiled for the
+ * host and run by the emulated device: one block of two warps, its 64 threads coroutines on the
+ * calling thread (two warps, so the kernels' split of rows between a block's warps is exercised).
+ * A thread runs until its next __shfl_xor_sync (or its end) and yields; once every thread has
+ * posted its value for that shuffle, each reads its partner's, which is in its own warp (the
+ * masks are below 32). The kernels loop grid-stride, so one block covers every element whatever
+ * grid the plan asked for, and their shuffles are reached by all lanes of a warp alike (the loops
+ * around them do not depend on the lane). */
 #include <functional>
 #include <math.h>
 #include <stdint.h>
@@ -18,9 +20,9 @@ struct emu_uint3 {
     unsigned x, y, z;
 };
 static emu_uint3 threadIdx;
-static const emu_uint3 blockIdx = {0, 0, 0}, blockDim = {32, 1, 1}, gridDim = {1, 1, 1};
+static const emu_uint3 blockIdx = {0, 0, 0}, blockDim = {64, 1, 1}, gridDim = {1, 1, 1};
 
-enum { LANES = 32, LANE_STACK = 256 << 10 };
+enum { LANES = 64, LANE_STACK = 256 << 10 }; /* threads of the block */
 static ucontext_t scheduler, lane_ctx[LANES];
 static double slots[2][LANES]; /* float, int and double values all fit a double exactly */
 static unsigned shuffles[LANES];

@@ -4,7 +4,9 @@
  * every rank gets the same bits. Float sums only (what ftl's head uses). A rank deletes its file of
  * sequence k-2 when it starts k: by then every rank has read it (see cleanup for the last ones). Waits end after
  * FTL_EMU_NCCL_TIMEOUT seconds (default 120) with ncclRemoteError, naming the missing ranks. Like
- * NCCL, two ranks on one GPU are refused (each claims file gpu.<device> of the folder). */
+ * NCCL, two ranks on one GPU are refused (each claims file gpu.<device> of the folder).
+ * FTL_EMU_NCCL_STUCK=1: an allreduce never finishes (its stream stays busy until the communicator
+ * is aborted), as when a peer's GPU hangs: what the head's stall watch is for. */
 #define _DEFAULT_SOURCE /* mkdtemp, usleep, clock_gettime */
 #include <cuda.h>
 #include <nccl.h>
@@ -18,6 +20,7 @@
 
 int emu_valid_range(const void *p, size_t bytes);
 int emu_current_device(void);
+void emu_set_stream_stuck(int on);
 
 struct ncclComm {
     char dir[NCCL_UNIQUE_ID_BYTES];
@@ -120,7 +123,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    emu_set_stream_stuck(0);
+    return ncclCommDestroy(comm);
+}
 
 ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
 ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
@@ -142,6 +148,11 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
                            ncclComm_t c, cudaStream_t stream) {
     (void)stream;
     if (!c || datatype != ncclFloat32 || op != ncclSum) return ncclInvalidArgument;
+    const char *stuck = getenv("FTL_EMU_NCCL_STUCK");
+    if (stuck && strcmp(stuck, "1") == 0) { /* a peer that never comes: the stream stays busy */
+        emu_set_stream_stuck(1);
+        return ncclSuccess;
+    }
     size_t bytes = count * sizeof(float);
     if (!emu_valid_range(sendbuff, bytes) || !emu_valid_range(recvbuff, bytes)) {
         fprintf(stderr, "emulated NCCL: an allreduce buffer of %zu bytes lies outside every device allocation\n", bytes);

@@ -210,8 +210,16 @@ if command -v mpirun >/dev/null 2>&1; then
         pass cuda_shared_gpu_falls_back_to_mpi || fail cuda_shared_gpu_falls_back_to_mpi "rc $rc: $(grep -v '^\[[^r]' "$d/np2b.err" | head -3)"
     $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/np2b.ftl" >"$d/np2b.ftl.json" 2>/dev/null
     same_head cuda_shared_gpu_two_ranks_equal_one_gpu np2b gpu 1e-5
+    # a GPU whose allreduce never finishes (a peer's GPU hung): each rank's stall watch gives up after
+    # --stall-timeout, aborts NCCL and fails naming it; nothing is written, nothing hangs
+    FTL_EMU_DEVICES=2 FTL_EMU_NCCL_STUCK=1 TMPDIR="$d/nccl_tmp" timeout 120 "${MPI[@]}" -x FTL_EMU_NCCL_STUCK -np 2 "$FTL" "${NP2[@]}" \
+        --stall-timeout 2 --out "$d/stuck.ftl" >"$d/stuck.out" 2>"$d/stuck.err"
+    rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ ! -e "$d/stuck.ftl" ] &&
+        grep -q 'rank [01]: epoch 1, batch 1: the NCCL gradient allreduce over 2 ranks did not finish within the stall timeout (2 s)' "$d/stuck.err" &&
+        pass cuda_nccl_stall_fails_not_hangs || fail cuda_nccl_stall_fails_not_hangs "rc $rc: $(grep -v '^\[[^r]' "$d/stuck.err" | head -3)"
 else
-    for t in nccl_two_ranks_run nccl_head_named_and_cleaned_up nccl_two_ranks_equal_one_gpu shared_gpu_falls_back_to_mpi shared_gpu_two_ranks_equal_one_gpu no_nccl_falls_back_to_mpi no_nccl_two_ranks_equal_one_gpu; do
+    for t in nccl_stall_fails_not_hangs nccl_two_ranks_run nccl_head_named_and_cleaned_up nccl_two_ranks_equal_one_gpu shared_gpu_falls_back_to_mpi shared_gpu_two_ranks_equal_one_gpu no_nccl_falls_back_to_mpi no_nccl_two_ranks_equal_one_gpu; do
         skip "cuda_$t" "mpirun (openmpi-bin) is not installed"
     done
 fi
