@@ -31,7 +31,11 @@ for lib in libcuda.so.1 libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libnccl.
     else echo "MISSING $lib" >>"$OUT/libraries.txt"; fi
 done
 LIBPATH="$W/lib$NV"
-run() { local bin=$1; shift; "$LDSO" --library-path "$LIBPATH" "$B/bin/$bin" "$@"; }
+# Every command under a time limit (RUN_LIMIT seconds, default 240), so one that hangs (a GPU
+# fault, NCCL's bootstrap) costs its stage, not the rest of the machine's time.
+run() { local bin=$1; shift; timeout "${RUN_LIMIT:-240}" "$LDSO" --library-path "$LIBPATH" "$B/bin/$bin" "$@"; }
+# NCCL's bootstrap needs a socket interface: the loopback one is enough for one rank on one machine.
+export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 PY=$(command -v python3 || true)
 
 if want 1; then
@@ -64,7 +68,7 @@ fi
 
 if want 3; then
     say "== stage 3: the head on the GPU, then train + eval, GPU vs CPU ($(date -u +%T))"
-    run ftl_cuda_check head >"$OUT/stage3-head.txt" 2>&1
+    RUN_LIMIT=90 run ftl_cuda_check head >"$OUT/stage3-head.txt" 2>&1 || say "ftl_cuda_check head ended with status $?"
     cat "$OUT/stage3-head.txt" >>"$OUT/summary.txt"
     for dev in cuda cpu; do
         run ftl train "$B/data/hymenoptera128/train.parquet" --val "$B/data/hymenoptera128/val.parquet" --backbone "$B/models/mobilenet_v1_0.25_128.onnx" \
