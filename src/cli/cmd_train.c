@@ -28,7 +28,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
         {"precision", CLI_STRING, &precision, "fp32|bf16|tf32", "backbone arithmetic; default fp32 (tf32: GPU only)"},
-        {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
+        {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone and the head run; auto (default): a visible GPU, else the CPU"},
         {"deterministic", CLI_BOOL, &o.embed.deterministic, NULL, "GPU: only algorithms that give the same bits every run"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
          "auto (default): Winograd for fp32 3x3 stride-1 convs with >= 64 channels where it pays; direct: never"},
