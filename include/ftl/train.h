@@ -164,6 +164,9 @@ ftl_status ftl_head_input_grad(ftl_head *head, size_t n, const ftl_row_draws *dr
 /* Evaluation forward pass (no dropout): adds loss/correct/count to *counts. */
 ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
                                    ftl_metric_counts *counts);
+/* Every label in [0, classes), or an error naming the first that is not (the head's own check,
+ * for engines that train it elsewhere). */
+ftl_status ftl_head_check_labels(int64_t classes, const int32_t *labels, size_t n);
 /* Softmax probabilities [n x C] (no dropout). logits_out may be NULL. */
 ftl_status ftl_head_predict(ftl_head *head, const float *x, size_t n, float *probs_out, float *logits_out);
 

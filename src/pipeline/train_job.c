@@ -531,7 +531,6 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                              ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], run_record, s);
     }
     ftl_trainer_free(trainer);
-    ftl_head_engine_free(engine);
     ftl_device_monitor_stop(monitor);
     free(dim_text);
     free(offset_text);

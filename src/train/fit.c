@@ -358,30 +358,27 @@ static ftl_status train_step(ftl_trainer *t, const ftl_feature_batch *b, const f
     return FTL_OK;
 }
 
-/* Validation with a top: the rows go through it in batches it can take. */
-static ftl_status evaluate_through_top(ftl_trainer *t, ftl_batch_source *val, ftl_metric_counts *out) {
+/* One evaluation pass over a source: through the top when fine-tuning (in batches it can take),
+ * on the head engine when asked (its weights are the current ones only during fitting), else on
+ * the CPU head. */
+static ftl_status evaluate_pass(ftl_trainer *t, ftl_batch_source *val, bool on_engine, ftl_metric_counts *out) {
     const ftl_fit_top *top = t->config.top;
+    const ftl_head_engine *e = on_engine ? t->config.head_engine : NULL;
+    size_t rows = top ? (size_t)top->max_rows : t->config.eval_batch_size > 0 ? (size_t)t->config.eval_batch_size : 1024;
     memset(out, 0, sizeof *out);
     if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
     for (;;) {
         ftl_feature_batch b = {0};
-        FTL_TRY(val->next_batch(val->ctx, (size_t)top->max_rows, false, &b));
+        FTL_TRY(val->next_batch(val->ctx, rows, false, &b));
         if (b.count == 0) return FTL_OK;
-        FTL_TRY(top->forward(top->ctx, b.features, b.count, t->top_features));
-        FTL_TRY(ftl_head_evaluate_batch(&t->head, t->top_features, b.labels, b.count, out));
-    }
-}
-
-/* Validation on the head engine, in the CPU head's batches. */
-static ftl_status evaluate_on_engine(ftl_trainer *t, ftl_batch_source *val, ftl_metric_counts *out) {
-    const ftl_head_engine *e = t->config.head_engine;
-    memset(out, 0, sizeof *out);
-    if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
-    for (;;) {
-        ftl_feature_batch b = {0};
-        FTL_TRY(val->next_batch(val->ctx, (size_t)t->config.eval_batch_size, false, &b));
-        if (b.count == 0) return FTL_OK;
-        FTL_TRY(e->evaluate_batch(e->ctx, b.features, b.labels, b.count, out));
+        if (top) {
+            FTL_TRY(top->forward(top->ctx, b.features, b.count, t->top_features));
+            FTL_TRY(ftl_head_evaluate_batch(&t->head, t->top_features, b.labels, b.count, out));
+        } else if (e) {
+            FTL_TRY(e->evaluate_batch(e->ctx, b.features, b.labels, b.count, out));
+        } else {
+            FTL_TRY(ftl_head_evaluate_batch(&t->head, b.features, b.labels, b.count, out));
+        }
     }
 }
 
@@ -408,8 +405,7 @@ static ftl_status optimizer_step(ftl_trainer *t, double lr) {
 }
 
 ftl_status ftl_trainer_evaluate(ftl_trainer *t, ftl_batch_source *source, ftl_metric_counts *out) {
-    FTL_TRY(t->config.top ? evaluate_through_top(t, source, out)
-                          : ftl_head_evaluate(&t->head, source, (size_t)t->config.eval_batch_size, out));
+    FTL_TRY(evaluate_pass(t, source, false, out));
     return reduce_counts(&t->config.collectives, out);
 }
 
@@ -483,9 +479,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     if (val) {
         double v0 = ftl_now();
         ftl_metric_counts vc;
-        ftl_status st = c->top ? evaluate_through_top(t, val, &vc)
-                        : e ? evaluate_on_engine(t, val, &vc)
-                            : ftl_head_evaluate(&t->head, val, (size_t)c->eval_batch_size, &vc);
+        ftl_status st = evaluate_pass(t, val, true, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
         ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));

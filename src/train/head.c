@@ -109,11 +109,11 @@ static void ensure_capacity(ftl_head *head, size_t n, bool need_dropout_buffer) 
     if (need_dropout_buffer && !ws->x_dropped) ws->x_dropped = ftl_train_alloc_floats(ws->capacity * (size_t)head->dim);
 }
 
-static ftl_status check_labels(const ftl_head *head, const int32_t *labels, size_t n) {
+ftl_status ftl_head_check_labels(int64_t classes, const int32_t *labels, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= head->classes)
+        if (labels[i] < 0 || labels[i] >= classes)
             return ftl_fail(FTL_E_FORMAT, "label %d of batch example %zu is outside [0, %lld) for a %lld-class head",
-                            labels[i], i, (long long)head->classes, (long long)head->classes);
+                            labels[i], i, (long long)classes, (long long)classes);
     return FTL_OK;
 }
 
@@ -216,7 +216,7 @@ ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *l
         memset(head->grads, 0, head->param_count * sizeof(float));
         return FTL_OK;
     }
-    FTL_TRY(check_labels(head, labels, n));
+    FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
     bool dropout = head->dropout > 0.0f;
     if (dropout && !draws) return ftl_fail(FTL_E_INVALID_ARG, "dropout needs the rows' random draws");
     ensure_capacity(head, n, dropout);
@@ -276,7 +276,7 @@ ftl_status ftl_head_input_grad(ftl_head *head, size_t n, const ftl_row_draws *dr
 ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
                                    ftl_metric_counts *counts) {
     if (n == 0) return FTL_OK;
-    FTL_TRY(check_labels(head, labels, n));
+    FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
     ensure_capacity(head, n, false);
     forward(head, x, n, &head->ws->eval_site);
     softmax_cross_entropy(head->ws->logits, n, (size_t)head->classes, labels, 0.0f, NULL, NULL, counts);

@@ -103,51 +103,51 @@ typedef struct update_args {
 } update_args;
 
 /* V: vector type, W: lanes, L/S: load/store, B: broadcast, SQ: sqrt. */
-#define UPDATE_BODY(V, W, L, S, B, SQ)                                                                    \
-    size_t i = begin;                                                                                     \
-    const V wd = B(a->u.wd), b1 = B(a->u.b1), omb1 = B(a->u.omb1), b2 = B(a->u.b2), omb2 = B(a->u.omb2);           \
-    const V ibcs = B(a->u.inv_bc2_sqrt), eps = B(a->u.eps), cg = B(a->u.c_grad), cm = B(a->u.c_m), one = B(1.0f);  \
-    const V mom = B(a->u.momentum), nlr = B(a->u.neg_lr);                                                     \
-    switch (a->u.kind) {                                                                                    \
-    case FTL_OPTIMIZER_NADAM:                                                                             \
-        for (; i + W <= end; i += W) {                                                                    \
-            V g = L(a->g + i), p = L(a->p + i);                                                           \
-            if (a->u.wd != 0.0f) g = g + wd * p;                                                            \
-            V m = L(a->m + i) * b1 + g * omb1;                                                            \
-            V v = L(a->v + i) * b2 + omb2 * (g * g);                                                      \
-            S(a->m + i, m);                                                                               \
-            S(a->v + i, v);                                                                               \
-            V r = one / (SQ(v) * ibcs + eps);                                                             \
-            p = p + cg * (g * r);                                                                         \
-            p = p + cm * (m * r);                                                                         \
-            S(a->p + i, p);                                                                               \
-        }                                                                                                 \
-        break;                                                                                            \
-    case FTL_OPTIMIZER_ADAM:                                                                              \
-        for (; i + W <= end; i += W) {                                                                    \
-            V g = L(a->g + i), p = L(a->p + i);                                                           \
-            if (a->u.wd != 0.0f) g = g + wd * p;                                                            \
-            V m = L(a->m + i) * b1 + g * omb1;                                                            \
-            V v = L(a->v + i) * b2 + omb2 * (g * g);                                                      \
-            S(a->m + i, m);                                                                               \
-            S(a->v + i, v);                                                                               \
-            S(a->p + i, p + cm * (m / (SQ(v) * ibcs + eps)));                                             \
-        }                                                                                                 \
-        break;                                                                                            \
-    case FTL_OPTIMIZER_SGD:                                                                               \
-        for (; i + W <= end; i += W) {                                                                    \
-            V g = L(a->g + i), p = L(a->p + i);                                                           \
-            if (a->u.wd != 0.0f) g = g + wd * p;                                                            \
-            if (a->u.has_momentum) {                                                                        \
-                V buf = L(a->m + i) * mom + g;                                                            \
-                S(a->m + i, buf);                                                                         \
-                if (a->u.nesterov) g = g + mom * buf;                                                       \
-                else g = buf;                                                                             \
-            }                                                                                             \
-            S(a->p + i, p + nlr * g);                                                                     \
-        }                                                                                                 \
-        break;                                                                                            \
-    }                                                                                                     \
+#define UPDATE_BODY(V, W, L, S, B, SQ)                                                                          \
+    size_t i = begin;                                                                                           \
+    const V wd = B(a->u.wd), b1 = B(a->u.b1), omb1 = B(a->u.omb1), b2 = B(a->u.b2), omb2 = B(a->u.omb2);        \
+    const V ibcs = B(a->u.inv_bc2_sqrt), eps = B(a->u.eps), cg = B(a->u.c_grad), cm = B(a->u.c_m), one = B(1.0f); \
+    const V mom = B(a->u.momentum), nlr = B(a->u.neg_lr);                                                       \
+    switch (a->u.kind) {                                                                                        \
+    case FTL_OPTIMIZER_NADAM:                                                                                   \
+        for (; i + W <= end; i += W) {                                                                          \
+            V g = L(a->g + i), p = L(a->p + i);                                                                 \
+            if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
+            V m = L(a->m + i) * b1 + g * omb1;                                                                  \
+            V v = L(a->v + i) * b2 + omb2 * (g * g);                                                            \
+            S(a->m + i, m);                                                                                     \
+            S(a->v + i, v);                                                                                     \
+            V r = one / (SQ(v) * ibcs + eps);                                                                   \
+            p = p + cg * (g * r);                                                                               \
+            p = p + cm * (m * r);                                                                               \
+            S(a->p + i, p);                                                                                     \
+        }                                                                                                       \
+        break;                                                                                                  \
+    case FTL_OPTIMIZER_ADAM:                                                                                    \
+        for (; i + W <= end; i += W) {                                                                          \
+            V g = L(a->g + i), p = L(a->p + i);                                                                 \
+            if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
+            V m = L(a->m + i) * b1 + g * omb1;                                                                  \
+            V v = L(a->v + i) * b2 + omb2 * (g * g);                                                            \
+            S(a->m + i, m);                                                                                     \
+            S(a->v + i, v);                                                                                     \
+            S(a->p + i, p + cm * (m / (SQ(v) * ibcs + eps)));                                                   \
+        }                                                                                                       \
+        break;                                                                                                  \
+    case FTL_OPTIMIZER_SGD:                                                                                     \
+        for (; i + W <= end; i += W) {                                                                          \
+            V g = L(a->g + i), p = L(a->p + i);                                                                 \
+            if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
+            if (a->u.has_momentum) {                                                                            \
+                V buf = L(a->m + i) * mom + g;                                                                  \
+                S(a->m + i, buf);                                                                               \
+                if (a->u.nesterov) g = g + mom * buf;                                                           \
+                else g = buf;                                                                                   \
+            }                                                                                                   \
+            S(a->p + i, p + nlr * g);                                                                           \
+        }                                                                                                       \
+        break;                                                                                                  \
+    }                                                                                                           \
     return i;
 
 #define SCALAR_LOAD(p) (*(p))

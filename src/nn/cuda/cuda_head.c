@@ -115,20 +115,12 @@ static ftl_status gemm(cuda_head *h, cublasOperation_t op_a, cublasOperation_t o
                              what);
 }
 
-static ftl_status check_labels(const cuda_head *h, const int32_t *labels, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= h->classes)
-            return ftl_fail(FTL_E_FORMAT, "label %d of batch example %zu is outside [0, %lld) for a %lld-class head",
-                            labels[i], i, (long long)h->classes, (long long)h->classes);
-    return FTL_OK;
-}
-
 /* Rows and labels in; logits = x W, then cross-entropy (and dz when training); per-row results out. */
 static ftl_status forward(cuda_head *h, const float *x, const int32_t *labels, size_t n, const ftl_row_draws *draws,
                           float dropout, float grad_scale, bool train, ftl_metric_counts *counts) {
     const cuda_libs *L = h->L;
     size_t D = (size_t)h->dim, C = (size_t)h->classes;
-    FTL_TRY(check_labels(h, labels, n));
+    FTL_TRY(ftl_head_check_labels(h->classes, labels, n));
     FTL_TRY(set_current(h));
     FTL_TRY(ensure_rows(h, n));
     FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(h->x, x, n * D * sizeof(float), h->stream), "copying the head's rows to the GPU"));
