@@ -181,7 +181,9 @@ int cli_cmd_train(int argc, char **argv) {
         const char *logs[1] = {o.fit.log_path};
         ftl_report_options ro = {.logs = logs, .log_count = 1, .timeline = o.fit.timeline_path, .output_path = report,
                                  .overwrite = true};
+        ftl_dist_phase_begin(ftl_dist_world(), "writing the report");
         st = ftl_report_write(&ro);
+        ftl_dist_phase_end(ftl_dist_world());
     }
     if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0 && s.fine_tuned && !o.fine_tune_only && s.head_phase.epochs_run > 0)
         printf("train: phase 1 (head): %lld epochs, best epoch %lld: val_acc %.4f, val_loss %.4f\n",

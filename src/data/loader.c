@@ -131,11 +131,11 @@ static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int grou
         } else {
             memcpy(&v, (const uint8_t *)rb->label.values + 8 * i, 8);
         }
+        int64_t stored = v;
         if (v >= INT32_MIN && v <= INT32_MAX) v += l->o.label_offset; /* the sum cannot overflow then */
         if (v < 0 || v > INT32_MAX)
             return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: label %lld%s is out of range", f->path, group,
-                            (long long)i, (long long)(v - l->o.label_offset),
-                            l->o.label_offset ? " (before --label-offset)" : "");
+                            (long long)i, (long long)stored, l->o.label_offset ? " (before --label-offset)" : "");
         rb->whole.labels[i] = (int32_t)v;
     }
     if (rb->value.null_count > 0)
@@ -524,14 +524,14 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
     if (l->o.num_shards == 0) l->o.num_shards = 1;
     if (l->o.threads <= 0) l->o.threads = 2;
     if (l->o.shuffle_buffer < 0) l->o.shuffle_buffer = 0;
-    l->o.sources = NULL; /* not kept: only needed while planning */
     l->o.resume_position = NULL;
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->piece_ready, NULL);
     pthread_cond_init(&l->piece_free, NULL);
     pthread_cond_init(&l->batch_ready, NULL);
     pthread_cond_init(&l->batch_free, NULL);
-    ftl_status st = loader_plan_build(options, &l->plan);
+    ftl_status st = loader_plan_build(&l->o, &l->plan); /* with the defaults above */
+    l->o.sources = NULL; /* not kept: only needed while planning */
     if (st != FTL_OK) {
         free(l);
         return st;

@@ -82,12 +82,15 @@ static ftl_status find_columns(const ftl_loader_options *o, loader_file *f) {
             return st;
         }
         const ftl_parquet_column_info *info = ftl_parquet_column(f->parquet, c);
-        bool ok = k == 0 ? (info->type == FTL_PARQUET_INT32 || info->type == FTL_PARQUET_INT64)
-                         : (info->type == FTL_PARQUET_BYTE_ARRAY || info->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY);
+        /* Paths are read through their offsets: only BYTE_ARRAY strings have them. */
+        bool ok = k == 0   ? (info->type == FTL_PARQUET_INT32 || info->type == FTL_PARQUET_INT64)
+                  : k == 1 ? (info->type == FTL_PARQUET_BYTE_ARRAY || info->type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY)
+                           : info->type == FTL_PARQUET_BYTE_ARRAY;
+        const char *expected[3] = {"an INT32 or INT64 label", "BYTE_ARRAY or FIXED_LEN_BYTE_ARRAY values",
+                                   "BYTE_ARRAY (string) paths"};
         if (!ok || info->nested)
             return ftl_fail(FTL_E_UNSUPPORTED, "%s: column '%s' is %s%s; expected %s", f->path, names[k],
-                            info->nested ? "nested " : "", ftl_parquet_type_name(info->type),
-                            k == 0 ? "an INT32 or INT64 label" : "BYTE_ARRAY or FIXED_LEN_BYTE_ARRAY values");
+                            info->nested ? "nested " : "", ftl_parquet_type_name(info->type), expected[k]);
         *slots[k] = c;
     }
     return FTL_OK;
@@ -109,13 +112,13 @@ static ftl_status metadata_image_size(ftl_parquet_file *f, const char *path, int
 
 ftl_status loader_total_rows(const char *const *sources, int source_count, int64_t *rows) {
     ftl_string_list paths = {0};
-    FTL_TRY(expand_into(sources, source_count, &paths));
-    ftl_status st = FTL_OK;
+    ftl_status st = expand_into(sources, source_count, &paths);
     *rows = 0;
     for (int i = 0; i < paths.count && st == FTL_OK; i++) {
         ftl_parquet_file *f = NULL;
         st = ftl_parquet_open(paths.items[i], &f);
-        if (st == FTL_OK) *rows += ftl_parquet_num_rows(f);
+        if (st == FTL_OK && __builtin_add_overflow(*rows, ftl_parquet_num_rows(f), rows))
+            st = ftl_fail(FTL_E_FORMAT, "%s: the row counts of the dataset's files overflow 64 bits", paths.items[i]);
         ftl_parquet_close(f);
     }
     ftl_string_list_free(&paths);
@@ -130,9 +133,13 @@ ftl_status loader_dataset_image_size(const char *const *sources, int source_coun
         return FTL_OK;
     }
     ftl_string_list paths = {0};
-    FTL_TRY(expand_into(sources, source_count, &paths));
+    ftl_status st = expand_into(sources, source_count, &paths);
+    if (st != FTL_OK) {
+        ftl_string_list_free(&paths);
+        return st;
+    }
     ftl_parquet_file *f = NULL;
-    ftl_status st = ftl_parquet_open(paths.items[0], &f);
+    st = ftl_parquet_open(paths.items[0], &f);
     if (st == FTL_OK) st = metadata_image_size(f, paths.items[0], size);
     if (st == FTL_OK && *size == 0)
         st = ftl_fail(FTL_E_INVALID_ARG, "%s has no %s metadata; pass --image-size S", paths.items[0], FTL_META_IMAGE_SIZE);
@@ -177,7 +184,8 @@ static ftl_status open_file(const ftl_loader_options *o, loader_file *f, int64_t
     int64_t row = first_row;
     for (int g = 0; g < groups; g++) {
         f->row_group_first_row[g] = row;
-        row += ftl_parquet_row_group_rows(f->parquet, g);
+        if (__builtin_add_overflow(row, ftl_parquet_row_group_rows(f->parquet, g), &row))
+            return ftl_fail(FTL_E_FORMAT, "%s: the row counts of the dataset's files overflow 64 bits", f->path);
     }
     f->row_group_first_row[groups] = row;
     return FTL_OK;
@@ -204,7 +212,9 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
     free(paths.items);
     for (int i = 0; i < p->file_count && st == FTL_OK; i++) {
         st = open_file(o, &p->files[i], p->total_rows);
-        if (st == FTL_OK) p->total_rows += ftl_parquet_num_rows(p->files[i].parquet);
+        /* Footers' row counts are not backed by data yet. */
+        if (st == FTL_OK && __builtin_add_overflow(p->total_rows, ftl_parquet_num_rows(p->files[i].parquet), &p->total_rows))
+            st = ftl_fail(FTL_E_FORMAT, "%s: the row counts of the dataset's files overflow 64 bits", p->files[i].path);
     }
     if (st == FTL_OK) st = decide_row_bytes(o, p);
     if (st != FTL_OK) {
@@ -212,8 +222,9 @@ ftl_status loader_plan_build(const ftl_loader_options *o, loader_plan *p) {
         return st;
     }
     int64_t n = p->total_rows, k = o->shard, s = o->num_shards;
-    p->shard_begin = k * n / s;
-    p->shard_end = (k + 1) * n / s;
+    /* floor(k n / s) without forming k n (n can be near 2^63). */
+    p->shard_begin = k * (n / s) + k * (n % s) / s;
+    p->shard_end = (k + 1) * (n / s) + (k + 1) * (n % s) / s;
     if (o->row_end > 0) {
         if (o->row_begin < 0 || o->row_begin > o->row_end || o->row_end > n) {
             st = ftl_fail(FTL_E_INVALID_ARG, "rows [%lld, %lld) are outside the dataset's %lld rows", (long long)o->row_begin,

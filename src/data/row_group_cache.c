@@ -93,6 +93,7 @@ void row_group_cache_close(row_group_cache *c) {
     if (!c->dir) return;
     for (int64_t i = 0; i < c->keep_count; i++) free(c->keep_keys[i]);
     free(c->keep_keys);
+    free(c->writing);
     free(c->dir);
     pthread_mutex_destroy(&c->lock);
     memset(c, 0, sizeof *c);
@@ -240,11 +241,25 @@ void row_group_cache_put(row_group_cache *c, const char *key, const loader_rows 
     bool with_paths = r->has_paths;
     uint64_t n = (uint64_t)r->rows, rb = (uint64_t)r->row_bytes, pb = (uint64_t)r->path_bytes;
     int64_t size = (int64_t)(ENTRY_HEADER_BYTES + n * 4 + n * rb + (with_paths ? (n + 1) * 8 + pb : 0));
+    char *path = entry_path(c, key);
     pthread_mutex_lock(&c->lock);
-    bool fits = make_room(c, size);
-    if (fits) c->used += size; /* reserve before writing, so parallel readers respect the limit */
+    bool taken = false;
+    for (int i = 0; i < c->writing_count && !taken; i++) taken = strcmp(c->writing[i], key) == 0;
+    struct stat sb;
+    bool fits = !taken && stat(path, &sb) != 0 && make_room(c, size); /* entries are content-addressed: one is enough */
+    if (fits) {
+        c->used += size; /* reserve before writing, so parallel readers respect the limit */
+        if (c->writing_count == c->writing_cap) {
+            c->writing_cap = c->writing_cap ? 2 * c->writing_cap : 8;
+            c->writing = ftl_xrealloc(c->writing, (size_t)c->writing_cap * sizeof *c->writing);
+        }
+        memcpy(c->writing[c->writing_count++], key, 65);
+    }
     pthread_mutex_unlock(&c->lock);
-    if (!fits) return;
+    if (!fits) {
+        free(path);
+        return;
+    }
 
     uint8_t header[ENTRY_HEADER_BYTES];
     memcpy(header, ENTRY_MAGIC, 8);
@@ -262,7 +277,6 @@ void row_group_cache_put(row_group_cache *c, const char *key, const loader_rows 
         crc = crc_of(crc, r->path_data, pb);
     }
     put_u32(header + 36, crc);
-    char *path = entry_path(c, key);
     ftl_atomic_file f;
     ftl_status st = ftl_atomic_open(&f, path);
     f.skip_fsync = true;
@@ -273,12 +287,15 @@ void row_group_cache_put(row_group_cache *c, const char *key, const loader_rows 
     if (st == FTL_OK && with_paths) st = ftl_write_all(f.fp, r->path_data, pb, path);
     if (st == FTL_OK) st = ftl_atomic_commit(&f);
     else ftl_atomic_abort(&f);
-    if (st != FTL_OK) {
-        ftl_log_warn("cannot store a disk cache entry (%s); continuing without it", ftl_last_error());
-        pthread_mutex_lock(&c->lock);
-        c->used -= size;
-        pthread_mutex_unlock(&c->lock);
-    }
+    if (st != FTL_OK) ftl_log_warn("cannot store a disk cache entry (%s); continuing without it", ftl_last_error());
+    pthread_mutex_lock(&c->lock);
+    if (st != FTL_OK) c->used -= size;
+    for (int i = 0; i < c->writing_count; i++)
+        if (strcmp(c->writing[i], key) == 0) {
+            memcpy(c->writing[i], c->writing[--c->writing_count], 65);
+            break;
+        }
+    pthread_mutex_unlock(&c->lock);
     free(offsets);
     free(path);
 }

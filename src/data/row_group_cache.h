@@ -34,6 +34,10 @@ typedef struct row_group_cache {
     char **keep_keys;        /* keys of the current dataset, sorted: never evicted */
     int64_t keep_count;
     pthread_mutex_t lock;
+    /* Keys being written now: readers that miss on the same row group at once store it once
+     * (a second reservation would count its bytes twice). */
+    char (*writing)[65];
+    int writing_count, writing_cap;
     int64_t hits, misses, corrupt, bytes;
 } row_group_cache;
 

@@ -97,7 +97,10 @@ static void send_notice(mpi_group *g, int type, int64_t seq, const char *what) {
         p->message.seq = seq;
         p->message.step = g->step;
         snprintf(p->message.what, WHAT_LEN, "%s", what ? what : "");
-        MPI_Isend(&p->message, (int)sizeof p->message, MPI_BYTE, r, NOTICE_TAG, g->control, &p->request);
+        /* Notices are advice to the stall watch: one that cannot be sent is dropped (its request
+         * made null, so reaping never tests garbage); the collectives report real failures. */
+        if (MPI_Isend(&p->message, (int)sizeof p->message, MPI_BYTE, r, NOTICE_TAG, g->control, &p->request) != MPI_SUCCESS)
+            p->request = MPI_REQUEST_NULL;
     }
 }
 
@@ -106,11 +109,12 @@ static void read_notices(mpi_group *g) {
     for (;;) {
         int flag = 0;
         MPI_Status status;
-        MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, g->control, &flag, &status);
-        if (!flag) return;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, g->control, &flag, &status) != MPI_SUCCESS || !flag) return;
         notice n;
-        MPI_Recv(&n, (int)sizeof n, MPI_BYTE, status.MPI_SOURCE, NOTICE_TAG, g->control, MPI_STATUS_IGNORE);
+        if (MPI_Recv(&n, (int)sizeof n, MPI_BYTE, status.MPI_SOURCE, NOTICE_TAG, g->control, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return; /* never act on an unfilled notice */
         int r = status.MPI_SOURCE;
+        if (r < 0 || r >= g->size) continue;
         n.what[WHAT_LEN - 1] = '\0';
         if (n.type == NOTICE_WAITING && n.seq > g->waiting_seq[r]) {
             if (g->busy_seq[r] >= 0 && g->busy_seq[r] <= n.seq) g->joined_at[r] = ftl_now();

@@ -123,11 +123,11 @@ static ftl_status count_pages(ftl_parquet_file *f, int g, int c, ftl_strbuf *jso
     while (st == FTL_OK && pos < (size_t)ch->length) {
         pq_page_header h;
         size_t hs;
-        const char *err;
-        if (!pq_parse_page_header(bytes + pos, (size_t)ch->length - pos, &h, &hs, &err) ||
-            (size_t)h.compressed_size > (size_t)ch->length - pos - hs) {
+        const char *err = NULL;
+        bool parsed = pq_parse_page_header(bytes + pos, (size_t)ch->length - pos, &h, &hs, &err);
+        if (!parsed || (size_t)h.compressed_size > (size_t)ch->length - pos - hs) {
             st = ftl_fail(FTL_E_FORMAT, "%s: row group %d, column '%s': page at offset %lld: %s", f->path, g, f->columns[c].info.name,
-                          (long long)(ch->start + (int64_t)pos), h.type < 0 ? err : "page runs past the chunk");
+                          (long long)(ch->start + (int64_t)pos), parsed ? "page runs past the chunk" : err);
             break;
         }
         char key[48];

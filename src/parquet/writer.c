@@ -215,7 +215,9 @@ static ftl_status write_page(ftl_parquet_writer *w, int col, write_chunk *ch, in
         }
         body_len = pq_compress(w->opts.codec, w->opts.compression_level, w->page, w->page_len, w->comp, w->comp_cap, &err);
         if (!body_len) return ftl_fail(FTL_E_INTERNAL, "%s: column '%s': %s", w->file.final_path, w->columns[col].name, err);
-        if (body_len > INT32_MAX) return ftl_fail(FTL_E_INVALID_ARG, "%s: compressed page over 2 GiB", w->file.final_path);
+        if (body_len > INT32_MAX)
+            return ftl_fail(FTL_E_INVALID_ARG, "%s: column '%s': compressed page over 2 GiB", w->file.final_path,
+                            w->columns[col].name);
         body = w->comp;
     }
     bool crc = !w->opts.no_page_crc;

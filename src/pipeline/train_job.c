@@ -356,7 +356,10 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     ftl_kv *all = ftl_xcalloc(n_meta + n_extra, sizeof *all);
     memcpy(all, meta, sizeof meta);
     if (n_extra) memcpy(all + n_meta, extra, n_extra * sizeof *extra);
+    /* Rank 0 alone writes: the others wait in the finalize barrier, without a limit while it says so. */
+    ftl_dist_phase_begin(&o->fit.collectives, "writing the model");
     ftl_status st = ftl_classifier_save_tuned(o->out_path, ftl_trainer_head(trainer), all, n_meta + n_extra, tuned, n_tuned);
+    ftl_dist_phase_end(&o->fit.collectives);
     free(all);
     free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset);
     return st;
@@ -492,7 +495,20 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     snprintf(s->head_device, sizeof s->head_device, "cpu");
     ftl_device gpu;
     bool on_gpu = st == FTL_OK && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK;
-    if (on_gpu && run_phase1) {
+    bool head_on_gpu = on_gpu;
+    if (st == FTL_OK && run_phase1 && ftl_dist_active(&fit.collectives)) {
+        /* The gradient sums take one path on all ranks (NCCL on the GPU head, MPI on the CPU's):
+         * when only some ranks have a GPU, every head trains on the CPU. */
+        int64_t gpu_ranks = on_gpu ? 1 : 0;
+        st = ftl_dist_allreduce_i64(&fit.collectives, &gpu_ranks, 1);
+        if (st == FTL_OK && gpu_ranks > 0 && gpu_ranks < fit.collectives.world_size) {
+            head_on_gpu = false;
+            if (fit.collectives.rank == 0)
+                ftl_log_warn("%lld of %d ranks run the backbone on a GPU, the others on the CPU: every rank trains its "
+                             "head on the CPU", (long long)gpu_ranks, fit.collectives.world_size);
+        }
+    }
+    if (head_on_gpu && run_phase1) {
         st = ftl_device_head_engine_create(&gpu, r.dim, (int64_t)r.class_count, (size_t)fit.batch_size,
                                            ftl_optimizer_slot_count(&fit.optimizer),
                                            ftl_dist_active(&fit.collectives) ? &fit.collectives : NULL, &engine);

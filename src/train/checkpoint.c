@@ -65,6 +65,11 @@ static void append_state_json(ftl_strbuf *b, const ftl_trainer *t) {
                       t->finished ? "true" : "false", (long long)t->config.batch_size, ranks,
                       (long long)(t->config.batch_size * ranks), (unsigned long long)t->config.seed);
     ftl_json_append_number(b, t->config.dropout);
+    ftl_strbuf_printf(b, ",\"lr_scaling\":%d,\"base_batch\":%lld,\"warmup_epochs\":", (int)t->config.lr_scaling,
+                      (long long)t->config.base_batch);
+    ftl_json_append_number(b, t->config.warmup_epochs);
+    ftl_strbuf_printf(b, ",\"warmup_start_factor\":");
+    ftl_json_append_number(b, t->config.warmup_start_factor);
     ftl_strbuf_printf(b, ",\"simd\":\"%s\",\"early_stopping\":{\"monitor\":\"%s\",\"maximize\":%s,\"has_best\":%s,\"best\":",
                       ftl_gemm_isa_name(ftl_gemm_active()), ftl_monitor_name(es->config.monitor),
                       es->maximize ? "true" : "false", es->has_best ? "true" : "false");
@@ -100,6 +105,9 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
         free(blob);
         free(all);
         free(sizes);
+        /* All leave together: the next collective may be the GPU head's NCCL sum, whose watch has
+         * a flat timeout and cannot see that rank 0 is still writing. */
+        if (s == FTL_OK && ranks > 1) s = ftl_dist_barrier(col);
         return s;
     }
     ftl_dist_phase_begin(col, "writing a checkpoint");
@@ -179,6 +187,7 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
     free(all);
     free(sizes);
     ftl_safetensors_writer_free(w);
+    if (s == FTL_OK && ranks > 1) s = ftl_dist_barrier(col);
     return s;
 }
 
@@ -247,6 +256,21 @@ static bool json_bool(const ftl_json *o, const char *key, bool *out) {
     return true;
 }
 
+/* Appends "name saved -> now" to *diff when a setting the checkpoint recorded differs in this run
+ * (absent in older checkpoints: nothing to compare). */
+static void note_change(ftl_strbuf *diff, const ftl_json *o, const char *key, const char *name, double now) {
+    double saved;
+    if (!o || !ftl_json_get_number(o, key, &saved) || saved == now) return;
+    ftl_strbuf_printf(diff, "%s%s %.9g -> %.9g", diff->data ? ", " : "", name, saved, now);
+}
+
+static void warn_changes(const char *path, ftl_strbuf *diff) {
+    if (diff->data)
+        ftl_log_warn("%s was trained with other settings (%s): the result will differ from an uninterrupted run", path,
+                     diff->data);
+    ftl_strbuf_free(diff);
+}
+
 static bool json_int(const ftl_json *o, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     double d;
     if (!ftl_json_get_number(o, key, &d) || d != floor(d) || d < (double)lo || d > (double)hi) return false;
@@ -292,6 +316,16 @@ static ftl_status read_state(ftl_trainer *t, const ftl_safetensors *st, const ch
         ftl_log_warn("%s was trained with a global batch of %lld, resuming with %lld (--batch %lld x %lld ranks): the "
                      "result will differ from an uninterrupted run", path, (long long)global,
                      (long long)(t->config.batch_size * ranks), (long long)t->config.batch_size, (long long)ranks);
+    ftl_strbuf diff = {0};
+    const char *seed = ftl_json_get_string(v, "seed");
+    if (seed && strtoull(seed, NULL, 10) != t->config.seed)
+        ftl_strbuf_printf(&diff, "--seed %s -> %llu", seed, (unsigned long long)t->config.seed);
+    note_change(&diff, v, "dropout", "--dropout", t->config.dropout);
+    note_change(&diff, v, "lr_scaling", "--scale-lr (0 none, 1 linear, 2 sqrt)", (double)t->config.lr_scaling);
+    note_change(&diff, v, "base_batch", "--base-batch", (double)t->config.base_batch);
+    note_change(&diff, v, "warmup_epochs", "--warmup-epochs", t->config.warmup_epochs);
+    note_change(&diff, v, "warmup_start_factor", "the warm-up start factor", t->config.warmup_start_factor);
+    warn_changes(path, &diff);
     if (simd && strcmp(simd, ftl_gemm_isa_name(ftl_gemm_active())) != 0)
         ftl_log_warn("%s was written on a machine using %s kernels, this one uses %s: results can differ in the last bits",
                      path, simd, ftl_gemm_isa_name(ftl_gemm_active()));
@@ -300,7 +334,7 @@ static ftl_status read_state(ftl_trainer *t, const ftl_safetensors *st, const ch
     t->steps_per_epoch = spe;
     t->finished = finished;
     ftl_json_free(v);
-    if (!has_best_params) t->es.has_best_params = false;
+    t->es.has_best_params = has_best_params; /* the claim; checked against the tensor by the caller */
     return FTL_OK;
 }
 
@@ -354,7 +388,11 @@ static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
         v->type == FTL_JSON_ARRAY) {
         t->checkpoints = ftl_xrealloc(t->checkpoints, (v->count + 1) * sizeof(char *));
         for (size_t i = 0; i < v->count; i++)
-            if (v->items[i].type == FTL_JSON_STRING && pattern_produces(t->config.checkpoint_pattern, v->items[i].string, t->epoch))
+            /* Checkpoints are written at completed epochs, each of which has a history record: the
+             * record count (bounded by the file's size) bounds the search, not the claimed epoch. */
+            if (v->items[i].type == FTL_JSON_STRING &&
+                pattern_produces(t->config.checkpoint_pattern, v->items[i].string,
+                                 t->epoch < (int64_t)t->history_count ? t->epoch : (int64_t)t->history_count))
                 t->checkpoints[t->checkpoint_count++] = ftl_strdup(v->items[i].string);
     }
     ftl_json_free(v);
@@ -459,8 +497,21 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
         else if (saved == FTL_OPTIMIZER_SGD && (momentum > 0) != (t->opt.config.momentum > 0))
             s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it used sgd %s momentum, this run %s", path,
                          momentum > 0 ? "with" : "without", t->opt.config.momentum > 0 ? "has momentum" : "has none");
-        else if (lr != t->opt.config.lr)
-            ftl_log_warn("%s was trained with --lr %g, resuming with %g", path, lr, t->opt.config.lr);
+        else {
+            if (lr != t->opt.config.lr) ftl_log_warn("%s was trained with --lr %g, resuming with %g", path, lr, t->opt.config.lr);
+            const ftl_optimizer_config *oc = &t->opt.config;
+            ftl_strbuf diff = {0};
+            note_change(&diff, o, "beta1", "beta1", oc->beta1);
+            note_change(&diff, o, "beta2", "beta2", oc->beta2);
+            note_change(&diff, o, "eps", "eps", oc->eps);
+            note_change(&diff, o, "momentum_decay", "momentum_decay", oc->momentum_decay);
+            note_change(&diff, o, "momentum", "--momentum", oc->momentum);
+            note_change(&diff, o, "weight_decay", "--weight-decay", oc->weight_decay);
+            if (nesterov != oc->nesterov)
+                ftl_strbuf_printf(&diff, "%s--nesterov %s -> %s", diff.data ? ", " : "", nesterov ? "on" : "off",
+                                  oc->nesterov ? "on" : "off");
+            warn_changes(path, &diff);
+        }
         ftl_json_free(o);
     }
     int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
@@ -502,11 +553,22 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
         s = read_state(t, st, path);
     }
     if (s == FTL_OK) {
-        bool has = ftl_safetensors_find(st, "early_stopping.best_params") != NULL;
+        bool claimed = t->es.has_best_params, has = ftl_safetensors_find(st, "early_stopping.best_params") != NULL;
         t->es.has_best_params = false;
-        if (has && t->es.best_params) {
+        if (claimed != has)
+            s = ftl_fail(FTL_E_FORMAT, "%s: ftl.train_state says has_best_params %s but the tensor early_stopping.best_params "
+                         "is %s", path, claimed ? "true" : "false", has ? "there" : "missing");
+        else if (has && t->es.best_params && t->es.has_best) {
             s = ftl_safetensors_read(st, "early_stopping.best_params", FTL_DTYPE_F32, 1, pshape, t->es.best_params, pbytes);
             t->es.has_best_params = s == FTL_OK;
+        } else if (t->es.best_params && t->es.has_best) {
+            /* Its best epoch's weights are not in the file: a best record without them would
+             * restore the wrong weights at the end. */
+            ftl_log_warn("%s holds no best weights (written with --no-restore-best?): the best-epoch record starts over",
+                         path);
+            t->es.has_best = false;
+            t->es.best_epoch = 0;
+            t->es.wait = 0;
         }
     }
     if (s == FTL_OK) s = read_history(t, st);

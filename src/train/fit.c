@@ -217,31 +217,33 @@ static void print_epoch_line(FILE *out, const ftl_epoch_log *l, bool has_val) {
     fflush(out);
 }
 
-/* Deletes the oldest checkpoints of this run beyond keep_last (never the one just written). */
-static void prune_checkpoints(ftl_trainer *t, const char *written) {
+/* The run's checkpoint list once `path` is written: `path` last (moved there if written before),
+ * the oldest beyond keep_last split off into *dropped. Neither list shares strings with t's. */
+static void checkpoint_list_after(const ftl_trainer *t, const char *path, char ***kept, size_t *kept_count,
+                                  char ***dropped, size_t *dropped_count) {
+    char **all = ftl_xmalloc((t->checkpoint_count + 1) * sizeof(char *));
+    size_t n = 0;
     for (size_t i = 0; i < t->checkpoint_count; i++)
-        if (strcmp(t->checkpoints[i], written) == 0) { /* same name again: move it to the end */
-            free(t->checkpoints[i]);
-            memmove(t->checkpoints + i, t->checkpoints + i + 1, (t->checkpoint_count - i - 1) * sizeof(char *));
-            t->checkpoint_count--;
-            break;
-        }
-    t->checkpoints = ftl_xrealloc(t->checkpoints, (t->checkpoint_count + 1) * sizeof(char *));
-    t->checkpoints[t->checkpoint_count++] = ftl_strdup(written);
-    if (t->config.keep_last <= 0) return;
-    while (t->checkpoint_count > (size_t)t->config.keep_last) {
-        if (unlink(t->checkpoints[0]) != 0 && errno != ENOENT)
-            ftl_log_warn("cannot delete old checkpoint %s: %s", t->checkpoints[0], strerror(errno));
-        free(t->checkpoints[0]);
-        memmove(t->checkpoints, t->checkpoints + 1, (t->checkpoint_count - 1) * sizeof(char *));
-        t->checkpoint_count--;
-    }
+        if (strcmp(t->checkpoints[i], path) != 0) all[n++] = ftl_strdup(t->checkpoints[i]);
+    all[n++] = ftl_strdup(path);
+    size_t drop = t->config.keep_last > 0 && n > (size_t)t->config.keep_last ? n - (size_t)t->config.keep_last : 0;
+    *dropped = ftl_xmalloc((drop ? drop : 1) * sizeof(char *));
+    memcpy(*dropped, all, drop * sizeof(char *));
+    *dropped_count = drop;
+    memmove(all, all + drop, (n - drop) * sizeof(char *));
+    *kept = all;
+    *kept_count = n - drop;
 }
 
-static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train, char **path_out) {
-    *path_out = NULL;
-    char *path = ftl_train_expand_pattern(t->config.checkpoint_pattern, t->epoch);
-    if (!path) return FTL_E_INVALID_ARG;
+static void free_strings(char **list, size_t count) {
+    for (size_t i = 0; i < count; i++) free(list[i]);
+    free(list);
+}
+
+/* Writes this epoch's checkpoint. It records the files of the run as they are once it is written
+ * (itself included, the pruned ones not), so a resume from it knows every file --keep-last may
+ * delete later; the pruned ones are deleted only after it is safely on disk. */
+static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train, const char *path) {
     bool rank0 = ftl_dist_rank(&t->config.collectives) == 0;
     ftl_status s = FTL_OK;
     char *dir = ftl_strdup(path);
@@ -251,13 +253,26 @@ static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train
         s = ftl_make_dirs(dir);
     }
     free(dir);
+    char **kept, **dropped;
+    size_t kept_count, dropped_count;
+    checkpoint_list_after(t, path, &kept, &kept_count, &dropped, &dropped_count);
+    char **before = t->checkpoints;
+    size_t before_count = t->checkpoint_count;
+    t->checkpoints = kept;
+    t->checkpoint_count = kept_count;
     if (s == FTL_OK) s = ftl_trainer_save_checkpoint(t, path, train);
-    if (s != FTL_OK) {
-        free(path);
+    if (s != FTL_OK) { /* nothing written: the run's files are as before */
+        t->checkpoints = before;
+        t->checkpoint_count = before_count;
+        free_strings(kept, kept_count);
+        free_strings(dropped, dropped_count);
         return s;
     }
-    if (rank0) prune_checkpoints(t, path);
-    *path_out = path;
+    free_strings(before, before_count);
+    for (size_t i = 0; rank0 && i < dropped_count; i++)
+        if (unlink(dropped[i]) != 0 && errno != ENOENT)
+            ftl_log_warn("cannot delete old checkpoint %s: %s", dropped[i], strerror(errno));
+    free_strings(dropped, dropped_count);
     return FTL_OK;
 }
 
@@ -414,14 +429,18 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     const ftl_fit_config *c = &t->config;
     const ftl_collectives *col = &c->collectives;
     double start = ftl_now();
-    if (!wrap && train->begin_pass) FTL_TRY(train->begin_pass(train->ctx));
+    if (!wrap && train->begin_pass) {
+        ftl_status st = train->begin_pass(train->ctx);
+        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld", (long long)log->epoch);
+    }
     ftl_metric_counts counts = {0};
     double fetch_s = 0, backbone_s = 0, head_s = 0, allreduce_s = 0, lr = 0;
     for (int64_t s = 0; s < steps; s++) {
         test_hooks(ftl_dist_rank(col), t->step);
         double t0 = ftl_now();
         ftl_feature_batch b = {0};
-        FTL_TRY(train->next_batch(train->ctx, (size_t)c->batch_size, wrap, &b));
+        ftl_status st = train->next_batch(train->ctx, (size_t)c->batch_size, wrap, &b);
+        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
         double t1 = ftl_now();
         fetch_s += t1 - t0;
         backbone_s += b.backbone_seconds;
@@ -435,7 +454,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         ftl_row_draws draws = {.seed = t->dropout_seed, .step = t->step, .positions = b.positions,
                                .position_base = b.position_base};
         double top_s = 0;
-        ftl_status st = train_step(t, &b, &draws, &counts, &top_s);
+        st = train_step(t, &b, &draws, &counts, &top_s);
         if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
         backbone_s += top_s;
         double t2 = ftl_now();
@@ -447,7 +466,8 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         }
         double t3 = ftl_now();
         lr = ftl_lr_schedule_at(sched, t->step);
-        FTL_TRY(optimizer_step(t, lr));
+        st = optimizer_step(t, lr);
+        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
         t->step++;
         double t4 = ftl_now();
         head_s += (t2 - t1 - top_s) + (t4 - t3);
@@ -458,7 +478,10 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     }
     /* The host blocks are the record (validation, early stopping, checkpoints). */
     const ftl_head_engine *e = c->head_engine;
-    if (e) FTL_TRY(e->store(e->ctx, t->params, t->opt.state, t->opt.slot_count));
+    if (e) {
+        ftl_status st = e->store(e->ctx, t->params, t->opt.state, t->opt.slot_count);
+        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld: copying the head back from the device", (long long)log->epoch);
+    }
     ftl_dist_set_context(col, t->step, "the training metrics");
     FTL_TRY(reduce_counts(col, &counts));
     log->steps = steps;
@@ -594,12 +617,20 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
         /* Every rank takes part (the streaming path gathers their loader positions); rank 0 writes. */
         if (c->checkpoint_pattern && (!c->save_best_only || log.improved)) {
             double c0 = ftl_now();
+            ckpt = ftl_train_expand_pattern(c->checkpoint_pattern, t->epoch);
+            if (!ckpt) {
+                s = FTL_E_INVALID_ARG;
+                break;
+            }
+            log.checkpoint = ckpt;
             ftl_train_history_append(t, &log); /* the checkpoint carries this epoch's record too */
-            s = write_epoch_checkpoint(t, train, &ckpt);
+            s = write_epoch_checkpoint(t, train, ckpt);
             t->history_count--;
             free((char *)t->history[t->history_count].checkpoint);
-            if (s != FTL_OK) break;
-            log.checkpoint = ckpt;
+            if (s != FTL_OK) {
+                free(ckpt);
+                break;
+            }
             log.checkpoint_s = ftl_now() - c0;
             ftl_timeline_span(&t->timeline, "checkpoint", c0, c0 + log.checkpoint_s, t->step);
         }

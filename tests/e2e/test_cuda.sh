@@ -210,6 +210,19 @@ if command -v mpirun >/dev/null 2>&1; then
         pass cuda_shared_gpu_falls_back_to_mpi || fail cuda_shared_gpu_falls_back_to_mpi "rc $rc: $(grep -v '^\[[^r]' "$d/np2b.err" | head -3)"
     $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/np2b.ftl" >"$d/np2b.ftl.json" 2>/dev/null
     same_head cuda_shared_gpu_two_ranks_equal_one_gpu np2b gpu 1e-5
+    # --device auto where only rank 0 has a GPU: rank 1 runs its backbone on the CPU, and the two
+    # heads must sum their gradients one way, so both train on the CPU (saying so); the model is
+    # the one-GPU run's within the backbones' rounding
+    NPA=(train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --batch 8 --cache-dir "$d/cache_auto"
+        --threads 1 --device auto --quiet)
+    FTL_EMU_DEVICES=1 TMPDIR="$d/nccl_tmp" timeout 300 "${MPI[@]}" -np 1 "$FTL" "${NPA[@]}" --out "$d/npm.ftl" --log "$d/npm.jsonl" \
+        : -np 1 env FTL_EMU_DEVICES=0 "$FTL" "${NPA[@]}" --out "$d/npm.ftl" --log "$d/npm.jsonl" >"$d/npm.out" 2>"$d/npm.err"
+    rc=$?
+    [ "$rc" -eq 0 ] && grep -q 'warning: 1 of 2 ranks run the backbone on a GPU, the others on the CPU: every rank trains its head on the CPU' "$d/npm.err" &&
+        ! grep -q '^Head on' "$d/npm.out" && pass cuda_mixed_ranks_train_heads_on_cpu ||
+        fail cuda_mixed_ranks_train_heads_on_cpu "rc $rc: $(grep -v '^\[[^r]' "$d/npm.err" | head -3)"
+    $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/npm.ftl" >"$d/npm.ftl.json" 2>/dev/null
+    same_head cuda_mixed_ranks_equal_one_gpu npm gpu 1e-4
     # a GPU whose allreduce never finishes (a peer's GPU hung): each rank's stall watch gives up after
     # --stall-timeout, aborts NCCL and fails naming it; nothing is written, nothing hangs
     FTL_EMU_DEVICES=2 FTL_EMU_NCCL_STUCK=1 TMPDIR="$d/nccl_tmp" timeout 120 "${MPI[@]}" -x FTL_EMU_NCCL_STUCK -np 2 "$FTL" "${NP2[@]}" \
@@ -219,7 +232,7 @@ if command -v mpirun >/dev/null 2>&1; then
         grep -q 'rank [01]: epoch 1, batch 1: the NCCL gradient allreduce over 2 ranks did not finish within the stall timeout (2 s)' "$d/stuck.err" &&
         pass cuda_nccl_stall_fails_not_hangs || fail cuda_nccl_stall_fails_not_hangs "rc $rc: $(grep -v '^\[[^r]' "$d/stuck.err" | head -3)"
 else
-    for t in nccl_stall_fails_not_hangs nccl_two_ranks_run nccl_head_named_and_cleaned_up nccl_two_ranks_equal_one_gpu shared_gpu_falls_back_to_mpi shared_gpu_two_ranks_equal_one_gpu no_nccl_falls_back_to_mpi no_nccl_two_ranks_equal_one_gpu; do
+    for t in mixed_ranks_train_heads_on_cpu mixed_ranks_equal_one_gpu nccl_stall_fails_not_hangs nccl_two_ranks_run nccl_head_named_and_cleaned_up nccl_two_ranks_equal_one_gpu shared_gpu_falls_back_to_mpi shared_gpu_two_ranks_equal_one_gpu no_nccl_falls_back_to_mpi no_nccl_two_ranks_equal_one_gpu; do
         skip "cuda_$t" "mpirun (openmpi-bin) is not installed"
     done
 fi

@@ -214,6 +214,48 @@ expect_error inspect_foreign_safetensors_named 1 'other.safetensors: a safetenso
 expect_error resume_truncated_checkpoint_refused 1 'truncated.ckpt' \
     "$FTL_SAN" train "$T" --val "$V" "${RESUME[@]}" --out "$d/t.ftl" --resume "$d/truncated.ckpt"
 
+# ---- --keep-last across a resume: the files left are the uninterrupted run's (each checkpoint
+# lists the run's files as they are once it is written, itself included)
+KEEP=(--backbone "$MODEL" --batch 16 --lr 0.004 --keep-last 2 --quiet)
+"$FTL" train "$T" --val "$V" "${KEEP[@]}" --epochs 4 --checkpoint "$d/kl_a/c-{epoch}.ckpt" --out "$d/kl_a.ftl" >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${KEEP[@]}" --epochs 2 --checkpoint "$d/kl_b/c-{epoch}.ckpt" --out "$d/kl_b2.ftl" >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${KEEP[@]}" --epochs 4 --checkpoint "$d/kl_b/c-{epoch}.ckpt" --out "$d/kl_b.ftl" \
+    --resume "$d/kl_b/c-2.ckpt" >/dev/null 2>"$d/kl_b.err"
+[ "$(ls "$d/kl_a")" = "$(printf 'c-3.ckpt\nc-4.ckpt')" ] && [ "$(ls "$d/kl_b")" = "$(ls "$d/kl_a")" ] &&
+    $READ_ST "$d/kl_b/c-4.ckpt" >"$d/kl_b4.json" && $PY - "$d" <<'PYEOF' && pass keep_last_across_resume_keeps_the_uninterrupted_files ||
+import json, sys
+d = sys.argv[1]
+meta = json.load(open(d + "/kl_b4.json"))["metadata"]
+assert json.loads(meta["ftl.checkpoints"]) == [d + "/kl_b/c-3.ckpt", d + "/kl_b/c-4.ckpt"], meta["ftl.checkpoints"]
+h = json.loads(meta["ftl.history"])
+assert [e["epoch"] for e in h] == [1, 2, 3, 4] and h[-1]["checkpoint"] == d + "/kl_b/c-4.ckpt", h
+PYEOF
+    fail keep_last_across_resume_keeps_the_uninterrupted_files "a: $(ls "$d/kl_a" | tr '\n' ' ') b: $(ls "$d/kl_b" | tr '\n' ' ') $(tail -2 "$d/kl_b.err")"
+# a resume under other settings runs, saying which differ
+if "$FTL" train "$T" --val "$V" "${KEEP[@]}" --epochs 3 --checkpoint "$d/kl_c/c-{epoch}.ckpt" --out "$d/kl_c.ftl" \
+    --resume "$d/kl_a/c-3.ckpt" --seed 7 --dropout 0.25 --warmup-epochs 1 >/dev/null 2>"$d/kl_c.err" &&
+    grep -q 'c-3.ckpt was trained with other settings (--seed 42 -> 7, --dropout 0 -> 0.25, --warmup-epochs 0 -> 1): the result will differ from an uninterrupted run' "$d/kl_c.err"; then
+    pass resume_with_other_settings_names_them
+else
+    fail resume_with_other_settings_names_them "$(cat "$d/kl_c.err")"
+fi
+# a checkpoint whose train_state says it holds no best weights while it does: a malformed file, refused
+$PY - "$d/kl_a/c-4.ckpt" "$d/lying.ckpt" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+state = json.loads(h["__metadata__"]["ftl.train_state"])
+assert state["early_stopping"]["has_best_params"] is True
+state["early_stopping"]["has_best_params"] = False
+h["__metadata__"]["ftl.train_state"] = json.dumps(state)
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PYEOF
+expect_error resume_best_weights_claim_checked 1 'lying.ckpt: ftl.train_state says has_best_params false but the tensor early_stopping.best_params is there' \
+    "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --batch 16 --lr 0.004 --epochs 5 --out "$d/lying.ftl" --resume "$d/lying.ckpt"
+
 # ---- a checkpoint of another class set is refused
 mkdir -p "$d/three/ants" "$d/three/bees" "$d/three/wasps"
 cp "$SHARED"/data/hymenoptera/train/ants/0*.jpg "$d/three/ants/"

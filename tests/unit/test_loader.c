@@ -9,7 +9,10 @@
 #include "util/fsutil.h"
 
 #include <stdlib.h>
+#include <dirent.h>
 #include <malloc.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -575,4 +578,86 @@ TEST(augment_flip_draws_are_fair_and_independent) {
     CHECK(flipped > lo && flipped < hi);
     CHECK(same_as_next_pass > lo && same_as_next_pass < hi);
     CHECK(same_as_other_seed > lo && same_as_other_seed < hi);
+}
+
+/* Several readers missing on the one row group of a small shard at once store it once: the
+ * cache's byte count is the entry file's size, not a multiple of it. */
+TEST(loader_disk_cache_counts_a_concurrent_entry_once) {
+    const char *dir = ftl_test_scratch_dir();
+    int groups[] = {40};
+    char *path = write_dataset(dir, "one_group.parquet", 40, groups, 1, 2, 1, ROW_BYTES);
+    const char *src[1] = {path};
+    char *cache = ftl_format("%s/cache_once", dir);
+    ftl_loader_options o = options_for(src, 8);
+    o.epochs = 6, o.threads = 4, o.cache_dir = cache;
+    ftl_loader *l;
+    REQUIRE_OK(ftl_loader_open(&o, &l));
+    ftl_batch b;
+    int64_t n = 0;
+    while (ftl_loader_next(l, &b) == FTL_OK && b.rows > 0) n += b.rows;
+    ftl_loader_stats s;
+    ftl_loader_stats_get(l, &s);
+    ftl_loader_close(l);
+    CHECK_EQ_INT(n, 240);
+    int64_t on_disk = 0, entries = 0;
+    DIR *d = opendir(cache);
+    REQUIRE(d != NULL);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char *p = ftl_format("%s/%s", cache, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) on_disk += (int64_t)sb.st_size, entries++;
+        free(p);
+    }
+    closedir(d);
+    CHECK_EQ_INT(entries, 1);
+    CHECK_EQ_INT(s.cache_bytes, on_disk);
+    free(path), free(cache);
+}
+
+/* A path column of fixed-length bytes has no offsets to read paths by: refused by name, no crash. */
+TEST(loader_refuses_a_fixed_length_path_column) {
+    const char *dir = ftl_test_scratch_dir();
+    char *p = ftl_format("%s/flba_path.parquet", dir);
+    ftl_parquet_column_def cols[3] = {{.name = "label", .type = FTL_PARQUET_INT32},
+                                      {.name = "image", .type = FTL_PARQUET_BYTE_ARRAY},
+                                      {.name = "path", .type = FTL_PARQUET_FIXED_LEN_BYTE_ARRAY, .fixed_length = 4}};
+    ftl_parquet_writer *w;
+    REQUIRE_OK(ftl_parquet_writer_open(p, cols, 3, NULL, &w));
+    int32_t labels[4] = {0, 1, 0, 1};
+    uint8_t values[4][ROW_BYTES] = {{0}};
+    const uint8_t *vp[4];
+    uint32_t vl[4];
+    for (int i = 0; i < 4; i++) vp[i] = values[i], vl[i] = ROW_BYTES;
+    const char paths[16] = "a.pnb.pnc.pnd.pn";
+    ftl_parquet_column_data data[3] = {{.values = labels}, {.byte_values = vp, .byte_lengths = vl}, {.values = paths}};
+    CHECK_OK(ftl_parquet_writer_write_row_group(w, 4, data));
+    CHECK_OK(ftl_parquet_writer_close(w));
+    const char *src[1] = {p};
+    ftl_loader_options o = options_for(src, 2);
+    o.path_column = "path", o.image_size = 2;
+    ftl_loader *l = NULL;
+    CHECK_EQ_INT(ftl_loader_open(&o, &l), FTL_E_UNSUPPORTED);
+    CHECK_CONTAINS(ftl_last_error(), "flba_path.parquet: column 'path' is FIXED_LEN_BYTE_ARRAY; expected BYTE_ARRAY (string) paths");
+    free(p);
+}
+
+/* Options left zero take the loader's defaults (columns "label"/"image", one shard) all the way
+ * into the plan, as ftl_loader_options_init's would. */
+TEST(loader_zeroed_options_take_the_defaults) {
+    const char *dir = ftl_test_scratch_dir();
+    int groups[] = {5};
+    char *path = write_dataset(dir, "zeroed.parquet", 10, groups, 1, 2, 1, ROW_BYTES);
+    const char *src[1] = {path};
+    ftl_loader_options o;
+    memset(&o, 0, sizeof o);
+    o.sources = src, o.source_count = 1, o.batch_size = 5, o.epochs = 1;
+    ftl_loader *l = NULL;
+    REQUIRE_OK(ftl_loader_open(&o, &l));
+    ftl_batch b;
+    int64_t n = 0;
+    while (ftl_loader_next(l, &b) == FTL_OK && b.rows > 0) n += b.rows;
+    ftl_loader_close(l);
+    CHECK_EQ_INT(n, 10);
+    free(path);
 }
