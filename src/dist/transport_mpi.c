@@ -207,6 +207,24 @@ static ftl_status wait_request(mpi_group *g, MPI_Request *req, const char *call)
                 fflush(stderr);
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
+            /* Everyone says it is in collective seq, yet it does not complete: the ranks are in
+             * different collectives (a divergence bug), which would otherwise spin forever. */
+            double hard = T + (T > 30 ? T : 30);
+            if (n == 0 && excused_count == 0 && now - since > hard) {
+                char where_all[1024] = "";
+                for (int r = 0, at = 0; r < g->size && at < (int)sizeof where_all - 1; r++) {
+                    if (r == g->rank) continue;
+                    at += snprintf(where_all + at, sizeof where_all - (size_t)at, "%srank %d in %s at step %lld",
+                                   at ? ", " : "", r, g->waiting_what[r][0] ? g->waiting_what[r] : "a collective",
+                                   (long long)g->waiting_step[r]);
+                }
+                fprintf(stderr,
+                        "ftl: error: rank %d: %s (collective %lld) has not completed in %.0f s although every rank "
+                        "has reached collective %lld (%s): the ranks are in different collectives; aborting the job\n",
+                        g->rank, where, (long long)seq, now - start, (long long)seq, where_all);
+                fflush(stderr);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
             if (n > 0 && !warned) {
                 fprintf(stderr, "ftl: warning: rank %d: waiting %.0f s in %s for rank%s %s (the job aborts after %g s)\n",
                         g->rank, waited, where, n > 1 ? "s" : "", missing, T);
