@@ -307,7 +307,17 @@ static ftl_status broadcast(void *ctx, void *data, size_t bytes, int root) {
         MPI_Request req;
         int rc = MPI_Ibcast((char *)data + at, (int)n, MPI_BYTE, root, g->work, &req);
         if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Ibcast");
+        int64_t seq = g->seq;
         FTL_TRY(wait_request(g, &req, "MPI_Ibcast"));
+        if (g->size > 2) {
+            /* The root (and ranks it sends to directly) finish a small broadcast before the relays
+             * do, and would be named as missing by a rank still waiting for its relay: all stay
+             * in it, under the same sequence number, until everyone has it (as gather does). */
+            g->seq = seq;
+            rc = MPI_Ibarrier(g->work, &req);
+            if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Ibarrier");
+            FTL_TRY(wait_request(g, &req, "MPI_Ibarrier"));
+        }
         at += n;
     } while (at < bytes);
     return FTL_OK;

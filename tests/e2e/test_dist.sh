@@ -51,6 +51,19 @@ rc=$?
 grep -q 'rank 1: stalled for [0-9]* s .*: rank 0 has not joined' <<<"$out" && [ $rc -ne 0 ] &&
     pass dist_stall_inspector_names_rank_0_too || fail dist_stall_inspector_names_rank_0_too "rc $rc: $(head -c 400 <<<"$out")"
 
+# a small broadcast rank 2 joins late while the ranks that already have the value go on computing:
+# they stay in it until everyone has it, so the stall is seen and every message names rank 2 alone
+start=$(date +%s)
+out=$(timeout 60 "${MPI[@]}" -np 4 "$CHECK" --stall-rank 2 --stall-in broadcast --sleep 30 --stall-timeout 5 2>&1)
+rc=$?
+took=$(($(date +%s) - start))
+if [ $rc -ne 0 ] && [ $took -le 15 ] && grep -q 'stalled for [0-9]* s in the test broadcast at step 7: rank 2 has not joined' <<<"$out" &&
+    ! grep 'stalled\|waiting' <<<"$out" | grep -v -q 'rank 2 has not joined\|for rank 2 (the job'; then
+    pass dist_stall_in_a_broadcast_names_only_the_late_rank
+else
+    fail dist_stall_in_a_broadcast_names_only_the_late_rank "rc $rc after ${took}s: $(grep 'stalled\|waiting' <<<"$out" | head -4)"
+fi
+
 # ---- prep: np 2 writes part folders that read as the single-process dataset
 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds1" --size 128 --quiet 2>/dev/null || fail dist_prep "single-process prep failed"
 "${MPI[@]}" -np 2 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds2" --size 128 --threads 1 >"$d/prep2.out" 2>"$d/prep2.err" ||

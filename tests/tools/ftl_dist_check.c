@@ -3,7 +3,8 @@
  * integers, a tolerance for float sums) and prints `FAIL name: why` on a mismatch; rank 0 prints
  * `ok name` for each check that passed on every rank (agreed with an allreduce), and the exit
  * status is 1 when anything failed. `--stall-rank R --sleep S` makes rank R sleep S seconds
- * before a barrier instead (the stall inspector test). */
+ * before a barrier instead (the stall inspector test); with `--stall-in broadcast`, before a small
+ * broadcast that the others leave to compute. */
 #include "ftl.h"
 
 #include <math.h>
@@ -32,17 +33,33 @@ int main(int argc, char **argv) {
     ftl_dist_options_init(&o);
     int stall_rank = -1;
     double sleep_s = 0;
+    const char *stall_in = "barrier";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--chunk") == 0) o.max_message_bytes = (size_t)atol(argv[i + 1]);
         else if (strcmp(argv[i], "--stall-rank") == 0) stall_rank = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--sleep") == 0) sleep_s = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--stall-timeout") == 0) o.stall_timeout_s = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--stall-in") == 0) stall_in = argv[i + 1];
     }
     if (ftl_dist_init(&o, &world) != FTL_OK) {
         fprintf(stderr, "ftl_dist_check: %s\n", ftl_last_error());
         return 1;
     }
     int r = world->rank, n = world->world_size;
+    if (stall_rank >= 0 && strcmp(stall_in, "broadcast") == 0) {
+        /* A small broadcast from rank 0 that rank R joins late; the others then compute (sleep)
+         * instead of entering another collective, so only the watch inside the broadcast can
+         * tell who is missing: it must name rank R alone. */
+        if (r == stall_rank) sleep((unsigned)sleep_s);
+        ftl_dist_set_context(world, 7, "the test broadcast");
+        int64_t v = r == 0 ? 42 : 0;
+        ftl_status st = ftl_dist_broadcast(world, &v, sizeof v, 0);
+        printf("broadcast returned %d (value %lld) on rank %d\n", (int)st, (long long)v, r);
+        fflush(stdout);
+        if (r != stall_rank) sleep((unsigned)sleep_s);
+        ftl_dist_finalize();
+        return 0;
+    }
     if (stall_rank >= 0) {
         if (r == stall_rank) sleep((unsigned)sleep_s);
         ftl_dist_set_context(world, 7, "the test barrier");
