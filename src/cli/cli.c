@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 bool cli_parse_bytes(const char *text, int64_t *bytes) {
     char *end;
@@ -183,4 +184,42 @@ int cli_parse(const cli_command *cmd, const cli_flag *flags, int flag_count, int
         return usage_error(cmd, "%s", npos == 0 ? "missing arguments" : "too few arguments");
     *positional_count = npos;
     return 0;
+}
+
+int cli_set_stall_timeout(const char *command, double seconds) {
+    if (!(seconds >= 0) || isinf(seconds)) {
+        fprintf(stderr, "ftl %s: error: --stall-timeout must be a finite number of seconds >= 0 (0 = never)\n", command);
+        return 2;
+    }
+    ftl_dist_set_stall_timeout(seconds);
+    return 0;
+}
+
+int cli_check_output(const char *command, const char *path, bool overwrite, const char *const *inputs, int input_count) {
+    struct stat out;
+    if (!path || stat(path, &out) != 0) return 0;
+    for (int i = 0; i < input_count; i++) {
+        struct stat in;
+        if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+            fprintf(stderr, "ftl %s: error: output %s is the input %s: refusing to overwrite it\n", command, path, inputs[i]);
+            return 2;
+        }
+    }
+    if (!overwrite) {
+        fprintf(stderr, "ftl %s: error: %s already exists (use --overwrite to replace it)\n", command, path);
+        return 2;
+    }
+    return 0;
+}
+
+bool cli_given(int argc, char **argv, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') continue;
+        a += a[1] == '-' ? 2 : 1;
+        if (strncmp(a, "no-", 3) == 0 && strcmp(a + 3, name) == 0) return true;
+        if (strncmp(a, name, n) == 0 && (a[n] == '\0' || a[n] == '=')) return true;
+    }
+    return false;
 }

@@ -56,7 +56,7 @@ int cli_cmd_embed(int argc, char **argv) {
     o.features_from = features_from;
     o.show_progress = !quiet;
     if (quiet) ftl_log_set_level(FTL_LOG_WARN);
-    ftl_dist_set_stall_timeout(stall_timeout);
+    if (cli_set_stall_timeout("embed", stall_timeout) != 0) return 2;
     o.collectives = ftl_dist_world();
     ftl_embed_summary s;
     st = ftl_embed_run(&o, &s);

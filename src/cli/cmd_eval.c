@@ -9,7 +9,7 @@ int cli_cmd_eval(int argc, char **argv) {
     ftl_eval_options_init(&o);
     const char *device = "auto";
     const char *json = NULL, *confusion = NULL;
-    bool quiet = false;
+    bool quiet = false, overwrite = false;
     double stall_timeout = 60;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
@@ -26,6 +26,7 @@ int cli_cmd_eval(int argc, char **argv) {
         {"label-col", CLI_STRING, &o.label_column, "NAME", "label column; default label"},
         {"label-offset", CLI_INT, &o.label_offset, "N", "added to every label; default: what the model was trained with"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
+        {"overwrite", CLI_BOOL, &overwrite, NULL, "replace existing --json/--confusion/--predictions files"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress"},
     };
     const cli_command cmd = {"eval", "ftl eval MODEL.ftl DATA [options]",
@@ -34,16 +35,20 @@ int cli_cmd_eval(int argc, char **argv) {
     int npos = 0;
     int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
     if (rc != 0) return rc < 0 ? 0 : rc;
-    for (int i = 1; i < argc; i++)
-        if (argv[i][0] == '-' && strstr(argv[i], "label-offset")) o.label_offset_given = true; /* -x and --x alike */
+    o.label_offset_given = cli_given(argc, argv, "label-offset");
     ftl_status dst = ftl_device_parse(device, &o.device);
     if (dst != FTL_OK) return cli_report(dst);
     o.model_path = pos[0];
     o.data_path = pos[1];
     o.show_progress = !quiet;
-    ftl_dist_set_stall_timeout(stall_timeout);
+    if (cli_set_stall_timeout("eval", stall_timeout) != 0) return 2;
     o.collectives = ftl_dist_world();
     bool rank0 = ftl_dist_rank(o.collectives) == 0;
+    /* Checked before any work; rank 0 alone writes them. */
+    const char *inputs[2] = {o.model_path, o.data_path};
+    const char *outputs[3] = {json, confusion, o.predictions_path};
+    for (int i = 0; rank0 && i < 3; i++)
+        if (cli_check_output("eval", outputs[i], overwrite, inputs, 2) != 0) return 2;
     ftl_eval_result r;
     ftl_status st = ftl_eval_run(&o, &r);
     if (st == FTL_OK) { /* rank 0 alone prints and writes what a person reads */

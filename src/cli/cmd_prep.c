@@ -36,12 +36,10 @@ int cli_cmd_prep(int argc, char **argv) {
         return 2;
     }
     o.seed = (uint64_t)seed;
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--val-fraction", 14) || !strcmp(argv[i], "--stratify") || !strcmp(argv[i], "--no-stratify"))
-            o.split_flags_given = true;
+    o.split_flags_given = cli_given(argc, argv, "val-fraction") || cli_given(argc, argv, "stratify");
     o.source_dir = positional[0];
     o.output_dir = positional[1];
-    ftl_dist_set_stall_timeout(stall_timeout);
+    if (cli_set_stall_timeout("prep", stall_timeout) != 0) return 2;
     o.collectives = ftl_dist_world();
     bool rank0 = ftl_dist_rank(o.collectives) == 0;
     o.show_progress = !quiet && rank0;

@@ -167,11 +167,7 @@ int cli_cmd_train(int argc, char **argv) {
     o.show_progress = !quiet;
     o.embed.show_progress = !quiet;
     if (quiet) ftl_log_set_level(FTL_LOG_WARN);
-    if (!(stall_timeout >= 0)) {
-        fprintf(stderr, "ftl train: error: --stall-timeout must be >= 0 seconds\n");
-        return 2;
-    }
-    ftl_dist_set_stall_timeout(stall_timeout);
+    if (cli_set_stall_timeout("train", stall_timeout) != 0) return 2;
     o.fit.collectives = *ftl_dist_world();
     o.argc = argc;
     o.argv = argv;

@@ -523,6 +523,11 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
     if (!l->o.label_column) l->o.label_column = FTL_COLUMN_LABEL;
     if (l->o.num_shards == 0) l->o.num_shards = 1;
     if (l->o.threads <= 0) l->o.threads = 2;
+    if (l->o.threads > 256) { /* each is a thread with its buffers: a typo, not a plan */
+        int threads = l->o.threads;
+        free(l);
+        return ftl_fail(FTL_E_INVALID_ARG, "--loader-threads %d is out of range (1..256)", threads);
+    }
     if (l->o.shuffle_buffer < 0) l->o.shuffle_buffer = 0;
     l->o.resume_position = NULL;
     pthread_mutex_init(&l->lock, NULL);

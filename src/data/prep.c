@@ -283,6 +283,15 @@ static ftl_status validate_options(const ftl_prep_options *o) {
 /* An existing OUT is refused unless --overwrite; an empty folder is fine. */
 static ftl_status check_output(const ftl_prep_options *o) {
     if (!ftl_path_exists(o->output_dir)) return FTL_OK;
+    /* --overwrite deletes OUT: never when it is SRC or a folder holding it (the images). */
+    char *out = realpath(o->output_dir, NULL), *src = realpath(o->source_dir, NULL);
+    size_t n = out ? strlen(out) : 0;
+    bool holds_source = out && src && strncmp(src, out, n) == 0 && (src[n] == '\0' || src[n] == '/' || n == 1);
+    free(out);
+    free(src);
+    if (holds_source)
+        return ftl_fail(FTL_E_INVALID_ARG, "output %s is the source folder %s or holds it: prep writes OUT anew and would "
+                        "delete the images", o->output_dir, o->source_dir);
     if (o->overwrite) return FTL_OK;
     if (ftl_is_directory(o->output_dir)) {
         bool empty = rmdir(o->output_dir) == 0;

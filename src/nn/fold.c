@@ -137,13 +137,15 @@ static ftl_status eval_elementwise(const nn_node *n, const value *v, int nv, nn_
         if (a->dtype == NN_I64 && n->op != NN_OP_NOT && n->op != NN_OP_WHERE && n->op != NN_OP_POW && n->op != NN_OP_SQRT) {
             int64_t x = ((const int64_t *)v[0].data)[off[0]], z = ((const int64_t *)v[1].data)[off[1]], r = 0;
             switch (n->op) {
-            case NN_OP_ADD: r = x + z; break;
-            case NN_OP_SUB: r = x - z; break;
-            case NN_OP_MUL: r = x * z; break;
+            /* two's-complement wrap as ONNX Runtime's int64 kernels (signed overflow is UB in C) */
+            case NN_OP_ADD: r = (int64_t)((uint64_t)x + (uint64_t)z); break;
+            case NN_OP_SUB: r = (int64_t)((uint64_t)x - (uint64_t)z); break;
+            case NN_OP_MUL: r = (int64_t)((uint64_t)x * (uint64_t)z); break;
             case NN_OP_DIV:
             case NN_OP_MOD:
                 if (z == 0) return fail(n, "integer division by zero");
-                if (n->op == NN_OP_DIV) r = x / z; /* C and ONNX Runtime: truncation */
+                if (z == -1) r = n->op == NN_OP_DIV ? (int64_t)(0 - (uint64_t)x) : 0; /* INT64_MIN / -1 traps */
+                else if (n->op == NN_OP_DIV) r = x / z; /* C and ONNX Runtime: truncation */
                 else {
                     r = x % z;
                     if (!n->p.fmod && r != 0 && ((r < 0) != (z < 0))) r += z; /* the divisor's sign */

@@ -274,6 +274,9 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     m->info.input_floats = m->input_per_image;
     m->info.feature_dim = nn_shape_count(&g->tensors[out].shape) / g->tensors[out].shape.d[0];
     m->info.batch = o->batch;
+    if (g->batch_locked > MAX_BATCH) /* the graph fixes its batch: as many images as --batch may take */
+        return ftl_fail(FTL_E_UNSUPPORTED, "the model's batch is fixed at %lld images; ftl runs at most %d at once",
+                        (long long)g->batch_locked, MAX_BATCH);
     m->info.fixed_batch = (int)g->batch_locked;
     if (g->batch_locked > 0) /* every plan runs exactly that many images; a partial batch is padded */
         m->copts.batch = (int)g->batch_locked;
@@ -292,7 +295,8 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     if (o->batch < 1 || o->batch > MAX_BATCH)
         return ftl_fail(FTL_E_INVALID_ARG, "--batch %d: must be between 1 and %d", o->batch, MAX_BATCH);
     if (o->micro_batch < 0) return ftl_fail(FTL_E_INVALID_ARG, "micro batch %d: must be >= 0 (0 = auto)", o->micro_batch);
-    if (o->threads < 0) return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be >= 0 (0 = all cores)", o->threads);
+    if (o->threads < 0 || o->threads > 1024)
+        return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be 0..1024 (0 = all cores)", o->threads);
     if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16 && o->precision != FTL_NN_TF32)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
     ftl_device dev;

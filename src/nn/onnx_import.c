@@ -82,6 +82,7 @@ static ftl_status copy_attr(nn_graph *g, nn_node *n, const Onnx__AttributeProto 
 static ftl_status fold_constant_node(nn_graph *g, nn_node *n) {
     if (n->n_out != 1 || n->n_attr != 1)
         return ftl_fail(FTL_E_FORMAT, "node '%s' (Constant): needs exactly one output and one value attribute", n->name);
+    if (n->out[0] < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (Constant): its output has no name", n->name);
     const nn_attr *a = &n->attr[0];
     nn_tensor *out = &g->tensors[n->out[0]];
     nn_shape scalar = {.rank = 0}, vec = {.rank = 1, .d = {a->n}};

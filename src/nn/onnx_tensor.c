@@ -8,8 +8,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-enum { MAX_ELEMENTS_LOG2 = 40 };
+/* As many elements as any tensor of a plan may have (graph.h): a larger initializer could not
+ * be used, and its allocation (int8 data widens 8x) would only abort the process. */
+enum { MAX_ELEMENTS_LOG2 = 31 };
 
 void nn_extdata_free(nn_extdata *x) {
     for (int i = 0; i < x->n; i++) {
@@ -110,9 +113,12 @@ static ftl_status external_file(nn_extdata *x, const char *location, const char 
     uint8_t *data = NULL;
     size_t size = 0;
     ftl_status st = FTL_OK;
+    struct stat sb;
     if (!ftl_path_exists(path))
         st = ftl_fail(FTL_E_NOT_FOUND, "initializer '%s': external data file '%s' not found (looked for %s; keep the "
                       "data files next to the model)", tname, location, path);
+    else if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) /* a FIFO or device would block or never end */
+        st = ftl_fail(FTL_E_FORMAT, "initializer '%s': external data '%s' is not a regular file", tname, path);
     else if ((st = ftl_read_file(path, &data, &size)) != FTL_OK)
         ftl_fail_context(st, "initializer '%s': external data", tname);
     free(path);
@@ -172,8 +178,10 @@ ftl_status nn_tensor_external_data(Onnx__TensorProto *tp, const char *tname, nn_
     for (size_t i = 0; i < tp->n_dims; i++) {
         if (tp->dims[i] < 0 || tp->dims[i] > (1ll << MAX_ELEMENTS_LOG2))
             return ftl_fail(FTL_E_FORMAT, "tensor '%s': dimension %zu is %lld", tname, i, (long long)tp->dims[i]);
+        /* checked before multiplying: two large dimensions must not wrap to a small count */
+        if (tp->dims[i] != 0 && count > (1ull << MAX_ELEMENTS_LOG2) / (uint64_t)tp->dims[i])
+            return ftl_fail(FTL_E_FORMAT, "tensor '%s': too many elements", tname);
         count *= (uint64_t)tp->dims[i];
-        if (count > (1ull << MAX_ELEMENTS_LOG2)) return ftl_fail(FTL_E_FORMAT, "tensor '%s': too many elements", tname);
     }
     *size = (size_t)count * es;
     return external_bytes(tp, tname, *size, x, bytes);
@@ -195,9 +203,9 @@ ftl_status nn_tensor_from_proto(Onnx__TensorProto *tp, nn_tensor *t, nn_extdata 
         if (d < 0 || d > (1ll << MAX_ELEMENTS_LOG2))
             return ftl_fail(FTL_E_FORMAT, "tensor '%s': dimension %zu is %lld", tname, i, (long long)d);
         shape.d[i] = d;
-        count *= d;
-        if (count > (1ll << MAX_ELEMENTS_LOG2))
+        if (d != 0 && count > (1ll << MAX_ELEMENTS_LOG2) / d) /* before multiplying: no wrap */
             return ftl_fail(FTL_E_FORMAT, "tensor '%s': too many elements", tname);
+        count *= d;
     }
     bool is_float = is_float_type(dt);
     size_t want = (size_t)count * es;

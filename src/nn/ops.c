@@ -416,11 +416,13 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
     }
     case NN_OP_FLATTEN:
         FTL_TRY(get_int(n, "axis", 1, &iv));
+        if (iv < -NN_MAX_RANK || iv > NN_MAX_RANK) return bad_attr(n, "axis", "is out of range"); /* before narrowing */
         p->axis = (int)iv;
         break;
     case NN_OP_CONCAT:
         if (!nn_node_attr(n, "axis")) return bad_attr(n, "axis", "is required");
         FTL_TRY(get_int(n, "axis", 0, &iv));
+        if (iv < -NN_MAX_RANK || iv > NN_MAX_RANK) return bad_attr(n, "axis", "is out of range");
         p->axis = (int)iv;
         break;
     case NN_OP_RESHAPE:

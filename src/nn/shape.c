@@ -96,6 +96,8 @@ static ftl_status infer_conv(nn_graph *g, nn_node *n, nn_shape *y) {
         return node_err(n, "the weights '%s' have shape %s, expected 4-D [M, C/group, kH, kW]", w->name, SHAPE_TXT(w->shape));
     nn_params *p = &n->p;
     int64_t c = x->d[1], m = w->shape.d[0];
+    if (c < 1 || m < 1 || w->shape.d[2] < 1 || w->shape.d[3] < 1) /* later stages divide by these */
+        return node_err(n, "weights '%s' of shape %s, or its input, have a zero-size dimension", w->name, SHAPE_TXT(w->shape));
     if (c % p->group || m % p->group || w->shape.d[1] * p->group != c) {
         char msg[256];
         snprintf(msg, sizeof msg, "the input has %lld channels but the weights '%s' %s with group %d expect %lld",
@@ -126,6 +128,7 @@ static ftl_status infer_pool(nn_graph *g, nn_node *n, nn_shape *y) {
 static ftl_status infer_batchnorm(nn_graph *g, nn_node *n, nn_shape *y) {
     const nn_shape *x = in_shape(g, n, 0);
     if (x->rank < 2) return need_rank(g, n, 0, 4);
+    if (x->d[1] < 1) return node_err(n, "an input with no channels%s%s", "", "");
     for (int k = 1; k < 5; k++) {
         const nn_tensor *t = &g->tensors[n->in[k]];
         if (!t->data || t->dtype != NN_F32 || t->count != x->d[1])
@@ -190,6 +193,9 @@ static ftl_status infer_reduce_mean(nn_graph *g, nn_node *n, nn_shape *y) {
 static ftl_status infer_reshape(nn_graph *g, nn_node *n, nn_shape *y) {
     const nn_shape *x = in_shape(g, n, 0);
     const nn_tensor *s = &g->tensors[n->in[1]];
+    /* Checked on every pass: a folded shape can differ from batch to batch. */
+    if (!s->data || s->dtype != NN_I64 || s->shape.rank > 1 || s->count > NN_MAX_RANK)
+        return node_err(n, "the shape input is not a constant int64 vector of at most 8 values%s%s", "", "");
     const int64_t *v = s->data;
     int infer = -1;
     int64_t known = 1;
@@ -283,6 +289,7 @@ static ftl_status infer_gemm(nn_graph *g, nn_node *n, nn_shape *y) {
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gemm): input B ('%s') must be a 2-D float initializer", n->name, b->name);
     if (n->p.trans_a) return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Gemm): attribute 'transA': only 0 is supported", n->name);
     int64_t k = b->shape.d[n->p.trans_b ? 1 : 0], m = b->shape.d[n->p.trans_b ? 0 : 1];
+    if (k < 1 || m < 1) return node_err(n, "input B '%s' has a zero-size dimension%s", b->name, "");
     if (a->d[1] != k) {
         char msg[256];
         snprintf(msg, sizeof msg, "A is %s but B '%s' is %s (transB=%d)", SHAPE_TXT(*a), b->name, SHAPE_TXT(b->shape), n->p.trans_b);
@@ -330,6 +337,7 @@ static ftl_status infer_matmul(nn_graph *g, nn_node *n, nn_shape *y) {
     if (!b->data || b->dtype != NN_F32 || b->shape.rank != 2)
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (MatMul): input B ('%s') must be a 2-D float initializer", n->name, b->name);
     if (a->rank < 2) return need_rank(g, n, 0, 2);
+    if (b->shape.d[0] < 1 || b->shape.d[1] < 1) return node_err(n, "input B '%s' has a zero-size dimension%s", b->name, "");
     if (a->d[a->rank - 1] != b->shape.d[0]) {
         char msg[256];
         snprintf(msg, sizeof msg, "A is %s but B '%s' is %s", SHAPE_TXT(*a), b->name, SHAPE_TXT(b->shape));

@@ -359,6 +359,27 @@ def bad_models(d):
         e = helper.make_node("Einsum", ["x", "x"], ["y"], name="mix", equation=eq)
         onnx.save(model([e], [], inputs=(("x", [1, 3, 8, 8]),), opset=13), f"{d}/{name}.onnx")
 
+    # crafted files that once crashed the loader (each must be a clear error naming the node or tensor):
+    # a Constant whose output has no name
+    onnx.save(model([helper.make_node("Constant", [], [""], name="nameless", value_int=1),
+                     helper.make_node("Relu", ["x"], ["y"], name="r")], []), f"{d}/constant_without_output.onnx")
+    # an initializer whose dimensions multiply past what a tensor may hold (checked before each product)
+    big = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[2 ** 20, 2 ** 20, 2 ** 20])
+    onnx.save(model([helper.make_node("Add", ["x", "W"], ["y"], name="add_big")], [big]), f"{d}/dims_overflow.onnx")
+    # INT64_MIN / -1 in folded shape arithmetic (a hardware trap in C)
+    nodes = [helper.make_node("Div", ["a", "b"], ["shape"], name="div_min"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_div")]
+    consts = [numpy_helper.from_array(np.array([-2 ** 63], np.int64), "a"), numpy_helper.from_array(np.array([-1], np.int64), "b")]
+    onnx.save(model(nodes, consts), f"{d}/div_int64_min.onnx")
+    # a convolution with no output channels (later stages divide by the channel count)
+    onnx.save(model([helper.make_node("Conv", ["x", "W"], ["y"], name="conv_empty", kernel_shape=[3, 3])],
+                    [init("W", rand(0, 3, 3, 3))]), f"{d}/conv_zero_channels.onnx")
+    # an axis beyond any rank that narrows to a valid one in 32 bits
+    onnx.save(model([helper.make_node("Concat", ["x", "x"], ["y"], name="cat", axis=2 ** 32 + 1)], []),
+              f"{d}/concat_axis_huge.onnx")
+    # external data that the unit test makes a FIFO next to a copy (reading it would block forever)
+    external("external_fifo", "external_fifo.bin", 0, 432)
+
 
 def resize_refs(d):
     """Pillow Image.resize(BILINEAR) of random RGB images: the reference for ftl's input resize."""

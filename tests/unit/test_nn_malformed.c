@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Loading `path` fails with `want` and a message containing every needle. */
 static void expect_load_error(const char *path, ftl_status want, const char *needle1, const char *needle2) {
@@ -58,7 +60,14 @@ TEST(nn_bad_graphs) {
     bad("einsum_ellipsis", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "no '...'");
     bad("einsum_reduces", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "sums an axis of one input away");
     bad("einsum_batch_moved", FTL_E_UNSUPPORTED, "node 'mix' (Einsum): attribute 'equation'", "keep the batch axis first");
+    /* crafted files that once crashed the loader */
+    bad("constant_without_output", FTL_E_FORMAT, "node 'nameless' (Constant)", "its output has no name");
+    bad("div_int64_min", FTL_OK, "node 'reshape_div' (Reshape)", NULL);
+    bad("conv_zero_channels", FTL_E_FORMAT, "node 'conv_empty' (Conv)", "zero-size dimension");
+    bad("concat_axis_huge", FTL_E_UNSUPPORTED, "node 'cat' (Concat)", "'axis'");
 }
+
+static char *write_copy(const char *name, const uint8_t *data, size_t size);
 
 TEST(nn_bad_tensor_data) {
     bad("missing_external_file", FTL_E_NOT_FOUND, "initializer 'W'", "'missing_external_file.bin' not found");
@@ -67,6 +76,22 @@ TEST(nn_bad_tensor_data) {
     bad("external_escapes_folder", FTL_E_FORMAT, "initializer 'W'", "relative path inside");
     bad("external_wrong_length", FTL_E_FORMAT, "initializer 'W'", "length 400");
     bad("raw_data_short", FTL_E_FORMAT, "tensor 'W'", "raw_data has 100 bytes");
+    bad("dims_overflow", FTL_E_FORMAT, "tensor 'W'", "too many elements");
+    /* external data that is a FIFO: refused, not read (which would block forever) */
+    char *src = ftl_format("%s/ref/nn/ops/bad/external_fifo.onnx", ftl_test_build_dir());
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (ftl_read_file(src, &bytes, &size) != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_nn.sh", src);
+    else {
+        char *copy = write_copy("external_fifo.onnx", bytes, size); /* (a fresh scratch folder) */
+        char *fifo = ftl_format("%.*s/external_fifo.bin", (int)(strrchr(copy, '/') - copy), copy);
+        unlink(fifo);
+        if (mkfifo(fifo, 0600) != 0) ftl_test_fail(__FILE__, __LINE__, "mkfifo %s failed", fifo);
+        else expect_load_error(copy, FTL_E_FORMAT, "initializer 'W'", "is not a regular file");
+        unlink(fifo);
+        free(copy), free(fifo);
+    }
+    free(bytes), free(src);
 }
 
 static char *write_copy(const char *name, const uint8_t *data, size_t size) {
