@@ -26,7 +26,7 @@ echo "== ftl train (MobileNet v1 features, dropout 0.5, Nadam lr 0.004, batch 16
     --early-stopping monitor=val_acc,patience=3,min_delta=0.001 --log "$out/run.jsonl"
 echo
 echo "== ftl eval $out/model.ftl $out/dataset/val.parquet"
-"$FTL" eval "$out/model.ftl" "$out/dataset/val.parquet" --cache-dir "$out/ftl-feature-cache" --json "$out/eval.json" --quiet
+"$FTL" eval "$out/model.ftl" "$out/dataset/val.parquet" --cache-dir "$out/ftl-feature-cache" --json "$out/eval.json" --overwrite --quiet
 echo
 ant=$(find "$data/val/ants" -name '*.jpg' | sort | head -1)
 bee=$(find "$data/val/bees" -name '*.jpg' | sort | head -1)

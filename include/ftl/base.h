@@ -30,6 +30,11 @@ const char *ftl_status_name(ftl_status status);
 /* Process exit code for a status: 0 ok, 2 bad arguments or missing/existing inputs, 1 otherwise. */
 int ftl_status_exit_code(ftl_status status);
 
+/* The length (1-4) of the well-formed UTF-8 character starting at s, 0 when the bytes there are not
+ * one (a stray continuation byte, an overlong or surrogate form, a truncated sequence): writers of
+ * JSON and HTML replace such bytes with U+FFFD, since file names need not be UTF-8. */
+int ftl_utf8_char_length(const char *s);
+
 /* A named float32 tensor replacing a backbone initializer (a fine-tuned tensor: ftl_model_options,
  * MODEL.ftl): `name` as in the ONNX file, `count` values in its ONNX layout. */
 typedef struct ftl_tensor_override {

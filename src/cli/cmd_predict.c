@@ -4,14 +4,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* A JSON string literal (quotes, backslashes and control characters escaped). */
+/* A JSON string literal (quotes, backslashes and control characters escaped; bytes that are not
+ * UTF-8, as file names may hold, written as U+FFFD). */
 static void print_json_string(const char *s) {
     putchar('"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
+        int n;
         if (c == '"' || c == '\\') printf("\\%c", c);
         else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
+        else if (c < 0x80) putchar(c);
+        else if ((n = ftl_utf8_char_length(s)) > 0) {
+            fwrite(s, 1, (size_t)n, stdout);
+            s += n - 1;
+        } else printf("\\ufffd");
     }
     putchar('"');
 }

@@ -262,7 +262,9 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     if (rank == 0 && ftl_path_exists(o->output_path) && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
     const char *tmp = getenv("TMPDIR");
-    char *part = rank == 0 ? ftl_format("%s.rank0", o->output_path)
+    /* Rank 0's parts sit beside OUT under a temporary name of this process: never a user's file. */
+    char *stem = rank == 0 ? ftl_temp_name_for(o->output_path) : NULL;
+    char *part = rank == 0 ? ftl_format("%s.rank0", stem)
                            : ftl_format("%s/ftl-embed-%ld-rank%d.parquet", tmp && *tmp ? tmp : "/tmp", (long)getpid(), rank);
     ftl_cleanup_register(part);
     ftl_embed_options local = *o;
@@ -281,6 +283,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     if (st != FTL_OK) {
         ftl_cleanup_unregister(part);
         free(part);
+        free(stem);
         return st;
     }
     ftl_dist_set_context(col, -1, "collecting the features on rank 0");
@@ -315,7 +318,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     for (int r = 0; r < ranks && st == FTL_OK; r++) {
         bool has_rows = (int64_t)(r + 1) * total / ranks > (int64_t)r * total / ranks;
         if (!has_rows) continue;
-        char *path = r == 0 ? ftl_strdup(part) : ftl_format("%s.rank%d", o->output_path, r);
+        char *path = r == 0 || rank != 0 ? ftl_strdup(part) : ftl_format("%s.rank%d", stem, r);
         if (r > 0) {
             uint8_t *bytes = NULL, *got = NULL;
             size_t size = 0;
@@ -361,6 +364,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     unlink(part);
     ftl_cleanup_unregister(part);
     free(part);
+    free(stem);
     s->rows = (int64_t)sums[0];
     s->compute_seconds = sums[1] / ranks;
     s->wait_seconds = sums[2] / ranks;

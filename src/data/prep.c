@@ -518,6 +518,12 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
 
     /* The temporary folder and its finished files are removed if we are interrupted. */
     ftl_cleanup_register(temp_dir);
+    /* Under mpirun the parts sit in the split folders, which must go before temp_dir can
+     * (folders registered later are removed first). */
+    char *split_dirs[2] = {dist ? ftl_format("%s/train.parquet", temp_dir) : NULL,
+                           dist ? ftl_format("%s/val.parquet", temp_dir) : NULL};
+    for (int k = 0; k < 2; k++)
+        if (split_dirs[k]) ftl_cleanup_register(split_dirs[k]);
     ftl_cleanup_register(paths[0]);
     ftl_cleanup_register(paths[1]);
     ftl_status st = ftl_make_dirs(temp_dir);
@@ -573,6 +579,10 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     }
     ftl_cleanup_unregister(paths[0]);
     ftl_cleanup_unregister(paths[1]);
+    for (int k = 0; k < 2; k++) {
+        if (split_dirs[k]) ftl_cleanup_unregister(split_dirs[k]);
+        free(split_dirs[k]);
+    }
     ftl_cleanup_unregister(temp_dir);
 
     for (int64_t i = 0; i < job.ring_size; i++) {

@@ -85,6 +85,9 @@ ftl_status onnx_model_write(onnx_builder *b, Onnx__ModelProto *m, const char *pa
     }
     if (st == FTL_OK) st = ftl_atomic_open(&model, path);
     if (st == FTL_OK) st = pack_to(&model, m, size, path);
+    /* Both on disk before either is renamed: a new .data never sits beside the old model. */
+    if (st == FTL_OK && data.fp) st = ftl_atomic_flush(&data);
+    if (st == FTL_OK) st = ftl_atomic_flush(&model);
     if (st == FTL_OK && data.fp) st = ftl_atomic_commit(&data);
     if (st == FTL_OK) st = ftl_atomic_commit(&model);
     if (st != FTL_OK) {

@@ -9,12 +9,21 @@ enum { W = 900, H = 260, LEFT = 64, RIGHT = 190, TOP = 28, BOTTOM = 40 };
 
 void html_append_escaped(ftl_strbuf *b, const char *text) {
     for (const char *p = text ? text : ""; *p; p++) {
-        switch (*p) {
+        unsigned char c = (unsigned char)*p;
+        int n;
+        switch (c) {
         case '&': ftl_strbuf_append(b, "&amp;", 5); break;
         case '<': ftl_strbuf_append(b, "&lt;", 4); break;
         case '>': ftl_strbuf_append(b, "&gt;", 4); break;
         case '"': ftl_strbuf_append(b, "&quot;", 6); break;
-        default: ftl_strbuf_append(b, p, 1);
+        case '\n': case '\t': ftl_strbuf_append(b, p, 1); break;
+        default:
+            if (c < 0x20 || c == 0x7f) ftl_strbuf_append(b, "&#xFFFD;", 8); /* control characters: not text */
+            else if (c < 0x80) ftl_strbuf_append(b, p, 1);
+            else if ((n = ftl_utf8_char_length(p)) > 0) {
+                ftl_strbuf_append(b, p, (size_t)n);
+                p += n - 1;
+            } else ftl_strbuf_append(b, "&#xFFFD;", 8); /* a byte that is no UTF-8 */
         }
     }
 }

@@ -170,6 +170,13 @@ ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path) {
     return FTL_OK;
 }
 
+ftl_status ftl_atomic_flush(ftl_atomic_file *f) {
+    if (!f->fp) return ftl_fail(FTL_E_INTERNAL, "atomic flush of %s without an open file", f->final_path ? f->final_path : "?");
+    if (fflush(f->fp) != 0 || (!f->skip_fsync && fsync(fileno(f->fp)) != 0))
+        return ftl_fail(FTL_E_IO, "cannot write %s: %s", f->final_path, strerror(errno));
+    return FTL_OK;
+}
+
 ftl_status ftl_atomic_commit(ftl_atomic_file *f) {
     if (!f->fp) return ftl_fail(FTL_E_INTERNAL, "atomic commit of %s without an open file",
                                 f->final_path ? f->final_path : "?");

@@ -17,6 +17,9 @@ typedef struct ftl_atomic_file {
 } ftl_atomic_file;
 
 ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path);
+/* Flushes and fsyncs without closing: for files committed together, so that the failures a full
+ * disk brings happen before any of them is renamed into place. */
+ftl_status ftl_atomic_flush(ftl_atomic_file *f);
 /* Flushes, fsyncs, closes and renames to the final name (replacing it). */
 ftl_status ftl_atomic_commit(ftl_atomic_file *f);
 /* Closes and deletes the temporary; safe to call after a failed commit or twice. */

@@ -64,6 +64,13 @@ void ftl_json_append_string(ftl_strbuf *b, const char *s) {
             if (*p < 0x20) {
                 snprintf(hex, sizeof hex, "\\u%04x", *p);
                 esc = hex;
+            } else if (*p >= 0x80) {
+                int n = ftl_utf8_char_length((const char *)p);
+                if (n > 0) {
+                    p += n - 1; /* a whole character, kept */
+                    continue;
+                }
+                esc = "\\ufffd"; /* a byte that is no UTF-8: JSON must be */
             }
         }
         if (esc) {

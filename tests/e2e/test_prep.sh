@@ -129,6 +129,19 @@ mkdir -p "$d/empty/ants" "$d/empty/bees"
 expect_error prep_no_images_exit_2 2 'no images found under' "$FTL_SAN" prep "$d/empty" "$d/x"
 expect_error prep_existing_output_refused 2 'already exists \(use --overwrite' "$FTL_SAN" prep "$SRC" "$d/out"
 [ -f "$d/out/train.parquet" ] && pass prep_existing_output_kept || fail prep_existing_output_kept "old OUT damaged"
+# --overwrite would delete OUT: never when OUT is the source folder or holds it
+mkdir -p "$d/self/photos/ants" "$d/self/photos/bees"
+cp "$SRC"/train/ants/0*.jpg "$d/self/photos/ants/"
+cp "$SRC"/train/bees/1*.jpg "$d/self/photos/bees/"
+n_before=$(find "$d/self" -type f | wc -l)
+expect_error prep_out_equal_to_source_refused 2 'is the source folder .* or holds it' \
+    "$FTL_SAN" prep "$d/self/photos" "$d/self/photos" --overwrite
+expect_error prep_out_holding_source_refused 2 'is the source folder .* or holds it' \
+    "$FTL_SAN" prep "$d/self/photos" "$d/self" --overwrite
+[ "$(find "$d/self" -type f | wc -l)" -eq "$n_before" ] && [ "$n_before" -gt 10 ] && pass prep_source_images_kept ||
+    fail prep_source_images_kept "$n_before files before, $(find "$d/self" -type f | wc -l) after"
+expect_error prep_negative_stall_timeout_refused 2 'stall-timeout must be a finite number' \
+    "$FTL_SAN" prep "$SRC" "$d/x" --stall-timeout -5
 expect_error prep_unknown_option 2 "unknown option '--thread' \(did you mean '--threads'" "$FTL_SAN" prep "$SRC" "$d/x" --thread 2
 expect_error prep_bad_codec 2 "unknown codec 'lz4'" "$FTL_SAN" prep "$SRC" "$d/x" --codec lz4
 [ ! -e "$d/x" ] && pass prep_failed_runs_leave_no_output || fail prep_failed_runs_leave_no_output "$(ls "$d/x")"

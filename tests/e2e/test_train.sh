@@ -256,6 +256,21 @@ PYEOF
 expect_error resume_best_weights_claim_checked 1 'lying.ckpt: ftl.train_state says has_best_params false but the tensor early_stopping.best_params is there' \
     "$FTL_SAN" train "$T" --val "$V" --backbone "$MODEL" --batch 16 --lr 0.004 --epochs 5 --out "$d/lying.ftl" --resume "$d/lying.ckpt"
 
+# ---- eval's outputs: an existing file only with --overwrite, an input never, bad numbers named
+cp "$d/eval.json" "$d/eval.json.before"
+expect_error eval_existing_output_refused 2 'eval.json already exists \(use --overwrite' \
+    "$FTL_SAN" eval "$d/model.ftl" "$V" --json "$d/eval.json" --quiet
+cmp -s "$d/eval.json" "$d/eval.json.before" && pass eval_existing_output_kept || fail eval_existing_output_kept "eval.json changed"
+expect_error eval_never_overwrites_its_dataset 2 'is the input .*val.parquet: refusing to overwrite it' \
+    "$FTL_SAN" eval "$d/model.ftl" "$V" --predictions "$V" --overwrite --quiet
+"$FTL" eval "$d/model.ftl" "$V" --json "$d/eval.json" --overwrite --quiet >/dev/null 2>"$d/eval_over.err" &&
+    $PY -c 'import json,sys; assert json.load(open(sys.argv[1]))["images"] == 153' "$d/eval.json" &&
+    pass eval_overwrite_replaces || fail eval_overwrite_replaces "$(cat "$d/eval_over.err")"
+expect_error eval_huge_loader_threads_refused 2 'loader-threads 1500000000 is out of range' \
+    "$FTL_SAN" eval "$d/model.ftl" "$V" --loader-threads 1500000000 --quiet
+expect_error eval_negative_stall_timeout_refused 2 'stall-timeout must be a finite number of seconds >= 0' \
+    "$FTL_SAN" eval "$d/model.ftl" "$V" --stall-timeout -5 --quiet
+
 # ---- a checkpoint of another class set is refused
 mkdir -p "$d/three/ants" "$d/three/bees" "$d/three/wasps"
 cp "$SHARED"/data/hymenoptera/train/ants/0*.jpg "$d/three/ants/"

@@ -43,3 +43,30 @@ TEST(json_rejects_malformed_input) {
     CHECK_OK(ftl_json_parse(buf, 3, &v));
     ftl_json_free(v);
 }
+
+/* Bytes that are not UTF-8 (a Latin-1 file name, an overlong form, a surrogate, a truncated
+ * sequence) become U+FFFD, one per byte; well-formed characters of 2-4 bytes pass unchanged. */
+TEST(json_strings_are_valid_utf8) {
+    struct { const char *in, *out; } cases[] = {
+        {"caf\xc3\xa9", "\"caf\xc3\xa9\""},                 /* é */
+        {"\xf0\x9f\x90\x9d bee", "\"\xf0\x9f\x90\x9d bee\""}, /* U+1F41D */
+        {"caf\xe9.jpg", "\"caf\\ufffd.jpg\""},              /* Latin-1 é */
+        {"\xc0\xaf", "\"\\ufffd\\ufffd\""},                 /* overlong '/' */
+        {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},       /* a UTF-16 surrogate */
+        {"\xe2\x82", "\"\\ufffd\\ufffd\""},                 /* truncated euro sign */
+        {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* above U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ftl_strbuf b = {0};
+        ftl_json_append_string(&b, cases[i].in);
+        CHECK_STR_EQ(b.data, cases[i].out);
+        ftl_json *v = NULL;
+        CHECK_OK(ftl_json_parse(b.data, b.len, &v)); /* and our own parser reads it back */
+        ftl_json_free(v);
+        ftl_strbuf_free(&b);
+    }
+    CHECK_EQ_INT(ftl_utf8_char_length("\xc3\xa9"), 2);
+    CHECK_EQ_INT(ftl_utf8_char_length("\xe2\x82\xac"), 3);
+    CHECK_EQ_INT(ftl_utf8_char_length("\x80"), 0);
+    CHECK_EQ_INT(ftl_utf8_char_length(""), 0);
+}
