@@ -43,6 +43,10 @@ int cli_cmd_predict(int argc, char **argv) {
     const cli_command cmd = {"predict", "ftl predict MODEL.ftl IMAGE... [options]",
                              "Classifies image files (JPEG/PNG) with the same preparation as the training data.", 2, 1 << 20};
     const char **pos = malloc((size_t)argc * sizeof *pos);
+    if (!pos) {
+        fprintf(stderr, "ftl predict: error: out of memory for %d arguments\n", argc);
+        return 1;
+    }
     int npos = 0;
     int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
     if (rc != 0) {
