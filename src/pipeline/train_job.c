@@ -474,6 +474,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_trainer *trainer = NULL;
     char *dim_text = ftl_format("%lld", (long long)r.dim);
     char *offset_text = ftl_format("%d", o->embed.label_offset);
+    char *shuffle_text = ftl_format("%lld", (long long)o->shuffle_buffer);
     const ftl_model_info *info = st == FTL_OK ? ftl_model_get_info(r.backbone) : NULL;
     ftl_kv ckpt_meta[] = {
         {FTL_MODEL_META_BACKBONE_SHA256, info ? info->sha256 : ""},
@@ -487,6 +488,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
         {"ftl.label_offset", offset_text},
         {"ftl.augment", o->augment_flip ? "flip" : "none"},
+        {"ftl.shuffle_buffer", shuffle_text},
     };
     ftl_fit_config fit = o->fit;
     /* The head trains where the backbone runs: on a GPU, on the GPU engine (fine-tuning's phase 2
@@ -550,6 +552,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_device_monitor_stop(monitor);
     free(dim_text);
     free(offset_text);
+    free(shuffle_text);
     free(run_record);
     train_run_free(&r);
     s->seconds = ftl_now() - start;

@@ -37,7 +37,8 @@ static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_
 /* Keys of how the features were computed: a resume with others is allowed (the features differ
  * only in rounding, or bf16 vs fp32) but warned about, as the run then cannot be bit-identical.
  * Checkpoints from before they were recorded lack them. */
-static const char *const soft_identity_keys[] = {"ftl.precision", "ftl.conv_algorithm"};
+/* Settings a resume may change, with a warning: the backbone's arithmetic, the data order. */
+static const char *const soft_identity_keys[] = {"ftl.precision", "ftl.conv_algorithm", "ftl.shuffle_buffer"};
 
 static const char *slot_name(const ftl_optimizer *opt, int slot) {
     if (opt->config.kind == FTL_OPTIMIZER_SGD) return "optimizer.momentum_buffer";
@@ -243,8 +244,8 @@ static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st
         const char *mine = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count, key);
         const char *saved = ftl_safetensors_metadata(st, key);
         if (mine && saved && strcmp(saved, mine) != 0)
-            ftl_log_warn("resuming from %s: %s was \"%s\", this run uses \"%s\"; the features differ slightly, so the "
-                         "result will not be identical to an uninterrupted run", path, key, saved, mine);
+            ftl_log_warn("resuming from %s: %s was \"%s\", this run uses \"%s\"; the result will not be identical to an "
+                         "uninterrupted run", path, key, saved, mine);
     }
     return FTL_OK;
 }

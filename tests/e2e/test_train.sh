@@ -233,8 +233,9 @@ PYEOF
     fail keep_last_across_resume_keeps_the_uninterrupted_files "a: $(ls "$d/kl_a" | tr '\n' ' ') b: $(ls "$d/kl_b" | tr '\n' ' ') $(tail -2 "$d/kl_b.err")"
 # a resume under other settings runs, saying which differ
 if "$FTL" train "$T" --val "$V" "${KEEP[@]}" --epochs 3 --checkpoint "$d/kl_c/c-{epoch}.ckpt" --out "$d/kl_c.ftl" \
-    --resume "$d/kl_a/c-3.ckpt" --seed 7 --dropout 0.25 --warmup-epochs 1 >/dev/null 2>"$d/kl_c.err" &&
-    grep -q 'c-3.ckpt was trained with other settings (--seed 42 -> 7, --dropout 0 -> 0.25, --warmup-epochs 0 -> 1): the result will differ from an uninterrupted run' "$d/kl_c.err"; then
+    --resume "$d/kl_a/c-3.ckpt" --seed 7 --dropout 0.25 --warmup-epochs 1 --shuffle-buffer 100 >/dev/null 2>"$d/kl_c.err" &&
+    grep -q 'c-3.ckpt was trained with other settings (--seed 42 -> 7, --dropout 0 -> 0.25, --warmup-epochs 0 -> 1): the result will differ from an uninterrupted run' "$d/kl_c.err" &&
+    grep -q 'c-3.ckpt: ftl.shuffle_buffer was "400", this run uses "100"' "$d/kl_c.err"; then
     pass resume_with_other_settings_names_them
 else
     fail resume_with_other_settings_names_them "$(cat "$d/kl_c.err")"
