@@ -251,13 +251,34 @@ static size_t chunk_elements(const mpi_group *g, size_t element_size) {
     return n ? n : 1;
 }
 
-/* Large buffers: a stall-inspected barrier proves every rank has arrived, then the blocking
- * MPI_Allreduce runs Open MPI's tuned algorithm (2.6x the non-blocking one for 84 MB on shared
- * memory). It can no longer stall, since everyone is there; a rank dying inside it ends the job
- * through the launcher. */
+/* Large buffers: a stall-inspected agreement proves every rank has arrived at the same call,
+ * then the blocking MPI_Allreduce runs Open MPI's tuned algorithm (2.6x the non-blocking one for
+ * 84 MB on shared memory). It can no longer stall, since everyone is there with the same call; a
+ * rank dying inside it ends the job through the launcher. */
 enum { BLOCKING_FROM_BYTES = 256 << 10 };
 
-static ftl_status barrier(void *ctx);
+/* Every rank says which blocking collective it is about to enter (kind, element size, count,
+ * root) in a small watched allreduce of max(sig) and max(-sig): ranks that diverged (a bug) get
+ * an error naming both calls instead of a blocking call that would never return. */
+static ftl_status agree_on_call(mpi_group *g, const char *kind, size_t element_size, size_t count, int root) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the call's description */
+    char desc[96];
+    if (root < 0) snprintf(desc, sizeof desc, "%s of %zu x %zu bytes", kind, count, element_size);
+    else snprintf(desc, sizeof desc, "%s of %zu x %zu bytes from rank %d", kind, count, element_size, root);
+    for (const char *p = desc; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    int64_t sig = (int64_t)(h >> 2), v[2] = {sig, -sig};
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, g->work, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Iallreduce");
+    FTL_TRY(wait_request(g, &req, "MPI_Iallreduce"));
+    if (v[0] != sig || -v[1] != sig) {
+        char where[160];
+        describe_position(g, where, sizeof where);
+        return ftl_fail(FTL_E_INTERNAL, "rank %d: in %s the ranks entered different collectives (this one: a blocking %s); "
+                        "stopping instead of waiting forever", g->rank, where, desc);
+    }
+    return FTL_OK;
+}
 
 static ftl_status allreduce(void *ctx, void *data, size_t count, MPI_Datatype type, size_t element_size) {
     mpi_group *g = ctx;
@@ -266,7 +287,7 @@ static ftl_status allreduce(void *ctx, void *data, size_t count, MPI_Datatype ty
         size_t n = count - at < chunk ? count - at : chunk;
         void *p = (char *)data + at * element_size;
         if (n * element_size >= BLOCKING_FROM_BYTES) {
-            FTL_TRY(barrier(ctx));
+            FTL_TRY(agree_on_call(g, "sum", element_size, n, -1));
             int rc = MPI_Allreduce(MPI_IN_PLACE, p, (int)n, type, MPI_SUM, g->work);
             if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Allreduce");
             continue;
@@ -298,7 +319,7 @@ static ftl_status broadcast(void *ctx, void *data, size_t bytes, int root) {
     do {
         size_t n = bytes - at < chunk ? bytes - at : chunk;
         if (n >= BLOCKING_FROM_BYTES) { /* as allreduce: everyone arrived, then the tuned call */
-            FTL_TRY(barrier(ctx));
+            FTL_TRY(agree_on_call(g, "broadcast", 1, n, root));
             int rc = MPI_Bcast((char *)data + at, (int)n, MPI_BYTE, root, g->work);
             if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Bcast");
             at += n;

@@ -64,6 +64,17 @@ else
     fail dist_stall_in_a_broadcast_names_only_the_late_rank "rc $rc after ${took}s: $(grep 'stalled\|waiting' <<<"$out" | head -4)"
 fi
 
+# ranks that entered different large collectives (a bug's shape: one broadcasts, the others sum):
+# each says so and the job ends, instead of blocking in the tuned call forever
+start=$(date +%s)
+out=$(timeout 60 "${MPI[@]}" -np 3 "$CHECK" --stall-in diverge --stall-timeout 5 2>&1)
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 30 ] &&
+    grep -q 'rank 1: in the test collective at step 3 the ranks entered different collectives (this one: a blocking broadcast of 1200000 x 1 bytes from rank 0)' <<<"$out" &&
+    grep -q 'rank 0: in the test collective at step 3 the ranks entered different collectives (this one: a blocking sum of 300000 x 4 bytes)' <<<"$out" &&
+    pass dist_diverged_large_collectives_fail_not_hang || fail dist_diverged_large_collectives_fail_not_hang "rc $rc after ${took}s: $(head -c 600 <<<"$out")"
+
 # ---- prep: np 2 writes part folders that read as the single-process dataset
 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds1" --size 128 --quiet 2>/dev/null || fail dist_prep "single-process prep failed"
 "${MPI[@]}" -np 2 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds2" --size 128 --threads 1 >"$d/prep2.out" 2>"$d/prep2.err" ||

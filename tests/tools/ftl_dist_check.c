@@ -4,7 +4,8 @@
  * `ok name` for each check that passed on every rank (agreed with an allreduce), and the exit
  * status is 1 when anything failed. `--stall-rank R --sleep S` makes rank R sleep S seconds
  * before a barrier instead (the stall inspector test); with `--stall-in broadcast`, before a small
- * broadcast that the others leave to compute. */
+ * broadcast that the others leave to compute; `--stall-in diverge`: rank 1 enters another large
+ * collective than the others. */
 #include "ftl.h"
 
 #include <math.h>
@@ -46,6 +47,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     int r = world->rank, n = world->world_size;
+    if (strcmp(stall_in, "diverge") == 0) {
+        /* A bug's shape: rank 1 broadcasts 1.2 MB while the others sum 1.2 MB (both the blocking
+         * path): every rank must fail naming the mismatch, none may wait forever. */
+        size_t count = 300000;
+        float *x = calloc(count, sizeof *x);
+        ftl_dist_set_context(world, 3, "the test collective");
+        ftl_status st = r == 1 ? ftl_dist_broadcast(world, x, count * sizeof *x, 0) : ftl_dist_allreduce_f32(world, x, count);
+        fprintf(stderr, "rank %d: %s\n", r, st == FTL_OK ? "no error" : ftl_last_error());
+        free(x);
+        ftl_dist_finalize();
+        return st == FTL_OK ? 0 : 1;
+    }
     if (stall_rank >= 0 && strcmp(stall_in, "broadcast") == 0) {
         /* A small broadcast from rank 0 that rank R joins late; the others then compute (sleep)
          * instead of entering another collective, so only the watch inside the broadcast can
