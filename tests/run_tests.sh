@@ -29,21 +29,22 @@ run_suite() {  # name command...
     "$@" >"$log" 2>&1
     rc=$?
     end=$(date +%s)
-    passed=$(grep -c '^ok ' "$log")
-    failed=$(grep -c '^FAIL ' "$log")
-    skipped=$(grep -c '^skip ' "$log")
+    # -a: a log may hold bytes that are not text (file names that are not UTF-8)
+    passed=$(grep -a -c '^ok ' "$log")
+    failed=$(grep -a -c '^FAIL ' "$log")
+    skipped=$(grep -a -c '^skip ' "$log")
     if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
         echo "FAIL $name: exited with status $rc without naming a failed test" >>"$log"
         failed=1
     fi
     if [ "$skipped" -gt 0 ]; then
         printf '%-28s %4d passed, %3d failed, %3d skipped  (%ds)\n' "$name" "$passed" "$failed" "$skipped" $((end - start))
-        grep '^skip ' "$log" | sed 's/^/    /'
+        grep -a '^skip ' "$log" | sed 's/^/    /'
     else
         printf '%-28s %4d passed, %3d failed  (%ds)\n' "$name" "$passed" "$failed" $((end - start))
     fi
     if [ "$failed" -gt 0 ]; then
-        grep -B2 -A12 '^FAIL ' "$log" | head -80 | sed 's/^/    /'
+        grep -a -B2 -A12 '^FAIL ' "$log" | head -80 | cat -v | sed 's/^/    /'
         echo "    (full log: $log)"
     fi
     total_passed=$((total_passed + passed))

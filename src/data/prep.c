@@ -143,11 +143,24 @@ static ftl_status parse_codec(const char *name, ftl_parquet_codec *codec) {
     return FTL_OK;
 }
 
-static ftl_status open_split_writer(const char *path, const ftl_prep_options *o, ftl_parquet_writer **w) {
+/* The first relative path that is not UTF-8, or NULL (file names are bytes on Linux). */
+static const char *first_non_utf8_path(const prep_source *s) {
+    for (int64_t i = 0; i < s->item_count; i++)
+        for (const char *p = s->items[i].relative_path; *p;) {
+            int n = ftl_utf8_char_length(p);
+            if (!n) return s->items[i].relative_path;
+            p += n;
+        }
+    return NULL;
+}
+
+/* paths_utf8: the path column is a STRING; else plain bytes, since readers (DuckDB, Arrow) refuse
+ * a STRING column holding bytes that are not UTF-8. */
+static ftl_status open_split_writer(const char *path, const ftl_prep_options *o, bool paths_utf8, ftl_parquet_writer **w) {
     ftl_parquet_column_def columns[3] = {
         {.name = FTL_COLUMN_LABEL, .type = FTL_PARQUET_INT32},
         {.name = FTL_COLUMN_IMAGE, .type = FTL_PARQUET_BYTE_ARRAY},
-        {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = true},
+        {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = paths_utf8},
     };
     ftl_parquet_writer_options wo = {0};
     FTL_TRY(parse_codec(o->codec, &wo.codec));
@@ -527,8 +540,13 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     ftl_cleanup_register(paths[0]);
     ftl_cleanup_register(paths[1]);
     ftl_status st = ftl_make_dirs(temp_dir);
-    if (st == FTL_OK) st = open_split_writer(paths[0], o, &writers[0]);
-    if (st == FTL_OK) st = open_split_writer(paths[1], o, &writers[1]);
+    /* Every rank scanned the whole source: all decide the same column type. */
+    const char *odd = first_non_utf8_path(&source);
+    if (odd && (!dist || rank == 0))
+        ftl_log_warn("file names that are not UTF-8 (e.g. %s/%s): the path column is written as bytes, not a string",
+                     source.root, odd);
+    if (st == FTL_OK) st = open_split_writer(paths[0], o, !odd, &writers[0]);
+    if (st == FTL_OK) st = open_split_writer(paths[1], o, !odd, &writers[1]);
 
     pthread_t *workers = ftl_xcalloc((size_t)threads, sizeof *workers);
     int started = 0;
