@@ -140,6 +140,12 @@ got=$($DUCK "SELECT count(*) AS n, sum(CASE WHEN path = 'ants/caf\\xE9.jpg'::BLO
 LC_ALL=C grep -q 'file names that are not UTF-8 .*: the path column is written as bytes, not a string' "$d/latin1.err" &&
     grep -q '"n":22,"named":1' <<<"$got" && pass prep_non_utf8_names_readable_by_duckdb ||
     fail prep_non_utf8_names_readable_by_duckdb "$got $(head -c 300 "$d/latin1.err" | cat -v)"
+# and embed keeps them as bytes in the features file
+"$FTL_SAN" embed "$d/latin1-ds/train.parquet" --backbone "$SHARED/models/mobilenet_v1_0.25_128.onnx" "$d/latin1-feat.parquet" \
+    --quiet 2>"$d/latin1-embed.err"
+got=$($DUCK "SELECT count(*) AS n, sum(CASE WHEN path = 'ants/caf\\xE9.jpg'::BLOB THEN 1 ELSE 0 END) AS named FROM read_parquet('$d/latin1-feat.parquet')" 2>&1)
+grep -q '"n":22,"named":1' <<<"$got" && pass embed_keeps_non_utf8_names_as_bytes ||
+    fail embed_keeps_non_utf8_names_as_bytes "$got $(head -c 300 "$d/latin1-embed.err" | cat -v)"
 # --overwrite would delete OUT: never when OUT is the source folder or holds it
 mkdir -p "$d/self/photos/ants" "$d/self/photos/bees"
 cp "$SRC"/train/ants/0*.jpg "$d/self/photos/ants/"
