@@ -52,6 +52,7 @@ typedef struct ftl_embed_summary {
     double wait_seconds;       /* waiting for the loader */
     double gpu_util_percent, gpu_memory_bytes; /* on a GPU: its mean busy % and most memory in use (NVML); else NaN */
     int64_t batches, pipelined_batches; /* forward passes; those started while the previous one computed (GPU) */
+    bool paths_are_text;       /* the path column was written as a STRING (ftl_loader_paths_are_text) */
     char backbone_sha256[65];
     char dataset_fingerprint[65];
 } ftl_embed_summary;

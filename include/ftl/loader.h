@@ -90,6 +90,9 @@ int64_t ftl_loader_shard_begin(const ftl_loader *loader); /* its first global ro
 int64_t ftl_loader_epoch_rows(const ftl_loader *loader);  /* rows one pass delivers (after the equal-batches trim) */
 int64_t ftl_loader_row_bytes(const ftl_loader *loader);
 int ftl_loader_image_size(const ftl_loader *loader);      /* S, or 0 when rows are not images */
+/* Whether every file's path column is a STRING (files without one count as such): prep writes
+ * file names that are not UTF-8 as plain bytes, and a copy of the paths must keep them so. */
+bool ftl_loader_paths_are_text(const ftl_loader *loader);
 /* Key-value metadata of the first source file (e.g. ftl.classes); NULL when absent. */
 const char *ftl_loader_metadata(const ftl_loader *loader, const char *key);
 void ftl_loader_stats_get(const ftl_loader *loader, ftl_loader_stats *stats);

@@ -31,9 +31,6 @@ typedef struct cli_command {
     int min_positional, max_positional;
 } cli_command;
 
-/* Parses argv[1..] (argv[0] is the subcommand name). On success fills positional[] (pointers
- * into argv) and *positional_count, returns 0. Prints help and returns -1 for --help; prints
- * an error and returns 2 for bad usage. */
 /* Whether option --name (or -name, --name=V, --no-name) is on the command line: an exact token,
  * never a substring of another option's value. */
 bool cli_given(int argc, char **argv, const char *name);
@@ -43,6 +40,9 @@ bool cli_given(int argc, char **argv, const char *name);
 int cli_check_output(const char *command, const char *path, bool overwrite, const char *const *inputs, int input_count);
 /* Applies --stall-timeout S (S >= 0; 0 = never): 0, or 2 after a usage error naming the command. */
 int cli_set_stall_timeout(const char *command, double seconds);
+/* Parses argv[1..] (argv[0] is the subcommand name). On success fills positional[] (pointers
+ * into argv) and *positional_count, returns 0. Prints help and returns -1 for --help; prints
+ * an error and returns 2 for bad usage. */
 int cli_parse(const cli_command *cmd, const cli_flag *flags, int flag_count, int argc, char **argv,
               const char **positional, int *positional_count);
 void cli_print_help(const cli_command *cmd, const cli_flag *flags, int flag_count);

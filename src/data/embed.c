@@ -231,26 +231,6 @@ static ftl_status write_metadata(ftl_parquet_writer *w, ftl_loader *l, const ftl
 }
 
 /* Appends every row group of a features file to w, in order. */
-/* Whether the sources' path columns are strings (absent counts as one): prep writes file names
- * that are not UTF-8 as plain bytes, and the features file must keep them so. */
-static bool source_paths_are_strings(const ftl_embed_options *o) {
-    char **paths = NULL;
-    int count = 0;
-    bool strings = true;
-    if (loader_expand_sources(o->sources, o->source_count, &paths, &count) != FTL_OK) return true;
-    for (int i = 0; i < count; i++) {
-        ftl_parquet_file *f = NULL;
-        if (strings && ftl_parquet_open(paths[i], &f) == FTL_OK) {
-            int c = ftl_parquet_find_column(f, FTL_COLUMN_PATH);
-            if (c >= 0 && !ftl_parquet_column(f, c)->utf8) strings = false;
-        }
-        ftl_parquet_close(f);
-        free(paths[i]);
-    }
-    free(paths);
-    return strings;
-}
-
 static ftl_status append_part(ftl_parquet_writer *w, const char *path) {
     ftl_parquet_file *f;
     FTL_TRY(ftl_parquet_open(path, &f));
@@ -308,15 +288,16 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     }
     ftl_dist_set_context(col, -1, "collecting the features on rank 0");
     double rows = (double)s->rows, compute = s->compute_seconds, wait = s->wait_seconds;
-    double sums[3] = {rows, compute, wait};
-    st = ftl_dist_allreduce_f64(col, sums, 3);
+    /* the 4th: ranks whose shard had byte paths (a rank without rows has no say) */
+    double sums[4] = {rows, compute, wait, s->rows > 0 && !s->paths_are_text ? 1 : 0};
+    st = ftl_dist_allreduce_f64(col, sums, 4);
     ftl_parquet_writer *w = NULL;
     bool have_metadata = false;
     if (st == FTL_OK && rank == 0) {
         ftl_parquet_column_def cols[3] = {
             {.name = FTL_COLUMN_LABEL, .type = FTL_PARQUET_INT32},
             {.name = FTL_COLUMN_FEATURES, .type = FTL_PARQUET_FIXED_LEN_BYTE_ARRAY, .fixed_length = (int32_t)(4 * s->feature_dim)},
-            {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = source_paths_are_strings(o)},
+            {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = sums[3] == 0},
         };
         int64_t dim = s->feature_dim;
         if (dim <= 0) { /* rank 0 held no rows: the dimension comes with the first part */
@@ -386,6 +367,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     free(part);
     free(stem);
     s->rows = (int64_t)sums[0];
+    s->paths_are_text = sums[3] == 0;
     s->compute_seconds = sums[1] / ranks;
     s->wait_seconds = sums[2] / ranks;
     s->seconds = ftl_now() - start;
@@ -454,8 +436,9 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     ftl_parquet_column_def cols[3] = {
         {.name = FTL_COLUMN_LABEL, .type = FTL_PARQUET_INT32},
         {.name = FTL_COLUMN_FEATURES, .type = FTL_PARQUET_FIXED_LEN_BYTE_ARRAY, .fixed_length = (int32_t)(4 * info->feature_dim)},
-        {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = source_paths_are_strings(o)},
+        {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = ftl_loader_paths_are_text(l)},
     };
+    s->paths_are_text = cols[2].utf8;
     ftl_parquet_writer *w = NULL;
     st = ftl_parquet_writer_open(o->output_path, cols, 3, NULL, &w);
     feature_rows f = {.dim = info->feature_dim};

@@ -689,6 +689,14 @@ int64_t ftl_loader_epoch_rows(const ftl_loader *l) { return l->plan.rows_per_pas
 int64_t ftl_loader_row_bytes(const ftl_loader *l) { return l->plan.row_bytes; }
 int ftl_loader_image_size(const ftl_loader *l) { return l->plan.image_size; }
 
+bool ftl_loader_paths_are_text(const ftl_loader *l) {
+    for (int i = 0; i < l->plan.file_count; i++) {
+        const loader_file *f = &l->plan.files[i];
+        if (f->path_column >= 0 && !ftl_parquet_column(f->parquet, f->path_column)->utf8) return false;
+    }
+    return true;
+}
+
 const char *ftl_loader_metadata(const ftl_loader *l, const char *key) {
     return l->plan.file_count ? ftl_parquet_metadata_get(l->plan.files[0].parquet, key) : NULL;
 }

@@ -34,10 +34,9 @@ static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_
                                             FTL_MODEL_META_INPUT_SCALING, FTL_MODEL_META_FINE_TUNE_CUT,
                                             FTL_MODEL_META_BACKBONE_IDENTITY, "ftl.augment"};
 
-/* Keys of how the features were computed: a resume with others is allowed (the features differ
- * only in rounding, or bf16 vs fp32) but warned about, as the run then cannot be bit-identical.
+/* Settings a resume may change, with a warning, as the run then cannot be bit-identical: how the
+ * features were computed (they differ only in rounding, or bf16 vs fp32) and the data order.
  * Checkpoints from before they were recorded lack them. */
-/* Settings a resume may change, with a warning: the backbone's arithmetic, the data order. */
 static const char *const soft_identity_keys[] = {"ftl.precision", "ftl.conv_algorithm", "ftl.shuffle_buffer"};
 
 static const char *slot_name(const ftl_optimizer *opt, int slot) {
