@@ -14,6 +14,7 @@
 #include "ftl/prep.h"
 #include "ftl/device.h"
 #include "ftl/nn.h"
+#include "ftl/profile.h"
 #include "ftl/loader.h"
 #include "ftl/embed.h"
 #include "ftl/train.h"

@@ -223,3 +223,12 @@ bool cli_given(int argc, char **argv, const char *name) {
     }
     return false;
 }
+
+ftl_status cli_precision(const char *text, ftl_device_kind device, int threads, ftl_nn_precision *precision) {
+    if (strcmp(text, "auto") != 0) return ftl_nn_precision_parse(text, precision);
+    char why[200];
+    const ftl_collectives *world = ftl_dist_world();
+    ftl_status st = ftl_nn_precision_auto_agreed(world, device, threads, precision, why, sizeof why);
+    if (st == FTL_OK && ftl_dist_rank(world) == 0) fprintf(stderr, "ftl: --precision auto: %s\n", why);
+    return st;
+}

@@ -16,7 +16,7 @@ int cli_cmd_embed(int argc, char **argv) {
         {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units: x = (q/255 - mean) / std"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
-        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32", "backbone arithmetic; default fp32 (tf32: GPU only)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|auto", "backbone arithmetic; default fp32 (tf32: GPU only; auto: bf16 where this CPU runs it faster than fp32)"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
         {"deterministic", CLI_BOOL, &o.deterministic, NULL, "GPU: only algorithms that give the same bits every run"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
@@ -44,8 +44,8 @@ int cli_cmd_embed(int argc, char **argv) {
         fprintf(stderr, "ftl embed: error: --backbone MODEL.onnx is required\n");
         return 2;
     }
-    ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
-    if (st == FTL_OK) st = ftl_device_parse(device, &o.device);
+    ftl_status st = ftl_device_parse(device, &o.device);
+    if (st == FTL_OK) st = cli_precision(precision, o.device, o.threads, &o.precision);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);

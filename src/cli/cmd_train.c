@@ -27,7 +27,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
-        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32", "backbone arithmetic; default fp32 (tf32: GPU only)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|auto", "backbone arithmetic; default fp32 (tf32: GPU only; auto: bf16 where this CPU runs it faster than fp32)"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone and the head run; auto (default): a visible GPU, else the CPU"},
         {"deterministic", CLI_BOOL, &o.embed.deterministic, NULL, "GPU: only algorithms that give the same bits every run"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
@@ -149,8 +149,8 @@ int cli_cmd_train(int argc, char **argv) {
                         "an image differently every epoch, such as crops, cannot use the feature cache\n", augment);
         return 2;
     }
-    if (st == FTL_OK) st = ftl_nn_precision_parse(precision, &o.embed.precision);
     if (st == FTL_OK) st = ftl_device_parse(device, &o.embed.device);
+    if (st == FTL_OK) st = cli_precision(precision, o.embed.device, o.embed.threads, &o.embed.precision);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.embed.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.embed.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);

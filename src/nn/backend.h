@@ -26,6 +26,16 @@ typedef struct nn_compile_opts {
 
 typedef struct nn_plan nn_plan;
 
+/* One executed step of a plan, for the profiler. */
+typedef struct nn_step_info {
+    int node;                 /* graph node it computes (or converts an input for); >= n_nodes: the plan's own */
+    const char *label, *impl; /* impl: the library's implementation name, "ftl" for the backend's own loops */
+    bool reorder, fill;
+    bool compute;             /* a convolution, matmul or inner product (what the ceiling times alone) */
+    bool bf16;                /* its source tensor is bf16 */
+    int executions;           /* per run (micro-batch chunks) */
+} nn_step_info;
+
 typedef struct nn_backend {
     const char *name;
     /* Re-infers the graph's shapes for opts->batch (the graph must be sorted and optimised) and
@@ -41,6 +51,14 @@ typedef struct nn_backend {
     /* Convolutions run with Winograd kernels (0 when the backend has none). */
     int (*winograd_convs)(const nn_plan *plan);
     void (*free)(nn_plan *plan);
+    /* Optional (NULL where a backend has no profiler): the plan's steps, a run that adds each step's
+     * seconds to step_seconds[step], and one step's work run alone on its own buffers with the
+     * layouts the library prefers for it (best seconds per execution; *timed false when the step
+     * is not a compute step or cannot be rebuilt alone). */
+    int (*step_count)(const nn_plan *plan);
+    void (*step_info)(const nn_plan *plan, int step, nn_step_info *info);
+    ftl_status (*run_timed)(nn_plan *plan, float *output, double *step_seconds);
+    ftl_status (*time_alone)(nn_plan *plan, int step, double min_seconds, double *seconds, bool *timed);
     /* Optional (NULL on the CPU): a pinned host buffer for batch images of dataset bytes (uint8,
      * H x W x 3 at the input's size, back to back), and a run from it: the bytes go to the device
      * and are scaled through table[channel][byte] and laid out there. input_u8 may return NULL

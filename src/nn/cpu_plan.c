@@ -10,6 +10,7 @@
 #include "util/log.h"
 
 #include <limits.h>
+#include <time.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,7 @@ static cpu_step *new_step(nn_plan *p, const char *label) {
     memset(s, 0, sizeof *s);
     s->writes = -1;
     s->mb = p->cur_mb;
+    s->node = p->cur_node;
     snprintf(s->label, sizeof s->label, "%s", label);
     return s;
 }
@@ -220,6 +222,7 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     char label[96];
     snprintf(label, sizeof label, "reorder of tensor %d for node %d", t, p->cur_node);
     FTL_TRY(cpu_emit_reorder(p, v, nv, label));
+    p->steps[p->n_steps - 1].reorder = true; /* a conversion the plan adds, not the node's own work */
     if (p->n_conv == p->cap_conv) {
         p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
         p->conv = ftl_xrealloc(p->conv, (size_t)p->cap_conv * sizeof *p->conv);
@@ -512,7 +515,9 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
     cpu_plain_md(&md, &g->tensors[out].shape, dnnl_f32);
     p->output_val = cpu_new_value(p, &md, CPU_BUF_EXTERNAL);
     p->out_count = nn_shape_count(&g->tensors[out].shape);
-    return cpu_emit_reorder(p, p->tval[out], p->output_val, "features to caller");
+    FTL_TRY(cpu_emit_reorder(p, p->tval[out], p->output_val, "features to caller"));
+    p->steps[p->n_steps - 1].reorder = true;
+    return FTL_OK;
 }
 
 static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
@@ -578,12 +583,22 @@ static ftl_status point_at_chunk(nn_plan *p, cpu_step *s, int chunk, float *outp
     return FTL_OK;
 }
 
-static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output) {
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* step_seconds (NULL: untimed) gets each step's time added; the CPU stream runs a primitive to
+ * completion inside execute, so the clock around it measures that step alone. */
+static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, double *step_seconds) {
     for (int i = p->seg_first[seg]; i < p->seg_first[seg + 1]; i++) {
         cpu_step *s = &p->steps[i];
         FTL_TRY(point_at_chunk(p, s, chunk, output));
+        double t0 = step_seconds ? now_seconds() : 0;
         if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
+        if (step_seconds) step_seconds[i] += now_seconds() - t0;
     }
     return FTL_OK;
 }
@@ -592,12 +607,12 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output) {
  * chunk's images, so a tensor crossing from a segment of 2-image chunks to one of 8 is read back
  * while it is still in cache, not after the whole batch went through the first segment. Each image
  * still goes through the steps in order, and images only meet in buffers private to one pass. */
-static ftl_status cpu_run(nn_plan *p, float *output) {
+static ftl_status run_plan(nn_plan *p, float *output, double *step_seconds) {
     omp_set_num_threads(p->threads);
     if (!p->depth_first) {
         for (int seg = 0; seg < p->n_segs; seg++)
             for (int chunk = 0; chunk < p->batch / p->steps[p->seg_first[seg]].mb; chunk++)
-                FTL_TRY(run_chunk(p, seg, chunk, output));
+                FTL_TRY(run_chunk(p, seg, chunk, output, step_seconds));
         return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
     }
     int done[64] = {0}; /* images through each segment */
@@ -608,10 +623,39 @@ static ftl_status cpu_run(nn_plan *p, float *output) {
         int s = n - 1;
         while (s > 0 && done[s - 1] < done[s] + p->steps[p->seg_first[s]].mb) s--;
         int mb = p->steps[p->seg_first[s]].mb;
-        FTL_TRY(run_chunk(p, s, done[s] / mb, output));
+        FTL_TRY(run_chunk(p, s, done[s] / mb, output, step_seconds));
         done[s] += mb;
     }
     return cpu_check(dnnl_stream_wait(p->stream), "oneDNN stream");
+}
+
+static ftl_status cpu_run(nn_plan *p, float *output) { return run_plan(p, output, NULL); }
+static ftl_status cpu_run_timed(nn_plan *p, float *output, double *step_seconds) { return run_plan(p, output, step_seconds); }
+
+static int cpu_step_count(const nn_plan *p) { return p->n_steps; }
+
+static bool is_compute_prim(const cpu_step *s, dnnl_primitive_kind_t *kind_out) {
+    if (s->kind != CPU_STEP_PRIM || s->reorder) return false;
+    const_dnnl_primitive_desc_t pd;
+    dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
+    if (dnnl_primitive_get_primitive_desc(s->prim, &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind) != dnnl_success)
+        return false;
+    if (kind_out) *kind_out = kind;
+    return kind == dnnl_convolution || kind == dnnl_matmul || kind == dnnl_inner_product || kind == dnnl_deconvolution;
+}
+
+static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
+    const cpu_step *s = &p->steps[i];
+    memset(info, 0, sizeof *info);
+    info->node = s->node;
+    info->label = s->label;
+    info->impl = s->kind == CPU_STEP_FILL ? "ftl" : s->impl;
+    info->reorder = s->reorder;
+    info->fill = s->kind == CPU_STEP_FILL;
+    info->compute = is_compute_prim(s, NULL);
+    info->bf16 = s->nargs > 0 && p->vals[s->arg_val[0]].md.data_type == dnnl_bf16;
+    info->executions = s->mb > 0 ? p->batch / s->mb : 1;
 }
 
 /* "f32 16x32x112x112 acdb" or "... aBcd16b": dims, then axes from outermost stride, blocked axes in capitals. */
@@ -659,6 +703,8 @@ const nn_backend *nn_backend_cpu(void) {
     static const nn_backend cpu = {
         .name = "cpu (oneDNN)", .compile = cpu_compile, .input = cpu_input, .run = cpu_run,
         .describe = cpu_describe, .winograd_convs = cpu_winograd_convs, .free = plan_free,
+        .step_count = cpu_step_count, .step_info = cpu_step_info, .run_timed = cpu_run_timed,
+        .time_alone = cpu_time_alone,
     };
     return &cpu;
 }

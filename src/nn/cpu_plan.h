@@ -58,6 +58,8 @@ typedef struct cpu_step {
     int chunked_arg[CPU_MAX_ARGS];
     char label[96];
     char impl[64];
+    int node;                 /* graph node it was emitted for (n_nodes: the plan's copy to the caller) */
+    bool reorder;             /* a layout / type conversion */
 } cpu_step;
 
 typedef struct cpu_conv_cache {
@@ -135,6 +137,10 @@ dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
 /* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
  * 16s, transformed weights amortised over the run's pixels; see cpu_plan.c). */
 bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
+
+/* cpu_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
+ * prefers (format any) and run alone on its own buffers; best seconds per execution. */
+ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

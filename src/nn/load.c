@@ -89,6 +89,25 @@ ftl_status nn_select_features(const nn_graph *g, const char *name, int *tensor) 
                     "(`ftl inspect MODEL --tensors` lists them)", name, hint);
 }
 
+long long nn_node_macs(const nn_graph *g, int i) {
+    const nn_node *n = &g->nodes[i];
+    if (n->dead) return 0;
+    const nn_shape *y = &g->tensors[n->out[0]].shape;
+    long long m = 0;
+    if (n->op == NN_OP_CONV) {
+        const nn_shape *w = &g->tensors[n->in[1]].shape;
+        m = nn_shape_count(y) * w->d[1] * w->d[2] * w->d[3];
+    } else if (n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL) {
+        const nn_shape *x = &g->tensors[n->in[0]].shape;
+        m = nn_shape_count(y) * x->d[x->rank - 1];
+    } else if (n->op == NN_OP_EINSUM) { /* the contracted letter's size */
+        const nn_shape *x = &g->tensors[n->in[0]].shape;
+        for (int t = 0; t < x->rank; t++)
+            if (n->p.ein_a[t] == x->rank - 1) m += nn_shape_count(y) * x->d[t];
+    }
+    return m;
+}
+
 void nn_graph_cost(const nn_graph *g, long long *params, long long *macs) {
     bool *counted = calloc((size_t)g->n_tensors + 1, 1);
     long long p = 0, m = 0;
@@ -102,18 +121,7 @@ void nn_graph_cost(const nn_graph *g, long long *params, long long *macs) {
                 if (g->tensors[t].count > 1 || n->op != NN_OP_CLIP) p += g->tensors[t].count;
             }
         }
-        const nn_shape *y = &g->tensors[n->out[0]].shape;
-        if (n->op == NN_OP_CONV) {
-            const nn_shape *w = &g->tensors[n->in[1]].shape;
-            m += nn_shape_count(y) * w->d[1] * w->d[2] * w->d[3];
-        } else if (n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL) {
-            const nn_shape *x = &g->tensors[n->in[0]].shape;
-            m += nn_shape_count(y) * x->d[x->rank - 1];
-        } else if (n->op == NN_OP_EINSUM) { /* the contracted letter's size */
-            const nn_shape *x = &g->tensors[n->in[0]].shape;
-            for (int t = 0; t < x->rank; t++)
-                if (n->p.ein_a[t] == x->rank - 1) m += nn_shape_count(y) * x->d[t];
-        }
+        m += nn_node_macs(g, i);
     }
     free(counted);
     *params = p;

@@ -13,6 +13,8 @@ ftl_status nn_load_checked(const char *path, nn_graph **g, char *sha256_hex);
 ftl_status nn_graph_override(nn_graph *g, const char *path, const ftl_tensor_override *ov, int n);
 /* The tensor to extract: `name` (NULL/"": the first graph output). */
 ftl_status nn_select_features(const nn_graph *g, const char *name, int *tensor);
+/* Multiply-adds of node i at the graph's current shapes (Conv, Gemm, MatMul, Einsum; 0 otherwise). */
+long long nn_node_macs(const nn_graph *g, int i);
 /* Float weights of live nodes and multiply-adds per image (shapes must be for batch 1). */
 void nn_graph_cost(const nn_graph *g, long long *params, long long *macs);
 /* Prune to `feature`, re-infer shapes, optimise. */

@@ -1,8 +1,10 @@
 /* Public model API: load (pipeline + compile), feature extraction in batches, info. */
 #include "ftl/nn.h"
+#include "ftl/profile.h"
 #include "nn/backend.h"
 #include "nn/cuda_backend.h"
 #include "nn/load.h"
+#include "nn/model_parts.h"
 #include "nn/topo.h"
 #include "nn/trainable.h"
 #include "nn/preprocess.h"
@@ -324,6 +326,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_BF16 && !nn_cpu_has_bf16())
         ftl_log_warn("this CPU has no native bf16 (oneDNN ISA %s): --precision bf16 will be emulated and slower than fp32",
                      nn_cpu_isa_name());
+    else if (dev.kind == FTL_DEVICE_CPU) ftl_nn_precision_warn_if_slow(o->precision, FTL_DEVICE_CPU, m->copts.threads);
     ftl_status st = load(m, path, o);
     if (st == FTL_OK && m->node_batch) {
         st = m->be->compile(m->g, &m->copts, &m->plan);
@@ -494,3 +497,8 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
 }
 
 void ftl_model_print_plan(const ftl_model *m, FILE *out) { m->be->describe(m->plan, out); }
+
+void nn_model_get_parts(ftl_model *m, nn_model_parts *parts) {
+    *parts = (nn_model_parts){.graph = m->g, .backend = m->be, .plan = m->plan, .plan_batch = m->copts.batch,
+                              .input_per_image = m->input_per_image};
+}

@@ -1,0 +1,376 @@
+/* `ftl inspect MODEL.onnx --profile`: the model's compiled plan run on synthetic input with every
+ * step timed, beside plain runs for the total; FLOPs from the graph (2 x its multiply-adds), the
+ * measured peak of the plan's precision, and optionally each convolution and matmul alone (the
+ * model's ceiling). Medians over runs, since a shared machine adds spikes. */
+#include "ftl/profile.h"
+#include "nn/load.h"
+#include "nn/model_parts.h"
+#include "nn/shape.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/fsutil.h"
+#include "util/timing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_RUNS = 200 };
+
+void ftl_profile_options_init(ftl_profile_options *o) {
+    memset(o, 0, sizeof *o);
+    o->reps = 5;
+    o->min_seconds = 1.0;
+    o->top = 15;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void ftl_profile_free(ftl_profile *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_steps; i++) {
+        free((char *)p->steps[i].label);
+        free((char *)p->steps[i].node);
+        free((char *)p->steps[i].impl);
+        free((char *)p->steps[i].kind);
+    }
+    free(p->steps);
+    free(p->kinds);
+    free(p);
+}
+
+/* The profile keeps its own copies of every string (it may outlive the model). */
+static const char *step_kind(const nn_graph *g, const nn_step_info *si) {
+    if (si->reorder) return "Reorder";
+    if (si->fill) return "Fill";
+    return si->node >= 0 && si->node < g->n_nodes ? g->nodes[si->node].op_type : "Output";
+}
+
+static void add_kind(ftl_profile *p, const ftl_profile_step *s) {
+    for (int k = 0; k < p->n_kinds; k++)
+        if (strcmp(p->kinds[k].kind, s->kind) == 0) {
+            p->kinds[k].steps++;
+            p->kinds[k].seconds += s->seconds;
+            p->kinds[k].flops += s->flops;
+            if (s->alone_seconds > 0) {
+                p->kinds[k].alone_seconds += s->alone_seconds;
+                p->kinds[k].alone_flops += s->flops;
+            }
+            return;
+        }
+    p->kinds[p->n_kinds++] = (ftl_profile_kind){s->kind, 1, s->seconds, s->flops,
+                                                s->alone_seconds, s->alone_seconds > 0 ? s->flops : 0};
+}
+
+static int by_seconds_desc(const void *a, const void *b) {
+    double x = ((const ftl_profile_kind *)a)->seconds, y = ((const ftl_profile_kind *)b)->seconds;
+    return x > y ? -1 : x < y;
+}
+
+/* Synthetic input: a fixed pseudo-random pattern in [-1, 1] (the numbers do not matter, only that
+ * they are finite and not all equal, so no kernel takes a shortcut). */
+static void fill_input(float *in, size_t n) {
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        in[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
+    }
+}
+
+ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_in, ftl_profile **out) {
+    *out = NULL;
+    ftl_profile_options opts;
+    if (opts_in) opts = *opts_in;
+    else ftl_profile_options_init(&opts);
+    if (opts.reps < 1) opts.reps = 1;
+    if (opts.reps > MAX_RUNS) opts.reps = MAX_RUNS;
+    const ftl_model_info *info = ftl_model_get_info(model);
+    nn_model_parts mp;
+    nn_model_get_parts(model, &mp);
+    const nn_backend *be = mp.backend;
+    if (!be->step_count || !be->run_timed)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: the profiler times oneDNN CPU plans; this model runs on %s (use "
+                        "--device cpu)", info->path, info->device);
+    nn_plan *plan = mp.plan;
+    int n = be->step_count(plan);
+
+    ftl_profile *p = ftl_xcalloc(1, sizeof *p);
+    p->model = info->path;
+    p->backend = info->backend;
+    p->batch = info->batch;
+    p->plan_batch = mp.plan_batch;
+    p->threads = info->threads;
+    p->micro_batch = info->micro_batch;
+    p->micro_batch_min = info->micro_batch_min;
+    p->precision = info->precision;
+    p->top = opts.top > 0 ? opts.top : 15;
+    ftl_status st = ftl_cpu_peak_measure(info->threads, &p->peak);
+    if (st != FTL_OK) {
+        ftl_profile_free(p);
+        return st;
+    }
+    p->peak_gflops = info->precision == FTL_NN_BF16 && p->peak.bf16_gflops > 0 ? p->peak.bf16_gflops : p->peak.fp32_gflops;
+
+    /* FLOPs per node at batch 1 (a graph locked to its batch has shapes for that batch already) */
+    nn_graph *g = mp.graph;
+    st = nn_infer_shapes(g, 1);
+    double images = g->batch_locked > 1 ? 1.0 : (double)p->plan_batch;
+    p->steps = ftl_xcalloc((size_t)n + 1, sizeof *p->steps);
+    p->kinds = ftl_xcalloc((size_t)n + 1, sizeof *p->kinds);
+    p->n_steps = n;
+    bool *node_counted = ftl_xcalloc((size_t)g->n_nodes + 1, 1);
+    for (int pass = 0; pass < 2 && st == FTL_OK; pass++) /* compute steps first, then any step of the node */
+        for (int i = 0; i < n; i++) {
+            nn_step_info si;
+            be->step_info(plan, i, &si);
+            if (si.node < 0 || si.node >= g->n_nodes || node_counted[si.node] || si.reorder || si.fill) continue;
+            if (pass == 0 && !si.compute) continue;
+            long long macs = nn_node_macs(g, si.node);
+            if (macs == 0 && pass == 0) continue;
+            node_counted[si.node] = true;
+            p->steps[i].flops = 2.0 * (double)macs * images;
+        }
+    free(node_counted);
+    for (int i = 0; i < n && st == FTL_OK; i++) {
+        nn_step_info si;
+        be->step_info(plan, i, &si);
+        ftl_profile_step *s = &p->steps[i];
+        s->index = i;
+        s->label = ftl_strdup(si.label);
+        s->node = ftl_strdup(si.node >= 0 && si.node < g->n_nodes && !si.reorder ? g->nodes[si.node].name : "");
+        s->kind = ftl_strdup(step_kind(g, &si));
+        s->impl = ftl_strdup(si.impl ? si.impl : "?");
+        s->precision = si.bf16 ? "bf16" : "fp32";
+        s->reference = strncmp(s->impl, "ref", 3) == 0;
+        s->executions = si.executions;
+        p->flops += s->flops;
+        if (s->reference) p->reference_steps++;
+    }
+    if (st != FTL_OK) {
+        ftl_profile_free(p);
+        return st;
+    }
+
+    /* warm up, then interleave plain and timed runs so both see the same machine state */
+    size_t in_floats = (size_t)p->plan_batch * (size_t)mp.input_per_image;
+    float *features = malloc((size_t)p->plan_batch * (size_t)(info->feature_dim > 0 ? info->feature_dim : 1) * sizeof(float));
+    double *step_runs = malloc((size_t)MAX_RUNS * (size_t)(n + 1) * sizeof(double));
+    double *totals = malloc(MAX_RUNS * sizeof(double)), *sums = malloc(MAX_RUNS * sizeof(double));
+    double *column = malloc(MAX_RUNS * sizeof(double));
+    if (!features || !step_runs || !totals || !sums || !column) st = ftl_fail(FTL_E_NOMEM, "out of memory for the profile");
+    if (st == FTL_OK) fill_input(be->input(plan), in_floats);
+    for (int w = 0; w < 2 && st == FTL_OK; w++) st = be->run(plan, features);
+    double started = ftl_now();
+    int runs = 0;
+    while (st == FTL_OK && runs < MAX_RUNS && (runs < opts.reps || ftl_now() - started < opts.min_seconds)) {
+        double t0 = ftl_now();
+        st = be->run(plan, features);
+        totals[runs] = ftl_now() - t0;
+        double *row = step_runs + (size_t)runs * (size_t)n;
+        memset(row, 0, (size_t)n * sizeof *row);
+        if (st == FTL_OK) st = be->run_timed(plan, features, row);
+        sums[runs] = 0;
+        for (int i = 0; i < n; i++) sums[runs] += row[i];
+        runs++;
+    }
+    if (st == FTL_OK) {
+        p->runs = runs;
+        p->total_seconds = median(totals, runs);
+        for (int i = 0; i < n; i++) {
+            for (int r = 0; r < runs; r++) column[r] = step_runs[(size_t)r * (size_t)n + (size_t)i];
+            p->steps[i].seconds = median(column, runs);
+            p->steps_seconds += p->steps[i].seconds;
+        }
+    }
+    if (st == FTL_OK && opts.ceiling && be->time_alone) {
+        p->has_ceiling = true;
+        for (int i = 0; i < n && st == FTL_OK; i++) {
+            double per = 0;
+            bool timed = false;
+            st = be->time_alone(plan, i, 0.05, &per, &timed);
+            if (st == FTL_OK && timed) {
+                p->steps[i].alone_seconds = per * p->steps[i].executions;
+                if (p->steps[i].flops > 0) {
+                    p->ceiling_flops += p->steps[i].flops;
+                    p->ceiling_seconds += p->steps[i].alone_seconds;
+                }
+            }
+        }
+    }
+    free(features);
+    free(step_runs);
+    free(totals);
+    free(sums);
+    free(column);
+    if (st != FTL_OK) {
+        ftl_profile_free(p);
+        return st;
+    }
+    for (int i = 0; i < n; i++) add_kind(p, &p->steps[i]);
+    qsort(p->kinds, (size_t)p->n_kinds, sizeof *p->kinds, by_seconds_desc);
+    *out = p;
+    return FTL_OK;
+}
+
+/* ---- printing ---- */
+
+static double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds * 1e-9 : 0; }
+
+static double step_peak(const ftl_profile *p, const ftl_profile_step *s) {
+    return strcmp(s->precision, "bf16") == 0 && p->peak.bf16_gflops > 0 ? p->peak.bf16_gflops : p->peak.fp32_gflops;
+}
+
+static int by_step_seconds_desc(const void *a, const void *b) {
+    double x = (*(const ftl_profile_step *const *)a)->seconds, y = (*(const ftl_profile_step *const *)b)->seconds;
+    return x > y ? -1 : x < y;
+}
+
+static void print_text(const ftl_profile *p, FILE *out) {
+    double per_image = p->total_seconds / p->plan_batch;
+    fprintf(out, "profile     %s: batch %d, %s, %d threads, %s, micro-batches %d..%d, median of %d runs\n", p->model,
+            p->batch, ftl_nn_precision_name(p->precision), p->threads, p->backend, p->micro_batch_min, p->micro_batch,
+            p->runs);
+    if (p->plan_batch != p->batch)
+        fprintf(out, "note        the plan runs %d images at a time (its layers could not be sized one by one): the "
+                "figures below are for one run of %d images\n", p->plan_batch, p->plan_batch);
+    fprintf(out, "peak        fp32 %.0f GFLOP/s (%s)", p->peak.fp32_gflops, p->peak.isa_fp32);
+    if (p->peak.bf16_gflops > 0) fprintf(out, ", bf16 %.0f GFLOP/s", p->peak.bf16_gflops);
+    if (p->peak.int8_gops > 0) fprintf(out, ", int8 %.0f GOP/s", p->peak.int8_gops);
+    fprintf(out, " on %d threads (one thread's best x %d; all at once: fp32 %.0f)\n", p->peak.threads, p->peak.threads,
+            p->peak.fp32_measured);
+    double g = gflops(p->flops, p->total_seconds);
+    fprintf(out, "total       %.3f ms per run (%.3f ms/image, %.1f images/s), %.3f GFLOP per run, %.1f GFLOP/s = "
+            "%.1f%% of the %s peak\n", 1e3 * p->total_seconds, 1e3 * per_image, per_image > 0 ? 1.0 / per_image : 0,
+            p->flops * 1e-9, g, p->peak_gflops > 0 ? 100.0 * g / p->peak_gflops : 0, ftl_nn_precision_name(p->precision));
+    fprintf(out, "steps       %d, timed one by one: %.3f ms (%.1f%% of the total)\n", p->n_steps, 1e3 * p->steps_seconds,
+            p->total_seconds > 0 ? 100.0 * p->steps_seconds / p->total_seconds : 0);
+    if (p->has_ceiling && p->ceiling_seconds > 0) {
+        double c = gflops(p->ceiling_flops, p->ceiling_seconds);
+        fprintf(out, "ceiling     convolutions and matmuls alone (layouts oneDNN prefers): %.1f GFLOP/s = %.1f%% of peak; "
+                "the model runs at %.1f%% of its ceiling\n", c, p->peak_gflops > 0 ? 100.0 * c / p->peak_gflops : 0,
+                c > 0 ? 100.0 * g / c : 0);
+    }
+    if (p->reference_steps > 0)
+        fprintf(out, "warning     %d step(s) ran oneDNN's reference (scalar) kernel: marked REF below\n", p->reference_steps);
+    fprintf(out, "\nby kind     %-22s %5s %10s %6s %9s %7s%s\n", "kind", "steps", "ms", "share", "GFLOP/s", "% peak",
+            p->has_ceiling ? "  alone ms  % of alone" : "");
+    for (int k = 0; k < p->n_kinds; k++) {
+        const ftl_profile_kind *q = &p->kinds[k];
+        fprintf(out, "            %-22.22s %5d %10.3f %5.1f%%", q->kind, q->steps, 1e3 * q->seconds,
+                p->steps_seconds > 0 ? 100.0 * q->seconds / p->steps_seconds : 0);
+        if (q->flops > 0)
+            fprintf(out, " %9.1f %6.1f%%", gflops(q->flops, q->seconds),
+                    p->peak_gflops > 0 ? 100.0 * gflops(q->flops, q->seconds) / p->peak_gflops : 0);
+        else fprintf(out, " %9s %7s", "-", "-");
+        if (p->has_ceiling && q->alone_seconds > 0)
+            fprintf(out, "  %8.3f  %9.1f%%", 1e3 * q->alone_seconds, 100.0 * q->alone_seconds / q->seconds);
+        fputc('\n', out);
+    }
+    const ftl_profile_step **order = malloc((size_t)p->n_steps * sizeof *order);
+    if (!order) return;
+    for (int i = 0; i < p->n_steps; i++) order[i] = &p->steps[i];
+    qsort(order, (size_t)p->n_steps, sizeof *order, by_step_seconds_desc);
+    int top = p->top < p->n_steps ? p->top : p->n_steps;
+    fprintf(out, "\nslowest     %4s %-40s %-12s %-22s %4s %9s %6s %9s %7s%s\n", "step", "label", "kind", "kernel", "runs",
+            "ms", "share", "GFLOP/s", "% peak", p->has_ceiling ? "  alone ms" : "");
+    for (int j = 0; j < top; j++) {
+        const ftl_profile_step *s = order[j];
+        fprintf(out, "            %4d %-40.40s %-12.12s %-22.22s %4d %9.3f %5.1f%%", s->index, s->label, s->kind, s->impl,
+                s->executions, 1e3 * s->seconds, p->steps_seconds > 0 ? 100.0 * s->seconds / p->steps_seconds : 0);
+        if (s->flops > 0)
+            fprintf(out, " %9.1f %6.1f%%", gflops(s->flops, s->seconds), 100.0 * gflops(s->flops, s->seconds) / step_peak(p, s));
+        else fprintf(out, " %9s %7s", "-", "-");
+        if (p->has_ceiling && s->alone_seconds > 0) fprintf(out, "  %8.3f", 1e3 * s->alone_seconds);
+        if (s->reference) fprintf(out, "  REF");
+        fputc('\n', out);
+    }
+    free(order);
+}
+
+static void print_json(const ftl_profile *p, FILE *out) {
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "{\"model\":");
+    ftl_json_append_string(&b, p->model);
+    ftl_strbuf_printf(&b, ",\"backend\":");
+    ftl_json_append_string(&b, p->backend);
+    ftl_strbuf_printf(&b, ",\"batch\":%d,\"plan_batch\":%d,\"precision\":\"%s\",\"threads\":%d,\"micro_batch_min\":%d,"
+                      "\"micro_batch\":%d,\"runs\":%d", p->batch, p->plan_batch, ftl_nn_precision_name(p->precision), p->threads, p->micro_batch_min,
+                      p->micro_batch, p->runs);
+    ftl_strbuf_printf(&b, ",\"peak\":{\"threads\":%d,\"fp32_gflops\":", p->peak.threads);
+    ftl_json_append_number(&b, p->peak.fp32_gflops);
+    ftl_strbuf_printf(&b, ",\"bf16_gflops\":");
+    ftl_json_append_number(&b, p->peak.bf16_gflops);
+    ftl_strbuf_printf(&b, ",\"int8_gops\":");
+    ftl_json_append_number(&b, p->peak.int8_gops);
+    ftl_strbuf_printf(&b, ",\"fp32_measured_all_threads\":");
+    ftl_json_append_number(&b, p->peak.fp32_measured);
+    ftl_strbuf_printf(&b, "},\"peak_gflops\":");
+    ftl_json_append_number(&b, p->peak_gflops);
+    ftl_strbuf_printf(&b, ",\"total_seconds\":");
+    ftl_json_append_number(&b, p->total_seconds);
+    ftl_strbuf_printf(&b, ",\"steps_seconds\":");
+    ftl_json_append_number(&b, p->steps_seconds);
+    ftl_strbuf_printf(&b, ",\"flops\":");
+    ftl_json_append_number(&b, p->flops);
+    ftl_strbuf_printf(&b, ",\"gflops\":");
+    ftl_json_append_number(&b, gflops(p->flops, p->total_seconds));
+    ftl_strbuf_printf(&b, ",\"reference_steps\":%d", p->reference_steps);
+    if (p->has_ceiling) {
+        ftl_strbuf_printf(&b, ",\"ceiling\":{\"flops\":");
+        ftl_json_append_number(&b, p->ceiling_flops);
+        ftl_strbuf_printf(&b, ",\"seconds\":");
+        ftl_json_append_number(&b, p->ceiling_seconds);
+        ftl_strbuf_printf(&b, ",\"gflops\":");
+        ftl_json_append_number(&b, gflops(p->ceiling_flops, p->ceiling_seconds));
+        ftl_strbuf_printf(&b, "}");
+    }
+    ftl_strbuf_printf(&b, ",\"kinds\":[");
+    for (int k = 0; k < p->n_kinds; k++) {
+        const ftl_profile_kind *q = &p->kinds[k];
+        ftl_strbuf_printf(&b, "%s{\"kind\":", k ? "," : "");
+        ftl_json_append_string(&b, q->kind);
+        ftl_strbuf_printf(&b, ",\"steps\":%d,\"seconds\":", q->steps);
+        ftl_json_append_number(&b, q->seconds);
+        ftl_strbuf_printf(&b, ",\"flops\":");
+        ftl_json_append_number(&b, q->flops);
+        ftl_strbuf_printf(&b, ",\"alone_seconds\":");
+        ftl_json_append_number(&b, q->alone_seconds);
+        ftl_strbuf_printf(&b, "}");
+    }
+    ftl_strbuf_printf(&b, "],\"steps\":[");
+    for (int i = 0; i < p->n_steps; i++) {
+        const ftl_profile_step *s = &p->steps[i];
+        ftl_strbuf_printf(&b, "%s{\"index\":%d,\"label\":", i ? "," : "", s->index);
+        ftl_json_append_string(&b, s->label);
+        ftl_strbuf_printf(&b, ",\"node\":");
+        ftl_json_append_string(&b, s->node);
+        ftl_strbuf_printf(&b, ",\"kind\":");
+        ftl_json_append_string(&b, s->kind);
+        ftl_strbuf_printf(&b, ",\"impl\":");
+        ftl_json_append_string(&b, s->impl);
+        ftl_strbuf_printf(&b, ",\"precision\":\"%s\",\"reference\":%s,\"executions\":%d,\"seconds\":", s->precision,
+                          s->reference ? "true" : "false", s->executions);
+        ftl_json_append_number(&b, s->seconds);
+        ftl_strbuf_printf(&b, ",\"flops\":");
+        ftl_json_append_number(&b, s->flops);
+        ftl_strbuf_printf(&b, ",\"alone_seconds\":");
+        ftl_json_append_number(&b, s->alone_seconds);
+        ftl_strbuf_printf(&b, "}");
+    }
+    ftl_strbuf_printf(&b, "]}\n");
+    fwrite(b.data, 1, b.len, out);
+    ftl_strbuf_free(&b);
+}
+
+void ftl_profile_print(const ftl_profile *p, FILE *out, bool json) {
+    if (json) print_json(p, out);
+    else print_text(p, out);
+}
