@@ -193,6 +193,23 @@ ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label) {
 }
 
 ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) {
+    cpu_copy_plan *copy = NULL;
+    if (!getenv("FTL_NN_ONEDNN_COPIES") && cpu_copy_plan_make(&p->vals[src].md, &p->vals[dst].md, &copy)) {
+        cpu_step *st = new_step(p, label);
+        st->kind = CPU_STEP_COPY;
+        st->copy = copy;
+        st->nargs = 2;
+        st->arg_key[0] = DNNL_ARG_FROM;
+        st->arg_key[1] = DNNL_ARG_TO;
+        st->arg_val[0] = src;
+        st->arg_val[1] = dst;
+        st->writes = 1;
+        snprintf(st->impl, sizeof st->impl, "ftl:strided_copy");
+        touch(p, src, p->n_steps - 1);
+        touch(p, dst, p->n_steps - 1);
+        p->n_reorders++;
+        return FTL_OK;
+    }
     dnnl_primitive_desc_t pd;
     dnnl_primitive_attr_t attr;
     CPU_TRY(dnnl_primitive_attr_create(&attr), label);
@@ -465,6 +482,7 @@ static void plan_free(nn_plan *p) {
     for (int i = 0; i < p->n_steps; i++) {
         if (p->steps[i].prim) dnnl_primitive_destroy(p->steps[i].prim);
         free(p->steps[i].exec);
+        free(p->steps[i].copy);
     }
     for (int v = 0; v < p->n_vals; v++)
         if (p->vals[v].mem) dnnl_memory_destroy(p->vals[v].mem);
@@ -570,6 +588,13 @@ static void fill(const cpu_value *v, float value) {
     }
 }
 
+static void run_copy(nn_plan *p, const cpu_step *s) {
+    void *from = NULL, *to = NULL;
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[0]].mem, &from);
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[1]].mem, &to);
+    cpu_copy_run(s->copy, from, to, p->threads);
+}
+
 /* Points the step's full-buffer arguments at images [chunk * mb, (chunk + 1) * mb). */
 static ftl_status point_at_chunk(nn_plan *p, cpu_step *s, int chunk, float *output) {
     for (int j = 0; j < s->n_chunked; j++) {
@@ -597,6 +622,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         FTL_TRY(point_at_chunk(p, s, chunk, output));
         double t0 = step_seconds ? now_seconds() : 0;
         if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
+        else if (s->kind == CPU_STEP_COPY) run_copy(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += now_seconds() - t0;
     }
@@ -650,7 +676,7 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     memset(info, 0, sizeof *info);
     info->node = s->node;
     info->label = s->label;
-    info->impl = s->kind == CPU_STEP_FILL ? "ftl" : s->impl;
+    info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;
     info->fill = s->kind == CPU_STEP_FILL;
     info->compute = is_compute_prim(s, NULL);
@@ -695,7 +721,7 @@ static void cpu_describe(const nn_plan *p, FILE *out) {
         if (i == 0 || s->mb != p->steps[i - 1].mb)
             fprintf(out, "  -- %d images at a time (%d chunks%s)\n", s->mb, p->batch / s->mb,
                     p->depth_first ? ", segments interleaved depth-first" : "");
-        fprintf(out, "  %3d %-36.36s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "fill" : s->impl, a, b);
+        fprintf(out, "  %3d %-36.36s %-22s %s -> %s\n", i, s->label, s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl, a, b);
     }
 }
 

@@ -41,7 +41,10 @@ typedef struct cpu_buf {
     size_t image_bytes;       /* full: bytes per image (the values' batch stride) */
 } cpu_buf;
 
-typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL } cpu_step_kind;
+/* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
+ * (cpu_copy.c) between layouts of one data type. */
+typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY } cpu_step_kind;
+typedef struct cpu_copy_plan cpu_copy_plan;
 
 typedef struct cpu_step {
     cpu_step_kind kind;
@@ -52,6 +55,7 @@ typedef struct cpu_step {
     int writes;               /* index into arg_* of the output (for lifetimes); -1 none */
     bool scratch;             /* pass the shared scratchpad */
     float fill_value;         /* CPU_STEP_FILL: value written over arg 0 */
+    cpu_copy_plan *copy;      /* CPU_STEP_COPY: arg 0 -> arg 1 */
     dnnl_exec_arg_t *exec;    /* built at finalize */
     int mb;                   /* images per execution (the micro-batch of its node) */
     int n_chunked;            /* args in full buffers: their data handle moves with the chunk */
@@ -141,6 +145,11 @@ bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_sha
 /* cpu_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
  * prefers (format any) and run alone on its own buffers; best seconds per execution. */
 ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed);
+
+/* cpu_copy.c: a copy src -> dst as contiguous runs (false, nothing made, when the layouts are
+ * not both plain strided of one type, or the runs would be too short to beat oneDNN's reorder). */
+bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
+void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

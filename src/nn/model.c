@@ -37,7 +37,7 @@ struct ftl_model {
     int tail_batch;
     int64_t input_per_image; /* floats */
     int in_flight;           /* batches started (ftl_model_start_features), not collected */
-    ftl_image resized;       /* one resized image (Pillow BILINEAR, as the peer recipe) */
+    nn_preprocess_worker *workers; /* one per thread: batch resize (Pillow BILINEAR, as the peer recipe) */
 };
 
 void ftl_model_options_init(ftl_model_options *o) {
@@ -83,7 +83,7 @@ void ftl_model_free(ftl_model *m) {
     free(m->feature_name);
     free(m->backend_name);
     free(m->device_name);
-    ftl_image_free(&m->resized);
+    nn_preprocess_workers_free(m->workers, m->copts.threads);
     free(m);
 }
 
@@ -480,16 +480,13 @@ ftl_status ftl_model_extract_features(ftl_model *m, const ftl_nn_preprocess *pp,
             done += rows;
             continue;
         }
-        float *in = m->be->input(plan);
-        for (int r = 0; r < rows; r++) {
-            const uint8_t *img = images_hwc + (size_t)(done + r) * image_bytes;
-            if (resize) {
-                const ftl_image src = {.width = image_size, .height = image_size, .pixels = (uint8_t *)img};
-                FTL_TRY(ftl_image_resize(&src, i->width, i->height, FTL_IMAGE_FILTER_BILINEAR, &m->resized));
-                img = m->resized.pixels;
-            }
-            nn_preprocess_image(table, img, i->height, i->width, i->channels_last, in + (size_t)r * m->input_per_image);
-        }
+        if (!m->workers) m->workers = ftl_xcalloc((size_t)m->copts.threads, sizeof *m->workers);
+        ftl_status st = nn_preprocess_batch((const float(*)[256])table, images_hwc + (size_t)done * image_bytes, rows,
+                                            image_size, i->height, i->width, i->channels_last, m->copts.threads,
+                                            m->workers, m->be->input(plan));
+        if (st != FTL_OK)
+            return ftl_fail(st, "%s: preprocessing images %d..%d (%dx%d -> %dx%d) failed", m->path, done, done + rows - 1,
+                            image_size, image_size, i->width, i->height);
         FTL_TRY(run_rows(m, plan, rows, features + (size_t)done * (size_t)i->feature_dim));
         done += rows;
     }

@@ -1,0 +1,122 @@
+/* Copies between strided layouts of one data type (transposes, window partitions, slices, pads),
+ * done as runs of contiguous bytes spread over the backbone's OpenMP threads. oneDNN 2.6 runs such
+ * permutations through its scalar `simple:any` reorder, one element at a time: Swin-T's window
+ * shifts and partitions alone are over a hundred of them per forward pass. Built with -fopenmp. */
+#include "nn/cpu_plan.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many bytes a run is not worth a memcpy call: oneDNN's reorder stays. */
+enum { MIN_RUN_BYTES = 64, MAX_COPY_DIMS = DNNL_MAX_NDIMS };
+
+struct cpu_copy_plan {
+    int ndims;                          /* outer dims, after merging; the run is innermost */
+    int64_t dims[MAX_COPY_DIMS];
+    int64_t src_stride[MAX_COPY_DIMS];  /* bytes */
+    int64_t dst_stride[MAX_COPY_DIMS];
+    int64_t outer;                      /* product of dims */
+    size_t run;                         /* bytes copied at a time */
+    int64_t src_offset, dst_offset;     /* bytes (the mds' offset0) */
+};
+
+static bool plain_strided(const dnnl_memory_desc_t *md) {
+    return md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks == 0 && md->ndims >= 1 &&
+           md->ndims <= MAX_COPY_DIMS;
+}
+
+bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **out) {
+    *out = NULL;
+    if (!plain_strided(src) || !plain_strided(dst) || src->data_type != dst->data_type || src->ndims != dst->ndims)
+        return false;
+    for (int i = 0; i < src->ndims; i++)
+        if (src->dims[i] != dst->dims[i] || src->padded_dims[i] != src->dims[i] || dst->padded_dims[i] != dst->dims[i])
+            return false;
+    int64_t elem = (int64_t)dnnl_data_type_size(src->data_type);
+    /* dims ordered by the destination's strides, outermost first (dst is written in order) */
+    int order[MAX_COPY_DIMS], n = src->ndims;
+    for (int i = 0; i < n; i++) order[i] = i;
+    const dnnl_dims_t *ds = &dst->format_desc.blocking.strides, *ss = &src->format_desc.blocking.strides;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && (*ds)[order[j]] > (*ds)[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    cpu_copy_plan c = {0};
+    for (int i = 0; i < n; i++) { /* drop size-1 dims: their strides do not matter */
+        int a = order[i];
+        if (src->dims[a] == 1) continue;
+        c.dims[c.ndims] = src->dims[a];
+        c.src_stride[c.ndims] = (*ss)[a] * elem;
+        c.dst_stride[c.ndims] = (*ds)[a] * elem;
+        c.ndims++;
+    }
+    /* the run: innermost dims contiguous in both */
+    size_t run = (size_t)elem;
+    while (c.ndims > 0 && c.src_stride[c.ndims - 1] == (int64_t)run && c.dst_stride[c.ndims - 1] == (int64_t)run) {
+        run *= (size_t)c.dims[c.ndims - 1];
+        c.ndims--;
+    }
+    if (run < MIN_RUN_BYTES && c.ndims > 0) return false;
+    /* merge neighbours that are contiguous with each other in both layouts */
+    int m = 0;
+    for (int i = 0; i < c.ndims; i++) {
+        if (m > 0 && c.src_stride[m - 1] == c.src_stride[i] * c.dims[i] && c.dst_stride[m - 1] == c.dst_stride[i] * c.dims[i]) {
+            c.dims[m - 1] *= c.dims[i];
+            c.src_stride[m - 1] = c.src_stride[i];
+            c.dst_stride[m - 1] = c.dst_stride[i];
+            continue;
+        }
+        c.dims[m] = c.dims[i];
+        c.src_stride[m] = c.src_stride[i];
+        c.dst_stride[m] = c.dst_stride[i];
+        m++;
+    }
+    c.ndims = m;
+    c.outer = 1;
+    for (int i = 0; i < c.ndims; i++) c.outer *= c.dims[i];
+    c.run = run;
+    c.src_offset = src->offset0 * elem;
+    c.dst_offset = dst->offset0 * elem;
+    *out = ftl_xmalloc(sizeof **out);
+    **out = c;
+    return true;
+}
+
+void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, int threads) {
+    const char *src = (const char *)src_base + c->src_offset;
+    char *dst = (char *)dst_base + c->dst_offset;
+    int64_t outer = c->outer;
+    /* a thread for every ~64 KiB, at most `threads` */
+    int64_t want = (int64_t)((double)outer * (double)c->run / 65536.0) + 1;
+    int team = want < threads ? (int)want : threads;
+    if (team < 1) team = 1;
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t begin = outer * t / nt, end = outer * (t + 1) / nt;
+        int64_t idx[MAX_COPY_DIMS] = {0};
+        int64_t rest = begin, so = 0, dof = 0;
+        for (int d = c->ndims - 1; d >= 0; d--) {
+            idx[d] = rest % c->dims[d];
+            rest /= c->dims[d];
+            so += idx[d] * c->src_stride[d];
+            dof += idx[d] * c->dst_stride[d];
+        }
+        for (int64_t i = begin; i < end; i++) {
+            memcpy(dst + dof, src + so, c->run);
+            for (int d = c->ndims - 1; d >= 0; d--) { /* odometer step */
+                so += c->src_stride[d];
+                dof += c->dst_stride[d];
+                if (++idx[d] < c->dims[d]) break;
+                so -= c->src_stride[d] * c->dims[d];
+                dof -= c->dst_stride[d] * c->dims[d];
+                idx[d] = 0;
+            }
+        }
+    }
+}
