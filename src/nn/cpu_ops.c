@@ -891,9 +891,30 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
         return st;
     }
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), plain_y;
-    int b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
-    dst_v = cpu_new_value(p, &dst_md, b);
     cpu_plain_md(&plain_y, ys, dnnl_f32);
+    int sum_t = -1;
+    for (int k = 0; k < n->n_post; k++)
+        if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;
+    int b = -1;
+    if (sum_t >= 0) {
+        /* dst += summand (a residual Add): the matmul writes over the summand's buffer, or over a
+         * copy of it when the summand is still needed later */
+        int sv;
+        st = cpu_ensure(p, sum_t, &plain_y, &sv);
+        if (st == FTL_OK && (!cpu_can_overwrite(p, sv) || p->vals[sv].buf == p->vals[src_v].buf)) {
+            b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
+            st = cpu_emit_reorder(p, sv, cpu_new_value(p, &plain_y, b), label);
+        } else if (st == FTL_OK) {
+            b = p->vals[sv].buf;
+        }
+        if (st != FTL_OK) {
+            dnnl_primitive_desc_destroy(pd);
+            return st;
+        }
+    } else {
+        b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
+    }
+    dst_v = cpu_new_value(p, &dst_md, b);
     cpu_bind(p, n->out[0], cpu_new_value(p, &plain_y, b));
     int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     int vals[4] = {src_v, wei_v, dst_v, bias_v};

@@ -193,6 +193,12 @@ static bool accepts_act(nn_op op) {
            op == NN_OP_MUL || op == NN_OP_DIV;
 }
 
+/* Ops whose kernels add a summand into their output (a sum post-op): convolutions, and the
+ * Gemm / MatMul by constant weights that run as one matmul (a transformer's residual Adds). */
+static bool takes_sum(const nn_graph *g, const nn_node *n) {
+    return n->op == NN_OP_CONV || ((n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL) && n->n_in >= 2 && nn_is_const(g, n->in[1]));
+}
+
 static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
     int *uses = nn_graph_use_counts(g);
     int moves = 0;
@@ -208,7 +214,7 @@ static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
             if (nn_op_is_activation(c->op) && c->in[0] == out) {
                 p->post[p->n_post++] = (nn_postop){.kind = NN_POST_ACT, .act = c->p.act};
                 s->acts_fused++;
-            } else if (p->op == NN_OP_CONV && c->op == NN_OP_ADD) {
+            } else if (takes_sum(g, p) && c->op == NN_OP_ADD) {
                 bool has_sum = false;
                 for (int k = 0; k < p->n_post; k++)
                     if (p->post[k].kind == NN_POST_SUM) has_sum = true;
@@ -217,7 +223,7 @@ static void fuse_postops(nn_graph *g, nn_optimize_stats *s) {
                 if (!same_shape(&g->tensors[other].shape, &g->tensors[out].shape)) break;
                 int op = g->tensors[other].producer;
                 if (op >= ci) break;
-                bool other_fuses = op > i && g->nodes[op].op == NN_OP_CONV && uses[other] == 1 && !is_output(g, other);
+                bool other_fuses = op > i && takes_sum(g, &g->nodes[op]) && uses[other] == 1 && !is_output(g, other);
                 for (int k = 0; other_fuses && k < g->nodes[op].n_post; k++)
                     if (g->nodes[op].post[k].kind == NN_POST_SUM) other_fuses = false;
                 if (other_fuses) break; /* the later conv takes the sum; moving this one could ping-pong */
