@@ -30,67 +30,6 @@ void ftl_embed_options_init(ftl_embed_options *o) {
     o->num_shards = 1;
 }
 
-static uint64_t read_le32(const uint8_t *p) { return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24; }
-
-/* Hashes one Parquet file: its size, its footer and a CRC-32 of every byte (footers alone miss
- * changed pixels: byte-array columns carry no statistics). CRC-32 runs at several GB/s, a small
- * cost next to embedding the same bytes. */
-static ftl_status fingerprint_file(const char *path, ftl_sha256 *h) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return ftl_fail(FTL_E_NOT_FOUND, "cannot open %s", path);
-    enum { CHUNK = 8 << 20 };
-    uint8_t *buf = ftl_xmalloc(CHUNK);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    uint64_t size = 0;
-    size_t n;
-    while ((n = fread(buf, 1, CHUNK, fp)) > 0) {
-        crc = crc32(crc, buf, (uInt)n);
-        size += n;
-    }
-    ftl_status st = ferror(fp) ? ftl_fail(FTL_E_IO, "cannot read %s", path) : FTL_OK;
-    uint8_t tail[8];
-    if (st == FTL_OK && (size < 12 || fseek(fp, (long)size - 8, SEEK_SET) != 0 || fread(tail, 1, 8, fp) != 8 ||
-                         memcmp(tail + 4, "PAR1", 4) != 0))
-        st = ftl_fail(FTL_E_FORMAT, "%s is not a Parquet file", path);
-    if (st == FTL_OK) {
-        uint64_t footer = read_le32(tail);
-        if (footer > size - 12) {
-            st = ftl_fail(FTL_E_FORMAT, "%s: footer length %llu exceeds the file", path, (unsigned long long)footer);
-        } else {
-            uint8_t *meta = ftl_xmalloc(footer ? footer : 1);
-            if (fseek(fp, (long)(size - 8 - footer), SEEK_SET) != 0 || fread(meta, 1, footer, fp) != footer)
-                st = ftl_fail(FTL_E_IO, "cannot read the footer of %s", path);
-            char numbers[64];
-            snprintf(numbers, sizeof numbers, "%llu %08lx\n", (unsigned long long)size, (unsigned long)crc);
-            ftl_sha256_update(h, numbers, strlen(numbers));
-            ftl_sha256_update(h, meta, footer);
-            free(meta);
-        }
-    }
-    free(buf);
-    fclose(fp);
-    return st;
-}
-
-ftl_status ftl_dataset_fingerprint(const char *const *sources, int source_count, char hex[65]) {
-    char **paths;
-    int count;
-    FTL_TRY(loader_expand_sources(sources, source_count, &paths, &count));
-    ftl_sha256 h;
-    ftl_sha256_init(&h);
-    ftl_status st = FTL_OK;
-    for (int i = 0; i < count; i++) {
-        if (st == FTL_OK) st = fingerprint_file(paths[i], &h);
-        free(paths[i]);
-    }
-    free(paths);
-    if (st != FTL_OK) return st;
-    uint8_t d[32];
-    ftl_sha256_final(&h, d);
-    ftl_sha256_hex(d, hex);
-    return FTL_OK;
-}
-
 /* Rows of features waiting to be written. Row groups follow the source's row groups (same row
  * counts, in order), so a loader streaming the features file visits rows in exactly the order
  * it would visit the images; a source row group larger than MAX_ALIGNED_FEATURE_BYTES of

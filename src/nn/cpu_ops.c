@@ -472,6 +472,14 @@ static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_memory_desc_t view, plain;
     CPU_TRY(dnnl_memory_desc_permute_axes(&view, &p->vals[v].md, perm), label);
     int vv = cpu_new_value(p, &view, p->vals[v].buf);
+    /* A permutation that keeps the images outermost is a view of the same bytes: the consumers ask
+     * for the layout they need (ConvNeXt's NCHW <-> NHWC around its layer norms then costs nothing
+     * when the convolution already wrote channels-last). */
+    if (n->p.axes[0] == 0 && p->vals[v].buf >= 0 && view.format_kind == dnnl_blocked &&
+        dnnl_memory_desc_get_size(&view) == dnnl_memory_desc_get_size(&p->vals[v].md)) {
+        cpu_bind(p, n->out[0], vv);
+        return FTL_OK;
+    }
     cpu_plain_md(&plain, shape_of(g, n->out[0]), p->vals[v].md.data_type);
     int out = new_output(p, n->out[0], &plain);
     return cpu_emit_reorder(p, vv, out, label);
