@@ -4,16 +4,10 @@
  * against that (layouts, reorders, cache state after other layers) is then visible per step. */
 #include "nn/cpu_plan.h"
 #include "util/error.h"
+#include "util/timing.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void let_library_choose(dnnl_memory_desc_t *md) {
     if (md->ndims == 0) return; /* an absent bias */
@@ -83,14 +77,10 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
     *seconds = 0;
     if (step < 0 || step >= p->n_steps) return ftl_fail(FTL_E_INVALID_ARG, "no step %d in the plan", step);
     cpu_step *st = &p->steps[step];
-    if (st->kind != CPU_STEP_PRIM || st->reorder) return FTL_OK;
-    const_dnnl_primitive_desc_t opd;
     dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
-    if (dnnl_primitive_get_primitive_desc(st->prim, &opd) != dnnl_success ||
-        dnnl_primitive_desc_query(opd, dnnl_query_primitive_kind, 0, &kind) != dnnl_success)
-        return FTL_OK;
-    if (kind != dnnl_convolution && kind != dnnl_matmul && kind != dnnl_inner_product && kind != dnnl_deconvolution)
-        return FTL_OK;
+    if (!cpu_is_compute_step(st, &kind)) return FTL_OK;
+    const_dnnl_primitive_desc_t opd;
+    CPU_TRY(dnnl_primitive_get_primitive_desc(st->prim, &opd), st->label);
     const_dnnl_primitive_attr_t attr = NULL;
     CPU_TRY(dnnl_primitive_desc_get_attr(opd, &attr), st->label);
     dnnl_primitive_desc_t pd = NULL;
@@ -115,10 +105,10 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
         for (int w = 0; w < 2 && s == dnnl_success; w++) s = dnnl_primitive_execute(prim, p->stream, nargs, args);
         double spent = 0;
         for (int r = 0; s == dnnl_success && (r < 5 || spent < min_seconds) && r < 100000; r++) {
-            double t0 = now_seconds();
+            double t0 = ftl_now();
             s = dnnl_primitive_execute(prim, p->stream, nargs, args);
             if (s == dnnl_success) s = dnnl_stream_wait(p->stream);
-            double dt = now_seconds() - t0;
+            double dt = ftl_now() - t0;
             spent += dt;
             if (r == 0 || dt < best) best = dt;
         }

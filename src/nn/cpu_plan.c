@@ -8,9 +8,9 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"
+#include "util/timing.h"
 
 #include <limits.h>
-#include <time.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -608,23 +608,17 @@ static ftl_status point_at_chunk(nn_plan *p, cpu_step *s, int chunk, float *outp
     return FTL_OK;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* step_seconds (NULL: untimed) gets each step's time added; the CPU stream runs a primitive to
  * completion inside execute, so the clock around it measures that step alone. */
 static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, double *step_seconds) {
     for (int i = p->seg_first[seg]; i < p->seg_first[seg + 1]; i++) {
         cpu_step *s = &p->steps[i];
         FTL_TRY(point_at_chunk(p, s, chunk, output));
-        double t0 = step_seconds ? now_seconds() : 0;
+        double t0 = step_seconds ? ftl_now() : 0;
         if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
         else if (s->kind == CPU_STEP_COPY) run_copy(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
-        if (step_seconds) step_seconds[i] += now_seconds() - t0;
+        if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }
     return FTL_OK;
 }
@@ -660,7 +654,7 @@ static ftl_status cpu_run_timed(nn_plan *p, float *output, double *step_seconds)
 
 static int cpu_step_count(const nn_plan *p) { return p->n_steps; }
 
-static bool is_compute_prim(const cpu_step *s, dnnl_primitive_kind_t *kind_out) {
+bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out) {
     if (s->kind != CPU_STEP_PRIM || s->reorder) return false;
     const_dnnl_primitive_desc_t pd;
     dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
@@ -679,7 +673,7 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;
     info->fill = s->kind == CPU_STEP_FILL;
-    info->compute = is_compute_prim(s, NULL);
+    info->compute = cpu_is_compute_step(s, NULL);
     info->bf16 = s->nargs > 0 && p->vals[s->arg_val[0]].md.data_type == dnnl_bf16;
     info->executions = s->mb > 0 ? p->batch / s->mb : 1;
 }

@@ -142,6 +142,8 @@ dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
  * 16s, transformed weights amortised over the run's pixels; see cpu_plan.c). */
 bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
 
+/* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
+bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out);
 /* cpu_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
  * prefers (format any) and run alone on its own buffers; best seconds per execution. */
 ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed);
