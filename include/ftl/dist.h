@@ -30,6 +30,8 @@ typedef struct ftl_collectives {
     void *ctx;
     int rank, world_size;
     int local_rank, local_size;   /* among the ranks on this host */
+    /* This rank as messages name it: "1", or "1 (node7)" in a job across hosts; NULL: the number. */
+    const char *label;
     /* In-place sums over all ranks. */
     ftl_status (*allreduce_f32)(void *ctx, float *data, size_t count);
     ftl_status (*allreduce_f64)(void *ctx, double *data, size_t count);

@@ -67,7 +67,8 @@ int cli_report(ftl_status status) {
     if (status == FTL_OK) return 0;
     const ftl_collectives *world = ftl_dist_world();
     const char *message = ftl_last_error()[0] ? ftl_last_error() : ftl_status_name(status);
-    if (ftl_dist_active(world)) fprintf(stderr, "ftl: error: rank %d: %s\n", world->rank, message);
+    if (ftl_dist_active(world) && world->label) fprintf(stderr, "ftl: error: rank %s: %s\n", world->label, message);
+    else if (ftl_dist_active(world)) fprintf(stderr, "ftl: error: rank %d: %s\n", world->rank, message);
     else fprintf(stderr, "ftl: error: %s\n", message);
     return ftl_status_exit_code(status);
 }

@@ -89,7 +89,10 @@ int cli_cmd_train(int argc, char **argv) {
                              "Trains a softmax head (optional dropout + dense) on a frozen backbone's features, with early\n"
                              "stopping, learning-rate scaling and warmup, checkpoints and exact resume. With --fine-tune-last\n"
                              "or --fine-tune-from, a phase 2 then trains the backbone's top with the head (Keras' two-phase\n"
-                             "recipe) on cached boundary tensors, never ending worse on val than phase 1.",
+                             "recipe) on cached boundary tensors, never ending worse on val than phase 1.\n"
+                             "Across ranks and hosts: mpirun -np N ftl train ...; for -H/--hostfile add Open MPI's keepalive\n"
+                             "settings (--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca\n"
+                             "oob_tcp_keepalive_probes 3) so that a lost host ends the job; see docs/DIST.md.",
                              1, 1};
     const char *pos[1];
     int npos = 0;

@@ -18,10 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
-enum { NOTICE_TAG = 7, GATHER_TAG = 11, WHAT_LEN = 64 };
+enum { NOTICE_TAG = 7, GATHER_TAG = 11, WHAT_LEN = 64, HOST_LEN = 64 };
+/* How long MPI_Abort gets to end this process before the rank exits by itself. */
+enum { ABORT_GRACE_S = 5 };
 enum { NOTICE_WAITING = 1, NOTICE_BUSY = 2, NOTICE_DONE = 3 };
 
 typedef struct notice {
@@ -53,9 +57,47 @@ typedef struct mpi_group {
     int send_count, send_cap;
     bool in_phase;
     char phase[WHAT_LEN];
+    char (*hosts)[HOST_LEN];      /* per rank: its host name */
+    bool several_hosts;           /* messages name the host of a rank only when the job spans hosts */
+    char label[96];               /* this rank's name in messages */
 } mpi_group;
 
 static mpi_group group;
+
+/* "1" or, in a job across hosts, "1 (node7)": a rank as messages name it. */
+static const char *rank_name(const mpi_group *g, int r, char *buf, size_t cap) {
+    if (g->several_hosts && g->hosts && r >= 0 && r < g->size) snprintf(buf, cap, "%d (%s)", r, g->hosts[r]);
+    else snprintf(buf, cap, "%d", r);
+    return buf;
+}
+
+/* MPI_Abort may neither return nor end this process (its daemon unreachable, the launcher
+ * gone): a guard thread then exits after ABORT_GRACE_S, removing temporaries, so no rank
+ * outlives a failed job. FTL_TEST_ABORT_HANGS makes MPI_Abort "hang" to test the guard. */
+static int abort_code = 1;
+
+static void *abort_guard(void *arg) {
+    (void)arg;
+    sleep(ABORT_GRACE_S);
+    char me[96];
+    fprintf(stderr, "ftl: error: rank %s: MPI_Abort has not ended this process in %d s; exiting\n",
+            rank_name(&group, group.rank, me, sizeof me), ABORT_GRACE_S);
+    fflush(stderr);
+    ftl_exit_removing_temporaries(abort_code);
+    return NULL;
+}
+
+static _Noreturn void abort_world(int code) {
+    fflush(stderr);
+    fflush(stdout);
+    abort_code = code ? code : 1;
+    pthread_t guard;
+    if (pthread_create(&guard, NULL, abort_guard, NULL) == 0) pthread_detach(guard);
+    if (getenv("FTL_TEST_ABORT_HANGS"))
+        for (;;) pause();
+    MPI_Abort(MPI_COMM_WORLD, abort_code);
+    ftl_exit_removing_temporaries(abort_code); /* MPI_Abort returned */
+}
 
 static ftl_status mpi_failed(int code, const char *call) {
     char text[MPI_MAX_ERROR_STRING];
@@ -159,7 +201,8 @@ static int missing_ranks(const mpi_group *g, int64_t seq, char *out, size_t cap,
             continue;
         }
         size_t n = strlen(out);
-        snprintf(out + n, cap - n, "%s%d", missing ? ", " : "", r);
+        char name[96];
+        snprintf(out + n, cap - n, "%s%s", missing ? ", " : "", rank_name(g, r, name, sizeof name));
         missing++;
     }
     return missing;
@@ -190,7 +233,8 @@ static ftl_status wait_request(mpi_group *g, MPI_Request *req, const char *call)
             announced = true;
         }
         if (T > 0 && waited > T / 2 + 0.1) {
-            char missing[512], excused[1024], where[160];
+            char missing[512], excused[1024], where[160], me[96];
+            rank_name(g, g->rank, me, sizeof me);
             int excused_count;
             int n = missing_ranks(g, seq, missing, sizeof missing, excused, sizeof excused, &excused_count);
             describe_position(g, where, sizeof where);
@@ -200,12 +244,11 @@ static ftl_status wait_request(mpi_group *g, MPI_Request *req, const char *call)
                 if (g->joined_at[r] > since) since = g->joined_at[r];
             if (n > 0 && now - since > T) {
                 fprintf(stderr,
-                        "ftl: error: rank %d: stalled for %.0f s in %s: rank%s %s %s not joined (see %s own messages); "
+                        "ftl: error: rank %s: stalled for %.0f s in %s: rank%s %s %s not joined (see %s own messages); "
                         "aborting the job (--stall-timeout %g)\n",
-                        g->rank, now - start, where, n > 1 ? "s" : "", missing, n > 1 ? "have" : "has",
+                        me, now - start, where, n > 1 ? "s" : "", missing, n > 1 ? "have" : "has",
                         n > 1 ? "their" : "its", T);
-                fflush(stderr);
-                MPI_Abort(MPI_COMM_WORLD, 1);
+                abort_world(1);
             }
             /* Everyone says it is in collective seq, yet it does not complete: the ranks are in
              * different collectives (a divergence bug), which would otherwise spin forever. */
@@ -214,25 +257,25 @@ static ftl_status wait_request(mpi_group *g, MPI_Request *req, const char *call)
                 char where_all[1024] = "";
                 for (int r = 0, at = 0; r < g->size && at < (int)sizeof where_all - 1; r++) {
                     if (r == g->rank) continue;
-                    at += snprintf(where_all + at, sizeof where_all - (size_t)at, "%srank %d in %s at step %lld",
-                                   at ? ", " : "", r, g->waiting_what[r][0] ? g->waiting_what[r] : "a collective",
+                    char other[96];
+                    at += snprintf(where_all + at, sizeof where_all - (size_t)at, "%srank %s in %s at step %lld",
+                                   at ? ", " : "", rank_name(g, r, other, sizeof other), g->waiting_what[r][0] ? g->waiting_what[r] : "a collective",
                                    (long long)g->waiting_step[r]);
                 }
                 fprintf(stderr,
-                        "ftl: error: rank %d: %s (collective %lld) has not completed in %.0f s although every rank "
+                        "ftl: error: rank %s: %s (collective %lld) has not completed in %.0f s although every rank "
                         "has reached collective %lld (%s): the ranks are in different collectives; aborting the job\n",
-                        g->rank, where, (long long)seq, now - start, (long long)seq, where_all);
-                fflush(stderr);
-                MPI_Abort(MPI_COMM_WORLD, 1);
+                        me, where, (long long)seq, now - start, (long long)seq, where_all);
+                abort_world(1);
             }
             if (n > 0 && !warned) {
-                fprintf(stderr, "ftl: warning: rank %d: waiting %.0f s in %s for rank%s %s (the job aborts after %g s)\n",
-                        g->rank, waited, where, n > 1 ? "s" : "", missing, T);
+                fprintf(stderr, "ftl: warning: rank %s: waiting %.0f s in %s for rank%s %s (the job aborts after %g s)\n",
+                        me, waited, where, n > 1 ? "s" : "", missing, T);
                 fflush(stderr);
                 warned = true;
             }
             if (excused_count > 0 && !told_excused) {
-                fprintf(stderr, "ftl: rank %d: waiting for %s\n", g->rank, excused);
+                fprintf(stderr, "ftl: rank %s: waiting for %s\n", me, excused);
                 fflush(stderr);
                 told_excused = true;
             }
@@ -446,11 +489,9 @@ static ftl_status allgather(void *ctx, const void *data, size_t bytes, uint8_t *
 
 static void abort_job(void *ctx, int code, const char *message) {
     mpi_group *g = ctx;
-    if (message && *message) fprintf(stderr, "ftl: error: rank %d: %s\n", g->rank, message);
-    fflush(stderr);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
-    exit(code ? code : 1);
+    char me[96];
+    if (message && *message) fprintf(stderr, "ftl: error: rank %s: %s\n", rank_name(g, g->rank, me, sizeof me), message);
+    abort_world(code);
 }
 
 static void set_context(void *ctx, int64_t step, const char *what) {
@@ -516,6 +557,19 @@ ftl_status dist_transport_start(const ftl_dist_options *o, ftl_collectives *t) {
             MPI_Comm_free(&node);
         }
     }
+    /* Every rank's host name, so that messages about a rank can say where it runs. */
+    g->hosts = ftl_xcalloc((size_t)g->size, sizeof *g->hosts);
+    char host[HOST_LEN] = "";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    if (MPI_Allgather(host, HOST_LEN, MPI_CHAR, g->hosts, HOST_LEN, MPI_CHAR, g->work) == MPI_SUCCESS) {
+        for (int r = 0; r < g->size; r++) {
+            g->hosts[r][HOST_LEN - 1] = '\0';
+            if (strcmp(g->hosts[r], g->hosts[0]) != 0) g->several_hosts = true;
+        }
+    } else {
+        free(g->hosts);
+        g->hosts = NULL;
+    }
     g->stall_timeout = o->stall_timeout_s;
     g->max_message = o->max_message_bytes ? o->max_message_bytes : (size_t)1 << 30;
     g->step = -1;
@@ -528,7 +582,7 @@ ftl_status dist_transport_start(const ftl_dist_options *o, ftl_collectives *t) {
     g->waiting_what = ftl_xcalloc(n, sizeof *g->waiting_what);
     for (size_t r = 0; r < n; r++) g->waiting_seq[r] = g->busy_seq[r] = -1;
     *t = (ftl_collectives){
-        .ctx = g, .rank = g->rank, .world_size = g->size, .local_rank = local_rank, .local_size = local_size,
+        .ctx = g, .rank = g->rank, .label = rank_name(g, g->rank, g->label, sizeof g->label), .world_size = g->size, .local_rank = local_rank, .local_size = local_size,
         .allreduce_f32 = allreduce_f32, .allreduce_f64 = allreduce_f64, .allreduce_i64 = allreduce_i64,
         .broadcast = broadcast, .gather = gather, .allgather = allgather, .barrier = barrier, .abort = abort_job,
         .set_context = set_context, .phase_begin = phase_begin, .phase_end = phase_end,
@@ -558,6 +612,7 @@ ftl_status dist_transport_finalize(ftl_collectives *t) {
     free(g->joined_at);
     free(g->waiting_step);
     free(g->waiting_what);
+    free(g->hosts);
     free(g->sends);
     t->ctx = NULL;
     return st;

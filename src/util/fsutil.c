@@ -117,6 +117,11 @@ static void handle_interrupt(int sig) {
     _exit(128 + sig);
 }
 
+void ftl_exit_removing_temporaries(int code) {
+    remove_registered_paths();
+    _exit(code);
+}
+
 void ftl_install_interrupt_cleanup(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -51,6 +51,9 @@ char *ftl_temp_name_for(const char *path);
 /* Paths deleted (file or folder tree) if the process is interrupted; see ftl_install_interrupt_cleanup. */
 void ftl_cleanup_register(const char *path);
 void ftl_cleanup_unregister(const char *path);
+/* Ends the process now (no atexit handlers, no flushing), deleting the registered paths first:
+ * for a rank whose job has failed and must not linger. */
+_Noreturn void ftl_exit_removing_temporaries(int code);
 
 /* strdup/printf into a fresh string; abort on out-of-memory (small strings only). */
 char *ftl_strdup(const char *s);

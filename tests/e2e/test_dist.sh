@@ -46,6 +46,18 @@ if [ $rc -ne 0 ] && [ $took -le 15 ] && grep -q 'stalled for [0-9]* s in the tes
 else
     fail dist_stall_inspector_names_the_missing_rank "rc $rc after ${took}s: $(head -c 600 <<<"$out")"
 fi
+# ---- a rank whose MPI_Abort neither returns nor ends it (FTL_TEST_ABORT_HANGS: as when its
+# daemon is unreachable) exits by itself a few seconds later, and the launcher ends the rest
+start=$(date +%s)
+out=$(FTL_TEST_ABORT_HANGS=1 timeout 60 "${MPI[@]}" -x FTL_TEST_ABORT_HANGS -np 2 "$CHECK" --stall-rank 1 --sleep 40 --stall-timeout 4 2>&1)
+rc=$?
+took=$(($(date +%s) - start))
+if [ $rc -ne 0 ] && [ $took -le 20 ] && grep -q 'rank 0: stalled for [0-9]* s' <<<"$out" &&
+    grep -q 'rank 0: MPI_Abort has not ended this process in 5 s; exiting' <<<"$out" && ! pgrep -f "$CHECK" >/dev/null; then
+    pass dist_abort_guard_exits_when_mpi_abort_hangs
+else
+    fail dist_abort_guard_exits_when_mpi_abort_hangs "rc $rc after ${took}s: $(grep -v '^\s*$' <<<"$out" | head -c 600)"
+fi
 out=$(timeout 60 "${MPI[@]}" -np 2 "$CHECK" --stall-rank 0 --sleep 30 --stall-timeout 4 2>&1)
 rc=$?
 grep -q 'rank 1: stalled for [0-9]* s .*: rank 0 has not joined' <<<"$out" && [ $rc -ne 0 ] &&
