@@ -99,7 +99,7 @@ $(BUILD)/san/%.o: %.c | $(GEN_H)
 	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
-$(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS) -DFTL_CUDA_ARCHS='"$(CUDA_ARCHS)"' 
 
 # ftl's kernels: a fatbin per source (the backbone's, the head's), embedded in the library by fatbin.S.
 $(BUILD)/cuda/%.fatbin: src/nn/cuda/%.cu src/nn/cuda/kernel_args.h src/nn/cuda/head_kernel_args.h

@@ -26,6 +26,7 @@ case_run() {  # NAME STALL_TIMEOUT KEEPALIVE(yes|no)
         done
     fi
     ip -n "$A" link set "$VETH_A" up
+    rm -rf "${PRIV_A:?}/$name"
     mkdir -p "$PRIV_A/$name"
     FTL_TEST_STEP_SLEEP_MS=150 on_host_a timeout $((LIMIT + 30)) "${line[@]}" -x FTL_TEST_STEP_SLEEP_MS "$FTL" train \
         "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$SHARED/models/mobilenet_v1_0.25_128.onnx" \
@@ -48,5 +49,5 @@ case_run() {  # NAME STALL_TIMEOUT KEEPALIVE(yes|no)
 }
 case_run "open-mpi-default-keepalive" 60 no
 case_run "documented-keepalive" 60 yes
-case_run "documented-keepalive" 30 yes
+case_run "documented-keepalive-stall-30" 30 yes
 case_run "documented-keepalive-short-stall" 10 yes

@@ -30,6 +30,16 @@ const char *ftl_device_kind_name(ftl_device_kind kind);
 /* Whether this build has the CUDA backend. */
 bool ftl_device_cuda_built(void);
 
+/* What this build can run on and what it finds here, for `ftl --version`. */
+typedef struct ftl_backends {
+    char cpu[320];           /* "oneDNN 2.6.3 (avx2 on this CPU: AMD EPYC)" */
+    bool cuda_built;
+    char cuda_archs[128];    /* "sm_75, sm_80, sm_86, sm_89, sm_90 and PTX for newer GPUs" */
+    bool cuda_found;         /* a usable GPU with its libraries was found at run time */
+    char cuda_runtime[640];  /* the GPU and library versions found, or why none is usable */
+} ftl_backends;
+void ftl_backends_describe(ftl_backends *backends);
+
 typedef struct ftl_device {
     ftl_device_kind kind;       /* FTL_DEVICE_CPU or FTL_DEVICE_CUDA once selected */
     int ordinal;                /* CUDA: the device among the visible ones (CUDA_VISIBLE_DEVICES applies) */

@@ -59,6 +59,7 @@ typedef struct ftl_dist_info {
     bool launched;           /* started by mpirun / srun (an MPI environment was found) */
     int launcher_size;       /* ranks the launcher announced (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS) */
     const char *transport;   /* "Open MPI 4.1.4" or "single process" */
+    const char *library;     /* what the build links: "Open MPI 4.1.4", or "single process (built without MPI)" */
 } ftl_dist_info;
 
 typedef struct ftl_dist_options {

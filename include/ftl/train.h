@@ -477,7 +477,9 @@ typedef struct ftl_epoch_log {
     double loss, acc, val_loss, val_acc;
     double lr;               /* at the last step of the epoch */
     double images_per_second;
-    double data_wait_s, backbone_s, head_s, allreduce_s, validation_s, checkpoint_s;
+    /* The epoch's time in parts that add up to `seconds`: the backbone part holds a fine-tuned
+     * top's forward and backward too; other_s is what no part covers (set-up, reductions, hooks). */
+    double data_wait_s, backbone_s, head_s, allreduce_s, validation_s, checkpoint_s, other_s;
     double gpu_util_percent, gpu_memory_bytes; /* the backbone's GPU this epoch (NVML): mean busy %, most
                                                   memory in use; NaN when not on a GPU */
     bool improved;           /* the monitored value improved */

@@ -55,10 +55,12 @@ void cli_print_help(const cli_command *cmd, const cli_flag *flags, int flag_coun
     if (flag_count > 0) printf("\noptions:\n");
     for (int i = 0; i < flag_count; i++) {
         char left[96];
+        /* as it is typed: one dash for a one-letter option (-o), two otherwise */
+        const char *dashes = flags[i].name[0] && !flags[i].name[1] ? "-" : "--";
         if (flags[i].kind == CLI_BOOL)
-            snprintf(left, sizeof left, "--%s", flags[i].name);
+            snprintf(left, sizeof left, "%s%s", dashes, flags[i].name);
         else
-            snprintf(left, sizeof left, "--%s %s", flags[i].name, flags[i].value_name ? flags[i].value_name : "VALUE");
+            snprintf(left, sizeof left, "%s%s %s", dashes, flags[i].name, flags[i].value_name ? flags[i].value_name : "VALUE");
         printf("  %-30s %s\n", left, flags[i].help);
     }
 }

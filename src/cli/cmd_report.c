@@ -7,8 +7,8 @@
 int cli_cmd_report(int argc, char **argv) {
     ftl_report_options o = {0};
     const cli_flag flags[] = {
-        {"o", CLI_STRING, &o.output_path, "REPORT.html", "where the page goes (required; also --out)"},
-        {"out", CLI_STRING, &o.output_path, "REPORT.html", "where the page goes"},
+        {"o", CLI_STRING, &o.output_path, "REPORT.html", "where the page goes (required)"},
+        {"out", CLI_STRING, &o.output_path, "REPORT.html", "the same as -o"},
         {"eval", CLI_STRING, &o.eval_json, "EVAL.json", "add per-class accuracy and the confusion matrix (ftl eval --json)"},
         {"timeline", CLI_STRING, &o.timeline, "TRACE.json", "add per-rank step times (ftl train --timeline)"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing page"},

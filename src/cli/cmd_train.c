@@ -43,7 +43,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"drop-remainder", CLI_BOOL, &drop_remainder, NULL, "only full batches (default; --no-drop-remainder keeps a short last batch)"},
         {"optimizer", CLI_STRING, &optimizer, "nadam|adam|sgd", "default nadam (Keras semantics)"},
         {"lr", CLI_DOUBLE, &lr, "LR", "learning rate (default 0.001 for nadam/adam, 0.01 for sgd)"},
-        {"momentum", CLI_DOUBLE, &momentum, "M", "sgd momentum; default 0.9"},
+        {"momentum", CLI_DOUBLE, &momentum, "M", "sgd momentum (default 0, as Keras' SGD)"},
         {"nesterov", CLI_BOOL, &nesterov, NULL, "sgd with Nesterov momentum"},
         {"scale-lr", CLI_STRING, &scale_lr, "none|linear|sqrt", "scale the learning rate with the batch size relative to --base-batch"},
         {"base-batch", CLI_INT64, &base_batch, "B0", "the batch size --lr was tuned for"},

@@ -40,9 +40,15 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         ftl_dist_info info = ftl_dist_get_info();
-        printf("ftl %s\ndata parallelism: %s\n", FTL_VERSION,
-               info.mpi_built ? "Open MPI (mpirun -np N ftl ...; this build links it)"
-                              : "none: built without MPI (single process only; install libopenmpi-dev and rebuild)");
+        ftl_backends be;
+        ftl_backends_describe(&be);
+        printf("ftl %s\nCPU: %s\n", FTL_VERSION, be.cpu);
+        if (be.cuda_built)
+            printf("GPU: CUDA backend built for %s; driver and libraries loaded at run time: %s: %s\n", be.cuda_archs,
+                   be.cuda_found ? "found" : "not found", be.cuda_runtime);
+        else printf("GPU: none: %s\n", be.cuda_runtime);
+        if (info.mpi_built) printf("data parallelism: %s (mpirun -np N ftl ...; this build links it)\n", info.library);
+        else printf("data parallelism: none: built without MPI (single process only; install libopenmpi-dev and rebuild)\n");
         return 0;
     }
     for (int i = 0; i < SUBCOMMAND_COUNT; i++)

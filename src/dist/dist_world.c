@@ -31,7 +31,7 @@ static int env_int(const char *name) {
 void ftl_dist_probe_launcher(ftl_dist_info *info) {
     memset(info, 0, sizeof *info);
     info->mpi_built = dist_transport_available();
-    info->transport = dist_transport_name();
+    info->transport = info->library = dist_transport_name();
     int size = env_int("OMPI_COMM_WORLD_SIZE");
     if (size < 0) size = env_int("PMI_SIZE");
     if (size < 0 && getenv("PMIX_RANK")) size = env_int("PMIX_SIZE") > 0 ? env_int("PMIX_SIZE") : 1;

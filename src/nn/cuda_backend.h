@@ -9,6 +9,8 @@
 #include "nn/backend.h"
 
 bool nn_cuda_built(void);
+/* The GPU architectures this build has code for ("75 80 86 89 90"), or NULL without CUDA. */
+const char *nn_cuda_archs(void);
 /* Loads the libraries and describes visible device `ordinal` (name, sm, memory, versions); an error
  * names what is missing. */
 ftl_status nn_cuda_probe(int ordinal, ftl_device *device);

@@ -4,6 +4,8 @@
 
 bool nn_cuda_built(void) { return false; }
 
+const char *nn_cuda_archs(void) { return NULL; }
+
 ftl_status nn_cuda_probe(int ordinal, ftl_device *device) {
     (void)ordinal;
     (void)device;

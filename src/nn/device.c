@@ -58,6 +58,37 @@ static void select_cpu(ftl_device *d) {
     snprintf(d->description, sizeof d->description, "cpu: %s (%s, %s)", d->name, d->versions, nn_cpu_isa_name());
 }
 
+void ftl_backends_describe(ftl_backends *b) {
+    memset(b, 0, sizeof *b);
+    ftl_device cpu;
+    select_cpu(&cpu);
+    snprintf(b->cpu, sizeof b->cpu, "%s (%s on this CPU: %s)", cpu.versions, nn_cpu_isa_name(), cpu.name);
+    b->cuda_built = nn_cuda_built();
+    if (!b->cuda_built) {
+        snprintf(b->cuda_runtime, sizeof b->cuda_runtime, "built without CUDA (no nvcc at build time, or make CUDA=0)");
+        return;
+    }
+    const char *archs = nn_cuda_archs();
+    size_t at = 0;
+    for (const char *p = archs; p && *p && at + 16 < sizeof b->cuda_archs;) {
+        while (*p == ' ') p++;
+        int n = 0;
+        while (p[n] && p[n] != ' ') n++;
+        if (n) at += (size_t)snprintf(b->cuda_archs + at, sizeof b->cuda_archs - at, "%ssm_%.*s", at ? ", " : "", n, p);
+        p += n;
+    }
+    if (at + 24 < sizeof b->cuda_archs) snprintf(b->cuda_archs + at, sizeof b->cuda_archs - at, " and PTX for newer GPUs");
+    ftl_device gpu;
+    if (nn_cuda_probe(0, &gpu) == FTL_OK) {
+        b->cuda_found = true;
+        snprintf(b->cuda_runtime, sizeof b->cuda_runtime, "%s (sm_%d), %s", gpu.name, gpu.sm, gpu.versions);
+    } else {
+        const char *why = ftl_last_error();
+        if (strncmp(why, "--device cuda: ", 15) == 0) why += 15;
+        snprintf(b->cuda_runtime, sizeof b->cuda_runtime, "%s", why);
+    }
+}
+
 ftl_status ftl_device_select(ftl_device_kind want, int index, ftl_device *d) {
     memset(d, 0, sizeof *d);
     d->ordinal = -1;

@@ -210,8 +210,16 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
     fit.checkpoint_meta_count = n_base_meta + 3;
     /* The log gets a run record of its own for phase 2, so a report draws the phases apart. */
     const char *tag = "{\"record\":\"run\",";
-    char *record = run_record && strncmp(run_record, tag, strlen(tag)) == 0
-                       ? ftl_format("%s\"phase\":\"fine-tune\",%s", tag, run_record + strlen(tag)) : NULL;
+    char *record = NULL;
+    if (st == FTL_OK && run_record && strncmp(run_record, tag, strlen(tag)) == 0) {
+        ftl_strbuf ft = {0};
+        ftl_strbuf_printf(&ft, "%s\"phase\":\"fine-tune\",\"fine_tune\":{\"cut\":", tag);
+        ftl_json_append_string(&ft, cut);
+        ftl_strbuf_printf(&ft, ",\"nodes\":%d,\"parameters\":%lld,\"lr\":", fi->unfrozen_nodes, (long long)fi->param_count);
+        ftl_json_append_number(&ft, fit.optimizer.lr);
+        ftl_strbuf_printf(&ft, ",\"epochs\":%lld},%s", (long long)fit.epochs, run_record + strlen(tag));
+        record = ft.data;
+    }
     fit.run_record = record;
     if (!fit.epoch_out && rank0) fit.epoch_out = stdout;
     ftl_trainer *t = NULL;

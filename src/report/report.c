@@ -11,8 +11,10 @@
 #include <string.h>
 
 static const char *const run_colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
-static const char *const part_colors[RUN_LOG_TIMES] = {"#9e9e9e", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e"};
-static const char *const part_names[RUN_LOG_TIMES] = {"data wait", "backbone", "head", "allreduce", "validation", "checkpoint"};
+static const char *const part_colors[RUN_LOG_TIMES] = {"#9e9e9e", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e",
+                                                       "#c7c7c7"};
+static const char *const part_names[RUN_LOG_TIMES] = {"data wait", "backbone", "head", "allreduce", "validation", "checkpoint",
+                                                      "other"};
 
 static const char *STYLE =
     "body{font:14px/1.4 sans-serif;margin:24px;color:#222;max-width:1100px}h1{font-size:20px}h2{font-size:16px;"
@@ -28,12 +30,58 @@ static const char *string_of(const ftl_json *o, const char *key) {
     return s ? s : "";
 }
 
+/* A row of the facts table; a value the log does not hold says so rather than staying empty. */
 static void fact(ftl_strbuf *b, const char *name, const char *value) {
     ftl_strbuf_append(b, "<tr><th>", 8);
     html_append_escaped(b, name);
     ftl_strbuf_append(b, "</th><td>", 9);
-    html_append_escaped(b, value);
+    html_append_escaped(b, value && *value ? value : "not recorded");
     ftl_strbuf_append(b, "</td></tr>", 10);
+}
+
+/* The phases of a run: epochs run, best epoch and learning rate of each; phase 2's cut and
+ * tuned parameters from its run record. */
+static void phase_facts(ftl_strbuf *b, const run_log *log) {
+    for (int phase = 1; phase <= (log->fine_tuned ? 2 : 1); phase++) {
+        int64_t first = 0, last = 0, best = 0;
+        double lr_lo = INFINITY, lr_hi = -INFINITY;
+        for (int64_t e = 0; e < log->epoch_count; e++) {
+            const run_epoch *r = &log->epochs[e];
+            if (r->phase != phase) continue;
+            if (!first) first = r->epoch;
+            last = r->epoch;
+            best = r->best_epoch;
+            if (isfinite(r->lr)) lr_lo = fmin(lr_lo, r->lr), lr_hi = fmax(lr_hi, r->lr);
+        }
+        ftl_strbuf t = {0};
+        if (phase == 1) ftl_strbuf_printf(&t, "%s: ", log->fine_tuned ? "the head on frozen features" : "the head");
+        else {
+            const ftl_json *ft = NULL;
+            for (int i = 0; i < log->run_count && !ft; i++)
+                if (log->run_phase[i] == 2) ft = ftl_json_get(log->runs[i], "fine_tune");
+            double params = -1, nodes = -1;
+            ftl_json_get_number(ft, "parameters", &params);
+            ftl_json_get_number(ft, "nodes", &nodes);
+            const char *cut = ftl_json_get_string(ft, "cut");
+            ftl_strbuf_printf(&t, "fine-tuning %s", cut ? cut : "the backbone's top");
+            if (nodes >= 0) ftl_strbuf_printf(&t, " (%.0f nodes", nodes);
+            if (params >= 0) ftl_strbuf_printf(&t, "%s%.0f values)", nodes >= 0 ? ", " : " (", params);
+            else if (nodes >= 0) ftl_strbuf_append(&t, ")", 1);
+            ftl_strbuf_append(&t, " with the head: ", 16);
+        }
+        if (last) ftl_strbuf_printf(&t, "epochs %lld-%lld", (long long)first, (long long)last);
+        else ftl_strbuf_printf(&t, "no epoch logged");
+        if (phase == 2 && last) ftl_strbuf_printf(&t, " (x = %lld-%lld on the charts)", (long long)(first + log->phase1_epochs),
+                                                  (long long)(last + log->phase1_epochs));
+        if (best > 0) ftl_strbuf_printf(&t, ", best epoch %lld", (long long)best);
+        else if (last && phase == 2) ftl_strbuf_printf(&t, ", no epoch beat phase 1");
+        if (isfinite(lr_lo)) {
+            if (lr_hi > lr_lo * (1 + 1e-9)) ftl_strbuf_printf(&t, ", lr %.3g-%.3g", lr_lo, lr_hi);
+            else ftl_strbuf_printf(&t, ", lr %.3g", lr_lo);
+        }
+        fact(b, phase == 1 ? (log->fine_tuned ? "phase 1" : "training") : "phase 2", t.data);
+        ftl_strbuf_free(&t);
+    }
 }
 
 static void facts(ftl_strbuf *b, const run_log *log, int index) {
@@ -84,9 +132,16 @@ static void facts(ftl_strbuf *b, const run_log *log, int index) {
                       string_of(m, "cpu"), cores);
     fact(b, "parallelism", t.data);
     ftl_strbuf_free(&t);
+    phase_facts(b, log);
     for (int i = 1; i < log->run_count; i++) {
-        ftl_strbuf_printf(&t, "from epoch %lld, %s, started %s", (long long)log->run_first_epoch[i],
-                          string_of(log->runs[i], "resume"), string_of(log->runs[i], "started"));
+        if (log->run_kind[i] != RUN_RESUME) continue;
+        const char *started = ftl_json_get_string(log->runs[i], "started");
+        if (log->run_first_epoch[i] > 0)
+            ftl_strbuf_printf(&t, "%s from %s at epoch %lld", log->run_phase[i] == 2 ? "fine-tuning" : "training",
+                              string_of(log->runs[i], "resume"), (long long)log->run_first_epoch[i]);
+        else
+            ftl_strbuf_printf(&t, "from %s (no epoch logged after it)", string_of(log->runs[i], "resume"));
+        if (started) ftl_strbuf_printf(&t, ", started %s", started);
         fact(b, "resumed", t.data);
         ftl_strbuf_free(&t);
     }
@@ -94,57 +149,88 @@ static void facts(ftl_strbuf *b, const run_log *log, int index) {
 }
 
 typedef struct series_data {
-    double *x, *y[6]; /* loss, val_loss, acc, val_acc, lr, (unused) */
+    double *x, *y[5]; /* loss, val_loss, acc, val_acc, lr */
+    int *phase;
+    int64_t *epoch;
 } series_data;
+
+/* The marked epochs of one run: where fine-tuning starts, each phase's best epoch and early stop,
+ * resumes. Labels are malloc'd into labels[*nl]. */
+static void run_markers(const run_log *l, int run, bool several, char **labels, int *nl, chart_marker *marks, int *nm) {
+    const char *color = run_colors[run % 8];
+    char who[24] = "";
+    if (several) snprintf(who, sizeof who, "run %d ", run + 1);
+    if (l->fine_tuned) {
+        labels[*nl] = ftl_format("%sfine-tuning from here", who);
+        marks[(*nm)++] = (chart_marker){(double)l->phase1_epochs + 0.5, labels[(*nl)++], "#555"};
+    }
+    for (int phase = 1; phase <= (l->fine_tuned ? 2 : 1); phase++) {
+        const run_epoch *last = NULL;
+        for (int64_t e = 0; e < l->epoch_count; e++)
+            if (l->epochs[e].phase == phase) last = &l->epochs[e];
+        if (!last) continue;
+        double offset = phase == 2 ? (double)l->phase1_epochs : 0;
+        const char *name = l->fine_tuned ? (phase == 1 ? "phase 1 " : "phase 2 ") : "";
+        if (last->best_epoch > 0) {
+            labels[*nl] = ftl_format("%s%sbest epoch %lld", who, name, (long long)last->best_epoch);
+            marks[(*nm)++] = (chart_marker){offset + (double)last->best_epoch, labels[(*nl)++], color};
+        }
+        if (last->epochs > last->epoch) { /* ended before its planned epochs: early stopping */
+            labels[*nl] = ftl_format("%s%sstopped early", who, name);
+            marks[(*nm)++] = (chart_marker){offset + (double)last->epoch, labels[(*nl)++], color};
+        }
+    }
+    for (int k = 1; k < l->run_count; k++)
+        if (l->run_kind[k] == RUN_RESUME && l->run_first_epoch[k] > 0) {
+            double at = (double)l->run_first_epoch[k] + (l->run_phase[k] == 2 ? (double)l->phase1_epochs : 0) - 0.5;
+            labels[*nl] = ftl_format("%sresumed", who);
+            marks[(*nm)++] = (chart_marker){at, labels[(*nl)++], "#555"};
+        }
+}
 
 static void curves(ftl_strbuf *b, run_log *logs, int count) {
     series_data *d = ftl_xcalloc((size_t)count, sizeof *d);
     chart_series *s = ftl_xcalloc((size_t)count * 2 + 1, sizeof *s);
-    size_t label_cap = (size_t)count * 7 + 1;
+    size_t label_cap = (size_t)count * 16 + 1;
     for (int i = 0; i < count; i++) label_cap += (size_t)logs[i].run_count;
     char **labels = ftl_xcalloc(label_cap, sizeof *labels);
     chart_marker *marks = ftl_xcalloc(label_cap, sizeof *marks);
     int nl = 0, nm = 0;
     for (int i = 0; i < count; i++) {
         run_log *l = &logs[i];
-        d[i].x = ftl_xmalloc((size_t)l->epoch_count * sizeof(double) + 1);
-        for (int k = 0; k < 5; k++) d[i].y[k] = ftl_xmalloc((size_t)l->epoch_count * sizeof(double) + 1);
+        size_t n = (size_t)l->epoch_count + 1;
+        d[i].x = ftl_xmalloc(n * sizeof(double));
+        d[i].phase = ftl_xmalloc(n * sizeof(int));
+        d[i].epoch = ftl_xmalloc(n * sizeof(int64_t));
+        for (int k = 0; k < 5; k++) d[i].y[k] = ftl_xmalloc(n * sizeof(double));
         for (int64_t e = 0; e < l->epoch_count; e++) {
             const run_epoch *r = &l->epochs[e];
-            d[i].x[e] = (double)r->epoch;
+            d[i].x[e] = r->x;
+            d[i].phase[e] = r->phase;
+            d[i].epoch[e] = r->epoch;
             d[i].y[0][e] = r->loss, d[i].y[1][e] = r->val_loss, d[i].y[2][e] = r->acc, d[i].y[3][e] = r->val_acc;
             d[i].y[4][e] = r->lr;
         }
-        const run_epoch *last = &l->epochs[l->epoch_count - 1];
-        const char *color = run_colors[i % 8];
-        if (last->best_epoch > 0) {
-            labels[nl] = ftl_format("run %d best epoch %lld", i + 1, (long long)last->best_epoch);
-            marks[nm++] = (chart_marker){(double)last->best_epoch, labels[nl++], color};
-        }
-        if (last->epochs > last->epoch) { /* ended before --epochs: early stopping */
-            labels[nl] = ftl_format("run %d stopped early", i + 1);
-            marks[nm++] = (chart_marker){(double)last->epoch, labels[nl++], color};
-        }
-        for (int k = 1; k < l->run_count; k++)
-            if (l->run_first_epoch[k] > 0) {
-                labels[nl] = ftl_format("run %d resumed", i + 1);
-                marks[nm++] = (chart_marker){(double)l->run_first_epoch[k] - 0.5, labels[nl++], "#555"};
-            }
+        run_markers(l, i, count > 1, labels, &nl, marks, &nm);
     }
     const char *names[3][2] = {{"loss", "val_loss"}, {"acc", "val_acc"}, {"lr", NULL}};
     const char *titles[3] = {"Loss (training mode; validation dashed)", "Accuracy (validation dashed)", "Learning rate"};
+    /* every quantity here is >= 0; a learning rate that spans decades gets a log axis */
+    const chart_axis axes[3] = {{true, false, NAN, NAN}, {true, false, NAN, NAN}, {true, true, NAN, NAN}};
     for (int c = 0; c < 3; c++) {
         int ns = 0;
         for (int i = 0; i < count; i++)
             for (int v = 0; v < 2 && names[c][v]; v++) {
                 labels[nl] = ftl_format("run %d %s", i + 1, names[c][v]);
                 s[ns++] = (chart_series){labels[nl++], names[c][v], i, run_colors[i % 8], v == 1, d[i].x, d[i].y[2 * c + v],
-                                         logs[i].epoch_count};
+                                         logs[i].epoch_count, d[i].phase, d[i].epoch};
             }
-        svg_line_chart(b, titles[c], "epoch", names[c][0], s, ns, c < 2 ? marks : NULL, c < 2 ? nm : 0);
+        svg_line_chart(b, titles[c], "epoch", names[c][0], s, ns, marks, nm, &axes[c]);
     }
     for (int i = 0; i < count; i++) {
         free(d[i].x);
+        free(d[i].phase);
+        free(d[i].epoch);
         for (int k = 0; k < 5; k++) free(d[i].y[k]);
     }
     for (int i = 0; i < nl; i++) free(labels[i]);
@@ -154,18 +240,40 @@ static void curves(ftl_strbuf *b, run_log *logs, int count) {
     free(marks);
 }
 
-static void time_bars(ftl_strbuf *b, const run_log *l, int index) {
+/* The tallest epoch of all runs, so that overlaid runs' bars share one scale. */
+static double tallest_epoch(const run_log *logs, int count) {
+    double top = 0;
+    for (int i = 0; i < count; i++)
+        for (int64_t e = 0; e < logs[i].epoch_count; e++) {
+            double sum = 0;
+            for (int k = 0; k < RUN_LOG_TIMES; k++)
+                if (isfinite(logs[i].epochs[e].time[k]) && logs[i].epochs[e].time[k] > 0) sum += logs[i].epochs[e].time[k];
+            top = fmax(top, sum);
+        }
+    return top;
+}
+
+static void time_bars(ftl_strbuf *b, const run_log *l, int index, double y_max) {
     int64_t n = l->epoch_count;
     double *x = ftl_xmalloc((size_t)n * sizeof(double) + 1), *ips = ftl_xmalloc((size_t)n * sizeof(double) + 1);
     double *v[RUN_LOG_TIMES];
     for (int k = 0; k < RUN_LOG_TIMES; k++) v[k] = ftl_xmalloc((size_t)n * sizeof(double) + 1);
     for (int64_t e = 0; e < n; e++) {
-        x[e] = (double)l->epochs[e].epoch;
+        x[e] = l->epochs[e].x;
         ips[e] = l->epochs[e].images_per_second;
         for (int k = 0; k < RUN_LOG_TIMES; k++) v[k][e] = l->epochs[e].time[k];
     }
+    char *labels[64] = {0};
+    chart_marker marks[64];
+    int nl = 0, nm = 0;
+    if (l->fine_tuned) {
+        labels[nl] = ftl_format("fine-tuning from here");
+        marks[nm++] = (chart_marker){(double)l->phase1_epochs + 0.5, labels[nl++], "#555"};
+    }
     char *title = ftl_format("Run %d: where each epoch's time went (seconds; images/s above)", index + 1);
-    svg_stacked_bars(b, title, "seconds", x, n, (const double *const *)v, part_names, part_colors, RUN_LOG_TIMES, ips, "/s");
+    svg_stacked_bars(b, title, "seconds", x, n, (const double *const *)v, part_names, part_colors, RUN_LOG_TIMES, ips, "/s",
+                     marks, nm, y_max);
+    for (int i = 0; i < nl; i++) free(labels[i]);
     free(title);
     free(x);
     free(ips);
@@ -364,11 +472,12 @@ static ftl_status timeline_section(ftl_strbuf *b, const char *path) {
                           steps ? sorted[steps - 1] : 0.0);
         free(sorted);
         labels[r] = ftl_format("rank %d", r);
-        s[r] = (chart_series){labels[r], "step_ms", r, run_colors[r % 8], false, x, t + (int64_t)r * steps, steps};
+        s[r] = (chart_series){labels[r], "step_ms", r, run_colors[r % 8], false, x, t + (int64_t)r * steps, steps, NULL, NULL};
     }
     ftl_strbuf_append(b, "</table>", 8);
+    const chart_axis ms_axis = {true, false, NAN, NAN};
     svg_line_chart(b, "Step time per rank (ms: data wait + backbone + head + allreduce + optimizer)", "global step", "ms", s,
-                   ranks, NULL, 0);
+                   ranks, NULL, 0, &ms_axis);
     for (int r = 0; r < ranks; r++) free(labels[r]);
     free(labels);
     free(s);
@@ -413,7 +522,8 @@ ftl_status ftl_report_write(const ftl_report_options *o) {
         }
         ftl_strbuf_append(&b, "<h2>Training curves</h2>", 24);
         curves(&b, logs, o->log_count);
-        for (int i = 0; i < o->log_count; i++) time_bars(&b, &logs[i], i);
+        double bar_top = svg_nice_top(tallest_epoch(logs, o->log_count) * 1.12);
+        for (int i = 0; i < o->log_count; i++) time_bars(&b, &logs[i], i, bar_top);
         for (int i = 0; i < o->log_count; i++) facts(&b, &logs[i], i);
     }
     if (st == FTL_OK && o->eval_json) st = eval_section(&b, o->eval_json);

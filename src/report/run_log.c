@@ -8,7 +8,7 @@
 #include <string.h>
 
 const char *const run_log_time_names[RUN_LOG_TIMES] = {"data_wait_s", "backbone_s", "head_s", "allreduce_s",
-                                                       "validation_s", "checkpoint_s"};
+                                                       "validation_s", "checkpoint_s", "other_s"};
 
 /* A count from the file, clamped so that no conversion can overflow. */
 static int64_t count_of(double x) { return x >= 0 ? (x < 1e15 ? (int64_t)x : (int64_t)1e15) : 0; }
@@ -65,10 +65,21 @@ ftl_status run_log_read(const char *path, run_log *log) {
         bool is_epoch = record ? strcmp(record, "epoch") == 0 : ftl_json_get(v, "epoch") && ftl_json_get(v, "loss");
         if (record && strcmp(record, "run") == 0) {
             any_ftl = true;
-            log->runs = ftl_xrealloc(log->runs, (size_t)(log->run_count + 1) * sizeof *log->runs);
-            log->run_first_epoch = ftl_xrealloc(log->run_first_epoch, (size_t)(log->run_count + 1) * sizeof(int64_t));
-            log->runs[log->run_count] = v;
-            log->run_first_epoch[log->run_count++] = 0;
+            size_t n = (size_t)log->run_count + 1;
+            log->runs = ftl_xrealloc(log->runs, n * sizeof *log->runs);
+            log->run_first_epoch = ftl_xrealloc(log->run_first_epoch, n * sizeof(int64_t));
+            log->run_kind = ftl_xrealloc(log->run_kind, n * sizeof *log->run_kind);
+            log->run_phase = ftl_xrealloc(log->run_phase, n * sizeof(int));
+            const char *phase = ftl_json_get_string(v, "phase");
+            bool fine_tune = phase && strcmp(phase, "fine-tune") == 0;
+            bool resumed = ftl_json_get_string(v, "resume") != NULL;
+            int k = log->run_count;
+            log->runs[k] = v;
+            log->run_first_epoch[k] = 0;
+            log->run_kind[k] = resumed ? RUN_RESUME : fine_tune ? RUN_FINE_TUNE : RUN_START;
+            log->run_phase[k] = fine_tune ? 2 : 1;
+            if (fine_tune) log->fine_tuned = true;
+            log->run_count++;
             continue;
         }
         if (!is_epoch) {
@@ -101,7 +112,18 @@ ftl_status run_log_read(const char *path, run_log *log) {
         const ftl_json *imp = ftl_json_get(v, "improved");
         e.improved = imp && imp->type == FTL_JSON_BOOL && imp->boolean;
         e.segment = log->run_count > 0 ? log->run_count - 1 : 0;
+        e.phase = log->run_count > 0 ? log->run_phase[log->run_count - 1] : 1;
         if (log->run_count > 0 && log->run_first_epoch[log->run_count - 1] == 0) log->run_first_epoch[log->run_count - 1] = e.epoch;
+        /* A resumed run logs again the epochs its interrupted run logged past the checkpoint. */
+        int64_t kept = log->epoch_count;
+        while (kept > 0 && log->epochs[kept - 1].phase == e.phase && log->epochs[kept - 1].epoch >= e.epoch) kept--;
+        if (kept < log->epoch_count) {
+            char *t = ftl_format("%s: epochs %lld-%lld were logged again by a resumed run; its records are shown.", path,
+                                 (long long)e.epoch, (long long)log->epochs[log->epoch_count - 1].epoch);
+            note(log, t);
+            free(t);
+            log->epoch_count = kept;
+        }
         log->epochs = ftl_xrealloc(log->epochs, (size_t)(log->epoch_count + 1) * sizeof *log->epochs);
         log->epochs[log->epoch_count++] = e;
         ftl_json_free(v);
@@ -114,6 +136,12 @@ ftl_status run_log_read(const char *path, run_log *log) {
         char *t = ftl_format("%s: %lld record(s) of kinds this version does not know were skipped.", path, (long long)unknown);
         note(log, t);
         free(t);
+    }
+    if (st == FTL_OK) { /* one epoch axis: phase 2 after the last epoch of phase 1 */
+        for (int64_t i = 0; i < log->epoch_count; i++)
+            if (log->epochs[i].phase == 1 && log->epochs[i].epoch > log->phase1_epochs) log->phase1_epochs = log->epochs[i].epoch;
+        for (int64_t i = 0; i < log->epoch_count; i++)
+            log->epochs[i].x = (double)(log->epochs[i].epoch + (log->epochs[i].phase == 2 ? log->phase1_epochs : 0));
     }
     if (st == FTL_OK) {
         bool any_val = false;
@@ -142,6 +170,8 @@ void run_log_free(run_log *log) {
     for (int i = 0; i < log->run_count; i++) ftl_json_free(log->runs[i]);
     free(log->runs);
     free(log->run_first_epoch);
+    free(log->run_kind);
+    free(log->run_phase);
     free(log->epochs);
     free(log->notes);
     free(log->path);

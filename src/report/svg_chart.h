@@ -1,6 +1,7 @@
 /* Small SVG charts for the report, written as text: line charts with several series and marked
- * epochs, and stacked bars. Every point carries its exact value (data-* attributes), so the page
- * can be read back and compared with its data. */
+ * epochs, and stacked bars. Every point carries its exact value (data-* attributes, and a
+ * <title> tooltip), so the page can be read back and compared with its data. Axes have round
+ * ticks (1-2-5 steps, or decades on a log axis); labels are placed so that no two overlap. */
 #ifndef FTL_REPORT_SVG_CHART_H
 #define FTL_REPORT_SVG_CHART_H
 
@@ -16,6 +17,8 @@ typedef struct chart_series {
     bool dashed;
     const double *x, *y;      /* n points; NaN y values are gaps, not drawn */
     int64_t n;
+    const int *phase;         /* optional, per point: data-phase; the line breaks where it changes */
+    const int64_t *epoch;     /* optional, per point: data-epoch (the epoch within its phase) */
 } chart_series;
 
 typedef struct chart_marker {
@@ -24,13 +27,23 @@ typedef struct chart_marker {
     const char *color;
 } chart_marker;
 
+/* How the y axis is chosen. y_min/y_max: NaN, or a range shared with other charts. */
+typedef struct chart_axis {
+    bool non_negative;        /* the quantity is never below 0: the axis does not go there */
+    bool log_when_wide;       /* logarithmic when the positive values span more than 10x */
+    double y_min, y_max;
+} chart_axis;
+
 void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const chart_series *series,
-                    int series_count,
-                    const chart_marker *markers, int marker_count);
-/* Stacked bars at x[i] of values[k][i] (k < part_count); top_label[i] printed above each bar. */
+                    int series_count, const chart_marker *markers, int marker_count, const chart_axis *axis);
+/* Stacked bars at x[i] of values[k][i] (k < part_count, negative values drawn as 0); top_label[i]
+ * printed above each bar (thinned where they would overlap); y_max: NaN or a shared top. */
 void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, const double *x, int64_t n,
                       const double *const *values, const char *const *names, const char *const *colors, int part_count,
-                      const double *top_label, const char *top_label_unit);
+                      const double *top_label, const char *top_label_unit, const chart_marker *markers, int marker_count,
+                      double y_max);
+/* The round axis range that covers [lo, hi] (what svg_stacked_bars would use), for sharing. */
+double svg_nice_top(double hi);
 /* Appends text with &, <, >, " escaped. */
 void html_append_escaped(ftl_strbuf *b, const char *text);
 

@@ -176,10 +176,10 @@ void ftl_train_append_epoch_json(ftl_strbuf *b, const ftl_epoch_log *l) {
         ftl_strbuf_printf(b, ",\"%s\":", names[i]);
         ftl_json_append_number(b, values[i]);
     }
-    const char *tn[] = {"data_wait_s", "backbone_s", "head_s", "allreduce_s", "validation_s", "checkpoint_s"};
-    double tv[] = {l->data_wait_s, l->backbone_s, l->head_s, l->allreduce_s, l->validation_s, l->checkpoint_s};
+    const char *tn[] = {"data_wait_s", "backbone_s", "head_s", "allreduce_s", "validation_s", "checkpoint_s", "other_s"};
+    double tv[] = {l->data_wait_s, l->backbone_s, l->head_s, l->allreduce_s, l->validation_s, l->checkpoint_s, l->other_s};
     ftl_strbuf_append(b, ",\"time\":{", 9);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         ftl_strbuf_printf(b, "%s\"%s\":", i ? "," : "", tn[i]);
         ftl_json_append_number(b, tv[i]);
     }
@@ -434,7 +434,9 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld", (long long)log->epoch);
     }
     ftl_metric_counts counts = {0};
-    double fetch_s = 0, backbone_s = 0, head_s = 0, allreduce_s = 0, lr = 0;
+    /* fetch_s holds the data wait and the frozen backbone's time in the source (fetch_backbone_s);
+     * a trained top's time (top_s) is spent in the step, so it adds to the backbone part only. */
+    double fetch_s = 0, fetch_backbone_s = 0, backbone_s = 0, head_s = 0, allreduce_s = 0, lr = 0;
     for (int64_t s = 0; s < steps; s++) {
         test_hooks(ftl_dist_rank(col), t->step);
         double t0 = ftl_now();
@@ -443,6 +445,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
         double t1 = ftl_now();
         fetch_s += t1 - t0;
+        fetch_backbone_s += b.backbone_seconds;
         backbone_s += b.backbone_seconds;
         ftl_timeline_span(&t->timeline, "data wait", t0, t1 - b.backbone_seconds, t->step);
         if (b.backbone_seconds > 0) ftl_timeline_span(&t->timeline, "backbone", t1 - b.backbone_seconds, t1, t->step);
@@ -489,7 +492,7 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     log->loss = ftl_metric_loss(&counts);
     log->acc = ftl_metric_accuracy(&counts);
     log->lr = lr;
-    log->data_wait_s = fetch_s - backbone_s;
+    log->data_wait_s = fmax(0, fetch_s - fetch_backbone_s);
     log->backbone_s = backbone_s;
     log->head_s = head_s;
     log->allreduce_s = allreduce_s;
@@ -636,6 +639,9 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
         }
         if (s == FTL_OK) s = ftl_timeline_flush(&t->timeline);
         log.seconds = ftl_now() - start;
+        /* What no part covers: the pass set-up, count reductions, early stopping, hooks, the flush. */
+        log.other_s = fmax(0, log.seconds - (log.data_wait_s + log.backbone_s + log.head_s + log.allreduce_s +
+                                             log.validation_s + log.checkpoint_s));
         ftl_train_history_append(t, &log);
         if (rank0 && c->epoch_out) print_epoch_line(c->epoch_out, &log, val != NULL);
         if (jsonl) {

@@ -11,6 +11,11 @@ enum { MIN_SM = 75 };
 
 bool nn_cuda_built(void) { return true; }
 
+#ifndef FTL_CUDA_ARCHS
+#define FTL_CUDA_ARCHS "75"
+#endif
+const char *nn_cuda_archs(void) { return FTL_CUDA_ARCHS; }
+
 ftl_status nn_cuda_probe(int ordinal, ftl_device *d) {
     const cuda_libs *L;
     FTL_TRY(cuda_libs_get(&L));
