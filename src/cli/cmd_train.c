@@ -190,12 +190,15 @@ int cli_cmd_train(int argc, char **argv) {
                s.head_phase.final_val_loss);
     if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0) {
         const ftl_fit_result *r = &s.fit;
-        printf("train: %s%lld epochs in %.1f s (features %.1f s%s); best epoch %lld; model %s: val_acc %.4f, val_loss %.4f, "
+        /* best epoch 0 of phase 2: no fine-tuning epoch beat phase 1, whose model is kept */
+        char best[64];
+        if (r->best_epoch > 0) snprintf(best, sizeof best, "best epoch %lld", (long long)r->best_epoch);
+        else snprintf(best, sizeof best, "%s", s.fine_tuned ? "no epoch beat phase 1" : "no best epoch");
+        printf("train: %s%lld epochs in %.1f s (features %.1f s%s); %s; model %s: val_acc %.4f, val_loss %.4f, "
                "acc %.4f%s\n",
                s.fine_tuned ? "phase 2 (fine-tuning): " : "", (long long)r->epochs_run, s.seconds, s.features_seconds,
-               !s.features_cached ? ", recomputed every batch" : s.train_cache_reused ? ", from the cache" : "",
-               (long long)r->best_epoch, o.out_path, r->final_val_acc, r->final_val_loss, r->final_acc,
-               r->stopped_early ? " (stopped early)" : "");
+               !s.features_cached ? ", recomputed every batch" : s.train_cache_reused ? ", from the cache" : "", best,
+               o.out_path, r->final_val_acc, r->final_val_loss, r->final_acc, r->stopped_early ? " (stopped early)" : "");
     }
     return cli_report(st);
 }

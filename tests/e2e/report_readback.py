@@ -31,7 +31,8 @@ class Page(HTMLParser):
             s = {"run": int(a["data-run"]), "metric": a["data-metric"], "points": []}
             self.svgs[-1]["series"].append(s)
         elif tag == "circle" and "data-value" in a:
-            self.svgs[-1]["series"][-1]["points"].append((float(a["data-epoch"]), float(a["data-value"])))
+            self.svgs[-1]["series"][-1]["points"].append((float(a["data-x"]), float(a["data-value"])))
+            self.svgs[-1]["series"][-1].setdefault("where", []).append((a.get("data-phase"), a.get("data-epoch")))
         elif tag == "g" and a.get("class") == "bar":
             self.svgs[-1]["bars"].append({"epoch": float(a["data-epoch"]), "parts": {}})
         elif tag == "rect" and "data-part" in a:
@@ -69,31 +70,47 @@ def main():
     if p.script or p.external:
         errors.append(f"scripts or external references: {p.external[:3]}")
     names = {"data wait": "data_wait_s", "backbone": "backbone_s", "head": "head_s", "allreduce": "allreduce_s",
-             "validation": "validation_s", "checkpoint": "checkpoint_s"}
+             "validation": "validation_s", "checkpoint": "checkpoint_s", "other": "other_s"}
     line_charts = [s for s in p.svgs if s["series"] and s["series"][0]["metric"] != "step_ms"]
     bar_charts = [s for s in p.svgs if s["bars"]]
     for run, path in enumerate(logs):
-        recs = []
+        # the epochs as the page should place them: phase 2 (a run record with "phase":"fine-tune")
+        # after phase 1's last epoch; epochs a resumed run logs again replace the earlier records
+        recs, phase = [], 1
         for line in open(path):
             try:
                 r = json.loads(line)
             except ValueError:
                 continue  # the truncated last line the report skips too
-            if r.get("record", "epoch") == "epoch" and "epoch" in r:
+            if r.get("record") == "run":
+                phase = 2 if r.get("phase") == "fine-tune" else 1
+            elif r.get("record", "epoch") == "epoch" and "epoch" in r:
+                r["phase"] = phase
+                while recs and recs[-1]["phase"] == phase and recs[-1]["epoch"] >= r["epoch"]:
+                    recs.pop()
                 recs.append(r)
+        end1 = max([r["epoch"] for r in recs if r["phase"] == 1] or [0])
+        for r in recs:
+            r["x"] = float(r["epoch"] + (end1 if r["phase"] == 2 else 0))
         for metric in ("loss", "val_loss", "acc", "val_acc", "lr"):
-            want = [(float(r["epoch"]), float(r[metric])) for r in recs if r.get(metric) is not None]
+            want = [(r["x"], float(r[metric])) for r in recs if r.get(metric) is not None]
             got = [pt for chart in line_charts for s in chart["series"] if s["run"] == run and s["metric"] == metric
                    for pt in s["points"]]
             if got != want:
                 errors.append(f"{path} {metric}: page has {len(got)} points {got[:3]}, log has {len(want)} {want[:3]}")
+            where = [w for chart in line_charts for s in chart["series"] if s["run"] == run and s["metric"] == metric
+                     for w in s.get("where", [])]
+            want_where = [(str(r["phase"]), str(r["epoch"])) for r in recs if r.get(metric) is not None]
+            if where != want_where:
+                errors.append(f"{path} {metric}: points' phase and epoch {where[:4]} vs {want_where[:4]}")
         bars = bar_charts[run]["bars"] if run < len(bar_charts) else []
-        if [b["epoch"] for b in bars] != [float(r["epoch"]) for r in recs]:
+        if [b["epoch"] for b in bars] != [r["x"] for r in recs]:
             errors.append(f"{path}: time bars for epochs {[b['epoch'] for b in bars]}")
         for b, r in zip(bars, recs):
             for part, key in names.items():
                 want = r["time"].get(key)
-                if b["parts"].get(part) != (float(want) if want is not None else 0.0):
+                want = max(0.0, float(want)) if want is not None else 0.0  # drawn from 0, never below
+                if b["parts"].get(part) != want:
                     errors.append(f"{path} epoch {r['epoch']} {part}: {b['parts'].get(part)} vs {want}")
     if "--eval" in opts:
         ev = json.load(open(opts["--eval"]))

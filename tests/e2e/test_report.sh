@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ftl report: the page's plotted points read back against the logs (every value, every epoch),
-# the eval and timeline sections against their files, several logs overlaid, a resumed run, the
+# the eval and timeline sections against their files, several logs overlaid, a resumed run, a
+# fine-tuned run (two phases on one axis), the layout (ticks, axes, bars, labels), the time parts, the
 # degenerate logs (one epoch, no validation, a truncated last line) and a file that is not a
 # log; then headless Chromium renders it in a network namespace without network: the screenshot
 # is not blank and nothing was requested from outside.
@@ -28,6 +29,52 @@ $PY "$READBACK" "$d/report.html" "$d/a.jsonl" "$d/b.jsonl" --eval "$d/eval.json"
 "$FTL" report "$d/r.jsonl" -o "$d/resumed.html" >/dev/null 2>&1
 $PY "$READBACK" "$d/resumed.html" "$d/r.jsonl" --expect-resumes 1 && pass report_resumed_run_shows_its_segments ||
     fail report_resumed_run_shows_its_segments "see log"
+
+# a fine-tuned run: one run with two phases on one epoch axis
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 4 --early-stopping monitor=val_acc,patience=9 --fine-tune-last 2 --fine-tune-epochs 3 \
+    --log "$d/ft.jsonl" --out "$d/ft.ftl" >/dev/null 2>&1 || fail report_fine_tuned_run "train failed"
+"$FTL" report "$d/ft.jsonl" "$d/a.jsonl" -o "$d/ft.html" >/dev/null 2>"$d/ft.err"
+$PY "$READBACK" "$d/ft.html" "$d/ft.jsonl" "$d/a.jsonl" && grep -q '<th>phase 2</th><td>fine-tuning ' "$d/ft.html" &&
+    grep -q 'fine-tuning from here' "$d/ft.html" && pass report_fine_tuned_run_phases_on_one_axis ||
+    fail report_fine_tuned_run_phases_on_one_axis "$(cat "$d/ft.err")"
+# every page's layout: round ticks in range, axes >= 0, a log lr axis when it spans > 10x, bars in
+# the plot, one scale for overlaid runs, no overlapping labels, no empty facts
+LAYOUT="$(dirname "$0")/report_layout.py"
+for page in report resumed ft; do
+    $PY "$LAYOUT" "$d/$page.html" && pass "report_layout_$page" || fail "report_layout_$page" "see log"
+done
+grep -q 'data-y-scale="log"' "$d/ft.html" && pass report_lr_axis_log_across_phases || fail report_lr_axis_log_across_phases "linear"
+
+# the epoch records' time parts: measured, >= 0, adding up to the epoch's time (fine-tuned,
+# resumed and, where mpirun exists, 2-rank runs)
+logs=("$d/ft.jsonl" "$d/r.jsonl" "$d/a.jsonl")
+if command -v mpirun >/dev/null 2>&1 && "$FTL" --version | grep -q 'Open MPI'; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+        mpirun --oversubscribe --bind-to none -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 3 --batch 16 --threads 1 \
+        --log "$d/np2.jsonl" --out "$d/np2.ftl" >/dev/null 2>&1 && logs+=("$d/np2.jsonl") || fail report_time_parts "np 2 run failed"
+else
+    skip report_time_parts_np2 "mpirun (openmpi-bin) is not installed or ftl was built without MPI"
+fi
+$PY - "${logs[@]}" <<'PYEOF' && pass report_time_parts_measured_and_complete || fail report_time_parts_measured_and_complete "see log"
+import json, sys
+parts = ("data_wait_s", "backbone_s", "head_s", "allreduce_s", "validation_s", "checkpoint_s", "other_s")
+n = 0
+for path in sys.argv[1:]:
+    phases = set()
+    for r in map(json.loads, open(path)):
+        if r.get("record") == "run":
+            phases.add(r.get("phase", "head"))
+        if r.get("record") != "epoch":
+            continue
+        t = r["time"]
+        assert set(t) == set(parts), (path, sorted(t))
+        assert all(t[k] >= 0 for k in parts), (path, r["epoch"], t)
+        total = sum(t[k] for k in parts)
+        assert abs(total - r["time_s"]) <= 0.05 * r["time_s"] + 1e-6, (path, r["epoch"], total, r["time_s"])
+        n += 1
+    print(path, sorted(phases), "ok")
+assert n > 10, n
+PYEOF
 
 # ftl train --report: the page of the run just trained
 "$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 3 --log "$d/t.jsonl" --report "$d/t.html" --out "$d/t.ftl" >/dev/null 2>&1 &&
