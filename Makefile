@@ -22,9 +22,9 @@ MPI      ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
 ifeq ($(MPI),1)
 MPI_CFLAGS := $(shell mpicc --showme:compile)
 MPI_LIBS   := $(shell mpicc --showme:link)
-DIST_EXCLUDE := src/dist/transport_none.c
+DIST_EXCLUDE := src/parallel/transport_none.c
 else
-DIST_EXCLUDE := src/dist/transport_mpi.c
+DIST_EXCLUDE := src/parallel/transport_mpi.c
 endif
 LDLIBS   += $(MPI_LIBS) -ldl
 
@@ -98,7 +98,7 @@ $(BUILD)/san/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
-$(BUILD)/obj/src/dist/transport_mpi.o $(BUILD)/san/src/dist/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/obj/src/parallel/transport_mpi.o $(BUILD)/san/src/parallel/transport_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 $(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS) -DFTL_CUDA_ARCHS='"$(CUDA_ARCHS)"' 
 
 # ftl's kernels: a fatbin per source (the backbone's, the head's), embedded in the library by fatbin.S.
@@ -137,7 +137,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libftl.a
 .PRECIOUS: $(BUILD)/obj/%.o
 # The CLI linked with the single-process stub instead of Open MPI (what `make MPI=0` builds), for
 # the test that such a build refuses to run under a launcher.
-STUB_OBJS := $(sort $(filter-out $(BUILD)/obj/src/dist/transport_mpi.o,$(LIB_OBJS)) $(BUILD)/obj/src/dist/transport_none.o)
+STUB_OBJS := $(sort $(filter-out $(BUILD)/obj/src/parallel/transport_mpi.o,$(LIB_OBJS)) $(BUILD)/obj/src/parallel/transport_none.o)
 $(BUILD)/ftl_stub: $(CLI_OBJS) $(STUB_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(filter-out $(MPI_LIBS),$(LDLIBS))
 # The emulated GPU for tests (tests/cuda_emu): the driver, cuDNN and cuBLAS calls the CUDA backend

@@ -1,6 +1,6 @@
 /* ftl public API: the collectives every job uses under data parallelism (the article's steps 5-6).
  *
- * One table, filled by src/dist: Open MPI when ftl is built with it and started by a launcher
+ * One table, filled by src/parallel: Open MPI when ftl is built with it and started by a launcher
  * (mpirun, srun), else a single-process stub. The trainer, prep, embed and eval only call the
  * ftl_dist_* helpers below, which also work on a NULL table (one process).
  *

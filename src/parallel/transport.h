@@ -1,7 +1,7 @@
 /* The transports behind ftl_collectives: Open MPI (transport_mpi.c, built when mpicc is found)
  * or none (transport_none.c). dist_world.c picks one at start. */
-#ifndef FTL_DIST_TRANSPORT_H
-#define FTL_DIST_TRANSPORT_H
+#ifndef FTL_PARALLEL_TRANSPORT_H
+#define FTL_PARALLEL_TRANSPORT_H
 
 #include "ftl/dist.h"
 

@@ -8,7 +8,7 @@
  *   BUSY(seq)     "I am in a long phase before collective seq" (ftl_dist_phase_begin): waiters
  *                 wait for that rank without a limit, saying what it is doing.
  * On the fast path (the collective completes quickly) no notice is sent at all. */
-#include "dist/transport.h"
+#include "parallel/transport.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/timing.h"

@@ -1,5 +1,5 @@
 /* A build without MPI: only the single-process group exists. */
-#include "dist/transport.h"
+#include "parallel/transport.h"
 #include "util/error.h"
 
 bool dist_transport_available(void) { return false; }

@@ -1,6 +1,6 @@
 /* The process group: which transport runs, started once per process by the CLI. */
 #include "ftl/dist.h"
-#include "dist/transport.h"
+#include "parallel/transport.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"
