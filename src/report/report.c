@@ -397,8 +397,12 @@ static ftl_status eval_section(ftl_strbuf *b, const char *path) {
             double c = conf->items[i].items[j].number;
             int shade = (int)lround(255 - 200 * c / max_cell);
             ftl_strbuf_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,255)\" data-true=\"%zu\" "
-                                 "data-predicted=\"%zu\" data-count=\"%.0f\"/>",
+                                 "data-predicted=\"%zu\" data-count=\"%.0f\"><title>",
                               left + cell * (int)j, top_margin + cell * (int)i, cell, cell, shade, shade, i, j, c);
+            html_append_escaped(b, ftl_json_get_string(&classes->items[i], "name"));
+            ftl_strbuf_append(b, " predicted as ", 14);
+            html_append_escaped(b, ftl_json_get_string(&classes->items[j], "name"));
+            ftl_strbuf_printf(b, ": %.0f images</title></rect>", c);
             if (n <= 20)
                 ftl_strbuf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"%s\">%.0f</text>",
                                   left + cell * (int)j + cell / 2, top_margin + cell * (int)i + cell / 2 + 3,

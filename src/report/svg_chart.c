@@ -47,6 +47,14 @@ static double text_width(const char *s, double font) {
     return (double)chars * font * EM_PER_CHAR;
 }
 
+/* The shortest decimal that reads back as exactly v (a tooltip's value). */
+static void exact_text(char *out, size_t cap, double v) {
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(out, cap, "%.*g", digits, v);
+        if (strtod(out, NULL) == v) return;
+    }
+}
+
 /* ---- label placement: the text boxes drawn so far, so that a new label can avoid them */
 
 typedef struct box {
@@ -307,8 +315,10 @@ void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const
             if (s[i].phase) ftl_strbuf_printf(b, " data-phase=\"%d\"", s[i].phase[k]);
             ftl_strbuf_append(b, "><title>", 8);
             html_append_escaped(b, s[i].label);
-            if (s[i].phase && s[i].phase[k] == 2) ftl_strbuf_printf(b, ", fine-tuning epoch %lld: %.6g", epoch, s[i].y[k]);
-            else ftl_strbuf_printf(b, ", %s %lld: %.6g", x_label, epoch, s[i].y[k]);
+            char value[40];
+            exact_text(value, sizeof value, s[i].y[k]);
+            if (s[i].phase && s[i].phase[k] == 2) ftl_strbuf_printf(b, ", fine-tuning epoch %lld: %s", epoch, value);
+            else ftl_strbuf_printf(b, ", %s %lld: %s", x_label, epoch, value);
             ftl_strbuf_append(b, "</title></circle>", 17);
         }
         ftl_strbuf_append(b, "</g>", 4);
@@ -342,9 +352,11 @@ void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, con
         for (int k = 0; k < parts; k++) {
             double v = isfinite(values[k][i]) && values[k][i] > 0 ? values[k][i] : 0;
             double y_top = py(&f, acc + v), y_bottom = py(&f, acc);
+            char value[40];
+            exact_text(value, sizeof value, v);
             ftl_strbuf_printf(b, "<rect x=\"%.1f\" y=\"%.2f\" width=\"%.1f\" height=\"%.2f\" fill=\"%s\" data-part=\"%s\" "
-                                 "data-value=\"%.17g\"><title>epoch %.0f, %s: %.4g s</title></rect>",
-                              px(&f, x[i]) - width / 2, y_top, width, y_bottom - y_top, colors[k], names[k], v, x[i], names[k], v);
+                                 "data-value=\"%.17g\"><title>epoch %.0f, %s: %s s</title></rect>",
+                              px(&f, x[i]) - width / 2, y_top, width, y_bottom - y_top, colors[k], names[k], v, x[i], names[k], value);
             acc += v;
         }
         ftl_strbuf_append(b, "</g>", 4);

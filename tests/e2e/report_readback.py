@@ -15,6 +15,7 @@ class Page(HTMLParser):
         super().__init__()
         self.svgs, self.series, self.rows, self.rects, self.csp, self.external = [], [], [], [], False, []
         self.th, self.in_th, self.script = [], False, False
+        self.last_point, self.in_point_title, self.tooltips = None, False, []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -30,13 +31,17 @@ class Page(HTMLParser):
         elif tag == "g" and a.get("class") == "series":
             s = {"run": int(a["data-run"]), "metric": a["data-metric"], "points": []}
             self.svgs[-1]["series"].append(s)
+        elif tag == "title" and self.svgs and self.last_point is not None:
+            self.in_point_title = True
         elif tag == "circle" and "data-value" in a:
             self.svgs[-1]["series"][-1]["points"].append((float(a["data-x"]), float(a["data-value"])))
             self.svgs[-1]["series"][-1].setdefault("where", []).append((a.get("data-phase"), a.get("data-epoch")))
+            self.last_point = float(a["data-value"])
         elif tag == "g" and a.get("class") == "bar":
             self.svgs[-1]["bars"].append({"epoch": float(a["data-epoch"]), "parts": {}})
         elif tag == "rect" and "data-part" in a:
             self.svgs[-1]["bars"][-1]["parts"][a["data-part"]] = float(a["data-value"])
+            self.last_point = float(a["data-value"])
         elif tag == "rect" and "data-count" in a:
             self.svgs[-1]["rects"].append((int(a["data-true"]), int(a["data-predicted"]), float(a["data-count"])))
         elif tag == "tr" and ("data-accuracy" in a or "data-rank" in a):
@@ -47,8 +52,14 @@ class Page(HTMLParser):
     def handle_endtag(self, tag):
         if tag == "th":
             self.in_th = False
+        if tag == "title":
+            self.in_point_title = False
+        if tag in ("circle", "rect"):
+            self.last_point = None
 
     def handle_data(self, data):
+        if self.in_point_title:
+            self.tooltips.append((self.last_point, data))
         if self.in_th:
             self.th.append(data)
 
@@ -112,6 +123,10 @@ def main():
                 want = max(0.0, float(want)) if want is not None else 0.0  # drawn from 0, never below
                 if b["parts"].get(part) != want:
                     errors.append(f"{path} epoch {r['epoch']} {part}: {b['parts'].get(part)} vs {want}")
+    # every point's and bar segment's tooltip ends with its exact value
+    bad = [(v, t) for v, t in p.tooltips if float(t.rstrip(" s").rsplit(": ", 1)[1]) != v]
+    if bad or not p.tooltips:
+        errors.append(f"{len(bad)} tooltips without their exact value, e.g. {bad[:2]} ({len(p.tooltips)} tooltips)")
     if "--eval" in opts:
         ev = json.load(open(opts["--eval"]))
         rows = [r for r in p.rows if "data-accuracy" in r]
