@@ -44,6 +44,15 @@ for page in report resumed ft; do
     $PY "$LAYOUT" "$d/$page.html" && pass "report_layout_$page" || fail "report_layout_$page" "see log"
 done
 grep -q 'data-y-scale="log"' "$d/ft.html" && pass report_lr_axis_log_across_phases || fail report_lr_axis_log_across_phases "linear"
+# no line joins phase 1's last epoch to phase 2's first (the learning rate's 0.004 to 1e-5)
+$PY - "$d/ft.html" <<'PYEOF' && pass report_lines_break_between_phases || fail report_lines_break_between_phases "see log"
+import re, sys
+page = open(sys.argv[1]).read()
+for g in re.findall(r'<g class="series" data-run="0" data-metric="[a-z_]+">(.*?)</g>', page):
+    lines = re.findall(r'<polyline [^>]*points="([^"]*)"', g)
+    phases = re.findall(r'data-phase="(\d)"', g)
+    assert len(lines) == len(set(phases)) == 2, (len(lines), set(phases))
+PYEOF
 
 # the epoch records' time parts: measured, >= 0, adding up to the epoch's time (fine-tuned,
 # resumed and, where mpirun exists, 2-rank runs)
