@@ -71,6 +71,9 @@ void ftl_model_options_init(ftl_model_options *o);
 /* "fp32" / "bf16" / "tf32". */
 ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision);
 const char *ftl_nn_precision_name(ftl_nn_precision precision);
+/* Whether --precision bf16 can run on this CPU: oneDNN 2.6 has bf16 kernels from AVX-512 on
+ * (native with AVX512-BF16 or AMX, emulated on plain AVX-512), none for AVX2. */
+bool ftl_nn_cpu_bf16_available(void);
 /* "auto" / "direct". */
 ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm);
 const char *ftl_nn_conv_algorithm_name(ftl_nn_conv_algorithm algorithm);

@@ -745,6 +745,16 @@ const char *nn_cpu_isa_name(void) {
     }
 }
 
+bool ftl_nn_cpu_bf16_available(void) {
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx512_core:
+    case dnnl_cpu_isa_avx512_core_vnni:
+    case dnnl_cpu_isa_avx512_core_bf16:
+    case dnnl_cpu_isa_avx512_core_amx: return true;
+    default: return false;
+    }
+}
+
 bool nn_cpu_has_bf16(void) {
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;

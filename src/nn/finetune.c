@@ -50,6 +50,9 @@ ftl_status ftl_finetune_open(const char *path, const ftl_model_options *options,
     if (st == FTL_OK) st = nn_infer_shapes(f->g, batch);
     if (st == FTL_OK) st = nn_trainable_select(f->g, &spec, &f->tr);
     f->bf16 = options && options->precision == FTL_NN_BF16;
+    if (st == FTL_OK && f->bf16 && !ftl_nn_cpu_bf16_available())
+        st = ftl_fail(FTL_E_UNSUPPORTED, "--precision bf16: this CPU has no bf16 kernels in oneDNN (bf16 needs AVX-512): "
+                      "use --precision fp32, or auto");
     if (st == FTL_OK) st = nn_train_plan_create(f->g, &f->tr, batch, f->bf16, NULL, NULL, &f->plan);
     if (st != FTL_OK) {
         ftl_finetune_free(f);

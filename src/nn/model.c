@@ -306,6 +306,9 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_TF32)
         return ftl_fail(FTL_E_INVALID_ARG, "--precision tf32: TensorFloat-32 is a GPU tensor-core mode, and %s runs on the "
                         "CPU: use fp32 or bf16 there%s%s", path, dev.fallback[0] ? "; no GPU: " : "", dev.fallback);
+    if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_BF16 && !ftl_nn_cpu_bf16_available())
+        return ftl_fail(FTL_E_UNSUPPORTED, "--precision bf16 for %s: this CPU has no bf16 kernels in %s (its ISA here is %s; "
+                        "bf16 needs AVX-512): use --precision fp32, or auto", path, dev.versions, nn_cpu_isa_name());
     if (dev.fallback[0]) ftl_log_debug("nn: no GPU, running on the CPU: %s", dev.fallback);
     if (o->n_overrides < 0 || (o->n_overrides > 0 && !o->overrides))
         return ftl_fail(FTL_E_INVALID_ARG, "%d tensor overrides without their list", o->n_overrides);

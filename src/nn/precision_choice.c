@@ -27,7 +27,7 @@ ftl_status ftl_nn_precision_auto(ftl_device_kind device, int threads, ftl_nn_pre
     }
     ftl_cpu_peak pk;
     FTL_TRY(ftl_cpu_peak_measure(threads, &pk));
-    if (pk.bf16_gflops > BF16_MIN_ADVANTAGE * pk.fp32_gflops) *precision = FTL_NN_BF16;
+    if (pk.bf16_gflops > BF16_MIN_ADVANTAGE * pk.fp32_gflops && ftl_nn_cpu_bf16_available()) *precision = FTL_NN_BF16;
     if (why) {
         if (pk.bf16_gflops <= 0)
             snprintf(why, why_size, "fp32 (this CPU has no native bf16; fp32 %.0f GFLOP/s on %d threads)", pk.fp32_gflops,

@@ -1,6 +1,7 @@
 /* The softmax head: inverted dropout -> Dense(D -> C) -> softmax cross-entropy (mean over the batch).
  * Parameters, gradients: one block each (see include/ftl/train.h). */
 #include "ftl/train.h"
+#include "train/denormal_flush.h"
 #include "train/gemm.h"
 #include "train/train_internal.h"
 #include "util/error.h"
@@ -140,12 +141,18 @@ static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int3
             if (row[j] > m) m = row[j], arg = j;
         float *e = dz ? dz + i * C : probs ? probs + i * C : NULL;
         double sum = 0;
-        /* Arguments below -87 would underflow (and take libm's slow path); e^-87 ~ 1.6e-38 is as
-         * good as 0 next to the maximum's e^0 = 1. */
+        /* Terms below e^FTL_SOFTMAX_CUTOFF are 0 (train/denormal_flush.h): next to the maximum's
+         * e^0 = 1 they change nothing, and kept they would turn into denormals further on. */
         if (e) {
-            for (size_t j = 0; j < C; j++) sum += (e[j] = expf(fmaxf(row[j] - m, -87.0f)));
+            for (size_t j = 0; j < C; j++) {
+                float t = row[j] - m;
+                sum += (e[j] = t < FTL_SOFTMAX_CUTOFF ? 0.0f : expf(t));
+            }
         } else {
-            for (size_t j = 0; j < C; j++) sum += expf(fmaxf(row[j] - m, -87.0f));
+            for (size_t j = 0; j < C; j++) {
+                float t = row[j] - m;
+                sum += t < FTL_SOFTMAX_CUTOFF ? 0.0f : expf(t);
+            }
         }
         if (labels) {
             int32_t y = labels[i];

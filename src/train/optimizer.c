@@ -8,6 +8,7 @@
  * split over threads cannot change a result. Step scalars are computed in double, as torch does
  * in Python, and rounded to float once. */
 #include "ftl/train.h"
+#include "train/denormal_flush.h"
 #include "train/pool.h"
 #include "train/train_internal.h"
 #include "util/error.h"
@@ -102,19 +103,21 @@ typedef struct update_args {
     float *m, *v;
 } update_args;
 
-/* V: vector type, W: lanes, L/S: load/store, B: broadcast, SQ: sqrt. */
-#define UPDATE_BODY(V, W, L, S, B, SQ)                                                                          \
+/* V: vector type, W: lanes, L/S: load/store, B: broadcast, SQ: sqrt, FL(x, t): x with the lanes
+ * whose magnitude is below t set to 0 (NaN kept), the flushes of train/denormal_flush.h. */
+#define UPDATE_BODY(V, W, L, S, B, SQ, FL)                                                                      \
     size_t i = begin;                                                                                           \
+    const V gflush = B(FTL_GRAD_FLUSH), mflush = B(FTL_MOMENT_FLUSH);                                           \
     const V wd = B(a->u.wd), b1 = B(a->u.b1), omb1 = B(a->u.omb1), b2 = B(a->u.b2), omb2 = B(a->u.omb2);        \
     const V ibcs = B(a->u.inv_bc2_sqrt), eps = B(a->u.eps), cg = B(a->u.c_grad), cm = B(a->u.c_m), one = B(1.0f); \
     const V mom = B(a->u.momentum), nlr = B(a->u.neg_lr);                                                       \
     switch (a->u.kind) {                                                                                        \
     case FTL_OPTIMIZER_NADAM:                                                                                   \
         for (; i + W <= end; i += W) {                                                                          \
-            V g = L(a->g + i), p = L(a->p + i);                                                                 \
+            V g = FL(L(a->g + i), gflush), p = L(a->p + i);                                                     \
             if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
-            V m = L(a->m + i) * b1 + g * omb1;                                                                  \
-            V v = L(a->v + i) * b2 + omb2 * (g * g);                                                            \
+            V m = FL(L(a->m + i) * b1 + g * omb1, mflush);                                                      \
+            V v = FL(L(a->v + i) * b2 + omb2 * (g * g), mflush);                                                \
             S(a->m + i, m);                                                                                     \
             S(a->v + i, v);                                                                                     \
             V r = one / (SQ(v) * ibcs + eps);                                                                   \
@@ -125,10 +128,10 @@ typedef struct update_args {
         break;                                                                                                  \
     case FTL_OPTIMIZER_ADAM:                                                                                    \
         for (; i + W <= end; i += W) {                                                                          \
-            V g = L(a->g + i), p = L(a->p + i);                                                                 \
+            V g = FL(L(a->g + i), gflush), p = L(a->p + i);                                                     \
             if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
-            V m = L(a->m + i) * b1 + g * omb1;                                                                  \
-            V v = L(a->v + i) * b2 + omb2 * (g * g);                                                            \
+            V m = FL(L(a->m + i) * b1 + g * omb1, mflush);                                                      \
+            V v = FL(L(a->v + i) * b2 + omb2 * (g * g), mflush);                                                \
             S(a->m + i, m);                                                                                     \
             S(a->v + i, v);                                                                                     \
             S(a->p + i, p + cm * (m / (SQ(v) * ibcs + eps)));                                                   \
@@ -136,10 +139,10 @@ typedef struct update_args {
         break;                                                                                                  \
     case FTL_OPTIMIZER_SGD:                                                                                     \
         for (; i + W <= end; i += W) {                                                                          \
-            V g = L(a->g + i), p = L(a->p + i);                                                                 \
+            V g = FL(L(a->g + i), gflush), p = L(a->p + i);                                                     \
             if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
             if (a->u.has_momentum) {                                                                            \
-                V buf = L(a->m + i) * mom + g;                                                                  \
+                V buf = FL(L(a->m + i) * mom + g, mflush);                                                      \
                 S(a->m + i, buf);                                                                               \
                 if (a->u.nesterov) g = g + mom * buf;                                                           \
                 else g = buf;                                                                                   \
@@ -153,16 +156,25 @@ typedef struct update_args {
 #define SCALAR_LOAD(p) (*(p))
 #define SCALAR_STORE(p, x) (*(p) = (x))
 #define SCALAR_SET1(x) (x)
+static inline float flush_scalar(float x, float t) { return fabsf(x) < t ? 0.0f : x; }
 static size_t update_scalar(const update_args *a, size_t begin, size_t end) {
-    UPDATE_BODY(float, 1, SCALAR_LOAD, SCALAR_STORE, SCALAR_SET1, sqrtf)
+    UPDATE_BODY(float, 1, SCALAR_LOAD, SCALAR_STORE, SCALAR_SET1, sqrtf, flush_scalar)
 }
 
 #ifdef OPT_X86
+/* |x| not below t (unordered: NaN) keeps x */
+__attribute__((target("avx2"))) static inline __m256 flush_avx2(__m256 x, __m256 t) {
+    __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    return _mm256_and_ps(x, _mm256_cmp_ps(magnitude, t, _CMP_NLT_UQ));
+}
 __attribute__((target("avx2"))) static size_t update_avx2(const update_args *a, size_t begin, size_t end) {
-    UPDATE_BODY(__m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_sqrt_ps)
+    UPDATE_BODY(__m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_sqrt_ps, flush_avx2)
+}
+__attribute__((target("avx512f"))) static inline __m512 flush_avx512(__m512 x, __m512 t) {
+    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(_mm512_abs_ps(x), t, _CMP_LT_OQ), _mm512_setzero_ps());
 }
 __attribute__((target("avx512f"))) static size_t update_avx512(const update_args *a, size_t begin, size_t end) {
-    UPDATE_BODY(__m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_sqrt_ps)
+    UPDATE_BODY(__m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_sqrt_ps, flush_avx512)
 }
 #endif
 

@@ -52,6 +52,12 @@ expect_error() {
     fi
 }
 
+# Prints why this CPU cannot run --precision bf16 (and returns 0), or returns 1 when it can.
+no_bf16_reason() {
+    "$FTL" --version | grep -q '^CPU: .*(avx512' && return 1
+    echo "this CPU has no bf16 kernels in oneDNN (bf16 needs AVX-512; $("$FTL" --version | sed -n 's/^CPU: //p'))"
+}
+
 finish() {
     [ "$E2E_FAILED" -eq 0 ]
     exit $?

@@ -239,6 +239,9 @@ expect_error augment_crop_refused 2 'augments with flip' "$FTL_SAN" train "$T" -
 
 # ---- --precision bf16: the bottom and the top's convolutions in bf16 (fp32 master weights); eval of
 # the model agrees with the run's own validation
+if why=$(no_bf16_reason); then
+    skip bf16_fine_tuning_trains_and_eval_agrees "$why"
+else
 "$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --fine-tune-last 4 --fine-tune-epochs 1 --fine-tune-lr 1e-4 \
     --precision bf16 "${C[@]}" --out "$d/bf16.ftl" --quiet >/dev/null 2>"$d/bf16.err" &&
     "$FTL" eval "$d/bf16.ftl" "$V" --json "$d/bf16_eval.json" --quiet >/dev/null 2>>"$d/bf16.err" &&
@@ -251,6 +254,7 @@ m, e = json.loads(meta["ftl.metrics"]), json.load(open(d + "/bf16_eval.json"))
 print("bf16 run val_acc", m["val_acc"], "eval", e["top1"], "loss", m["val_loss"], e["loss"])
 assert meta["ftl.precision"] == "bf16" and abs(e["top1"] - m["val_acc"]) <= 1.5 / 153 and abs(e["loss"] - m["val_loss"]) < 0.02, (m, e)
 PYEOF
+fi
 
 # ---- refusals, before any work where possible
 head -c 6000 "$d/kckpt/fine-tune-c-1.ckpt" >"$d/truncated.ckpt"

@@ -1,6 +1,7 @@
 /* Unit-test runner: runs every registered test (or those whose name contains argv[1]) and
  * prints one line per test and `N passed, N failed`; exits 1 on any failure. */
 #include "test.h"
+#include "ftl/nn.h"
 #include "util/fsutil.h"
 
 #include <stdarg.h>
@@ -15,7 +16,7 @@ typedef struct registered_test {
 enum { MAX_TESTS = 4096 };
 static registered_test tests[MAX_TESTS];
 static int test_count;
-static int current_failures;
+static int current_failures, skipped;
 static const char *current_name;
 static char scratch_dir[4096];
 
@@ -33,6 +34,25 @@ bool ftl_test_fail(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     printf("  %s:%d: %s\n", file, line, msg);
     return false;
+}
+
+void ftl_test_skip(const char *what, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *label = getenv("FTL_TEST_LABEL");
+    printf("skip %s%s-%s: %s\n", label ? label : "", current_name, what, msg);
+    skipped++;
+}
+
+const char *ftl_test_no_bf16_reason(void) {
+    return ftl_nn_cpu_bf16_available() ? NULL : "this CPU has no bf16 kernels in oneDNN (bf16 needs AVX-512)";
+}
+
+const char *ftl_test_no_avx512_reason(void) {
+    return ftl_nn_cpu_bf16_available() ? NULL : "oneDNN 2.6 has Winograd and bf16 kernels for AVX-512 only, this CPU has AVX2";
 }
 
 const char *ftl_test_shared_dir(void) {
@@ -81,6 +101,7 @@ int main(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

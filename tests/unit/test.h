@@ -12,6 +12,13 @@ typedef void (*ftl_test_fn)(void);
 void ftl_test_register(const char *name, const char *file, ftl_test_fn fn);
 /* Records a failure; returns false so macros can be used in conditions. */
 bool ftl_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A check that cannot run here: printed as `skip TEST-WHAT: reason`, counted as skipped, never as
+ * passed (the rest of the test still runs and passes or fails). */
+void ftl_test_skip(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The reason bf16 cannot run on this CPU, or NULL when it can. */
+const char *ftl_test_no_bf16_reason(void);
+/* Why oneDNN's AVX-512 kernels (bf16, Winograd) cannot run here, or NULL. */
+const char *ftl_test_no_avx512_reason(void);
 /* Paths the tests use: ../shared (SHARED) and a scratch folder under the build folder. */
 const char *ftl_test_shared_dir(void);
 const char *ftl_test_build_dir(void);

@@ -112,6 +112,10 @@ TEST(nn_fixture_xception_external_data) { check_fixture(&fixtures[4]); }
 
 /* bf16 features stay close to fp32 on every fixture model. */
 TEST(nn_bf16_cosine_vs_fp32) {
+    if (ftl_test_no_bf16_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_bf16_reason());
+        return;
+    }
     for (int i = 0; i < N_FIXTURES; i++) {
         const fixture *f = &fixtures[i];
         uint8_t *images = load_images(f);

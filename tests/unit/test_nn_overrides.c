@@ -139,6 +139,10 @@ static double cosine_and_rel(const float *a, const float *b, long long n, double
 }
 
 TEST(nn_finetune_bf16_top_matches_fp32) {
+    if (ftl_test_no_bf16_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_bf16_reason());
+        return;
+    }
     char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
     ftl_fine_tune_cut cut = {4, NULL};
     ftl_finetune *f32 = NULL, *b16 = NULL;

@@ -289,11 +289,18 @@ TEST(nn_torchvision_resnet50_batch_invariance) {
                 double d = nn_max_abs_diff(rows[0], rows[b], n * out_per);
                 printf("  %-6s batch 1 (%2d Winograd convs) vs %2d (%2d): max |diff| %.3g (max |out| %.4g)\n",
                        ftl_nn_conv_algorithm_name(a), wino[0], batches[b], wino[b], d, scale);
-                if (a == FTL_NN_CONV_DIRECT) CHECK(d == 0);
+                /* oneDNN 2.6's AVX2 convolutions sum in an order that depends on the batch (docs/nn.md):
+                 * there rows agree to rounding only */
+                if (a == FTL_NN_CONV_DIRECT && !ftl_test_no_avx512_reason()) CHECK(d == 0);
                 else CHECK(d <= 1e-5 * scale);
+                if (a == FTL_NN_CONV_DIRECT && ftl_test_no_avx512_reason() && d != 0)
+                    ftl_test_skip("bitwise", "rows differ by %.3g at batch %d: %s", d, batches[b], ftl_test_no_avx512_reason());
             }
             /* Winograd in use, more of it with more images per run (the weight-amortisation rule) */
-            if (a == FTL_NN_CONV_AUTO) CHECK(wino[0] > 0 && wino[2] > wino[0]);
+            if (a == FTL_NN_CONV_AUTO && ftl_test_no_avx512_reason()) {
+                CHECK(wino[0] == 0 && wino[2] == 0);
+                ftl_test_skip("winograd", "%s", ftl_test_no_avx512_reason());
+            } else if (a == FTL_NN_CONV_AUTO) CHECK(wino[0] > 0 && wino[2] > wino[0]);
             for (int b = 0; b < 3; b++) free(rows[b]);
         }
         free(in);

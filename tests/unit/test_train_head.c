@@ -327,3 +327,77 @@ TEST(train_head_predict_and_evaluate_agree) {
     CHECK(isfinite(big.loss_sum));
     ftl_head_free(&h);
 }
+
+/* No denormal anywhere in the gradient, the moments or the weights, even with logit gaps far
+ * above 87 (where e^gap underflows), and the flushed results equal the unflushed math (double,
+ * no cut-off) within 1e-6 relative. */
+static bool denormal(float v) { return v != 0.0f && fabsf(v) < 0x1p-126f; }
+
+TEST(train_head_flushes_tiny_values_instead_of_making_denormals) {
+    const size_t n = 4, D = 3, C = 6;
+    ftl_head h;
+    REQUIRE_OK(ftl_head_init(&h, (int64_t)D, (int64_t)C));
+    /* logits z = x W + b with gaps 0, 30, 60, 90, 120, 150 below class 0 */
+    for (size_t c = 0; c < C; c++) {
+        h.bias[c] = -30.0f * (float)c;
+        for (size_t d = 0; d < D; d++) h.kernel[d * C + c] = 0.0f;
+    }
+    float x[4 * 3] = {1, 2, 3, 0.5f, 0.25f, 1, 3, 1, 0.125f, 2, 2, 2};
+    int32_t y[4] = {0, 0, 1, 5};
+    ftl_row_draws draws = {.seed = 1, .step = 0, .position_base = 0};
+    ftl_metric_counts m = {0};
+    float scale = 1.0f / 64; /* these rows as a part of a global batch of 64 */
+    REQUIRE_OK(ftl_head_train_batch(&h, x, y, n, &draws, scale, &m));
+    /* the reference: softmax in double without a cut-off */
+    double gb[6] = {0}, gk[3 * 6] = {0}, loss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0, p[6];
+        for (size_t c = 0; c < C; c++) sum += exp(-30.0 * (double)c);
+        loss += log(sum) + 30.0 * (double)y[i];
+        for (size_t c = 0; c < C; c++) {
+            p[c] = exp(-30.0 * (double)c) / sum - (c == (size_t)y[i]);
+            gb[c] += p[c] * scale;
+            for (size_t d = 0; d < D; d++) gk[d * C + c] += x[i * D + d] * p[c] * scale;
+        }
+    }
+    double worst = 0, biggest = 0;
+    for (size_t c = 0; c < C; c++) {
+        biggest = fmax(biggest, fabs(gb[c]));
+        worst = fmax(worst, fabs(h.grad_bias[c] - gb[c]));
+        CHECK(!denormal(h.grad_bias[c]));
+        for (size_t d = 0; d < D; d++) {
+            worst = fmax(worst, fabs(h.grad_kernel[d * C + c] - gk[d * C + c]));
+            CHECK(!denormal(h.grad_kernel[d * C + c]));
+        }
+    }
+    CHECK(worst <= 1e-6 * biggest);
+    CHECK(fabs(m.loss_sum - loss) <= 1e-6 * loss);
+    /* many optimizer steps on gradients that then stop: the moments decay to 0, never through
+     * denormals, and the weights equal double-precision Adam without flushing within 1e-6 */
+    ftl_optimizer_config oc = ftl_optimizer_config_default(FTL_OPTIMIZER_ADAM);
+    ftl_optimizer opt;
+    REQUIRE_OK(ftl_optimizer_init(&opt, &oc, h.param_count));
+    double pr[6 * 4], mr[6 * 4] = {0}, vr[6 * 4] = {0};
+    for (size_t k = 0; k < h.param_count; k++) pr[k] = h.params[k];
+    float *g = calloc(h.param_count, sizeof(float));
+    bool any_denormal = false;
+    for (int t = 1; t <= 2000; t++) {
+        for (size_t k = 0; k < h.param_count; k++) g[k] = t <= 3 ? h.grads[k] * (k % 2 ? 1e-18f : 1.0f) : 0.0f;
+        ftl_optimizer_step(&opt, h.params, g, 0.001);
+        double bc1 = 1 - pow(0.9, t), bc2 = 1 - pow(0.999, t);
+        for (size_t k = 0; k < h.param_count; k++) {
+            mr[k] = 0.9 * mr[k] + 0.1 * g[k];
+            vr[k] = 0.999 * vr[k] + 0.001 * (double)g[k] * g[k];
+            pr[k] -= 0.001 * (mr[k] / bc1) / (sqrt(vr[k] / bc2) + 1e-7);
+        }
+        for (size_t k = 0; k < h.param_count * 2; k++) any_denormal |= denormal(opt.state[k]);
+        for (size_t k = 0; k < h.param_count; k++) any_denormal |= denormal(h.params[k]);
+    }
+    CHECK(!any_denormal);
+    double pworst = 0;
+    for (size_t k = 0; k < h.param_count; k++) pworst = fmax(pworst, fabs(h.params[k] - pr[k]) / fmax(1e-3, fabs(pr[k])));
+    CHECK(pworst <= 1e-6);
+    free(g);
+    ftl_optimizer_free(&opt);
+    ftl_head_free(&h);
+}

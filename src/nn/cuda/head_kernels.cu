@@ -6,6 +6,7 @@
  * the GEMMs' summation order (and the bias added after the product, where the CPU starts from it),
  * the device's expf/log, and the softmax sums' order across a warp. */
 #include "nn/cuda/head_kernel_args.h"
+#include "train/denormal_flush.h"
 
 __device__ static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -85,7 +86,11 @@ extern "C" __global__ void ftl_head_softmax_ce(ka_ce_args a) {
         __syncwarp(); /* every lane's z[j] + bias written before lane 0 reads the label's */
         warp_argmax(&m, &arg);
         double sum = 0;
-        for (int64_t j = lane; j < a.classes; j += 32) sum += (double)expf(fmaxf(z[j] - m, -87.0f));
+        /* the CPU head's flushes (train/denormal_flush.h), so both give the same numbers */
+        for (int64_t j = lane; j < a.classes; j += 32) {
+            float t = __fsub_rn(z[j], m);
+            sum += t < FTL_SOFTMAX_CUTOFF ? 0.0 : (double)expf(t);
+        }
         sum = warp_sum_f64(sum);
         int y = labels[r];
         if (lane == 0) {
@@ -95,7 +100,8 @@ extern "C" __global__ void ftl_head_softmax_ce(ka_ce_args a) {
         if (!a.dz) continue;
         float inv = (float)(1.0 / sum), *d = reinterpret_cast<float *>(a.dz) + r * a.classes;
         for (int64_t j = lane; j < a.classes; j += 32) {
-            float g = __fmul_rn(__fmul_rn(expf(fmaxf(z[j] - m, -87.0f)), inv), a.grad_scale);
+            float t = __fsub_rn(z[j], m);
+            float g = __fmul_rn(__fmul_rn(t < FTL_SOFTMAX_CUTOFF ? 0.0f : expf(t), inv), a.grad_scale);
             d[j] = j == y ? __fsub_rn(g, a.grad_scale) : g;
         }
     }
@@ -111,23 +117,25 @@ extern "C" __global__ void ftl_head_bias_grad(ka_bias_grad_args a) {
     }
 }
 
+__device__ static inline float flush_below(float x, float t) { return fabsf(x) < t ? 0.0f : x; }
+
 extern "C" __global__ void ftl_head_optimizer(ka_optimizer_args a) {
     float *P = reinterpret_cast<float *>(a.params), *M = reinterpret_cast<float *>(a.m), *V = reinterpret_cast<float *>(a.v);
     const float *G = reinterpret_cast<const float *>(a.grads);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.count; i += (int64_t)gridDim.x * blockDim.x) {
-        float g = G[i], p = P[i];
+        float g = flush_below(G[i], FTL_GRAD_FLUSH), p = P[i];
         if (a.wd != 0.0f) g = __fadd_rn(g, __fmul_rn(a.wd, p));
         if (a.kind == KA_OPT_SGD) {
             if (a.has_momentum) {
-                float buf = __fadd_rn(__fmul_rn(M[i], a.momentum), g);
+                float buf = flush_below(__fadd_rn(__fmul_rn(M[i], a.momentum), g), FTL_MOMENT_FLUSH);
                 M[i] = buf;
                 g = a.nesterov ? __fadd_rn(g, __fmul_rn(a.momentum, buf)) : buf;
             }
             P[i] = __fadd_rn(p, __fmul_rn(a.neg_lr, g));
             continue;
         }
-        float m = __fadd_rn(__fmul_rn(M[i], a.b1), __fmul_rn(g, a.omb1));
-        float v = __fadd_rn(__fmul_rn(V[i], a.b2), __fmul_rn(a.omb2, __fmul_rn(g, g)));
+        float m = flush_below(__fadd_rn(__fmul_rn(M[i], a.b1), __fmul_rn(g, a.omb1)), FTL_MOMENT_FLUSH);
+        float v = flush_below(__fadd_rn(__fmul_rn(V[i], a.b2), __fmul_rn(a.omb2, __fmul_rn(g, g))), FTL_MOMENT_FLUSH);
         M[i] = m;
         V[i] = v;
         float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v), a.inv_bc2_sqrt), a.eps);
