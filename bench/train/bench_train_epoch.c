@@ -1,5 +1,7 @@
 /* Times head-training epochs over cached features: N x D random features, C classes, Dropout +
- * Dense + softmax, nadam, validation on a tenth of N each epoch (the article's split).
+ * Dense + softmax, nadam, validation on a tenth of N each epoch (the article's split). Also the
+ * first and last epochs' times: the same work each epoch, so their ratio stays near 1 unless
+ * something (denormal floats) slows later epochs down.
  * usage: bench_train_epoch N D C BATCH [EPOCHS] [THREADS] [DROPOUT]
  * Prints one JSON line: median epoch seconds and its split (data, head, validation). */
 #include "ftl.h"
@@ -49,14 +51,16 @@ int main(int argc, char **argv) {
     const ftl_epoch_log *h;
     size_t k = ftl_trainer_history(t, &h);
     double sec[64], head[64], data[64], valid[64];
+    double first = k ? h[0].seconds : 0, last = k ? h[k - 1].seconds : 0;
     for (size_t i = 0; i < k && i < 64; i++) sec[i] = h[i].seconds, head[i] = h[i].head_s, data[i] = h[i].data_wait_s,
                                                valid[i] = h[i].validation_s;
     qsort(sec, k, sizeof *sec, cmp), qsort(head, k, sizeof *head, cmp), qsort(data, k, sizeof *data, cmp),
         qsort(valid, k, sizeof *valid, cmp);
     printf("{\"tool\":\"ftl\",\"n\":%lld,\"d\":%lld,\"classes\":%lld,\"batch\":%lld,\"threads\":%d,\"epochs\":%zu,"
-           "\"epoch_s\":%.4f,\"head_s\":%.4f,\"data_s\":%.4f,\"val_s\":%.4f,\"min_epoch_s\":%.4f}\n",
+           "\"epoch_s\":%.4f,\"head_s\":%.4f,\"data_s\":%.4f,\"val_s\":%.4f,\"min_epoch_s\":%.4f,\"first_epoch_s\":%.4f,"
+           "\"last_epoch_s\":%.4f,\"last_over_first\":%.2f}\n",
            (long long)n, (long long)d, (long long)c, (long long)b, ftl_train_threads(), k, sec[k / 2], head[k / 2],
-           data[k / 2], valid[k / 2], sec[0]);
+           data[k / 2], valid[k / 2], sec[0], first, last, first > 0 ? last / first : 0);
     ftl_trainer_free(t);
     ftl_memory_source_free(&tm);
     ftl_memory_source_free(&vm);
