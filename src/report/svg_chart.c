@@ -173,7 +173,8 @@ static void x_ticks(ftl_strbuf *b, placed *p, const frame *f) {
         if (step * per_unit >= need) break;
         step = 5 * mag;
     }
-    for (double v = ceil(f->x0 / step) * step; v <= f->x1 + 1e-9; v += step) {
+    int count = 0; /* bounded: with huge epoch numbers a step may not move v */
+    for (double v = ceil(f->x0 / step) * step; v <= f->x1 + 1e-9 && count < 64; v += step, count++) {
         char t[32];
         snprintf(t, sizeof t, "%.0f", v);
         box q = text_box(px(f, v), PLOT_BOTTOM + 16, t, FONT_TICK, 'm');
