@@ -102,7 +102,7 @@ $(BUILD)/obj/src/parallel/transport_mpi.o $(BUILD)/san/src/parallel/transport_mp
 $(BUILD)/obj/src/nn/cuda/%.o $(BUILD)/san/src/nn/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS) -DFTL_CUDA_ARCHS='"$(CUDA_ARCHS)"' 
 
 # ftl's kernels: a fatbin per source (the backbone's, the head's), embedded in the library by fatbin.S.
-$(BUILD)/cuda/%.fatbin: src/nn/cuda/%.cu src/nn/cuda/kernel_args.h src/nn/cuda/head_kernel_args.h
+$(BUILD)/cuda/%.fatbin: src/nn/cuda/%.cu src/nn/cuda/kernel_args.h src/nn/cuda/head_kernel_args.h src/train/denormal_flush.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -Isrc -O3 -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror --fatbin \
 	  $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
@@ -148,7 +148,7 @@ $(BUILD)/cuda-emu/%.o: tests/cuda_emu/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -O2 $(WARN) -fPIC $(CUDA_CPPFLAGS) $(DEPFLAGS) -c $< -o $@
 $(BUILD)/cuda-emu/emu_kernels.o: tests/cuda_emu/emu_kernels.cpp src/nn/cuda/kernels.cu src/nn/cuda/kernel_args.h \
-  src/nn/cuda/head_kernels.cu src/nn/cuda/head_kernel_args.h
+  src/nn/cuda/head_kernels.cu src/nn/cuda/head_kernel_args.h src/train/denormal_flush.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 -O2 $(WARN) -fPIC -Isrc -Itests/cuda_emu/include -c $< -o $@
 $(EMU_LIB): $(EMU_OBJS)

@@ -78,7 +78,9 @@ static int abort_code = 1;
 
 static void *abort_guard(void *arg) {
     (void)arg;
-    sleep(ABORT_GRACE_S);
+    struct timespec left = {ABORT_GRACE_S, 0};
+    while (nanosleep(&left, &left) != 0) { /* a signal cut it short: sleep the rest */
+    }
     char me[96];
     fprintf(stderr, "ftl: error: rank %s: MPI_Abort has not ended this process in %d s; exiting\n",
             rank_name(&group, group.rank, me, sizeof me), ABORT_GRACE_S);
@@ -613,6 +615,8 @@ ftl_status dist_transport_finalize(ftl_collectives *t) {
     free(g->waiting_step);
     free(g->waiting_what);
     free(g->hosts);
+    g->hosts = NULL;
+    g->several_hosts = false;
     free(g->sends);
     t->ctx = NULL;
     return st;

@@ -401,6 +401,10 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (ft && !(o->fine_tune_lr > 0)) return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-lr %g must be > 0", o->fine_tune_lr);
     if (ft && o->fine_tune_epochs < 0)
         return ftl_fail(FTL_E_INVALID_ARG, "--fine-tune-epochs %lld must be >= 0", (long long)o->fine_tune_epochs);
+    /* the tuned top trains on the CPU whatever runs the backbone: refuse before phase 1, not after */
+    if (ft && o->embed.precision == FTL_NN_BF16 && !ftl_nn_cpu_bf16_available())
+        return ftl_fail(FTL_E_UNSUPPORTED, "--precision bf16 with fine-tuning: the top trains on this CPU, which has no bf16 "
+                        "kernels in oneDNN (bf16 needs AVX-512): use --precision fp32, or auto");
     FTL_TRY(ensure_parent_folder(o->out_path));
     if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));
     train_run r;

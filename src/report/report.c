@@ -256,10 +256,14 @@ static double tallest_epoch(const run_log *logs, int count) {
 static void time_bars(ftl_strbuf *b, const run_log *l, int index, double y_max) {
     int64_t n = l->epoch_count;
     double *x = ftl_xmalloc((size_t)n * sizeof(double) + 1), *ips = ftl_xmalloc((size_t)n * sizeof(double) + 1);
+    int *phase = ftl_xmalloc((size_t)n * sizeof(int) + 1);
+    int64_t *epoch = ftl_xmalloc((size_t)n * sizeof(int64_t) + 1);
     double *v[RUN_LOG_TIMES];
     for (int k = 0; k < RUN_LOG_TIMES; k++) v[k] = ftl_xmalloc((size_t)n * sizeof(double) + 1);
     for (int64_t e = 0; e < n; e++) {
         x[e] = l->epochs[e].x;
+        phase[e] = l->epochs[e].phase;
+        epoch[e] = l->epochs[e].epoch;
         ips[e] = l->epochs[e].images_per_second;
         for (int k = 0; k < RUN_LOG_TIMES; k++) v[k][e] = l->epochs[e].time[k];
     }
@@ -271,11 +275,13 @@ static void time_bars(ftl_strbuf *b, const run_log *l, int index, double y_max) 
         marks[nm++] = (chart_marker){(double)l->phase1_epochs + 0.5, labels[nl++], "#555"};
     }
     char *title = ftl_format("Run %d: where each epoch's time went (seconds; images/s above)", index + 1);
-    svg_stacked_bars(b, title, "seconds", x, n, (const double *const *)v, part_names, part_colors, RUN_LOG_TIMES, ips, "/s",
+    svg_stacked_bars(b, title, "seconds", x, phase, epoch, n, (const double *const *)v, part_names, part_colors, RUN_LOG_TIMES, ips, "/s",
                      marks, nm, y_max);
     for (int i = 0; i < nl; i++) free(labels[i]);
     free(title);
     free(x);
+    free(phase);
+    free(epoch);
     free(ips);
     for (int k = 0; k < RUN_LOG_TIMES; k++) free(v[k]);
 }

@@ -114,9 +114,15 @@ ftl_status run_log_read(const char *path, run_log *log) {
         e.segment = log->run_count > 0 ? log->run_count - 1 : 0;
         e.phase = log->run_count > 0 ? log->run_phase[log->run_count - 1] : 1;
         if (log->run_count > 0 && log->run_first_epoch[log->run_count - 1] == 0) log->run_first_epoch[log->run_count - 1] = e.epoch;
-        /* A resumed run logs again the epochs its interrupted run logged past the checkpoint. */
+        /* A resumed run logs again the epochs its interrupted run logged past the checkpoint (and,
+         * resuming phase 1, drops the phase-2 epochs that followed them). Only after a resume
+         * record: another run appended to the same log is a run of its own. */
         int64_t kept = log->epoch_count;
-        while (kept > 0 && log->epochs[kept - 1].phase == e.phase && log->epochs[kept - 1].epoch >= e.epoch) kept--;
+        bool resumed = log->run_count > 0 && log->run_kind[log->run_count - 1] == RUN_RESUME;
+        while (resumed && kept > 0 && log->epochs[kept - 1].segment != e.segment &&
+               (log->epochs[kept - 1].phase > e.phase ||
+                (log->epochs[kept - 1].phase == e.phase && log->epochs[kept - 1].epoch >= e.epoch)))
+            kept--;
         if (kept < log->epoch_count) {
             char *t = ftl_format("%s: epochs %lld-%lld were logged again by a resumed run; its records are shown.", path,
                                  (long long)e.epoch, (long long)log->epochs[log->epoch_count - 1].epoch);

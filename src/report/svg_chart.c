@@ -89,6 +89,7 @@ typedef struct frame {
     double x0, x1, y0, y1;
     bool log_y;
     int height;
+    double y_step; /* the linear axis's tick step, which its bounds are multiples of */
 } frame;
 
 static double px(const frame *f, double x) {
@@ -124,9 +125,9 @@ static void format_tick(char *out, size_t cap, double v, double step, bool log_a
         return;
     }
     if (fabs(v) < step * 1e-6) v = 0;
-    if (step >= 1e-3 && fabs(v) < 1e6) {
+    /* as many decimals as the step has, so that neighbouring ticks never read the same */
+    if (step >= 1e-10 && fabs(v) < 1e9) {
         int decimals = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
-        if (decimals > 3) decimals = 3;
         snprintf(out, cap, "%.*f", decimals, v);
     } else {
         snprintf(out, cap, "%.3g", v);
@@ -157,6 +158,7 @@ static void choose_y(frame *f, double lo, double hi, const chart_axis *a) {
     f->y1 = ceil(hi / step - 1e-9) * step;
     if (non_negative && f->y0 < 0) f->y0 = 0;
     if (f->y1 <= f->y0) f->y1 = f->y0 + step;
+    f->y_step = step;
 }
 
 /* Whole-number x ticks (epochs, steps) in a 1-2-5 step wide enough for their labels. */
@@ -194,8 +196,8 @@ static void y_ticks(ftl_strbuf *b, placed *p, const frame *f) {
         int every = d1 - d0 > 6 ? 2 : 1;
         for (int d = d0; d <= d1 && n < 16; d += every) ticks[n++] = pow(10, d);
     } else {
-        step = nice_step(f->y1 - f->y0, 5);
-        for (double v = f->y0; v <= f->y1 + step * 1e-6 && n < 16; v += step) ticks[n++] = v;
+        step = f->y_step > 0 ? f->y_step : nice_step(f->y1 - f->y0, 5);
+        for (int k = 0; n < 16 && f->y0 + k * step <= f->y1 + step * 1e-6; k++) ticks[n++] = f->y0 + k * step;
     }
     for (int i = 0; i < n; i++) {
         char t[32];
@@ -270,7 +272,7 @@ static int chart_height(int legend_rows) {
 
 void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const chart_series *s, int ns,
                     const chart_marker *m, int nm, const chart_axis *axis) {
-    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(ns)};
+    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(ns), 0};
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < ns; i++)
         for (int64_t k = 0; k < s[i].n; k++) {
@@ -328,10 +330,11 @@ void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const
     free(p);
 }
 
-void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, const double *x, int64_t n,
+void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, const double *x, const int *phase,
+                      const int64_t *epoch, int64_t n,
                       const double *const *values, const char *const *names, const char *const *colors, int parts,
                       const double *top, const char *unit, const chart_marker *m, int nm, double y_max) {
-    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(parts)};
+    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(parts), 0};
     double tallest = 0;
     for (int64_t i = 0; i < n; i++) {
         double sum = 0;
@@ -349,15 +352,19 @@ void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, con
     double pitch = (PLOT_RIGHT - LEFT) / (f.x1 - f.x0), width = fmax(1.0, pitch * 0.7);
     for (int64_t i = 0; i < n; i++) {
         double acc = 0;
-        ftl_strbuf_printf(b, "<g class=\"bar\" data-epoch=\"%.17g\">", x[i]);
+        long long e = epoch ? (long long)epoch[i] : (long long)llround(x[i]);
+        bool tuning = phase && phase[i] == 2;
+        ftl_strbuf_printf(b, "<g class=\"bar\" data-x=\"%.17g\" data-epoch=\"%lld\" data-phase=\"%d\">", x[i], e,
+                          phase ? phase[i] : 1);
         for (int k = 0; k < parts; k++) {
             double v = isfinite(values[k][i]) && values[k][i] > 0 ? values[k][i] : 0;
             double y_top = py(&f, acc + v), y_bottom = py(&f, acc);
             char value[40];
             exact_text(value, sizeof value, v);
             ftl_strbuf_printf(b, "<rect x=\"%.1f\" y=\"%.2f\" width=\"%.1f\" height=\"%.2f\" fill=\"%s\" data-part=\"%s\" "
-                                 "data-value=\"%.17g\"><title>epoch %.0f, %s: %s s</title></rect>",
-                              px(&f, x[i]) - width / 2, y_top, width, y_bottom - y_top, colors[k], names[k], v, x[i], names[k], value);
+                                 "data-value=\"%.17g\"><title>%sepoch %lld, %s: %s s</title></rect>",
+                              px(&f, x[i]) - width / 2, y_top, width, y_bottom - y_top, colors[k], names[k], v,
+                              tuning ? "fine-tuning " : "", e, names[k], value);
             acc += v;
         }
         ftl_strbuf_append(b, "</g>", 4);
@@ -373,7 +380,7 @@ void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, con
         box q = text_box(px(&f, x[i]), y, t, FONT_BAR, 'm');
         if (collides(p, q)) continue;
         place(p, q);
-        ftl_strbuf_printf(b, "<text class=\"bt\" x=\"%.1f\" y=\"%.1f\" data-epoch=\"%.17g\">%s</text>", px(&f, x[i]), y, x[i], t);
+        ftl_strbuf_printf(b, "<text class=\"bt\" x=\"%.1f\" y=\"%.1f\" data-x=\"%.17g\">%s</text>", px(&f, x[i]), y, x[i], t);
     }
     markers(b, p, &f, m, nm);
     ftl_strbuf_append(b, "</svg>\n", 7);

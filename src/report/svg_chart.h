@@ -37,8 +37,10 @@ typedef struct chart_axis {
 void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const chart_series *series,
                     int series_count, const chart_marker *markers, int marker_count, const chart_axis *axis);
 /* Stacked bars at x[i] of values[k][i] (k < part_count, negative values drawn as 0); top_label[i]
- * printed above each bar (thinned where they would overlap); y_max: NaN or a shared top. */
-void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, const double *x, int64_t n,
+ * printed above each bar (thinned where they would overlap); y_max: NaN or a shared top. phase
+ * and epoch (optional, per bar) name the epoch within its phase in data-* and tooltips. */
+void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, const double *x, const int *phase,
+                      const int64_t *epoch, int64_t n,
                       const double *const *values, const char *const *names, const char *const *colors, int part_count,
                       const double *top_label, const char *top_label_unit, const chart_marker *markers, int marker_count,
                       double y_max);

@@ -115,7 +115,7 @@ typedef struct update_args {
     case FTL_OPTIMIZER_NADAM:                                                                                   \
         for (; i + W <= end; i += W) {                                                                          \
             V g = FL(L(a->g + i), gflush), p = L(a->p + i);                                                     \
-            if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
+            if (a->u.wd != 0.0f) g = FL(g + wd * p, gflush);                                                    \
             V m = FL(L(a->m + i) * b1 + g * omb1, mflush);                                                      \
             V v = FL(L(a->v + i) * b2 + omb2 * (g * g), mflush);                                                \
             S(a->m + i, m);                                                                                     \
@@ -129,7 +129,7 @@ typedef struct update_args {
     case FTL_OPTIMIZER_ADAM:                                                                                    \
         for (; i + W <= end; i += W) {                                                                          \
             V g = FL(L(a->g + i), gflush), p = L(a->p + i);                                                     \
-            if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
+            if (a->u.wd != 0.0f) g = FL(g + wd * p, gflush);                                                    \
             V m = FL(L(a->m + i) * b1 + g * omb1, mflush);                                                      \
             V v = FL(L(a->v + i) * b2 + omb2 * (g * g), mflush);                                                \
             S(a->m + i, m);                                                                                     \
@@ -140,7 +140,7 @@ typedef struct update_args {
     case FTL_OPTIMIZER_SGD:                                                                                     \
         for (; i + W <= end; i += W) {                                                                          \
             V g = FL(L(a->g + i), gflush), p = L(a->p + i);                                                     \
-            if (a->u.wd != 0.0f) g = g + wd * p;                                                                \
+            if (a->u.wd != 0.0f) g = FL(g + wd * p, gflush);                                                    \
             if (a->u.has_momentum) {                                                                            \
                 V buf = FL(L(a->m + i) * mom + g, mflush);                                                      \
                 S(a->m + i, buf);                                                                               \

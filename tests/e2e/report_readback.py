@@ -38,7 +38,8 @@ class Page(HTMLParser):
             self.svgs[-1]["series"][-1].setdefault("where", []).append((a.get("data-phase"), a.get("data-epoch")))
             self.last_point = float(a["data-value"])
         elif tag == "g" and a.get("class") == "bar":
-            self.svgs[-1]["bars"].append({"epoch": float(a["data-epoch"]), "parts": {}})
+            self.svgs[-1]["bars"].append({"epoch": float(a["data-x"]), "phase": a["data-phase"],
+                                          "in_phase": a["data-epoch"], "parts": {}})
         elif tag == "rect" and "data-part" in a:
             self.svgs[-1]["bars"][-1]["parts"][a["data-part"]] = float(a["data-value"])
             self.last_point = float(a["data-value"])
@@ -87,7 +88,8 @@ def main():
     for run, path in enumerate(logs):
         # the epochs as the page should place them: phase 2 (a run record with "phase":"fine-tune")
         # after phase 1's last epoch; epochs a resumed run logs again replace the earlier records
-        recs, phase = [], 1
+        # (and the phase-2 epochs after them); a run appended without a resume keeps all its own
+        recs, phase, segment, resumed = [], 1, 0, False
         for line in open(path):
             try:
                 r = json.loads(line)
@@ -95,9 +97,11 @@ def main():
                 continue  # the truncated last line the report skips too
             if r.get("record") == "run":
                 phase = 2 if r.get("phase") == "fine-tune" else 1
+                segment, resumed = segment + 1, r.get("resume") is not None
             elif r.get("record", "epoch") == "epoch" and "epoch" in r:
-                r["phase"] = phase
-                while recs and recs[-1]["phase"] == phase and recs[-1]["epoch"] >= r["epoch"]:
+                r["phase"], r["segment"] = phase, segment
+                while resumed and recs and recs[-1]["segment"] != segment and (
+                        recs[-1]["phase"] > phase or (recs[-1]["phase"] == phase and recs[-1]["epoch"] >= r["epoch"])):
                     recs.pop()
                 recs.append(r)
         end1 = max([r["epoch"] for r in recs if r["phase"] == 1] or [0])
@@ -118,6 +122,8 @@ def main():
         if [b["epoch"] for b in bars] != [r["x"] for r in recs]:
             errors.append(f"{path}: time bars for epochs {[b['epoch'] for b in bars]}")
         for b, r in zip(bars, recs):
+            if (b["phase"], b["in_phase"]) != (str(r["phase"]), str(r["epoch"])):
+                errors.append(f"{path}: bar at x {b['epoch']} says phase {b['phase']} epoch {b['in_phase']}")
             for part, key in names.items():
                 want = r["time"].get(key)
                 want = max(0.0, float(want)) if want is not None else 0.0  # drawn from 0, never below

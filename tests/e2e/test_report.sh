@@ -37,10 +37,27 @@ $PY "$READBACK" "$d/resumed.html" "$d/r.jsonl" --expect-resumes 1 && pass report
 $PY "$READBACK" "$d/ft.html" "$d/ft.jsonl" "$d/a.jsonl" && grep -q '<th>phase 2</th><td>fine-tuning ' "$d/ft.html" &&
     grep -q 'fine-tuning from here' "$d/ft.html" && pass report_fine_tuned_run_phases_on_one_axis ||
     fail report_fine_tuned_run_phases_on_one_axis "$(cat "$d/ft.err")"
+# a fine-tuned run resumed from a phase-1 checkpoint into the same log: the interrupted run's later
+# epochs (phase 1's and its phase 2) give way to the resumed run's; its phase 2 is not a resume
+FT=("${RUN[@]}" --epochs 4 --early-stopping monitor=val_acc,patience=9 --fine-tune-last 2 --fine-tune-epochs 2
+    --checkpoint "$d/fk/c-{epoch}.ckpt" --log "$d/fr.jsonl")
+"$FTL" train "$T" --val "$V" "${FT[@]}" --out "$d/fr1.ftl" >/dev/null 2>&1 &&
+    "$FTL" train "$T" --val "$V" "${FT[@]}" --resume "$d/fk/c-2.ckpt" --out "$d/fr2.ftl" >/dev/null 2>"$d/fr.err" &&
+    "$FTL" report "$d/fr.jsonl" -o "$d/fr.html" >/dev/null 2>>"$d/fr.err" &&
+    $PY "$READBACK" "$d/fr.html" "$d/fr.jsonl" --expect-resumes 1 &&
+    $PY -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; runs=[x for x in r if x["record"]=="run"]; assert [x.get("phase") for x in runs]==[None,"fine-tune",None,"fine-tune"] and runs[2]["resume"] and runs[3]["resume"] is None, runs' "$d/fr.jsonl" &&
+    pass report_resumed_fine_tune_run || fail report_resumed_fine_tune_run "$(tail -3 "$d/fr.err")"
+# two runs appended to one log without a resume: nothing of the first is dropped
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --log "$d/twice.jsonl" --out "$d/tw1.ftl" >/dev/null 2>&1
+"$FTL" train "$T" --val "$V" "${RUN[@]}" --epochs 2 --log "$d/twice.jsonl" --out "$d/tw2.ftl" >/dev/null 2>&1
+"$FTL" report "$d/twice.jsonl" -o "$d/twice.html" >/dev/null 2>&1 && $PY "$READBACK" "$d/twice.html" "$d/twice.jsonl" &&
+    [ "$(grep -o '<circle[^>]*data-metric\|<g class="series" data-run="0" data-metric="loss">' "$d/twice.html" | wc -l)" -ge 1 ] &&
+    ! grep -q 'logged again' "$d/twice.html" && pass report_two_runs_in_one_log_keep_all_epochs ||
+    fail report_two_runs_in_one_log_keep_all_epochs "see log"
 # every page's layout: round ticks in range, axes >= 0, a log lr axis when it spans > 10x, bars in
 # the plot, one scale for overlaid runs, no overlapping labels, no empty facts
 LAYOUT="$(dirname "$0")/report_layout.py"
-for page in report resumed ft; do
+for page in report resumed ft fr twice; do
     $PY "$LAYOUT" "$d/$page.html" && pass "report_layout_$page" || fail "report_layout_$page" "see log"
 done
 grep -q 'data-y-scale="log"' "$d/ft.html" && pass report_lr_axis_log_across_phases || fail report_lr_axis_log_across_phases "linear"

@@ -124,7 +124,7 @@ extern "C" __global__ void ftl_head_optimizer(ka_optimizer_args a) {
     const float *G = reinterpret_cast<const float *>(a.grads);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.count; i += (int64_t)gridDim.x * blockDim.x) {
         float g = flush_below(G[i], FTL_GRAD_FLUSH), p = P[i];
-        if (a.wd != 0.0f) g = __fadd_rn(g, __fmul_rn(a.wd, p));
+        if (a.wd != 0.0f) g = flush_below(__fadd_rn(g, __fmul_rn(a.wd, p)), FTL_GRAD_FLUSH);
         if (a.kind == KA_OPT_SGD) {
             if (a.has_momentum) {
                 float buf = flush_below(__fadd_rn(__fmul_rn(M[i], a.momentum), g), FTL_MOMENT_FLUSH);
