@@ -38,21 +38,6 @@ static ftl_status top_backward(void *ctx, const float *dfeatures, size_t n) {
     return ftl_finetune_backward_rows(ctx, dfeatures, (int)n);
 }
 
-/* Phase 1's run record, as phase 2's: its "resume" stays only when phase 2 itself resumes (a run
- * that resumed phase 1 starts phase 2 afresh). */
-static void append_without_resume(ftl_strbuf *b, const char *fields, bool resume) {
-    const char *key = "\"resume\":\"", *at = resume ? NULL : strstr(fields, key);
-    if (!at) {
-        ftl_strbuf_append(b, fields, strlen(fields));
-        return;
-    }
-    const char *p = at + strlen(key);
-    while (*p && *p != '"') p += *p == '\\' && p[1] ? 2 : 1; /* the end of the JSON string */
-    ftl_strbuf_append(b, fields, (size_t)(at - fields));
-    ftl_strbuf_append(b, "\"resume\":null", 13);
-    if (*p) ftl_strbuf_append(b, p + 1, strlen(p + 1));
-}
-
 /* What a resume continues: phase 1 (a head checkpoint) or 2 (fine-tuning), and phase 2's epoch 0
  * (the metrics it started from) as the checkpoint records them. Rank 0 reads it, then tells all. */
 #define META_FINE_TUNE_START "ftl.fine_tune_start"
@@ -232,8 +217,7 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
         ftl_json_append_string(&ft, cut);
         ftl_strbuf_printf(&ft, ",\"nodes\":%d,\"parameters\":%lld,\"lr\":", fi->unfrozen_nodes, (long long)fi->param_count);
         ftl_json_append_number(&ft, fit.optimizer.lr);
-        ftl_strbuf_printf(&ft, ",\"epochs\":%lld},", (long long)fit.epochs);
-        append_without_resume(&ft, run_record + strlen(tag), resume);
+        ftl_strbuf_printf(&ft, ",\"epochs\":%lld},%s", (long long)fit.epochs, run_record + strlen(tag));
         record = ft.data;
     }
     fit.run_record = record;

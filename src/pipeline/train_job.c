@@ -110,9 +110,10 @@ static char *training_args_json(const ftl_train_options *o) {
     return b.data;
 }
 
-/* The log's first line for this run: what ran, on what data and backbone, where. */
+/* The log's first line for this run: what ran, on what data and backbone, where; `resume`: the
+ * checkpoint this part of the run continues, or NULL. */
 static char *run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info,
-                             const char *head_device) {
+                             const char *head_device, const char *resume) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"record\":\"run\",\"ftl_version\":\"%s\",\"command\":[\"ftl\"", FTL_VERSION);
     for (int i = 0; i < o->argc; i++) {
@@ -124,7 +125,7 @@ static char *run_record_json(const ftl_train_options *o, int64_t dim, const char
     char when[32] = "";
     if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     ftl_strbuf_printf(&b, "],\"started\":\"%s\",\"resume\":", when);
-    if (o->resume_path) ftl_json_append_string(&b, o->resume_path);
+    if (resume) ftl_json_append_string(&b, resume);
     else ftl_strbuf_append(&b, "null", 4);
     ftl_strbuf_printf(&b, ",\"backbone\":{\"path\":");
     ftl_json_append_string(&b, o->embed.backbone_path);
@@ -523,7 +524,13 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
             snprintf(s->head_device, sizeof s->head_device, "%s", engine->description);
         }
     }
-    char *run_record = info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info, s->head_device) : NULL;
+    char *run_record =
+        info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info, s->head_device, o->resume_path) : NULL;
+    /* phase 2's record is a resume only when phase 2 itself resumes (a resumed phase 1 starts it afresh) */
+    char *phase2_record = info && fit.log_path && ft
+                              ? run_record_json(o, r.dim, r.classes_json, info, s->head_device,
+                                                resume_phase == 2 ? o->resume_path : NULL)
+                              : NULL;
     fit.run_record = run_record;
     fit.checkpoint_meta = ckpt_meta;
     fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
@@ -550,7 +557,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                                     .val_acc = s->fit.final_val_acc, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
         }
         st = fine_tune_phase(&r, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
-                             ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], run_record, s);
+                             ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], phase2_record, s);
     }
     ftl_trainer_free(trainer);
     ftl_device_monitor_stop(monitor);
@@ -558,6 +565,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     free(offset_text);
     free(shuffle_text);
     free(run_record);
+    free(phase2_record);
     train_run_free(&r);
     s->seconds = ftl_now() - start;
     return st;

@@ -46,7 +46,8 @@ char *fine_tune_cut_text(const ftl_fine_tune_cut *cut);
 ftl_status fine_tune_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start);
 /* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors,
  * from head_params (phase 1's best; NULL when resuming phase 2 or from --init) with `initial` as
- * epoch 0; rank 0 writes the model with the tuned tensors. base_meta: phase 1's checkpoint identity. */
+ * epoch 0; rank 0 writes the model with the tuned tensors. base_meta: phase 1's checkpoint identity;
+ * run_record: the log's run record for phase 2 (its fields; "phase" and "fine_tune" are added). */
 ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
                            bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
                            ftl_train_summary *s);

@@ -78,6 +78,21 @@ on_host_a() {
     ip netns exec "$A" unshare -m -u --propagation private bash -c 'hostname "$1" && mount --rbind "$2" "$3" && shift 3 && exec "$@"' x "$HOST_A" "$PRIV_A" "$SCR" "$@"
 }
 
+# same_head_weights A.ftl B.ftl: the heads' weights agree within 1e-4 relative (another rank count
+# sums in another order)
+same_head_weights() {
+    $PY - "$1" "$2" "$(dirname "${BASH_SOURCE[0]}")/../ref/read_safetensors.py" <<'PYEOF'
+import json, subprocess, sys
+read = lambda f: json.loads(subprocess.run([sys.executable, sys.argv[3], f], capture_output=True, text=True, check=True).stdout)
+ma, mb = read(sys.argv[1]), read(sys.argv[2])
+for t in ("head.kernel", "head.bias"):
+    va = [float(v) for v in ma["tensors"][t]["values"]]
+    vb = [float(v) for v in mb["tensors"][t]["values"]]
+    worst = max(abs(p - q) / max(1e-3, abs(p)) for p, q in zip(va, vb))
+    assert worst <= 1e-4, (t, worst)
+PYEOF
+}
+
 # small_disk FOLDER KIB: FOLDER (under PRIV_A or PRIV_B) becomes a tmpfs of that size, unmounted on exit
 small_disk() {
     mkdir -p "$1" && mount -t tmpfs -o "size=${2}k" ftl-test-small "$1" && TWO_HOSTS_MOUNTS+=("$1")
