@@ -128,6 +128,16 @@ expect_error report_refuses_an_existing_output 2 'already exists' "$FTL_SAN" rep
 printf '{"record":"epoch","epoch":1,"loss":1,"acc":0.5}\n{"record":"epoch","epoch":2,"loss":1e999,"acc":0.5,"best_epoch":1e999,"epochs":1e300}\n' >"$d/huge.jsonl"
 "$FTL_SAN" report "$d/huge.jsonl" -o "$d/huge.html" >/dev/null 2>"$d/huge.err" && ! grep -q -E 'Sanitizer|runtime error' "$d/huge.err" &&
     pass report_survives_huge_numbers || fail report_survives_huge_numbers "$(head -3 "$d/huge.err")"
+# phases and resumes from a hostile log: a fine-tune record without its fields, a resume naming
+# nothing real, epoch numbers near the clamp, infinite time parts
+printf '%s\n' '{"record":"epoch","epoch":99999999,"loss":1,"acc":0.5,"time":{"head_s":1e308,"backbone_s":1e308}}' \
+    '{"record":"run","phase":"fine-tune","resume":"x"}' '{"record":"epoch","epoch":1,"loss":3e38,"acc":0.5,"lr":5}' \
+    '{"record":"run","phase":"fine-tune","fine_tune":{"cut":7,"nodes":"a"}}' '{"record":"epoch","epoch":100000000,"loss":1e-300,"acc":0.5,"lr":1e-300}' >"$d/hostile.jsonl"
+"$FTL_SAN" report "$d/hostile.jsonl" -o "$d/hostile.html" >/dev/null 2>"$d/hostile.err" && ! grep -q -E 'Sanitizer|runtime error' "$d/hostile.err" &&
+    $PY "$LAYOUT" "$d/hostile.html" >/dev/null && pass report_survives_hostile_phases || fail report_survives_hostile_phases "$(head -3 "$d/hostile.err")"
+printf '%s\n' '{"record":"run","phase":"fine-tune"}' '{"record":"epoch","epoch":1e300,"loss":1,"acc":0.5}' >"$d/badepoch.jsonl"
+expect_error report_refuses_an_impossible_epoch_number 1 'badepoch.jsonl: line 2: an epoch record without a valid epoch number' \
+    "$FTL_SAN" report "$d/badepoch.jsonl" -o "$d/badepoch.html"
 printf '[{"name":"head","ph":"X","pid":4095,"ts":0,"dur":1,"args":{"step":99999999}}]' >"$d/sparse_trace.json"
 expect_error report_refuses_a_sparse_timeline 1 'not an ftl --timeline file' \
     "$FTL_SAN" report "$d/a.jsonl" -o "$d/sparse.html" --timeline "$d/sparse_trace.json"
