@@ -65,6 +65,10 @@ typedef struct ftl_model_options {
     const struct ftl_fine_tune_cut *bottom_of; /* not NULL: the model is the frozen bottom of this cut
                                    (after features_from) and its features are the boundary tensors,
                                    back to back per image (the rows ftl_finetune_forward_rows takes) */
+    const struct ftl_fine_tune_cut *top_of; /* not NULL: the model is the frozen top of this cut: it
+                                   reads a bottom model's rows (ftl_model_run, input_floats each) and
+                                   gives features_from, as the full backbone does up to float
+                                   reassociation (its identity differs, so caches keep them apart) */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);

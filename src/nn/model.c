@@ -36,6 +36,7 @@ struct ftl_model {
     nn_plan *tail;           /* a partial last batch of tail_batch rows, compiled on first use */
     int tail_batch;
     int64_t input_per_image; /* floats */
+    bool is_top;             /* the top of a cut: its input is boundary rows, not an image */
     int in_flight;           /* batches started (ftl_model_start_features), not collected */
     nn_preprocess_worker *workers; /* one per thread: batch resize (Pillow BILINEAR, as the peer recipe) */
 };
@@ -232,6 +233,21 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     int feature;
     FTL_TRY(nn_select_features(g, o->features_from, &feature));
     ftl_status st = FTL_OK;
+    if (o->bottom_of && o->top_of)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s: a model is the bottom or the top of a cut, not both", path);
+    if (o->top_of) { /* features_from computed from the boundary rows of the cut */
+        nn_cut_spec spec = {o->top_of->last_convs, o->top_of->from_tensor};
+        st = nn_graph_prune(g, feature);
+        if (st == FTL_OK) st = nn_infer_shapes(g, 1);
+        if (st == FTL_OK) st = nn_top_input(g, &spec, feature);
+        if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
+        /* not the full backbone's features (the same up to float reassociation): an identity of their own */
+        char *cut = spec.last_convs > 0 ? ftl_format("top of last %d\n%s", spec.last_convs, m->identity)
+                                        : ftl_format("top of from %s\n%s", spec.from_tensor, m->identity);
+        ftl_sha256_hex_of_string(cut, m->identity);
+        free(cut);
+        m->is_top = true;
+    }
     if (o->bottom_of) { /* the boundary of the cut below features_from */
         nn_cut_spec spec = {o->bottom_of->last_convs, o->bottom_of->from_tensor};
         st = nn_graph_prune(g, feature);
@@ -271,7 +287,7 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
                         nn_shape_str(&one, false, a, sizeof a), nn_shape_str(&two, false, b, sizeof b));
     }
     m->input_name = ftl_strdup(g->tensors[in].name);
-    input_geometry(m, &g->tensors[in].shape);
+    if (!m->is_top) input_geometry(m, &g->tensors[in].shape);
     m->input_per_image = nn_shape_count(&g->tensors[in].shape) / g->tensors[in].shape.d[0];
     m->info.input_floats = m->input_per_image;
     m->info.feature_dim = nn_shape_count(&g->tensors[out].shape) / g->tensors[out].shape.d[0];

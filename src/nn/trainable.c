@@ -1,5 +1,6 @@
 /* The unfrozen part of a backbone for fine-tuning (trainable.h). */
 #include "nn/trainable.h"
+#include "nn/topo.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 
@@ -158,6 +159,12 @@ static int add_node_of(nn_graph *g, nn_op op, const char *op_type, const char *n
     return i;
 }
 
+/* The cut's name, as the boundary tensors' rows are named in the feature cache. */
+static char *boundary_name(const nn_cut_spec *spec) {
+    return spec->last_convs > 0 ? ftl_format("ftl.boundary(last %d)", spec->last_convs)
+                                : ftl_format("ftl.boundary(from %s)", spec->from_tensor);
+}
+
 ftl_status nn_bottom_output(nn_graph *g, const nn_cut_spec *spec, int *feature) {
     nn_trainable tr;
     FTL_TRY(nn_trainable_select(g, spec, &tr));
@@ -175,13 +182,82 @@ ftl_status nn_bottom_output(nn_graph *g, const nn_cut_spec *spec, int *feature) 
         free(name);
     }
     /* Named by the cut: the feature cache keys its rows by this name. */
-    char *base = spec->last_convs > 0 ? ftl_format("ftl.boundary(last %d)", spec->last_convs)
-                                      : ftl_format("ftl.boundary(from %s)", spec->from_tensor);
+    char *base = boundary_name(spec);
     int out = nn_graph_new_tensor(g, base);
     free(base);
     add_node_of(g, NN_OP_CONCAT, "Concat", "ftl.concat_boundary", flat, tr.n_boundary, out);
     free(flat);
     nn_trainable_free(&tr);
     *feature = out;
+    return FTL_OK;
+}
+
+/* Unfrozen nodes read `to` where they read `from`. */
+static void rewire_top(nn_graph *g, const nn_trainable *tr, int from, int to) {
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; tr->node[i] && k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == from) g->nodes[i].in[k] = to;
+}
+
+ftl_status nn_top_input(nn_graph *g, const nn_cut_spec *spec, int feature) {
+    nn_trainable tr;
+    FTL_TRY(nn_trainable_select(g, spec, &tr));
+    if (tr.n_boundary > NN_MAX_SPLIT) {
+        int n = tr.n_boundary;
+        nn_trainable_free(&tr);
+        return ftl_fail(FTL_E_UNSUPPORTED, "the cut is crossed by %d tensors; the frozen top takes at most %d", n,
+                        NN_MAX_SPLIT);
+    }
+    char *base = boundary_name(spec);
+    int in = nn_graph_new_tensor(g, base);
+    free(base);
+    if (tr.n_boundary == 1) {
+        g->tensors[in].shape = g->tensors[tr.boundary[0]].shape;
+        rewire_top(g, &tr, tr.boundary[0], in);
+    } else { /* one row per image, split back into the tensors in boundary order */
+        g->tensors[in].shape = (nn_shape){.rank = 2, .d = {1, tr.boundary_floats}};
+        int flat[NN_MAX_SPLIT];
+        for (int k = 0; k < tr.n_boundary; k++) flat[k] = nn_graph_new_tensor(g, "ftl.boundary_part");
+        int split = nn_graph_add_node(g);
+        nn_node *n = &g->nodes[split];
+        n->op = NN_OP_SPLIT;
+        n->op_type = ftl_strdup("Split");
+        n->name = ftl_strdup("ftl.split_boundary");
+        n->n_in = 1;
+        n->in = ftl_xmalloc(sizeof *n->in);
+        n->in[0] = in;
+        n->n_out = tr.n_boundary;
+        n->out = ftl_xmalloc((size_t)tr.n_boundary * sizeof *n->out);
+        n->p.axis = 1;
+        n->p.n_split = tr.n_boundary;
+        for (int k = 0; k < tr.n_boundary; k++) {
+            const nn_shape *bs = &g->tensors[tr.boundary[k]].shape;
+            n->out[k] = flat[k];
+            n->p.split[k] = nn_shape_count(bs) / bs->d[0];
+        }
+        for (int k = 0; k < tr.n_boundary; k++) {
+            nn_shape bs = g->tensors[tr.boundary[k]].shape; /* a copy: new tensors move the array */
+            int shape = nn_graph_new_tensor(g, "ftl.boundary_shape");
+            int64_t *dims = ftl_xmalloc((size_t)bs.rank * sizeof *dims);
+            dims[0] = 0; /* the batch, copied from the input */
+            for (int i = 1; i < bs.rank; i++) dims[i] = bs.d[i];
+            nn_tensor_set_data(&g->tensors[shape], NN_I64, dims, &(nn_shape){.rank = 1, .d = {bs.rank}});
+            int tensor = nn_graph_new_tensor(g, g->tensors[tr.boundary[k]].name);
+            int pair[2] = {flat[k], shape};
+            char *name = ftl_format("ftl.reshape_boundary_%d", k);
+            add_node_of(g, NN_OP_RESHAPE, "Reshape", name, pair, 2, tensor);
+            free(name);
+            rewire_top(g, &tr, tr.boundary[k], tensor);
+        }
+    }
+    nn_trainable_free(&tr);
+    g->tensors[in].is_input = true;
+    g->tensors[in].producer = -1;
+    /* sorted with the image input still there (the bottom's nodes wait on it), then pruned to the new one */
+    g->inputs = ftl_xrealloc(g->inputs, ((size_t)g->n_inputs + 1) * sizeof *g->inputs);
+    g->inputs[g->n_inputs++] = in;
+    FTL_TRY(nn_graph_sort(g));
+    FTL_TRY(nn_graph_prune(g, feature));
+    for (int t = 0; t < g->n_tensors; t++) g->tensors[t].is_input = t == in;
     return FTL_OK;
 }

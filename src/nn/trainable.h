@@ -47,6 +47,10 @@ void nn_trainable_free(nn_trainable *t);
  * [N, floats], in boundary order (the rows ftl_finetune_forward_rows takes). g as for select;
  * prune it to *feature afterwards. */
 ftl_status nn_bottom_output(nn_graph *g, const nn_cut_spec *spec, int *feature);
+/* Makes `g` the frozen top of the cut: its only input is the boundary row of an image (the bottom
+ * model's features: the boundary tensor, or several split back from one [N, floats] row) and it
+ * computes `feature` from it; everything below the cut is pruned. g as for select. */
+ftl_status nn_top_input(nn_graph *g, const nn_cut_spec *spec, int feature);
 const char *nn_param_role_name(nn_param_role role);
 
 #endif
