@@ -226,6 +226,30 @@ static ftl_status apply_overrides(ftl_model *m, const char *path, const ftl_mode
     return FTL_OK;
 }
 
+/* The identity of what this model computes: the overrides its pruned graph reads (a bottom model
+ * is not changed by tuned tensors of the top, so its boundary cache stays valid), and for the top
+ * of a cut, the cut: its features equal the full backbone's only up to float reassociation. */
+static void identity_of_what_runs(ftl_model *m, const ftl_model_options *o) {
+    const nn_graph *g = m->g;
+    ftl_tensor_override *read = ftl_xcalloc((size_t)o->n_overrides + 1, sizeof *read);
+    int n_read = 0;
+    for (int k = 0; k < o->n_overrides; k++) {
+        int t = nn_graph_find(g, o->overrides[k].name);
+        bool used = false;
+        for (int i = 0; t >= 0 && i < g->n_nodes && !used; i++)
+            for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].n_in; j++) used |= g->nodes[i].in[j] == t;
+        if (used) read[n_read++] = o->overrides[k];
+    }
+    ftl_model_identity_of(m->sha, read, n_read, m->identity);
+    free(read);
+    if (o->top_of) {
+        char *text = o->top_of->last_convs > 0 ? ftl_format("top of last %d\n%s", o->top_of->last_convs, m->identity)
+                                               : ftl_format("top of from %s\n%s", o->top_of->from_tensor, m->identity);
+        ftl_sha256_hex_of_string(text, m->identity);
+        free(text);
+    }
+}
+
 static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *o) {
     FTL_TRY(nn_load_checked(path, &m->g, m->sha));
     FTL_TRY(apply_overrides(m, path, o));
@@ -242,10 +266,6 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
         if (st == FTL_OK) st = nn_top_input(g, &spec, feature);
         if (st != FTL_OK) return ftl_fail_context(st, "%s", path);
         /* not the full backbone's features (the same up to float reassociation): an identity of their own */
-        char *cut = spec.last_convs > 0 ? ftl_format("top of last %d\n%s", spec.last_convs, m->identity)
-                                        : ftl_format("top of from %s\n%s", spec.from_tensor, m->identity);
-        ftl_sha256_hex_of_string(cut, m->identity);
-        free(cut);
         m->is_top = true;
     }
     if (o->bottom_of) { /* the boundary of the cut below features_from */
@@ -257,6 +277,7 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     }
     m->feature_name = ftl_strdup(g->tensors[feature].name);
     st = nn_graph_prune(g, feature);
+    if (st == FTL_OK) identity_of_what_runs(m, o);
     if (st == FTL_OK) {
         long long params, macs;
         nn_graph_cost(g, &params, &macs);

@@ -85,6 +85,97 @@ static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *label
     return FTL_OK;
 }
 
+/* Where eval's rows come from when the feature cache holds them all. */
+typedef struct cached_rows {
+    feature_cache_parts parts; /* count 0: not cached, run the backbone */
+    ftl_model *bottom, *top;   /* a fine-tuned model: the cut's frozen bottom (the key) and the tuned top */
+} cached_rows;
+
+static void cached_rows_free(cached_rows *c) {
+    feature_cache_parts_free(&c->parts);
+    ftl_model_free(c->bottom);
+    ftl_model_free(c->top);
+    memset(c, 0, sizeof *c);
+}
+
+/* "last N" / "from TENSOR", as the model file records the cut (from points into text). */
+static bool parse_cut(const char *text, ftl_fine_tune_cut *cut) {
+    memset(cut, 0, sizeof *cut);
+    char *end = NULL;
+    if (strncmp(text, "last ", 5) == 0) {
+        long n = strtol(text + 5, &end, 10);
+        if (end == text + 5 || *end || n < 1 || n > 1000000) return false;
+        cut->last_convs = (int)n;
+        return true;
+    }
+    if (strncmp(text, "from ", 5) == 0 && text[5]) {
+        cut->from_tensor = text + 5;
+        return true;
+    }
+    return false;
+}
+
+static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, const ftl_eval_options *o,
+                                   const ftl_embed_options *eo, const char *cache_dir, int64_t begin, int64_t end,
+                                   const ftl_collectives *col) {
+    const char *src[1] = {o->data_path};
+    feature_cache_request req = {.sources = src, .source_count = 1, .what = "eval", .embed = eo, .model = cb->backbone,
+                                 .cache_dir = cache_dir, .row_begin = begin, .row_end = end, .collectives = col};
+    const char *cut_text = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_FINE_TUNE_CUT);
+    const char *bottom_identity = ftl_classifier_metadata(&cb->clf, FTL_MODEL_META_BOTTOM_IDENTITY);
+    ftl_fine_tune_cut cut;
+    if (cut_text && cb->clf.n_tuned > 0) {
+        /* the tuned backbone's own features are never cached: its boundary rows may be */
+        if (!bottom_identity || !parse_cut(cut_text, &cut)) return FTL_OK; /* an older model file */
+        ftl_model_options mo;
+        ftl_model_options_init(&mo);
+        mo.features_from = ftl_model_get_info(cb->backbone)->feature_name;
+        mo.precision = cb->precision;
+        mo.conv_algorithm = cb->conv_algorithm;
+        mo.threads = ftl_model_get_info(cb->backbone)->threads;
+        mo.device = cb->device;
+        mo.batch = ftl_model_get_info(cb->backbone)->batch;
+        mo.overrides = cb->clf.tuned;
+        mo.n_overrides = cb->clf.n_tuned;
+        mo.bottom_of = &cut;
+        FTL_TRY(ftl_model_load(cb->backbone_path, &mo, &c->bottom));
+        if (strcmp(ftl_model_get_info(c->bottom)->identity, bottom_identity) != 0) {
+            ftl_log_warn("eval: the frozen bottom of %s's cut (%s) has identity %.16s..., the file records %.16s...; "
+                         "not using its boundary rows", o->model_path, cut_text, ftl_model_get_info(c->bottom)->identity,
+                         bottom_identity);
+            return FTL_OK;
+        }
+        req.model = c->bottom;
+    }
+    FTL_TRY(feature_cache_lookup(&req, &c->parts));
+    if (c->parts.count == 0) {
+        ftl_log_info("eval: the feature cache %s does not hold %s of rows %lld-%lld; computing their features", cache_dir,
+                     c->bottom ? "the boundary rows" : "the features", (long long)begin, (long long)end);
+        return FTL_OK;
+    }
+    if (c->bottom) {
+        ftl_model_options mo;
+        ftl_model_options_init(&mo);
+        mo.features_from = ftl_model_get_info(cb->backbone)->feature_name;
+        mo.precision = cb->precision;
+        mo.conv_algorithm = cb->conv_algorithm;
+        mo.threads = ftl_model_get_info(cb->backbone)->threads;
+        mo.device = cb->device;
+        mo.batch = ftl_model_get_info(cb->backbone)->batch;
+        mo.overrides = cb->clf.tuned;
+        mo.n_overrides = cb->clf.n_tuned;
+        mo.top_of = &cut;
+        ftl_status st = ftl_model_load(cb->backbone_path, &mo, &c->top);
+        if (st != FTL_OK) {
+            feature_cache_parts_free(&c->parts);
+            return st;
+        }
+        ftl_log_info("eval: reusing the boundary rows of the cut (%s) from %d part%s in %s: only the tuned top and the "
+                     "head run", cut_text, c->parts.count, c->parts.count == 1 ? "" : "s", cache_dir);
+    }
+    return FTL_OK;
+}
+
 ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     memset(r, 0, sizeof *r);
     double start = ftl_now();
@@ -127,9 +218,9 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     if (st == FTL_OK) st = loader_total_rows(src, 1, &total);
     begin = ftl_dist_rank(col) * total / ftl_dist_size(col);
     end = (ftl_dist_rank(col) + 1) * total / ftl_dist_size(col);
-    /* Cached features of exactly these rows, backbone and preprocessing, when one part holds them. */
-    feature_cache_parts cached = {0};
-    const feature_part *part = NULL;
+    /* This rank's rows from the feature cache when it holds all of them (in any number of parts): the
+     * features of a frozen model, or for a fine-tuned one the boundary rows of its cut, which the
+     * tuned top turns into features. Else from the images, through the whole backbone. */
     ftl_embed_options eo;
     ftl_embed_options_init(&eo);
     eo.backbone_path = cb.backbone_path;
@@ -141,8 +232,8 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;
     eo.label_offset = label_offset;
-    /* Without --cache-dir, the cache `ftl train` leaves next to the model by default (only a file
-     * of exactly this key is used: same data, backbone, preprocessing, precision, algorithm). */
+    /* Without --cache-dir, the cache `ftl train` leaves next to the model by default (only files of
+     * exactly this key are used: same data, backbone, preprocessing, precision, algorithm). */
     char *cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : NULL;
     if (!cache_dir) {
         const char *slash = strrchr(o->model_path, '/');
@@ -151,56 +242,58 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         if (ftl_is_directory(guess)) cache_dir = guess;
         else free(guess);
     }
-    if (st == FTL_OK && cache_dir && end > begin) {
-        feature_cache_request req = {.sources = src, .source_count = 1, .what = "eval", .embed = &eo, .model = cb.backbone,
-                                     .cache_dir = cache_dir, .row_begin = begin, .row_end = end, .collectives = col};
-        st = feature_cache_lookup(&req, &cached);
-        if (st == FTL_OK && cached.count == 1) part = &cached.parts[0];
-        else if (st == FTL_OK)
-            ftl_log_info("eval: the feature cache %s does not hold rows %lld-%lld in one part; computing their features",
-                         cache_dir, (long long)begin, (long long)end);
-    }
-    ftl_loader_options lo;
-    ftl_loader_options_init(&lo);
-    const char *cached_src[1] = {part ? part->path : NULL};
-    lo.sources = part ? cached_src : src;
-    lo.source_count = 1;
-    lo.value_column = part ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
-    if (o->label_column && !part) lo.label_column = o->label_column;
-    lo.path_column = FTL_COLUMN_PATH;
-    lo.path_optional = true;
-    lo.image_size = part ? 0 : o->image_size;
-    lo.batch_size = o->batch;
-    lo.shuffle = false;
-    lo.equal_batches = false;
-    lo.epochs = 1;
-    lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
-    lo.label_offset = part ? 0 : label_offset; /* cached labels carry it already */
-    lo.row_begin = part ? begin - part->begin : begin;
-    lo.row_end = part ? end - part->begin : end;
-    ftl_loader *l = NULL;
-    if (st == FTL_OK && end > begin) st = ftl_loader_open(&lo, &l);
-    if (st == FTL_OK && l && part && ftl_loader_row_bytes(l) != cb.clf.head.dim * 4)
-        st = ftl_fail(FTL_E_FORMAT, "%s: features have %lld floats, the model expects %lld", part->path,
-                      (long long)ftl_loader_row_bytes(l) / 4, (long long)cb.clf.head.dim);
-    float *features = NULL;
-    if (st == FTL_OK) {
-        e.logits = ftl_xmalloc((size_t)(o->batch * c) * sizeof(float));
-        if (!part) features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float));
-    }
+    cached_rows from = {0};
+    if (st == FTL_OK && cache_dir && end > begin) st = cached_rows_find(&from, &cb, o, &eo, cache_dir, begin, end, col);
+    float *features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float) + 1);
+    if (st == FTL_OK) e.logits = ftl_xmalloc((size_t)(o->batch * c) * sizeof(float));
     ftl_progress progress;
-    bool show = o->show_progress && st == FTL_OK && l && rank0;
-    if (show) ftl_progress_start(&progress, "eval", "images", ftl_loader_shard_rows(l));
-    ftl_batch b;
+    bool show = o->show_progress && st == FTL_OK && end > begin && rank0;
+    if (show) ftl_progress_start(&progress, "eval", "images", end - begin);
     ftl_dist_phase_begin(col, "evaluating its shard");
-    while (st == FTL_OK && l && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
-        const float *x = (const float *)b.values;
-        if (!part) {
-            st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows, ftl_loader_image_size(l), features);
-            x = features;
+    /* Segments of rows in order: [at, next) from one cache part each, or all of them from the images. */
+    for (int64_t at = begin, k = 0; st == FTL_OK && at < end; k++) {
+        const feature_part *part = from.parts.count ? &from.parts.parts[k] : NULL;
+        int64_t next = part ? (part->end < end ? part->end : end) : end;
+        ftl_loader_options lo;
+        ftl_loader_options_init(&lo);
+        const char *part_src[1] = {part ? part->path : NULL};
+        lo.sources = part ? part_src : src;
+        lo.source_count = 1;
+        lo.value_column = part ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
+        if (o->label_column && !part) lo.label_column = o->label_column;
+        lo.path_column = FTL_COLUMN_PATH;
+        lo.path_optional = true;
+        lo.image_size = part ? 0 : o->image_size;
+        lo.batch_size = o->batch;
+        lo.shuffle = false;
+        lo.equal_batches = false;
+        lo.epochs = 1;
+        lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
+        lo.label_offset = part ? 0 : label_offset; /* cached labels carry it already */
+        lo.row_begin = part ? at - part->begin : at;
+        lo.row_end = part ? next - part->begin : next;
+        ftl_loader *l = NULL;
+        st = ftl_loader_open(&lo, &l);
+        int64_t want = from.top ? ftl_model_get_info(from.top)->input_floats : cb.clf.head.dim;
+        if (st == FTL_OK && part && ftl_loader_row_bytes(l) != want * 4)
+            st = ftl_fail(FTL_E_FORMAT, "%s: rows have %lld floats, the model expects %lld", part->path,
+                          (long long)ftl_loader_row_bytes(l) / 4, (long long)want);
+        ftl_batch b;
+        while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
+            const float *x = (const float *)b.values;
+            if (!part) {
+                st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows,
+                                                ftl_loader_image_size(l), features);
+                x = features;
+            } else if (from.top) {
+                st = ftl_model_run(from.top, x, (int)b.rows, features);
+                x = features;
+            }
+            if (st == FTL_OK) st = eval_batch(&e, x, b.labels, b.paths, b.rows);
+            if (show) ftl_progress_update(&progress, r->rows);
         }
-        if (st == FTL_OK) st = eval_batch(&e, x, b.labels, b.paths, b.rows);
-        if (show) ftl_progress_update(&progress, r->rows);
+        ftl_loader_close(l);
+        at = next;
     }
     ftl_dist_phase_end(col);
     if (show) ftl_progress_finish(&progress, r->rows);
@@ -241,12 +334,11 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         if (st == FTL_OK) st = ftl_atomic_commit(&e.csv);
         else ftl_atomic_abort(&e.csv);
     }
-    ftl_loader_close(l);
     free(features);
     free(e.logits);
     free(e.class_correct);
     free(e.class_total);
-    feature_cache_parts_free(&cached);
+    cached_rows_free(&from);
     free(cache_dir);
     ftl_strbuf_free(&e.lines);
     classifier_backbone_close(&cb);

@@ -108,9 +108,52 @@ typedef struct fine_tune_run {
     int n_tuned;
 } fine_tune_run;
 
-ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
-                           bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
-                           ftl_train_summary *s) {
+ftl_status boundary_model_load(const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
+                               ftl_model **out) {
+    ftl_model_options bm;
+    ftl_model_options_init(&bm);
+    bm.features_from = o->embed.features_from;
+    bm.bottom_of = &o->fine_tune;
+    bm.precision = o->embed.precision;
+    bm.conv_algorithm = o->embed.conv_algorithm;
+    bm.threads = o->embed.threads;
+    bm.batch = o->embed.batch;
+    bm.overrides = start;
+    bm.n_overrides = n_start;
+    return ftl_model_load(o->embed.backbone_path, &bm, out);
+}
+
+bool boundary_sources_ready(const train_run *bottom) { return bottom->have_train_global || bottom->have_train_stream; }
+
+ftl_status boundary_setup(const train_run *r, const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
+                          train_run *bottom, ftl_train_summary *s) {
+    if (!bottom->backbone) FTL_TRY(boundary_model_load(o, start, n_start, &bottom->backbone));
+    if (boundary_sources_ready(bottom)) return FTL_OK;
+    ftl_train_options bo = *o;
+    bo.embed.bottom_of = &o->fine_tune;
+    bo.embed.overrides = start;
+    bo.embed.n_overrides = n_start;
+    free(bottom->cache_dir);
+    bottom->cache_dir = ftl_strdup(r->cache_dir);
+    memcpy(bottom->train_fingerprint, r->train_fingerprint, sizeof r->train_fingerprint);
+    bottom->image_size = r->image_size;
+    ftl_train_summary bs;
+    memset(&bs, 0, sizeof bs);
+    ftl_status st = o->feature_cache ? train_run_setup_cached(bottom, &bo, &bs) : train_run_setup_per_batch(bottom, &bo, &bs);
+    s->boundary_dim = bottom->dim;
+    s->boundary_cache_reused = bs.train_cache_reused && (!o->val_path || bs.val_cache_reused);
+    s->features_seconds += bs.features_seconds;
+    s->train_rows = bs.train_rows;
+    s->val_rows = bs.val_rows;
+    s->features_in_memory = bs.features_in_memory;
+    s->train_cache_reused = bs.train_cache_reused;
+    s->val_cache_reused = bs.val_cache_reused;
+    return st;
+}
+
+ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_options *o, const float *head_params,
+                           ftl_epoch_log initial, bool resume, const ftl_kv *base_meta, size_t n_base_meta,
+                           const char *run_record, ftl_train_summary *s) {
     const ftl_collectives *col = &o->fit.collectives;
     bool rank0 = ftl_dist_rank(col) == 0;
     fine_tune_run f;
@@ -153,39 +196,12 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
     if (st == FTL_OK && fi->feature_dim != r->dim)
         st = ftl_fail(FTL_E_INTERNAL, "the top gives %lld features, the backbone %lld", (long long)fi->feature_dim,
                       (long long)r->dim);
-    /* The frozen bottom: the backbone cut at the boundary, cached like features. */
-    ftl_train_options bo = *o;
-    if (st == FTL_OK) {
-        bo.embed.bottom_of = &o->fine_tune;
-        bo.embed.overrides = start_tensors;
-        bo.embed.n_overrides = n_start;
-        ftl_model_options bm;
-        ftl_model_options_init(&bm);
-        bm.features_from = o->embed.features_from;
-        bm.bottom_of = &o->fine_tune;
-        bm.precision = o->embed.precision;
-        bm.conv_algorithm = o->embed.conv_algorithm;
-        bm.threads = o->embed.threads;
-        bm.batch = o->embed.batch;
-        bm.overrides = start_tensors;
-        bm.n_overrides = n_start;
-        st = ftl_model_load(o->embed.backbone_path, &bm, &f.bottom.backbone);
-    }
-    if (st == FTL_OK && ftl_model_get_info(f.bottom.backbone)->feature_dim != fi->boundary_floats)
+    /* The frozen bottom: phase 1's (its boundary rows computed once per recipe), or loaded here. */
+    if (!bottom) bottom = &f.bottom;
+    if (st == FTL_OK) st = boundary_setup(r, o, start_tensors, n_start, bottom, s);
+    if (st == FTL_OK && ftl_model_get_info(bottom->backbone)->feature_dim != fi->boundary_floats)
         st = ftl_fail(FTL_E_INTERNAL, "the bottom gives %lld floats per image, the top takes %lld",
-                      ftl_model_get_info(f.bottom.backbone)->feature_dim, fi->boundary_floats);
-    if (st == FTL_OK) {
-        f.bottom.cache_dir = ftl_strdup(r->cache_dir);
-        memcpy(f.bottom.train_fingerprint, r->train_fingerprint, sizeof r->train_fingerprint);
-        f.bottom.image_size = r->image_size;
-        ftl_train_summary bs;
-        memset(&bs, 0, sizeof bs);
-        st = o->feature_cache ? train_run_setup_cached(&f.bottom, &bo, &bs)
-                              : train_run_setup_per_batch(&f.bottom, &bo, &bs);
-        s->boundary_dim = f.bottom.dim;
-        s->boundary_cache_reused = bs.train_cache_reused && (!o->val_path || bs.val_cache_reused);
-        s->features_seconds += bs.features_seconds;
-    }
+                      ftl_model_get_info(bottom->backbone)->feature_dim, fi->boundary_floats);
     ftl_fit_top top = {0};
     if (st == FTL_OK)
         top = (ftl_fit_top){.ctx = f.top, .in_dim = fi->boundary_floats, .out_dim = fi->feature_dim,
@@ -196,7 +212,7 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
     ftl_kv *meta = ftl_xcalloc(n_base_meta + 3, sizeof *meta);
     memcpy(meta, base_meta, n_base_meta * sizeof *meta);
     meta[n_base_meta] = (ftl_kv){FTL_MODEL_META_FINE_TUNE_CUT, cut};
-    meta[n_base_meta + 1] = (ftl_kv){FTL_MODEL_META_BACKBONE_IDENTITY, st == FTL_OK ? ftl_model_get_info(f.bottom.backbone)->identity : ""};
+    meta[n_base_meta + 1] = (ftl_kv){FTL_MODEL_META_BACKBONE_IDENTITY, st == FTL_OK ? ftl_model_get_info(bottom->backbone)->identity : ""};
     meta[n_base_meta + 2] = (ftl_kv){META_FINE_TUNE_START, start};
     ftl_fit_config fit = o->fit;
     fit.optimizer.lr = o->fine_tune_lr;
@@ -231,11 +247,11 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
         float *block = ftl_trainer_params(t, &count);
         st = ftl_dist_broadcast(col, block, count * sizeof(float), 0);
     }
-    if (st == FTL_OK && resume) st = ftl_trainer_resume(t, o->resume_path, &f.bottom.train);
+    if (st == FTL_OK && resume) st = ftl_trainer_resume(t, o->resume_path, &bottom->train);
     /* --fine-tune-only: epoch 0 is the --init model measured here, on this validation set. */
     if (st == FTL_OK && !resume && o->fine_tune_only && o->val_path) {
         ftl_metric_counts vc;
-        st = ftl_trainer_evaluate(t, &f.bottom.val, &vc);
+        st = ftl_trainer_evaluate(t, &bottom->val, &vc);
         initial.val_loss = ftl_metric_loss(&vc);
         initial.val_acc = ftl_metric_accuracy(&vc);
         free(start);
@@ -245,7 +261,7 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
     if (st == FTL_OK && rank0 && fit.epoch_out && !resume)
         fprintf(fit.epoch_out, "Fine-tuning %d nodes (%s, %lld values) with the head at lr %g; epoch 0: val_acc %.4f\n",
                 fi->unfrozen_nodes, cut, (long long)fi->param_count, fit.optimizer.lr, initial.val_acc);
-    if (st == FTL_OK) st = ftl_trainer_fit(t, &f.bottom.train, o->val_path ? &f.bottom.val : NULL, &s->fit);
+    if (st == FTL_OK) st = ftl_trainer_fit(t, &bottom->train, o->val_path ? &bottom->val : NULL, &s->fit);
     s->fine_tuned = st == FTL_OK;
     if (st == FTL_OK && rank0) {
         /* The model holds the top's values and any of --init's tuned tensors outside this cut. */
@@ -266,6 +282,7 @@ ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float
         ftl_model_identity_of(ftl_model_get_info(r->backbone)->sha256, f.tuned, f.n_tuned, identity);
         char *lr = ftl_format("%.9g", o->fine_tune_lr);
         ftl_kv extra[] = {{FTL_MODEL_META_FINE_TUNE_CUT, cut}, {FTL_MODEL_META_BACKBONE_IDENTITY, identity},
+                          {FTL_MODEL_META_BOTTOM_IDENTITY, ftl_model_get_info(bottom->backbone)->identity},
                           {"ftl.fine_tune_lr", lr}, {META_FINE_TUNE_START, start}};
         st = train_run_save_model(r, o, t, &s->fit, f.tuned, f.n_tuned, extra, sizeof extra / sizeof extra[0]);
         free(lr);

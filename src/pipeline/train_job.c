@@ -191,6 +191,9 @@ void train_run_free(train_run *r) {
     if (r->have_train_flipped) feature_store_close(&r->train_flipped);
     if (r->have_train_stream) loader_source_close(&r->train_stream);
     if (r->have_val_stream) loader_source_close(&r->val_stream);
+    if (r->have_train_top) top_source_free(&r->train_top);
+    if (r->have_val_top) top_source_free(&r->val_top);
+    ftl_model_free(r->top);
     ftl_model_free(r->backbone);
     for (int64_t i = 0; i < r->class_count; i++) free(r->class_names[i]);
     free(r->class_names);
@@ -221,6 +224,27 @@ static void rank_rows(const ftl_collectives *c, int64_t total, int64_t *begin, i
     int64_t k = ftl_dist_rank(c), n = ftl_dist_size(c);
     *begin = k * total / n;
     *end = (k + 1) * total / n;
+}
+
+/* The trainer's sources over one rank's stores: global batches in the single-process order for
+ * training, this rank's rows once for validation (val NULL: none). */
+static ftl_status sources_over_stores(train_run *r, const ftl_train_options *o, feature_store *train, feature_store *flipped,
+                                      feature_store *val, int64_t train_total, int64_t dim) {
+    const char *train_src[1] = {o->train_path};
+    ftl_loader_options torder = train_order(o, train_src);
+    train->dim = dim; /* a rank with no rows has no part to learn it from */
+    if (flipped) flipped->dim = dim;
+    FTL_TRY(global_order_source_init(&r->train_global, &torder, train, flipped, o->fit.seed, train_total,
+                                     ftl_dist_size(&o->fit.collectives)));
+    r->have_train_global = true;
+    r->train = global_order_source_as_batch_source(&r->train_global);
+    if (val) {
+        val->dim = dim;
+        file_order_source_init(&r->val_local, val);
+        r->have_val_local = true;
+        r->val = file_order_source_as_batch_source(&r->val_local);
+    }
+    return FTL_OK;
 }
 
 /* Feature-cache mode: each rank embeds (or reuses) its rows of train and val, then trains on
@@ -281,22 +305,8 @@ ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_
     if (st == FTL_OK && r->train_store.dim && r->train_store.dim != dim)
         st = ftl_fail(FTL_E_FORMAT, "the cached features have %lld floats but the backbone gives %lld: rebuild the cache",
                       (long long)r->train_store.dim, (long long)dim);
-    ftl_loader_options torder = train_order(o, train_src);
-    if (st == FTL_OK) {
-        r->train_store.dim = dim; /* a rank with no rows has no part to learn it from */
-        if (r->have_train_flipped) r->train_flipped.dim = dim;
-        st = global_order_source_init(&r->train_global, &torder, &r->train_store,
-                                      r->have_train_flipped ? &r->train_flipped : NULL, o->fit.seed, train_total,
-                                      ftl_dist_size(col));
-        r->have_train_global = st == FTL_OK;
-    }
-    if (st == FTL_OK) r->train = global_order_source_as_batch_source(&r->train_global);
-    if (st == FTL_OK && o->val_path) {
-        r->val_store.dim = dim;
-        file_order_source_init(&r->val_local, &r->val_store);
-        r->have_val_local = true;
-        r->val = file_order_source_as_batch_source(&r->val_local);
-    }
+    if (st == FTL_OK) st = sources_over_stores(r, o, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
+                                               o->val_path ? &r->val_store : NULL, train_total, dim);
     r->dim = dim;
     s->train_rows = train_total;
     s->val_rows = val_total;
@@ -306,24 +316,98 @@ ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_
     return st;
 }
 
-/* --no-feature-cache: the backbone runs on every training and validation batch. */
-ftl_status train_run_setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+/* The image loaders with `model` run on every training and validation batch. */
+static ftl_status open_streams(train_run *r, const ftl_train_options *o, ftl_model *model, ftl_train_summary *s) {
     const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
     ftl_loader_options torder = train_order(o, train_src), vorder = val_order(o, val_src);
-    const ftl_model_info *info = ftl_model_get_info(r->backbone);
-    r->dim = info->feature_dim;
-    FTL_TRY(loader_source_open(&r->train_stream, &torder, r->backbone, &o->embed.preprocess, r->dim));
+    int64_t dim = ftl_model_get_info(model)->feature_dim;
+    r->preprocess = o->embed.preprocess;
+    FTL_TRY(loader_source_open(&r->train_stream, &torder, model, &r->preprocess, dim));
     r->have_train_stream = true;
     if (o->augment_flip) loader_source_set_flip(&r->train_stream, o->fit.seed);
     r->train = loader_source_as_batch_source(&r->train_stream);
     s->train_rows = ftl_loader_total_rows(r->train_stream.loader);
     if (o->val_path) {
-        FTL_TRY(loader_source_open(&r->val_stream, &vorder, r->backbone, &o->embed.preprocess, r->dim));
+        FTL_TRY(loader_source_open(&r->val_stream, &vorder, model, &r->preprocess, dim));
         r->have_val_stream = true;
         r->val = loader_source_as_batch_source(&r->val_stream);
         s->val_rows = ftl_loader_total_rows(r->val_stream.loader);
     }
     return FTL_OK;
+}
+
+/* --no-feature-cache: the backbone runs on every training and validation batch. */
+ftl_status train_run_setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
+    r->dim = ftl_model_get_info(r->backbone)->feature_dim;
+    return open_streams(r, o, r->backbone, s);
+}
+
+/* r's sources become the frozen top over the boundary rows they give. */
+static void through_top(train_run *r, const ftl_train_options *o) {
+    top_source_init(&r->train_top, r->train, r->top);
+    r->have_train_top = true;
+    r->train = top_source_as_batch_source(&r->train_top);
+    if (o->val_path) {
+        top_source_init(&r->val_top, r->val, r->top);
+        r->have_val_top = true;
+        r->val = top_source_as_batch_source(&r->val_top);
+    }
+}
+
+ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o, train_run *bottom, ftl_train_summary *s) {
+    ftl_status st = o->feature_cache ? boundary_setup(r, o, NULL, 0, bottom, s) : boundary_model_load(o, NULL, 0, &bottom->backbone);
+    ftl_model_options tm;
+    ftl_model_options_init(&tm);
+    tm.features_from = o->embed.features_from;
+    tm.top_of = &o->fine_tune;
+    tm.precision = o->embed.precision;
+    tm.conv_algorithm = o->embed.conv_algorithm;
+    tm.device = o->embed.device;
+    tm.deterministic = o->embed.deterministic;
+    tm.threads = o->embed.threads;
+    tm.batch = o->embed.batch;
+    if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &tm, &r->top);
+    if (st != FTL_OK) return st;
+    int64_t dim = ftl_model_get_info(r->top)->feature_dim;
+    r->dim = dim;
+    if (!o->feature_cache) { /* bottom, then top, on every batch */
+        st = open_streams(r, o, bottom->backbone, s);
+        if (st == FTL_OK) through_top(r, o);
+        return st;
+    }
+    feature_store *bt = &bottom->train_store, *bf = bottom->have_train_flipped ? &bottom->train_flipped : NULL,
+                  *bv = bottom->have_val_store ? &bottom->val_store : NULL;
+    int64_t rows = (bt->end - bt->begin) * (bf ? 2 : 1) + (bv ? bv->end - bv->begin : 0);
+    int64_t limit = o->max_memory > 0 ? o->max_memory : default_max_memory();
+    if (rows * dim * 4 > limit) { /* too many for memory beside the boundary rows: the top runs per batch */
+        ftl_log_info("fine-tuning: phase 1's %.1f GiB of features exceed the memory limit; the frozen top runs on every "
+                     "batch of boundary rows", (double)(rows * dim * 4) / (1 << 30));
+        st = sources_over_stores(r, o, bt, bf, bv, s->train_rows, bottom->dim);
+        if (st == FTL_OK) through_top(r, o);
+        return st;
+    }
+    double t0 = ftl_now();
+    st = top_features_store(bt, r->top, &r->train_store);
+    r->have_train_store = st == FTL_OK;
+    if (st == FTL_OK && bf) {
+        st = top_features_store(bf, r->top, &r->train_flipped);
+        r->have_train_flipped = st == FTL_OK;
+    }
+    if (st == FTL_OK && bv) {
+        st = top_features_store(bv, r->top, &r->val_store);
+        r->have_val_store = st == FTL_OK;
+    }
+    double seconds = ftl_now() - t0;
+    s->features_seconds += seconds;
+    char *cut = fine_tune_cut_text(&o->fine_tune);
+    if (st == FTL_OK)
+        ftl_log_info("fine-tuning: phase 1's features of %lld rows made from their boundary rows by the frozen top (%s) "
+                     "in %.1f s", (long long)rows, cut, seconds);
+    free(cut);
+    if (st == FTL_OK)
+        st = sources_over_stores(r, o, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
+                                 r->have_val_store ? &r->val_store : NULL, s->train_rows, dim);
+    return st;
 }
 
 ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer,
@@ -408,8 +492,9 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                         "kernels in oneDNN (bf16 needs AVX-512): use --precision fp32, or auto");
     FTL_TRY(ensure_parent_folder(o->out_path));
     if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));
-    train_run r;
+    train_run r, bottom; /* bottom: the cut's frozen bottom, when fine-tuning */
     memset(&r, 0, sizeof r);
+    memset(&bottom, 0, sizeof bottom);
     const char *train_src[1] = {o->train_path};
     ftl_status st = dataset_read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
                                          o->embed.label_offset, &r.class_names, &r.class_count);
@@ -471,7 +556,9 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         r.cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
         s->features_cached = o->feature_cache;
         r.dim = ftl_model_get_info(r.backbone)->feature_dim;
-        if (run_phase1) st = o->feature_cache ? train_run_setup_cached(&r, o, s) : train_run_setup_per_batch(&r, o, s);
+        /* with a cut, phase 1's features come from the boundary rows phase 2 trains on: one bottom pass */
+        if (run_phase1 && ft) st = train_run_setup_through_cut(&r, o, &bottom, s);
+        else if (run_phase1) st = o->feature_cache ? train_run_setup_cached(&r, o, s) : train_run_setup_per_batch(&r, o, s);
     }
     s->dim = r.dim;
     s->classes = r.class_count;
@@ -556,7 +643,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
             epoch0 = (ftl_epoch_log){.loss = s->fit.final_loss, .acc = s->fit.final_acc, .val_loss = s->fit.final_val_loss,
                                     .val_acc = s->fit.final_val_acc, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
         }
-        st = fine_tune_phase(&r, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
+        st = fine_tune_phase(&r, &bottom, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
                              ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], phase2_record, s);
     }
     ftl_trainer_free(trainer);
@@ -566,6 +653,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     free(shuffle_text);
     free(run_record);
     free(phase2_record);
+    train_run_free(&bottom);
     train_run_free(&r);
     s->seconds = ftl_now() - start;
     return st;

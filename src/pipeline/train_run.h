@@ -8,6 +8,7 @@
 #include "pipeline/feature_store.h"
 #include "pipeline/loader_source.h"
 #include "pipeline/store_sources.h"
+#include "pipeline/top_source.h"
 
 /* The run's sources: everything ftl_train_run opens, so one cleanup frees it all. */
 typedef struct train_run {
@@ -17,11 +18,16 @@ typedef struct train_run {
     file_order_source val_local;
     loader_source train_stream, val_stream;
     bool have_train_store, have_val_store, have_train_flipped, have_train_global, have_val_local, have_train_stream, have_val_stream;
+    /* phase 1 of a fine-tuning run: the frozen top over the bottom's boundary rows */
+    ftl_model *top;
+    top_source train_top, val_top;
+    bool have_train_top, have_val_top;
     ftl_batch_source train, val;
     char **class_names;
     int64_t class_count, dim;
     int image_size;
     char *preprocess_json, *classes_json, *cache_dir;
+    ftl_nn_preprocess preprocess; /* what the per-batch sources scale images with (they point here) */
     char train_fingerprint[65];  /* computed once (it reads every byte): the rank check and the cache key */
 } train_run;
 
@@ -30,6 +36,10 @@ void train_run_free(train_run *r);
  * its rows) or recomputed every batch (--no-feature-cache). */
 ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s);
 ftl_status train_run_setup_per_batch(train_run *r, const ftl_train_options *o, ftl_train_summary *s);
+/* Phase 1 of a fine-tuning run: bottom's boundary rows once per recipe (cached: set up here; per
+ * batch: its model only, its sources are phase 2's), and r's features from them through the
+ * frozen top (r->top). */
+ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o, train_run *bottom, ftl_train_summary *s);
 /* MODEL.ftl with the trainer's head, n_tuned fine-tuned backbone tensors and extra metadata. */
 ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, ftl_trainer *trainer,
                                 const ftl_fit_result *res, const ftl_tensor_override *tuned, int n_tuned,
@@ -44,12 +54,22 @@ char *fine_tune_cut_text(const ftl_fine_tune_cut *cut);
 /* Which phase --resume's checkpoint continues (1 or 2) and phase 2's epoch 0 as it records them;
  * rank 0 reads the file and tells the others. A checkpoint of another cut is refused here. */
 ftl_status fine_tune_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start);
-/* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors,
+/* The frozen bottom of the cut (its features are the boundary rows), with --init's start tensors. */
+ftl_status boundary_model_load(const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
+                               ftl_model **out);
+/* The boundary sources of `bottom` have been set up. */
+bool boundary_sources_ready(const train_run *bottom);
+/* Loads bottom's model if it has none and sets up its boundary sources (cached, or per batch) if
+ * not yet done, over r's data and cache folder; the summary gets the boundary's facts. */
+ftl_status boundary_setup(const train_run *r, const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
+                          train_run *bottom, ftl_train_summary *s);
+/* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors
+ * (`bottom`: phase 1's, its model loaded and maybe its sources set up; NULL: loaded here),
  * from head_params (phase 1's best; NULL when resuming phase 2 or from --init) with `initial` as
  * epoch 0; rank 0 writes the model with the tuned tensors. base_meta: phase 1's checkpoint identity;
  * run_record: the log's run record for phase 2 (its fields; "phase" and "fine_tune" are added). */
-ftl_status fine_tune_phase(train_run *r, const ftl_train_options *o, const float *head_params, ftl_epoch_log initial,
-                           bool resume, const ftl_kv *base_meta, size_t n_base_meta, const char *run_record,
-                           ftl_train_summary *s);
+ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_options *o, const float *head_params,
+                           ftl_epoch_log initial, bool resume, const ftl_kv *base_meta, size_t n_base_meta,
+                           const char *run_record, ftl_train_summary *s);
 
 #endif

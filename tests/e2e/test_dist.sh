@@ -182,6 +182,13 @@ for t in ma:
     assert worst <= 1e-3, (t, worst)
 print("same fine-tuned model", a, b)
 PYEOF
+# eval of the fine-tuned model reads the boundary rows the two ranks left in two parts, runs only the
+# tuned top and the head, and gives exactly the metrics of the whole tuned backbone on the images
+"$FTL" eval "$d/ft1.ftl" "$V" --cache-dir "$d/cache" --json "$d/ft1_cached.json" --quiet >/dev/null 2>"$d/ft1_eval.err" &&
+    "$FTL" eval "$d/ft1.ftl" "$V" --cache-dir "$d/no-cache" --json "$d/ft1_images.json" --quiet >/dev/null 2>&1 &&
+    grep -q 'eval: reusing the boundary rows of the cut (last 2) from 2 parts' "$d/ft1_eval.err" &&
+    cmp -s "$d/ft1_cached.json" "$d/ft1_images.json" &&
+    pass dist_eval_reuses_boundary_rows_of_two_parts || fail dist_eval_reuses_boundary_rows_of_two_parts "$(cat "$d/ft1_eval.err")"
 grep -q 'streaming them' "$d/np2s.err" && pass dist_streamed_features_used || fail dist_streamed_features_used "$(head -3 "$d/np2s.err")"
 [ "$(grep -c '^Epoch\|^train:' "$d/np2.out")" -eq "$(grep -c '^Epoch\|^train:' "$d/np1.out")" ] && [ "$(wc -l <"$d/np2.jsonl")" -eq "$(wc -l <"$d/np1.jsonl")" ] &&
     pass dist_rank0_alone_logs || fail dist_rank0_alone_logs "$(wc -l "$d/np2.jsonl" "$d/np1.jsonl")"

@@ -24,11 +24,22 @@ if "$FTL" train "$T" --val "$V" "${RECIPE[@]}" --out "$d/model.ftl" --log "$d/ru
 else
     fail two_phase_recipe_runs "$(tail -5 "$d/train.err")"
 fi
+# one pass of the frozen bottom per split (its boundary rows); phase 1's features from them through the top
+[ "$(grep -c 'feature cache: computing' "$d/train.err")" -eq 2 ] &&
+    grep -q 'feature cache: computing train features of .* (rows 0-244)' "$d/train.err" &&
+    grep -q 'feature cache: computing val features of .* (rows 0-153)' "$d/train.err" &&
+    grep -q "phase 1's features of 397 rows made from their boundary rows by the frozen top (last 4)" "$d/train.err" &&
+    pass recipe_runs_the_bottom_once_per_split || fail recipe_runs_the_bottom_once_per_split "$(grep 'feature cache\|fine-tuning' "$d/train.err")"
 grep -q '^Fine-tuning 9 nodes (last 4, 882560 values) with the head at lr 0.0001; epoch 0: val_acc ' "$d/train.out" &&
     [ -f "$d/ckpt/fine-tune-c-1.ckpt" ] && [ -f "$d/ckpt/c-1.ckpt" ] &&
     pass phase_2_announced_with_its_own_checkpoints || fail phase_2_announced_with_its_own_checkpoints "$(tail -8 "$d/train.out")"
 "$FTL" eval "$d/model.ftl" "$V" --json "$d/eval.json" --quiet >/dev/null 2>"$d/eval.err" || fail fine_tuned_eval_runs "$(cat "$d/eval.err")"
 $READ_ST "$d/model.ftl" >"$d/model.json" || fail fine_tuned_model_readable "independent safetensors reader failed"
+# with the train run's cache: val's boundary rows reused, only the tuned top and the head run, the same metrics
+"$FTL" eval "$d/model.ftl" "$V" "${C[@]}" --json "$d/eval_cached.json" --quiet >/dev/null 2>"$d/eval_cached.err" &&
+    grep -q 'eval: reusing the boundary rows of the cut (last 4) from 1 part' "$d/eval_cached.err" &&
+    ! grep -q 'eval: reusing' "$d/eval.err" && cmp -s "$d/eval.json" "$d/eval_cached.json" &&
+    pass eval_of_fine_tuned_model_reuses_boundary_rows || fail eval_of_fine_tuned_model_reuses_boundary_rows "$(cat "$d/eval_cached.err")"
 $PY - "$d" "$MODEL" <<'PYEOF' && pass phase_2_never_worse_and_eval_reproduces_it || fail phase_2_never_worse_and_eval_reproduces_it "see log"
 import json, sys
 d = sys.argv[1]
@@ -46,6 +57,22 @@ e = json.load(open(d + "/eval.json"))
 print("eval", e["top1"], e["loss"])
 assert round(e["top1"] * 153) == round(m["val_acc"] * 153), (e["top1"], m["val_acc"])
 assert abs(e["loss"] - m["val_loss"]) < 1e-4, (e["loss"], m["val_loss"])
+PYEOF
+# phase 1 on the features the frozen top makes from the boundary rows trains as the frozen recipe does on
+# the full backbone's features: the same epochs, every metric within 0.5 point (and 1e-3 in loss)
+"$FTL" train "$T" --val "$V" --backbone "$MODEL" --batch 16 --epochs 6 --early-stopping monitor=val_acc,patience=2 "${C[@]}" \
+    --out "$d/frozen.ftl" --log "$d/frozen.jsonl" --quiet >/dev/null 2>"$d/frozen.err" || fail frozen_recipe_runs "$(tail -3 "$d/frozen.err")"
+$PY - "$d/run.jsonl" "$d/frozen.jsonl" <<'PYEOF' && pass phase_1_through_the_top_trains_as_the_frozen_recipe || fail phase_1_through_the_top_trains_as_the_frozen_recipe "see log"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+runs = [i for i, r in enumerate(recs) if r["record"] == "run"]
+p1 = [r for r in recs[runs[0]:runs[1]] if r["record"] == "epoch"]
+frozen = [r for r in map(json.loads, open(sys.argv[2])) if r["record"] == "epoch"]
+print("phase 1", [r["val_acc"] for r in p1], "frozen", [r["val_acc"] for r in frozen])
+assert len(p1) == len(frozen), (len(p1), len(frozen))
+for a, b in zip(p1, frozen):
+    assert abs(a["val_acc"] - b["val_acc"]) <= 0.005 and abs(a["acc"] - b["acc"]) <= 0.005, (a, b)
+    assert abs(a["val_loss"] - b["val_loss"]) <= 1e-3 and abs(a["loss"] - b["loss"]) <= 1e-3, (a, b)
 PYEOF
 $PY - "$d/model.json" "$MODEL" <<'PYEOF' && pass tuned_tensors_named_as_onnx_initializers || fail tuned_tensors_named_as_onnx_initializers "see log"
 import json, sys
@@ -149,7 +176,7 @@ PYEOF
 "$FTL" inspect "$MODEL" --fine-tune-last 5 | grep -c '^boundary' | grep -qx 2 || fail two_boundary_cut_exists "last 5 should have 2 boundary tensors"
 "$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs 2 --fine-tune-last 5 --fine-tune-epochs 2 --fine-tune-lr 1e-4 \
     --fine-tune-warmup-epochs 2 --max-memory 1 --log "$d/two.jsonl" "${C[@]}" --out "$d/two.ftl" >/dev/null 2>"$d/two.err" &&
-    [ "$(grep -c 'streaming them' "$d/two.err")" -eq 2 ] &&
+    [ "$(grep -c 'streaming them' "$d/two.err")" -eq 1 ] && grep -q 'the frozen top runs on every batch of boundary rows' "$d/two.err" &&
     $PY - "$d/two.jsonl" <<'PYEOF' && pass phase_2_warmup_and_streamed_boundary || fail phase_2_warmup_and_streamed_boundary "$(tail -3 "$d/two.err")"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -193,9 +220,15 @@ AUG=(--backbone "$MODEL" --epochs 2 --fine-tune-last 4 --fine-tune-epochs 2 --fi
     >/dev/null 2>"$d/flip.err" || fail flip_recipe_runs "$(tail -3 "$d/flip.err")"
 "$FTL" train "$T" --val "$V" "${AUG[@]}" --cache-dir "$d/flipcache" --out "$d/flip_recomputed.ftl" --no-feature-cache \
     --quiet >/dev/null 2>&1 || fail flip_recomputed_runs "train --no-feature-cache failed"
-[ "$(grep -c 'features of .*, mirrored (rows 0-244)' "$d/flip.err")" -eq 2 ] && ! grep -q 'val.parquet, mirrored' "$d/flip.err" &&
+# the bottom runs once per split and orientation: train, train mirrored, val; phase 1 uses the top on them
+[ "$(grep -c 'feature cache: computing' "$d/flip.err")" -eq 3 ] &&
+    [ "$(grep -c 'features of .*, mirrored (rows 0-244)' "$d/flip.err")" -eq 1 ] && ! grep -q 'val.parquet, mirrored' "$d/flip.err" &&
+    grep -q "phase 1's features of 641 rows made from their boundary rows by the frozen top (last 4)" "$d/flip.err" &&
     pass flip_caches_both_orientations_of_train_only || fail flip_caches_both_orientations_of_train_only "$(cat "$d/flip.err")"
-MIRRORED=$(grep -m1 'features of .*, mirrored' "$d/flip.err" | sed 's/.* into //')
+# the frozen recipe caches the full backbone's mirrored features: checked against ONNX Runtime below
+"$FTL" train "$T" --backbone "$MODEL" --epochs 1 --augment flip --cache-dir "$d/flipcache" --out "$d/flip_frozen.ftl" \
+    >/dev/null 2>"$d/flip_frozen.err" || fail flip_frozen_runs "$(tail -3 "$d/flip_frozen.err")"
+MIRRORED=$(grep -m1 'features of .*, mirrored' "$d/flip_frozen.err" | sed 's/.* into //')
 DUCK="node $(dirname "$0")/../tools/duckdb_query.mjs"
 $DUCK "SELECT file_row_number AS i, hex(image) AS img FROM read_parquet('$T', file_row_number=true) ORDER BY i" >"$d/train_images.json"
 $DUCK "SELECT file_row_number AS i, hex(features) AS f FROM read_parquet('$MIRRORED', file_row_number=true) ORDER BY i" >"$d/mirrored.json"
