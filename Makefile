@@ -87,9 +87,10 @@ $(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
 	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 # OpenMP pragmas in these files only: batch preprocessing runs on the backbone's own thread team
-# (and in the strided copies, which share it too)
+# (and in the strided copies, and the training plan's host loops, which share it too)
 $(BUILD)/obj/src/nn/preprocess_batch.o $(BUILD)/san/src/nn/preprocess_batch.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu_copy.o $(BUILD)/san/src/nn/cpu_copy.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu_train.o $(BUILD)/san/src/nn/cpu_train.o: CFLAGS += -fopenmp
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)

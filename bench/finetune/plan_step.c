@@ -63,6 +63,19 @@ int main(int argc, char **argv) {
         step_ms[r] = 1e3 * (bench_now() - t) / n;
     }
     qsort(step_ms, (size_t)reps, sizeof *step_ms, bench_cmp_double);
+    /* where a step's time goes (timed steps wait for each primitive: a little slower than above) */
+    ftl_finetune_set_profiling(ft, true);
+    double tp = bench_now();
+    do {
+        ftl_finetune_forward(ft, (const float *const *)in, feat);
+        ftl_finetune_backward(ft, df);
+    } while (bench_now() - tp < 1.0);
+    ftl_finetune_print_profile(ft, stderr);
+    ftl_cpu_peak peak;
+    if (ftl_cpu_peak_measure(threads, &peak) == FTL_OK)
+        fprintf(stderr, "peak: fp32 %.1f GFLOP/s on %d threads (%s; %.1f measured on all at once)\n", peak.fp32_gflops,
+                threads, peak.isa_fp32, peak.fp32_measured);
+    ftl_finetune_set_profiling(ft, false);
     /* the frozen bottom: inference up to the (first) boundary tensor, what the cache replaces */
     ftl_model_options o;
     ftl_model_options_init(&o);

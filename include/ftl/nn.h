@@ -227,6 +227,11 @@ const float *ftl_finetune_grads(const ftl_finetune *f);
  * plan's parameter and gradient storage, copying the current values into params. */
 ftl_status ftl_finetune_bind(ftl_finetune *f, float *params, float *grads);
 int ftl_finetune_batch(const ftl_finetune *f);
+/* The training step's profiler: on, every step of the plan is timed from now on (the counts start
+ * at zero); print: the time per forward + backward by node and work (convolution forward, backward
+ * data and weights, other primitives, layout reorders, host loops), heaviest first. */
+void ftl_finetune_set_profiling(ftl_finetune *f, bool on);
+void ftl_finetune_print_profile(const ftl_finetune *f, FILE *out);
 /* The same passes on n <= batch rows, each holding one image's boundary tensors back to back
  * (boundary_floats floats, in boundary order: what a bottom model cut at the boundary gives). */
 ftl_status ftl_finetune_forward_rows(ftl_finetune *f, const float *rows, int n, float *features);

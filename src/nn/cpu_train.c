@@ -6,8 +6,10 @@
 #include "nn/cpu_plan.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/timing.h"
 
 #include <dnnl.h>
+#include <dnnl_debug.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,10 @@ typedef struct tp_step {
     bool mul;                   /* BINARY: Mul, else Add */
     nn_shape ys, as, bs;        /* BINARY(_BWD): output and operand shapes at the output's rank */
     int64_t outer, chunk, stride, offset; /* CONCAT / SPLIT_BWD: per outer index, chunk floats at offset in stride */
+    char what[80];              /* the node and the work, for the profile */
+    bool boundary_only;         /* computes only a boundary tensor's gradient: skipped unless asked for */
+    double flops;               /* a convolution's floating-point operations per run (2 per multiply-add) */
+    double seconds;             /* profiling: time in this step since the last reset */
 } tp_step;
 
 typedef struct tp_list {
@@ -62,9 +68,27 @@ struct nn_train_plan {
     void **scratch;
     int n_scratch, cap_scratch;
     int feature;
+    const char *node_name;      /* the node being compiled (each step's label) */
+    struct tp_reordered *reordered; /* forward inputs reordered into a primitive's layout (reused backward) */
+    int n_reordered, cap_reordered;
+    bool profiling;
+    bool marking_boundary_only; /* steps pushed now serve only a boundary gradient */
+    double conv_flops;          /* of the convolution being compiled (each of its three primitives) */
+    bool skip_boundary_only;    /* this backward needs no boundary gradient */
+    int64_t profiled_steps;     /* forward + backward pairs timed */
+    double host_clear_seconds;  /* clearing the gradient buffers */
 };
 
-static tp_step *push(tp_list *l) {
+static tp_step *push_step(tp_list *l);
+/* A step labelled with the node being compiled and its work. */
+static tp_step *push_labelled(nn_train_plan *p, tp_list *l, const char *work) {
+    tp_step *s = push_step(l);
+    s->boundary_only = p->marking_boundary_only;
+    snprintf(s->what, sizeof s->what, "%.48s: %s", p->node_name ? p->node_name : "?", work);
+    return s;
+}
+
+static tp_step *push_step(tp_list *l) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->s = ftl_xrealloc(l->s, (size_t)l->cap * sizeof *l->s);
@@ -97,8 +121,16 @@ static ftl_status mem_of(nn_train_plan *p, const dnnl_memory_desc_t *md, void *d
 /* A primitive step from pd; args as (key, md, data) triples. */
 static ftl_status add_prim(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t pd, int n, const int *keys,
                            const dnnl_memory_desc_t *const *mds, void *const *data) {
-    tp_step *s = push(l);
+    dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
+    dnnl_prop_kind_t prop = dnnl_prop_kind_undef;
+    dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind);
+    if (kind != dnnl_reorder) dnnl_primitive_desc_query(pd, dnnl_query_prop_kind, 0, &prop);
+    char work[40];
+    snprintf(work, sizeof work, "%s%s%s", dnnl_prim_kind2str(kind), prop != dnnl_prop_kind_undef ? " " : "",
+             prop != dnnl_prop_kind_undef ? dnnl_prop_kind2str(prop) : "");
+    tp_step *s = push_labelled(p, l, work);
     s->kind = TP_PRIM;
+    if (kind == dnnl_convolution) s->flops = p->conv_flops;
     dnnl_status_t st = dnnl_primitive_create(&s->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     if (st != dnnl_success) {
@@ -114,8 +146,8 @@ static ftl_status add_prim(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t p
     return FTL_OK;
 }
 
-static void add_accum(tp_list *l, float *src, float *dst, int64_t count) {
-    tp_step *s = push(l);
+static void add_accum(nn_train_plan *p, tp_list *l, float *src, float *dst, int64_t count) {
+    tp_step *s = push_labelled(p, l, "gradient sum");
     s->kind = TP_ACCUM;
     s->src = src;
     s->dst = dst;
@@ -144,6 +176,26 @@ static ftl_status push_reorder(nn_train_plan *p, tp_list *l, const dnnl_memory_d
     return add_prim(p, l, pd, 2, keys, mds, data);
 }
 
+typedef struct tp_reordered {
+    const void *plain;
+    dnnl_memory_desc_t md;
+    void *copy;
+} tp_reordered;
+
+static void remember_reordered(nn_train_plan *p, const void *plain, const dnnl_memory_desc_t *md, void *copy) {
+    if (p->n_reordered == p->cap_reordered) {
+        p->cap_reordered = p->cap_reordered ? 2 * p->cap_reordered : 16;
+        p->reordered = ftl_xrealloc(p->reordered, (size_t)p->cap_reordered * sizeof *p->reordered);
+    }
+    p->reordered[p->n_reordered++] = (tp_reordered){plain, *md, copy};
+}
+
+static void *reordered_copy(const nn_train_plan *p, const void *plain, const dnnl_memory_desc_t *md) {
+    for (int i = 0; i < p->n_reordered; i++)
+        if (p->reordered[i].plain == plain && dnnl_memory_desc_equal(&p->reordered[i].md, md)) return p->reordered[i].copy;
+    return NULL;
+}
+
 /* Adds pd's primitive to l with layout adapters; `reversed`: l runs back to front (the backward
  * list), so what runs after the primitive is pushed first. Takes ownership of pd. */
 static ftl_status add_adapted(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_t pd, int n, const tp_io *io,
@@ -159,8 +211,17 @@ static ftl_status add_adapted(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_
         adapt[k] = chosen[k].ndims > 0 && !dnnl_memory_desc_equal(&chosen[k], io[k].plain);
         keys[k] = io[k].key;
         mds[k] = adapt[k] ? &chosen[k] : io[k].plain;
+        /* a backward input the forward already reordered into this layout (an activation, a weight:
+         * unchanged between the forward and the backward of a step) reads the forward's copy */
+        void *done = adapt[k] && reversed && !io[k].output ? reordered_copy(p, io[k].data, &chosen[k]) : NULL;
+        if (done) {
+            data[k] = done;
+            adapt[k] = false;
+            continue;
+        }
         data[k] = adapt[k] ? new_scratch(p, (int64_t)(dnnl_memory_desc_get_size(&chosen[k]) / sizeof(float)) + 1)
                            : io[k].data;
+        if (adapt[k] && !reversed && !io[k].output) remember_reordered(p, io[k].data, &chosen[k], data[k]);
     }
     /* executed: input reorders, the primitive, output reorders (pushed the other way round when
      * the list runs backwards) */
@@ -209,6 +270,12 @@ static ftl_status fail_node(const nn_node *n, const char *why) {
  * convolutions), with reorders from and to the plan's plain buffers. */
 /* in_type: what the primitives read (src, weights, diff_dst: f32, or bf16 copies made by the
  * reorders from the plain fp32 buffers); what they write (dst, diff_src, diff_weights) stays f32. */
+static bool is_boundary(const nn_train_plan *p, int t) {
+    for (int k = 0; k < p->tr->n_boundary; k++)
+        if (p->tr->boundary[k] == t) return true;
+    return false;
+}
+
 static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_type_t in_type) {
     const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]), *ws = shape_of(p, n->in[1]);
     if (xs->rank != 4) return fail_node(n, "only 2-D convolutions");
@@ -262,6 +329,7 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
     }
     float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL;
     float *Y = p->act[n->out[0]], *dY = p->grad[n->out[0]];
+    p->conv_flops = 2.0 * (double)nn_shape_count(ys) * (double)(ws->d[1] * ws->d[2] * ws->d[3]); /* each output: C/g x kH x kW MACs */
     /* add_adapted takes ownership of each descriptor it is given */
     tp_io fio[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
                     {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
@@ -272,8 +340,8 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
     if (wpd && s == FTL_OK) {
         float *dW = new_scratch(p, nn_shape_count(ws)), *dB = bias ? new_scratch(p, ws->d[0]) : NULL;
         /* the backward list runs in reverse: the accumulations (run last) are pushed first */
-        if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
-        if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
+        if (p->param_of[n->in[1]] >= 0) add_accum(p, &p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
+        if (bias && p->param_of[n->in[2]] >= 0) add_accum(p, &p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
         tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
                        {DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
                        {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, &w, dW, true},
@@ -281,18 +349,21 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
         s = add_adapted(p, &p->bwd, wpd, bias ? 4 : 3, io, true);
         wpd = NULL;
     }
-    /* data gradient */
+    /* data gradient (of a boundary tensor: computed only when the caller asks for it) */
     if (dpd && s == FTL_OK) {
+        p->marking_boundary_only = is_boundary(p, n->in[0]);
         float *dX = new_scratch(p, nn_shape_count(xs));
-        add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+        add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
         tp_io io[3] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
                        {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
                        {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &x, dX, true}};
         s = add_adapted(p, &p->bwd, dpd, 3, io, true);
+        p->marking_boundary_only = false;
         dpd = NULL;
     }
     if (wpd) dnnl_primitive_desc_destroy(wpd);
     if (dpd) dnnl_primitive_desc_destroy(dpd);
+    p->conv_flops = 0;
     return s;
 }
 
@@ -336,9 +407,9 @@ static ftl_status compile_batchnorm(nn_train_plan *p, const nn_node *n) {
     dnnl_primitive_desc_destroy(fpd);
     if (s != FTL_OK) return s;
     float *dX = new_scratch(p, nn_shape_count(xs)), *dS = new_scratch(p, c), *dT = new_scratch(p, c);
-    if (p->grad[n->in[0]]) add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
-    if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dS, grad_of(p, n->in[1]), c);
-    if (p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dT, grad_of(p, n->in[2]), c);
+    if (p->grad[n->in[0]]) add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+    if (p->param_of[n->in[1]] >= 0) add_accum(p, &p->bwd, dS, grad_of(p, n->in[1]), c);
+    if (p->param_of[n->in[2]] >= 0) add_accum(p, &p->bwd, dT, grad_of(p, n->in[2]), c);
     int bkeys[9] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_DST,
                     DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
     const dnnl_memory_desc_t *bmds[9] = {&x, &v, &v, &v, &v, &x, &x, &v, &v};
@@ -383,7 +454,7 @@ static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
             float *dX = new_scratch(p, nn_shape_count(xs));
-            add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
             int bkeys[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
             const dnnl_memory_desc_t *mds3[3] = {&x, &x, &x};
             void *bdata[3] = {X, p->grad[n->out[0]], dX};
@@ -435,7 +506,7 @@ static ftl_status compile_pool(nn_train_plan *p, const nn_node *n) {
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
             float *dX = new_scratch(p, nn_shape_count(xs));
-            add_accum(&p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
             int bkeys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
             const dnnl_memory_desc_t *bmds[3] = {&y, &x, &ws};
             void *bdata[3] = {p->grad[n->out[0]], dX, WS};
@@ -480,8 +551,8 @@ static ftl_status compile_linear(nn_train_plan *p, const nn_node *n) {
         s = cpu_check(dnnl_inner_product_backward_weights_desc_init(&wdsc, &x, &w, bias ? &b : NULL, &y), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            if (p->param_of[n->in[1]] >= 0) add_accum(&p->bwd, dW, grad_of(p, n->in[1]), outs * kdim);
-            if (bias && p->param_of[n->in[2]] >= 0) add_accum(&p->bwd, dB, grad_of(p, n->in[2]), outs);
+            if (p->param_of[n->in[1]] >= 0) add_accum(p, &p->bwd, dW, grad_of(p, n->in[1]), outs * kdim);
+            if (bias && p->param_of[n->in[2]] >= 0) add_accum(p, &p->bwd, dB, grad_of(p, n->in[2]), outs);
             int bkeys[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
             const dnnl_memory_desc_t *bmds[4] = {&x, &y, &w, &b};
             void *bdata[4] = {X, dY, dW, dB};
@@ -493,7 +564,7 @@ static ftl_status compile_linear(nn_train_plan *p, const nn_node *n) {
         s = cpu_check(dnnl_inner_product_backward_data_desc_init(&dd, &x, &w, &y), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            add_accum(&p->bwd, dX, p->grad[n->in[0]], rows * kdim);
+            add_accum(p, &p->bwd, dX, p->grad[n->in[0]], rows * kdim);
             int bkeys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
             const dnnl_memory_desc_t *bmds[3] = {&y, &w, &x};
             void *bdata[3] = {dY, W, dX};
@@ -514,7 +585,7 @@ static nn_shape at_rank(const nn_shape *s, int rank) {
 /* Add/Mul where neither operand has the output's shape (both broadcast): element-wise loops. */
 static ftl_status compile_binary_loops(nn_train_plan *p, const nn_node *n) {
     const nn_shape *ys = shape_of(p, n->out[0]);
-    tp_step *f = push(&p->fwd);
+    tp_step *f = push_labelled(p, &p->fwd, "broadcast binary");
     f->kind = TP_BINARY;
     f->mul = n->op == NN_OP_MUL;
     f->ys = *ys;
@@ -528,7 +599,7 @@ static ftl_status compile_binary_loops(nn_train_plan *p, const nn_node *n) {
         int t = n->in[k];
         float *g = grad_of(p, t);
         if (!g) continue;
-        tp_step *s = push(&p->bwd);
+        tp_step *s = push_labelled(p, &p->bwd, "broadcast binary backward");
         s->kind = TP_BINARY_BWD;
         s->mul = f->mul;
         s->ys = *ys;
@@ -610,7 +681,7 @@ static ftl_status compile_binary(nn_train_plan *p, const nn_node *n) {
          * pushed the other way round, as the backward list runs back to front */
         float *prod = mul ? new_scratch(p, nn_shape_count(ys)) : dY;
         float *sum = reduce ? new_scratch(p, count) : prod;
-        add_accum(&p->bwd, sum, g, count);
+        add_accum(p, &p->bwd, sum, g, count);
         if (reduce) {
             FTL_TRY(reduce_pd(p, ys, &sh[k], n->name, &pd));
             int rkeys[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
@@ -640,14 +711,14 @@ static ftl_status compile_concat_loops(nn_train_plan *p, const nn_node *n) {
         int t = n->in[k];
         if (t < 0) continue;
         int64_t chunk = shape_of(p, t)->d[axis] * inner;
-        tp_step *f = push(&p->fwd);
+        tp_step *f = push_labelled(p, &p->fwd, "concat");
         f->kind = TP_CONCAT;
         f->a = data_of(p, t);
         f->dst = p->act[n->out[0]];
         f->outer = outer, f->chunk = chunk, f->stride = stride, f->offset = at;
         float *g = grad_of(p, t);
         if (g) {
-            tp_step *s = push(&p->bwd);
+            tp_step *s = push_labelled(p, &p->bwd, "concat backward");
             s->kind = TP_SPLIT_BWD;
             s->a = p->grad[n->out[0]];
             s->dst = g;
@@ -695,7 +766,7 @@ static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
             plain(&to, ts);
             float *part = new_scratch(p, nn_shape_count(ts));
             st = cpu_check(dnnl_memory_desc_init_submemory(&slab, &y, dims, offs), n->name);
-            add_accum(&p->bwd, part, g, nn_shape_count(ts));
+            add_accum(p, &p->bwd, part, g, nn_shape_count(ts));
             if (st == FTL_OK) st = push_reorder(p, &p->bwd, &slab, p->grad[n->out[0]], &to, part);
         }
         at += ts->d[axis];
@@ -783,7 +854,11 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
         st = ftl_fail(FTL_E_INVALID_ARG, "the feature tensor '%s' is not computed by the unfrozen part",
                       g->tensors[p->feature].name);
     for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
-        if (!g->nodes[i].dead && tr->node[i]) st = compile_node(p, &g->nodes[i]);
+        if (!g->nodes[i].dead && tr->node[i]) {
+            p->node_name = g->nodes[i].name;
+            st = compile_node(p, &g->nodes[i]);
+        }
+    p->node_name = NULL;
     if (st != FTL_OK) {
         nn_train_plan_free(p);
         return st;
@@ -823,6 +898,7 @@ void nn_train_plan_free(nn_train_plan *p) {
     }
     if (p->stream) dnnl_stream_destroy(p->stream);
     if (p->engine) dnnl_engine_destroy(p->engine);
+    free(p->reordered);
     free(p);
 }
 
@@ -852,30 +928,124 @@ static void run_binary_bwd(const tp_step *s) {
     }
 }
 
-static ftl_status run_list(nn_train_plan *p, const tp_list *l, bool reverse) {
+/* Host loops over large arrays run on the plan's OpenMP team (the backbone's thread count). */
+enum { TP_PARALLEL_MIN = 1 << 15 };
+
+static void accumulate(float *dst, const float *src, int64_t n) {
+#pragma omp parallel for if (n >= TP_PARALLEL_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+static void run_concat(const tp_step *s) {
+#pragma omp parallel for if (s->outer * s->chunk >= TP_PARALLEL_MIN) schedule(static)
+    for (int64_t o = 0; o < s->outer; o++)
+        memcpy(s->dst + o * s->stride + s->offset, s->a + o * s->chunk, (size_t)s->chunk * sizeof(float));
+}
+
+static void run_split_bwd(const tp_step *s) {
+#pragma omp parallel for if (s->outer * s->chunk >= TP_PARALLEL_MIN) schedule(static)
+    for (int64_t o = 0; o < s->outer; o++)
+        for (int64_t i = 0; i < s->chunk; i++) s->dst[o * s->chunk + i] += s->a[o * s->stride + s->offset + i];
+}
+
+static ftl_status run_list(nn_train_plan *p, tp_list *l, bool reverse) {
+    bool pending = false; /* a primitive may still run (an asynchronous runtime): host steps wait for it */
     for (int j = 0; j < l->n; j++) {
-        const tp_step *s = &l->s[reverse ? l->n - 1 - j : j];
+        tp_step *s = &l->s[reverse ? l->n - 1 - j : j];
+        if (s->boundary_only && p->skip_boundary_only) continue;
+        double t0 = p->profiling ? ftl_now() : 0;
+        if (s->kind != TP_PRIM && pending) {
+            CPU_TRY(dnnl_stream_wait(p->stream), "training step");
+            pending = false;
+        }
         switch (s->kind) {
         case TP_PRIM:
             CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->n_args, s->args), "training step");
-            CPU_TRY(dnnl_stream_wait(p->stream), "training step");
+            pending = true;
+            if (p->profiling) {
+                CPU_TRY(dnnl_stream_wait(p->stream), "training step");
+                pending = false;
+            }
             break;
-        case TP_ACCUM:
-            for (int64_t i = 0; i < s->count; i++) s->dst[i] += s->src[i];
-            break;
+        case TP_ACCUM: accumulate(s->dst, s->src, s->count); break;
         case TP_BINARY: run_binary(s); break;
         case TP_BINARY_BWD: run_binary_bwd(s); break;
-        case TP_CONCAT:
-            for (int64_t o = 0; o < s->outer; o++)
-                memcpy(s->dst + o * s->stride + s->offset, s->a + o * s->chunk, (size_t)s->chunk * sizeof(float));
-            break;
-        case TP_SPLIT_BWD:
-            for (int64_t o = 0; o < s->outer; o++)
-                for (int64_t i = 0; i < s->chunk; i++) s->dst[o * s->chunk + i] += s->a[o * s->stride + s->offset + i];
-            break;
+        case TP_CONCAT: run_concat(s); break;
+        case TP_SPLIT_BWD: run_split_bwd(s); break;
         }
+        if (p->profiling) s->seconds += ftl_now() - t0;
     }
+    if (pending) CPU_TRY(dnnl_stream_wait(p->stream), "training step");
     return FTL_OK;
+}
+
+void nn_train_plan_set_profiling(nn_train_plan *p, bool on) {
+    p->profiling = on;
+    p->profiled_steps = 0;
+    p->host_clear_seconds = 0;
+    tp_list *lists[2] = {&p->fwd, &p->bwd};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < lists[l]->n; i++) lists[l]->s[i].seconds = 0;
+}
+
+typedef struct tp_profile_row {
+    const char *what;
+    double seconds, flops;
+    int steps;
+} tp_profile_row;
+
+static int by_time(const void *a, const void *b) {
+    const tp_profile_row *x = a, *y = b;
+    return x->seconds < y->seconds ? 1 : x->seconds > y->seconds ? -1 : strcmp(x->what, y->what);
+}
+
+void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out) {
+    int64_t n = p->profiled_steps > 0 ? p->profiled_steps : 1;
+    int total_steps = p->fwd.n + p->bwd.n;
+    tp_profile_row *rows = ftl_xcalloc((size_t)total_steps + 1, sizeof *rows);
+    int n_rows = 0;
+    double sum = p->host_clear_seconds;
+    const tp_list *lists[2] = {&p->fwd, &p->bwd};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < lists[l]->n; i++) {
+            const tp_step *s = &lists[l]->s[i];
+            if (s->boundary_only && p->skip_boundary_only) continue; /* not run */
+            sum += s->seconds;
+            int r = 0;
+            while (r < n_rows && strcmp(rows[r].what, s->what) != 0) r++;
+            if (r == n_rows) rows[n_rows++] = (tp_profile_row){s->what, 0, 0, 0};
+            rows[r].seconds += s->seconds;
+            rows[r].flops += s->flops;
+            rows[r].steps++;
+        }
+    qsort(rows, (size_t)n_rows, sizeof *rows, by_time);
+    /* what kind of work: oneDNN's convolutions (the ceiling), its other primitives, layout reorders, host loops */
+    double conv = 0, reorder = 0, other_prim = 0, host = p->host_clear_seconds, flops = 0;
+    for (int r = 0; r < n_rows; r++) {
+        flops += rows[r].flops;
+        if (strstr(rows[r].what, ": convolution ")) conv += rows[r].seconds;
+        else if (strstr(rows[r].what, ": reorder")) reorder += rows[r].seconds;
+        else if (strstr(rows[r].what, ": gradient sum") || strstr(rows[r].what, ": broadcast") || strstr(rows[r].what, ": concat"))
+            host += rows[r].seconds;
+        else other_prim += rows[r].seconds;
+    }
+    fprintf(out, "training step: %.3f ms (forward + backward, %lld timed) = convolutions %.3f + other primitives %.3f + "
+                 "reorders %.3f + host loops and gradient clearing %.3f ms; %.3f GFLOP of convolutions: %.1f GFLOP/s "
+                 "over the step, %.1f in the convolutions\n",
+            1e3 * sum / (double)n, (long long)p->profiled_steps, 1e3 * conv / (double)n, 1e3 * other_prim / (double)n,
+            1e3 * reorder / (double)n, 1e3 * host / (double)n, flops / 1e9, sum > 0 ? flops * (double)n / sum / 1e9 : 0.0,
+            conv > 0 ? flops * (double)n / conv / 1e9 : 0.0);
+    fprintf(out, "  %9s %6s %8s  %s\n", "ms/step", "share", "GFLOP/s", "node: work");
+    for (int r = 0; r < n_rows; r++) {
+        char rate[16] = "";
+        if (rows[r].flops > 0 && rows[r].seconds > 0)
+            snprintf(rate, sizeof rate, "%.1f", rows[r].flops * (double)n / rows[r].seconds / 1e9);
+        fprintf(out, "  %9.3f %5.1f%% %8s  %s%s\n", 1e3 * rows[r].seconds / (double)n,
+                sum > 0 ? 100.0 * rows[r].seconds / sum : 0.0, rate, rows[r].what, rows[r].steps > 1 ? " (several steps)" : "");
+    }
+    fprintf(out, "  %9.3f %5.1f%% %8s  clearing the gradient buffers\n", 1e3 * p->host_clear_seconds / (double)n,
+            sum > 0 ? 100.0 * p->host_clear_seconds / sum : 0.0, "");
+    free(rows);
 }
 
 ftl_status nn_train_plan_forward(nn_train_plan *p, const float *const *boundary, float *features) {
@@ -889,10 +1059,16 @@ ftl_status nn_train_plan_forward(nn_train_plan *p, const float *const *boundary,
 }
 
 ftl_status nn_train_plan_backward(nn_train_plan *p, const float *dfeatures, float *const *boundary_grads) {
+    double t0 = p->profiling ? ftl_now() : 0;
     for (int t = 0; t < p->g->n_tensors; t++)
         if (p->owned[t]) memset(p->grad[t], 0, (size_t)p->count[t] * sizeof(float));
     memset(p->pgrads, 0, (size_t)p->n_params * sizeof(float));
+    if (p->profiling) {
+        p->host_clear_seconds += ftl_now() - t0;
+        p->profiled_steps++;
+    }
     memcpy(p->grad[p->feature], dfeatures, (size_t)p->count[p->feature] * sizeof(float));
+    p->skip_boundary_only = boundary_grads == NULL;
     FTL_TRY(run_list(p, &p->bwd, true));
     for (int k = 0; boundary_grads && k < p->tr->n_boundary; k++) {
         int t = p->tr->boundary[k];

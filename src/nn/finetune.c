@@ -19,6 +19,7 @@ struct ftl_finetune {
     ftl_finetune_info info;
     int batch;
     bool bf16;
+    bool profiling;    /* kept across ftl_finetune_bind's new plan */
     float **in;        /* [n_boundary] batch images of each boundary tensor, for the row calls */
     float *features;   /* batch x feature_dim */
     float *dfeatures;
@@ -110,10 +111,18 @@ ftl_status ftl_finetune_bind(ftl_finetune *f, float *params, float *grads) {
     memcpy(params, nn_train_plan_params(f->plan), (size_t)f->info.param_count * sizeof(float));
     nn_train_plan_free(f->plan);
     f->plan = p;
+    if (f->profiling) nn_train_plan_set_profiling(p, true);
     return FTL_OK;
 }
 
 int ftl_finetune_batch(const ftl_finetune *f) { return f->batch; }
+
+void ftl_finetune_set_profiling(ftl_finetune *f, bool on) {
+    f->profiling = on;
+    nn_train_plan_set_profiling(f->plan, on);
+}
+
+void ftl_finetune_print_profile(const ftl_finetune *f, FILE *out) { nn_train_plan_print_profile(f->plan, out); }
 
 /* Rows hold an image's boundary tensors back to back; the plan takes each tensor's batch apart.
  * Rows past n are zeros: with fixed BatchNormalization statistics they change no real row. */

@@ -13,6 +13,7 @@
 #define FTL_NN_TRAIN_PLAN_H
 
 #include "nn/graph.h"
+#include <stdio.h>
 #include "nn/trainable.h"
 
 typedef struct nn_train_plan nn_train_plan;
@@ -41,5 +42,10 @@ int64_t nn_train_plan_param_count(const nn_train_plan *p);
 int64_t nn_train_plan_param_offset(const nn_train_plan *p, int k);
 /* Convolutions the plan runs in bf16. */
 int nn_train_plan_bf16_convs(const nn_train_plan *p);
+/* Profiling: on, each step is timed (waiting for its primitive) from now on; print: the time per
+ * forward + backward by node and work, heaviest first, and its split into convolutions, other
+ * primitives, layout reorders and host loops. */
+void nn_train_plan_set_profiling(nn_train_plan *p, bool on);
+void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out);
 
 #endif
