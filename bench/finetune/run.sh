@@ -21,11 +21,12 @@ mkdir -p "$out"
 make -s -j2 all >/dev/null
 cc -O2 -std=c17 -D_GNU_SOURCE -fopenmp -Iinclude bench/finetune/plan_step.c "$BUILD/libftl.a" \
     -lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpthread -o "$out/plan_step" $(mpicc --showme:link 2>/dev/null)
-cc -O2 -mavx512f -mavx512bf16 -pthread bench/backbone/peak.c -o "$out/peak"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads; peak $("$out/peak" "$threads")"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads"
 for r in $(seq 1 "$rounds"); do
+    # stderr: the step's profile (per node and work, GFLOP/s) and the CPU's fp32 peak measured in the same process
     OMP_NUM_THREADS=$threads "$out/plan_step" "$SHARED/models/mobilenet_v2_1.0_224_features.onnx" --last 4 --batch 16 \
-        --threads "$threads" --reps 3 | sed "s/^{/{\"round\":$r,/"
+        --threads "$threads" --reps 3 2>"$out/profile-$r.txt" | sed "s/^{/{\"round\":$r,/"
+    grep -E '^(training step|peak)' "$out/profile-$r.txt" >&2
     OMP_NUM_THREADS=$threads /usr/bin/python3 -W ignore bench/finetune/torch_peer.py --batch 16 --threads "$threads" --reps 3 |
         sed "s/^{/{\"round\":$r,/"
 done | tee "$out/results.jsonl"

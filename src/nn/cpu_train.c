@@ -21,7 +21,9 @@ typedef enum tp_kind {
     TP_BINARY,    /* forward Add/Mul with numpy broadcast (both operands) */
     TP_BINARY_BWD,/* gradient of one operand of an Add/Mul: dy (times the other operand), summed over its broadcast axes */
     TP_CONCAT,    /* forward: copy inputs into place along an axis */
-    TP_SPLIT_BWD  /* backward of Concat: dst += the slab of src for one input */
+    TP_SPLIT_BWD, /* backward of Concat: dst += the slab of src for one input */
+    TP_GLOBAL_AVG,    /* dst[i] = mean of src's chunk floats i*chunk.. (GlobalAveragePool on NCHW) */
+    TP_GLOBAL_AVG_BWD /* dst[i*chunk + j] = src[i] / chunk */
 } tp_kind;
 
 typedef struct tp_step {
@@ -37,6 +39,7 @@ typedef struct tp_step {
     int64_t outer, chunk, stride, offset; /* CONCAT / SPLIT_BWD: per outer index, chunk floats at offset in stride */
     char what[80];              /* the node and the work, for the profile */
     bool boundary_only;         /* computes only a boundary tensor's gradient: skipped unless asked for */
+    bool superseded;            /* a reorder whose copy a step running before it makes: never run */
     double flops;               /* a convolution's floating-point operations per run (2 per multiply-add) */
     double seconds;             /* profiling: time in this step since the last reset */
 } tp_step;
@@ -60,6 +63,11 @@ struct nn_train_plan {
     int64_t n_params;
     int64_t *offset;            /* per tr->params[k] */
     int *param_of;              /* graph tensor -> index in tr->params (-1) */
+    /* A gradient with one contribution is written straight into its buffer, which then needs no
+     * clearing and no scratch to be added from; the others are cleared and summed into. */
+    int *root;                  /* graph tensor -> the tensor owning its buffers (views share them) */
+    int *writers, *param_writers; /* contributions to each owned gradient buffer / parameter gradient */
+    bool *direct, *param_direct;  /* written whole by its only contribution */
     tp_list fwd, bwd;
     bool bf16;                  /* convolutions read bf16 copies of their inputs (fp32 master weights) */
     int bf16_convs;             /* convolutions that run so (the others found no bf16 kernel) */
@@ -69,7 +77,7 @@ struct nn_train_plan {
     int n_scratch, cap_scratch;
     int feature;
     const char *node_name;      /* the node being compiled (each step's label) */
-    struct tp_reordered *reordered; /* forward inputs reordered into a primitive's layout (reused backward) */
+    struct tp_reordered *reordered; /* inputs reordered into a primitive's layout, to be reused */
     int n_reordered, cap_reordered;
     bool profiling;
     bool marking_boundary_only; /* steps pushed now serve only a boundary gradient */
@@ -180,19 +188,24 @@ typedef struct tp_reordered {
     const void *plain;
     dnnl_memory_desc_t md;
     void *copy;
+    bool backward;              /* made by a backward step (at bwd.s[step]), else by a forward one */
+    int step;
 } tp_reordered;
 
-static void remember_reordered(nn_train_plan *p, const void *plain, const dnnl_memory_desc_t *md, void *copy) {
+static void remember_reordered(nn_train_plan *p, const void *plain, const dnnl_memory_desc_t *md, void *copy,
+                               bool backward, int step) {
     if (p->n_reordered == p->cap_reordered) {
         p->cap_reordered = p->cap_reordered ? 2 * p->cap_reordered : 16;
         p->reordered = ftl_xrealloc(p->reordered, (size_t)p->cap_reordered * sizeof *p->reordered);
     }
-    p->reordered[p->n_reordered++] = (tp_reordered){plain, *md, copy};
+    p->reordered[p->n_reordered++] = (tp_reordered){plain, *md, copy, backward, step};
 }
 
-static void *reordered_copy(const nn_train_plan *p, const void *plain, const dnnl_memory_desc_t *md) {
+static tp_reordered *reordered_copy(const nn_train_plan *p, const void *plain, const dnnl_memory_desc_t *md, bool backward) {
     for (int i = 0; i < p->n_reordered; i++)
-        if (p->reordered[i].plain == plain && dnnl_memory_desc_equal(&p->reordered[i].md, md)) return p->reordered[i].copy;
+        if (p->reordered[i].backward == backward && p->reordered[i].plain == plain &&
+            dnnl_memory_desc_equal(&p->reordered[i].md, md))
+            return &p->reordered[i];
     return NULL;
 }
 
@@ -211,17 +224,27 @@ static ftl_status add_adapted(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_
         adapt[k] = chosen[k].ndims > 0 && !dnnl_memory_desc_equal(&chosen[k], io[k].plain);
         keys[k] = io[k].key;
         mds[k] = adapt[k] ? &chosen[k] : io[k].plain;
-        /* a backward input the forward already reordered into this layout (an activation, a weight:
-         * unchanged between the forward and the backward of a step) reads the forward's copy */
-        void *done = adapt[k] && reversed && !io[k].output ? reordered_copy(p, io[k].data, &chosen[k]) : NULL;
+        /* An input already reordered into this layout is read from that copy: a forward one (an
+         * activation, a weight: unchanged until the step's backward) by later forward steps and by
+         * the backward; a backward one (a gradient, complete before either reads it) by another
+         * backward step. In the reversed list the step pushed later runs first: its reorder fills
+         * the copy, and the earlier one's is superseded. */
+        tp_reordered *done = adapt[k] && !io[k].output ? reordered_copy(p, io[k].data, &chosen[k], false) : NULL;
         if (done) {
-            data[k] = done;
+            data[k] = done->copy;
             adapt[k] = false;
             continue;
         }
+        /* (not from a step that may be skipped: a boundary gradient's) */
+        done = adapt[k] && !io[k].output && reversed && !p->marking_boundary_only
+                   ? reordered_copy(p, io[k].data, &chosen[k], true) : NULL;
+        if (done) {
+            data[k] = done->copy;
+            l->s[done->step].superseded = true;
+            continue; /* its reorder, pushed below, becomes the record's */
+        }
         data[k] = adapt[k] ? new_scratch(p, (int64_t)(dnnl_memory_desc_get_size(&chosen[k]) / sizeof(float)) + 1)
                            : io[k].data;
-        if (adapt[k] && !reversed && !io[k].output) remember_reordered(p, io[k].data, &chosen[k], data[k]);
     }
     /* executed: input reorders, the primitive, output reorders (pushed the other way round when
      * the list runs backwards) */
@@ -236,6 +259,11 @@ static ftl_status add_adapted(nn_train_plan *p, tp_list *l, dnnl_primitive_desc_
             if (!adapt[k] || io[k].output != outputs) continue;
             st = outputs ? push_reorder(p, l, &chosen[k], data[k], io[k].plain, io[k].data)
                          : push_reorder(p, l, io[k].plain, io[k].data, &chosen[k], data[k]);
+            if (st != FTL_OK || outputs) continue;
+            if (reversed && p->marking_boundary_only) continue;
+            tp_reordered *had = reordered_copy(p, io[k].data, &chosen[k], reversed);
+            if (had) had->step = l->n - 1; /* the copy is now made by this step (it runs first) */
+            else remember_reordered(p, io[k].data, &chosen[k], data[k], reversed, l->n - 1);
         }
     }
     if (pd) dnnl_primitive_desc_destroy(pd);
@@ -257,6 +285,23 @@ static float *data_of(nn_train_plan *p, int t) {
 static float *grad_of(nn_train_plan *p, int t) {
     if (p->param_of[t] >= 0) return p->pgrads + p->offset[p->param_of[t]];
     return p->grad[t];
+}
+
+/* Where a backward step that writes the whole gradient of tensor t (count floats) puts it: straight
+ * into t's gradient when that is its only contribution, else into scratch then added into it (the
+ * sum is pushed now: the backward list runs in reverse, so it runs after the step pushed next). */
+static float *gradient_target(nn_train_plan *p, int t, int64_t count) {
+    float *g = grad_of(p, t);
+    if (!g) return new_scratch(p, count); /* nothing reads it */
+    int k = p->param_of[t];
+    if ((k >= 0 ? p->param_writers[k] : p->writers[p->root[t]]) == 1) {
+        if (k >= 0) p->param_direct[k] = true;
+        else p->direct[p->root[t]] = true;
+        return g;
+    }
+    float *d = new_scratch(p, count);
+    add_accum(p, &p->bwd, d, g, count);
+    return d;
 }
 
 static ftl_status fail_node(const nn_node *n, const char *why) {
@@ -338,10 +383,8 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
     ftl_status s = add_adapted(p, &p->fwd, fpd, bias ? 4 : 3, fio, false);
     /* weights (and bias) gradient, into scratch, then added to the parameter gradients */
     if (wpd && s == FTL_OK) {
-        float *dW = new_scratch(p, nn_shape_count(ws)), *dB = bias ? new_scratch(p, ws->d[0]) : NULL;
-        /* the backward list runs in reverse: the accumulations (run last) are pushed first */
-        if (p->param_of[n->in[1]] >= 0) add_accum(p, &p->bwd, dW, grad_of(p, n->in[1]), nn_shape_count(ws));
-        if (bias && p->param_of[n->in[2]] >= 0) add_accum(p, &p->bwd, dB, grad_of(p, n->in[2]), ws->d[0]);
+        /* the backward list runs in reverse: any accumulations (run last) are pushed first */
+        float *dW = gradient_target(p, n->in[1], nn_shape_count(ws)), *dB = bias ? gradient_target(p, n->in[2], ws->d[0]) : NULL;
         tp_io io[4] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, &x, X, false},
                        {DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
                        {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, &w, dW, true},
@@ -352,8 +395,7 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
     /* data gradient (of a boundary tensor: computed only when the caller asks for it) */
     if (dpd && s == FTL_OK) {
         p->marking_boundary_only = is_boundary(p, n->in[0]);
-        float *dX = new_scratch(p, nn_shape_count(xs));
-        add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+        float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
         tp_io io[3] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
                        {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
                        {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &x, dX, true}};
@@ -406,10 +448,8 @@ static ftl_status compile_batchnorm(nn_train_plan *p, const nn_node *n) {
     if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
     dnnl_primitive_desc_destroy(fpd);
     if (s != FTL_OK) return s;
-    float *dX = new_scratch(p, nn_shape_count(xs)), *dS = new_scratch(p, c), *dT = new_scratch(p, c);
-    if (p->grad[n->in[0]]) add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
-    if (p->param_of[n->in[1]] >= 0) add_accum(p, &p->bwd, dS, grad_of(p, n->in[1]), c);
-    if (p->param_of[n->in[2]] >= 0) add_accum(p, &p->bwd, dT, grad_of(p, n->in[2]), c);
+    float *dX = gradient_target(p, n->in[0], nn_shape_count(xs)), *dS = gradient_target(p, n->in[1], c);
+    float *dT = gradient_target(p, n->in[2], c);
     int bkeys[9] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_DST,
                     DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
     const dnnl_memory_desc_t *bmds[9] = {&x, &v, &v, &v, &v, &x, &x, &v, &v};
@@ -453,8 +493,7 @@ static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
         s = cpu_check(dnnl_eltwise_backward_desc_init(&bd, alg, &x, &x, alpha, beta), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            float *dX = new_scratch(p, nn_shape_count(xs));
-            add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
             int bkeys[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
             const dnnl_memory_desc_t *mds3[3] = {&x, &x, &x};
             void *bdata[3] = {X, p->grad[n->out[0]], dX};
@@ -468,6 +507,24 @@ static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
 static ftl_status compile_pool(nn_train_plan *p, const nn_node *n) {
     const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]);
     if (xs->rank != 4) return fail_node(n, "only 2-D pooling");
+    if (n->op == NN_OP_GLOBALAVGPOOL) { /* on plain NCHW a mean over contiguous floats: host loops beat oneDNN's */
+        tp_step *f = push_labelled(p, &p->fwd, "global average");
+        f->kind = TP_GLOBAL_AVG;
+        f->a = data_of(p, n->in[0]);
+        f->dst = p->act[n->out[0]];
+        f->outer = xs->d[0] * xs->d[1];
+        f->chunk = xs->d[2] * xs->d[3];
+        if (p->grad[n->in[0]]) {
+            float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
+            tp_step *b = push_labelled(p, &p->bwd, "global average backward");
+            b->kind = TP_GLOBAL_AVG_BWD;
+            b->a = p->grad[n->out[0]];
+            b->dst = dX;
+            b->outer = f->outer;
+            b->chunk = f->chunk;
+        }
+        return FTL_OK;
+    }
     dnnl_dims_t k, st, dil = {0, 0}, pl = {0, 0}, pr = {0, 0};
     dnnl_alg_kind_t alg;
     if (n->op == NN_OP_GLOBALAVGPOOL || n->op == NN_OP_GLOBALMAXPOOL) {
@@ -505,8 +562,7 @@ static ftl_status compile_pool(nn_train_plan *p, const nn_node *n) {
         s = cpu_check(dnnl_pooling_v2_backward_desc_init(&bd, alg, &x, &y, st, k, dil, pl, pr), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            float *dX = new_scratch(p, nn_shape_count(xs));
-            add_accum(p, &p->bwd, dX, p->grad[n->in[0]], nn_shape_count(xs));
+            float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
             int bkeys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
             const dnnl_memory_desc_t *bmds[3] = {&y, &x, &ws};
             void *bdata[3] = {p->grad[n->out[0]], dX, WS};
@@ -547,12 +603,10 @@ static ftl_status compile_linear(nn_train_plan *p, const nn_node *n) {
     if (s == FTL_OK) s = add_prim(p, &p->fwd, copy, bias ? 4 : 3, keys, mds, data);
     float *dY = p->grad[n->out[0]];
     if (s == FTL_OK && (p->param_of[n->in[1]] >= 0 || (bias && p->param_of[n->in[2]] >= 0))) {
-        float *dW = new_scratch(p, outs * kdim), *dB = bias ? new_scratch(p, outs) : NULL;
         s = cpu_check(dnnl_inner_product_backward_weights_desc_init(&wdsc, &x, &w, bias ? &b : NULL, &y), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            if (p->param_of[n->in[1]] >= 0) add_accum(p, &p->bwd, dW, grad_of(p, n->in[1]), outs * kdim);
-            if (bias && p->param_of[n->in[2]] >= 0) add_accum(p, &p->bwd, dB, grad_of(p, n->in[2]), outs);
+            float *dW = gradient_target(p, n->in[1], outs * kdim), *dB = bias ? gradient_target(p, n->in[2], outs) : NULL;
             int bkeys[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
             const dnnl_memory_desc_t *bmds[4] = {&x, &y, &w, &b};
             void *bdata[4] = {X, dY, dW, dB};
@@ -560,11 +614,10 @@ static ftl_status compile_linear(nn_train_plan *p, const nn_node *n) {
         }
     }
     if (s == FTL_OK && p->grad[n->in[0]]) {
-        float *dX = new_scratch(p, rows * kdim);
         s = cpu_check(dnnl_inner_product_backward_data_desc_init(&dd, &x, &w, &y), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&dpd, &dd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            add_accum(p, &p->bwd, dX, p->grad[n->in[0]], rows * kdim);
+            float *dX = gradient_target(p, n->in[0], rows * kdim);
             int bkeys[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
             const dnnl_memory_desc_t *bmds[3] = {&y, &w, &x};
             void *bdata[3] = {dY, W, dX};
@@ -853,6 +906,27 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
     if (st == FTL_OK && !p->act[p->feature])
         st = ftl_fail(FTL_E_INVALID_ARG, "the feature tensor '%s' is not computed by the unfrozen part",
                       g->tensors[p->feature].name);
+    /* who contributes to each gradient: every non-view unfrozen node, once per input it reads */
+    p->root = ftl_xmalloc(((size_t)nt + 1) * sizeof *p->root);
+    p->writers = ftl_xcalloc((size_t)nt + 1, sizeof *p->writers);
+    p->direct = ftl_xcalloc((size_t)nt + 1, sizeof *p->direct);
+    p->param_writers = ftl_xcalloc((size_t)tr->n_params + 1, sizeof *p->param_writers);
+    p->param_direct = ftl_xcalloc((size_t)tr->n_params + 1, sizeof *p->param_direct);
+    for (int t = 0; t < nt; t++) p->root[t] = t;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead || !tr->node[i]) continue;
+        if (is_view(n->op)) {
+            if (p->act[n->in[0]]) p->root[n->out[0]] = p->root[n->in[0]];
+            continue;
+        }
+        for (int k = 0; k < n->n_in; k++) {
+            int t = n->in[k];
+            if (t < 0) continue;
+            if (p->param_of[t] >= 0) p->param_writers[p->param_of[t]]++;
+            else if (p->grad[t]) p->writers[p->root[t]]++;
+        }
+    }
     for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
         if (!g->nodes[i].dead && tr->node[i]) {
             p->node_name = g->nodes[i].name;
@@ -899,6 +973,11 @@ void nn_train_plan_free(nn_train_plan *p) {
     if (p->stream) dnnl_stream_destroy(p->stream);
     if (p->engine) dnnl_engine_destroy(p->engine);
     free(p->reordered);
+    free(p->root);
+    free(p->writers);
+    free(p->direct);
+    free(p->param_writers);
+    free(p->param_direct);
     free(p);
 }
 
@@ -948,11 +1027,28 @@ static void run_split_bwd(const tp_step *s) {
         for (int64_t i = 0; i < s->chunk; i++) s->dst[o * s->chunk + i] += s->a[o * s->stride + s->offset + i];
 }
 
+static void run_global_avg(const tp_step *s) {
+    const float inv = 1.0f / (float)s->chunk;
+#pragma omp parallel for if (s->outer * s->chunk >= TP_PARALLEL_MIN) schedule(static)
+    for (int64_t o = 0; o < s->outer; o++) {
+        float sum = 0;
+        for (int64_t i = 0; i < s->chunk; i++) sum += s->a[o * s->chunk + i];
+        s->dst[o] = sum * inv;
+    }
+}
+
+static void run_global_avg_bwd(const tp_step *s) {
+    const float inv = 1.0f / (float)s->chunk;
+#pragma omp parallel for if (s->outer * s->chunk >= TP_PARALLEL_MIN) schedule(static)
+    for (int64_t o = 0; o < s->outer; o++)
+        for (int64_t i = 0; i < s->chunk; i++) s->dst[o * s->chunk + i] = s->a[o] * inv;
+}
+
 static ftl_status run_list(nn_train_plan *p, tp_list *l, bool reverse) {
     bool pending = false; /* a primitive may still run (an asynchronous runtime): host steps wait for it */
     for (int j = 0; j < l->n; j++) {
         tp_step *s = &l->s[reverse ? l->n - 1 - j : j];
-        if (s->boundary_only && p->skip_boundary_only) continue;
+        if (s->superseded || (s->boundary_only && p->skip_boundary_only)) continue;
         double t0 = p->profiling ? ftl_now() : 0;
         if (s->kind != TP_PRIM && pending) {
             CPU_TRY(dnnl_stream_wait(p->stream), "training step");
@@ -972,6 +1068,8 @@ static ftl_status run_list(nn_train_plan *p, tp_list *l, bool reverse) {
         case TP_BINARY_BWD: run_binary_bwd(s); break;
         case TP_CONCAT: run_concat(s); break;
         case TP_SPLIT_BWD: run_split_bwd(s); break;
+        case TP_GLOBAL_AVG: run_global_avg(s); break;
+        case TP_GLOBAL_AVG_BWD: run_global_avg_bwd(s); break;
         }
         if (p->profiling) s->seconds += ftl_now() - t0;
     }
@@ -1009,7 +1107,7 @@ void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out) {
     for (int l = 0; l < 2; l++)
         for (int i = 0; i < lists[l]->n; i++) {
             const tp_step *s = &lists[l]->s[i];
-            if (s->boundary_only && p->skip_boundary_only) continue; /* not run */
+            if (s->superseded || (s->boundary_only && p->skip_boundary_only)) continue; /* not run */
             sum += s->seconds;
             int r = 0;
             while (r < n_rows && strcmp(rows[r].what, s->what) != 0) r++;
@@ -1025,7 +1123,8 @@ void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out) {
         flops += rows[r].flops;
         if (strstr(rows[r].what, ": convolution ")) conv += rows[r].seconds;
         else if (strstr(rows[r].what, ": reorder")) reorder += rows[r].seconds;
-        else if (strstr(rows[r].what, ": gradient sum") || strstr(rows[r].what, ": broadcast") || strstr(rows[r].what, ": concat"))
+        else if (strstr(rows[r].what, ": gradient sum") || strstr(rows[r].what, ": broadcast") || strstr(rows[r].what, ": concat") ||
+                 strstr(rows[r].what, ": global average"))
             host += rows[r].seconds;
         else other_prim += rows[r].seconds;
     }
@@ -1061,8 +1160,10 @@ ftl_status nn_train_plan_forward(nn_train_plan *p, const float *const *boundary,
 ftl_status nn_train_plan_backward(nn_train_plan *p, const float *dfeatures, float *const *boundary_grads) {
     double t0 = p->profiling ? ftl_now() : 0;
     for (int t = 0; t < p->g->n_tensors; t++)
-        if (p->owned[t]) memset(p->grad[t], 0, (size_t)p->count[t] * sizeof(float));
-    memset(p->pgrads, 0, (size_t)p->n_params * sizeof(float));
+        if (p->owned[t] && !p->direct[t]) memset(p->grad[t], 0, (size_t)p->count[t] * sizeof(float));
+    for (int k = 0; k < p->tr->n_params; k++)
+        if (!p->param_direct[k])
+            memset(p->pgrads + p->offset[k], 0, (size_t)p->g->tensors[p->tr->params[k].tensor].count * sizeof(float));
     if (p->profiling) {
         p->host_clear_seconds += ftl_now() - t0;
         p->profiled_steps++;
