@@ -192,9 +192,9 @@ ftl_status nn_bottom_output(nn_graph *g, const nn_cut_spec *spec, int *feature) 
     return FTL_OK;
 }
 
-/* Unfrozen nodes read `to` where they read `from`. */
-static void rewire_top(nn_graph *g, const nn_trainable *tr, int from, int to) {
-    for (int i = 0; i < g->n_nodes; i++)
+/* Unfrozen nodes (of the first `nodes`, those tr knows) read `to` where they read `from`. */
+static void rewire_top(nn_graph *g, const nn_trainable *tr, int nodes, int from, int to) {
+    for (int i = 0; i < nodes; i++)
         for (int k = 0; tr->node[i] && k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] == from) g->nodes[i].in[k] = to;
 }
@@ -211,9 +211,10 @@ ftl_status nn_top_input(nn_graph *g, const nn_cut_spec *spec, int feature) {
     char *base = boundary_name(spec);
     int in = nn_graph_new_tensor(g, base);
     free(base);
+    int nodes = g->n_nodes; /* before the split and reshapes are added */
     if (tr.n_boundary == 1) {
         g->tensors[in].shape = g->tensors[tr.boundary[0]].shape;
-        rewire_top(g, &tr, tr.boundary[0], in);
+        rewire_top(g, &tr, nodes, tr.boundary[0], in);
     } else { /* one row per image, split back into the tensors in boundary order */
         g->tensors[in].shape = (nn_shape){.rank = 2, .d = {1, tr.boundary_floats}};
         int flat[NN_MAX_SPLIT];
@@ -247,7 +248,7 @@ ftl_status nn_top_input(nn_graph *g, const nn_cut_spec *spec, int feature) {
             char *name = ftl_format("ftl.reshape_boundary_%d", k);
             add_node_of(g, NN_OP_RESHAPE, "Reshape", name, pair, 2, tensor);
             free(name);
-            rewire_top(g, &tr, tr.boundary[k], tensor);
+            rewire_top(g, &tr, nodes, tr.boundary[k], tensor);
         }
     }
     nn_trainable_free(&tr);
