@@ -96,6 +96,8 @@ typedef struct ftl_profile {
     double peak_gflops;       /* the peak of the plan's precision */
     double total_seconds;     /* one batch, plain run (median) */
     double steps_seconds;     /* sum of the steps' medians (timed one by one) */
+    double timed_run_seconds; /* median over the timed runs of each run's step sum: what the steps cover
+                                 of a run (a sum of medians leaves out every step's own spikes) */
     double flops;             /* per batch: 2 x the graph's multiply-adds */
     int runs;
     ftl_profile_step *steps;

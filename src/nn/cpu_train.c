@@ -22,8 +22,8 @@ typedef enum tp_kind {
     TP_BINARY_BWD,/* gradient of one operand of an Add/Mul: dy (times the other operand), summed over its broadcast axes */
     TP_CONCAT,    /* forward: copy inputs into place along an axis */
     TP_SPLIT_BWD, /* backward of Concat: dst += the slab of src for one input */
-    TP_GLOBAL_AVG,    /* dst[i] = mean of src's chunk floats i*chunk.. (GlobalAveragePool on NCHW) */
-    TP_GLOBAL_AVG_BWD /* dst[i*chunk + j] = src[i] / chunk */
+    TP_GLOBAL_AVG,    /* dst[n*C + c] = mean over (h, w) of src (GlobalAveragePool; src in any layout) */
+    TP_GLOBAL_AVG_BWD /* dst(n, c, h, w) = src[n*C + c] / (H*W) */
 } tp_kind;
 
 typedef struct tp_step {
@@ -41,6 +41,8 @@ typedef struct tp_step {
     bool boundary_only;         /* computes only a boundary tensor's gradient: skipped unless asked for */
     bool superseded;            /* a reorder whose copy a step running before it makes: never run */
     double flops;               /* a convolution's floating-point operations per run (2 per multiply-add) */
+    int64_t *offsets;           /* GLOBAL_AVG(_BWD): where (n, c, 0, 0) is in the spatial tensor's layout, [N*C], owned */
+    int64_t h_stride, w_stride, height, width, clear_floats; /* ... its spatial strides; floats to zero first (padding) */
     double seconds;             /* profiling: time in this step since the last reset */
 } tp_step;
 
@@ -58,6 +60,12 @@ struct nn_train_plan {
     float **act, **grad;        /* per graph tensor (NULL: not in the plan); views alias */
     bool *owned;                /* act/grad allocated for this tensor (not a view) */
     int64_t *count;             /* floats per tensor at the batch */
+    int64_t *room;              /* floats its buffers hold: count, or more for a blocked layout's padded channels */
+    /* Layouts: a tensor whose producer and readers are all convolutions, activations or BNs keeps
+     * the layout its producing convolution chose (act and grad alike), so no reorder runs between
+     * them; every other tensor is plain (the host loops, views and the caller read those). */
+    bool *may_block;            /* may take a blocked layout */
+    dnnl_memory_desc_t *layout; /* its buffers' layout once chosen (ndims 0: plain) */
     float *params, *pgrads;
     bool borrowed_block;        /* params/pgrads belong to the caller (a trainer's one block) */
     int64_t n_params;
@@ -274,6 +282,45 @@ static const nn_shape *shape_of(const nn_train_plan *p, int t) { return &p->g->t
 
 static void plain(dnnl_memory_desc_t *md, const nn_shape *s) { cpu_plain_md(md, s, dnnl_f32); }
 
+/* The layout of tensor t's buffers (the view's owner's for a view). */
+static void layout_of(const nn_train_plan *p, int t, dnnl_memory_desc_t *md) {
+    if (p->layout && p->layout[t].ndims > 0) *md = p->layout[t];
+    else plain(md, &p->g->tensors[t].shape);
+}
+
+/* Floats of t's buffers in their layout (what a whole-gradient write or sum covers). */
+static int64_t floats_of(const nn_train_plan *p, int t) {
+    dnnl_memory_desc_t md;
+    layout_of(p, t, &md);
+    return (int64_t)(dnnl_memory_desc_get_size(&md) / sizeof(float));
+}
+
+/* t takes layout md when it may (and its buffers have room); else it stays plain. */
+static void choose_layout(nn_train_plan *p, int t, const dnnl_memory_desc_t *md) {
+    if (!p->may_block[t] || md->data_type != dnnl_f32 || md->format_kind != dnnl_blocked || md->ndims != 4 ||
+        (int64_t)(dnnl_memory_desc_get_size(md) / sizeof(float)) > p->room[t])
+        return;
+    for (int k = 0; k < md->format_desc.blocking.inner_nblks; k++) /* the pooling loops step over h and w */
+        if (md->format_desc.blocking.inner_idxs[k] >= 2) return;
+    p->layout[t] = *md;
+}
+
+/* The float offset of element idx in a blocked layout (outer strides, then the inner blocks). */
+static int64_t offset_in(const dnnl_memory_desc_t *md, const int64_t *idx) {
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    int64_t rest[DNNL_MAX_NDIMS], inner = 0, scale = 1;
+    for (int d = 0; d < md->ndims; d++) rest[d] = idx[d];
+    for (int k = b->inner_nblks - 1; k >= 0; k--) {
+        int d = (int)b->inner_idxs[k];
+        inner += rest[d] % b->inner_blks[k] * scale;
+        scale *= b->inner_blks[k];
+        rest[d] /= b->inner_blks[k];
+    }
+    int64_t off = md->offset0 + inner;
+    for (int d = 0; d < md->ndims; d++) off += rest[d] * b->strides[d];
+    return off;
+}
+
 /* The data and gradient of input tensor t of a node: an activation of the plan, a trained
  * parameter (gradient in the block), or a fixed constant (no gradient). */
 static float *data_of(nn_train_plan *p, int t) {
@@ -327,8 +374,7 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
     int gr = n->p.group;
     bool bias = n->n_in > 2 && n->in[2] >= 0;
     dnnl_memory_desc_t x, y, w, b, xa, ya, wa, xo, yi;
-    plain(&x, xs);
-    plain(&y, ys);
+    layout_of(p, n->in[0], &x);
     dnnl_dims_t xd, yd;
     for (int i = 0; i < 4; i++) xd[i] = xs->d[i], yd[i] = ys->d[i];
     dnnl_memory_desc_init_by_tag(&xa, 4, xd, in_type, dnnl_format_tag_any);  /* src read */
@@ -372,6 +418,9 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s': oneDNN has no %s convolution for training with these shapes",
                         n->name, in_type == dnnl_bf16 ? "bf16" : "fp32");
     }
+    /* the output keeps the layout the forward chose, where its readers allow */
+    choose_layout(p, n->out[0], dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0));
+    layout_of(p, n->out[0], &y);
     float *X = data_of(p, n->in[0]), *W = data_of(p, n->in[1]), *B = bias ? data_of(p, n->in[2]) : NULL;
     float *Y = p->act[n->out[0]], *dY = p->grad[n->out[0]];
     p->conv_flops = 2.0 * (double)nn_shape_count(ys) * (double)(ws->d[1] * ws->d[2] * ws->d[3]); /* each output: C/g x kH x kW MACs */
@@ -395,7 +444,7 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
     /* data gradient (of a boundary tensor: computed only when the caller asks for it) */
     if (dpd && s == FTL_OK) {
         p->marking_boundary_only = is_boundary(p, n->in[0]);
-        float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
+        float *dX = gradient_target(p, n->in[0], floats_of(p, n->in[0]));
         tp_io io[3] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, &y, dY, false},
                        {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &w, W, false},
                        {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &x, dX, true}};
@@ -427,7 +476,9 @@ static ftl_status compile_batchnorm(nn_train_plan *p, const nn_node *n) {
     if (xs->rank < 2) return fail_node(n, "needs a channel axis");
     int64_t c = xs->d[1];
     dnnl_memory_desc_t x, v;
-    plain(&x, xs);
+    layout_of(p, n->in[0], &x); /* and the output takes the input's layout */
+    choose_layout(p, n->out[0], &x);
+    if (p->layout[n->out[0]].ndims == 0) plain(&x, xs); /* both plain unless both may block */
     dnnl_dims_t cd = {c};
     dnnl_memory_desc_init_by_tag(&v, 1, cd, dnnl_f32, dnnl_a);
     /* inference mode: the moving mean and variance are inputs (fixed), scale and shift are trained */
@@ -448,7 +499,8 @@ static ftl_status compile_batchnorm(nn_train_plan *p, const nn_node *n) {
     if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
     dnnl_primitive_desc_destroy(fpd);
     if (s != FTL_OK) return s;
-    float *dX = gradient_target(p, n->in[0], nn_shape_count(xs)), *dS = gradient_target(p, n->in[1], c);
+    float *dX = gradient_target(p, n->in[0], (int64_t)(dnnl_memory_desc_get_size(&x) / sizeof(float)));
+    float *dS = gradient_target(p, n->in[1], c);
     float *dT = gradient_target(p, n->in[2], c);
     int bkeys[9] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_DST,
                     DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
@@ -478,7 +530,9 @@ static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
     if (!eltwise_alg(&n->p.act, &alg, &alpha, &beta)) return fail_node(n, "no backward for this activation");
     const nn_shape *xs = shape_of(p, n->in[0]);
     dnnl_memory_desc_t x;
-    plain(&x, xs);
+    layout_of(p, n->in[0], &x); /* and the output takes the input's layout */
+    choose_layout(p, n->out[0], &x);
+    if (p->layout[n->out[0]].ndims == 0) plain(&x, xs); /* both plain unless both may block */
     dnnl_eltwise_desc_t fd, bd;
     dnnl_primitive_desc_t fpd, bpd, copy;
     CPU_TRY(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &x, alpha, beta), n->name);
@@ -493,7 +547,7 @@ static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
         s = cpu_check(dnnl_eltwise_backward_desc_init(&bd, alg, &x, &x, alpha, beta), n->name);
         if (s == FTL_OK) s = cpu_check(dnnl_primitive_desc_create(&bpd, &bd, NULL, p->engine, fpd), n->name);
         if (s == FTL_OK) {
-            float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
+            float *dX = gradient_target(p, n->in[0], (int64_t)(dnnl_memory_desc_get_size(&x) / sizeof(float)));
             int bkeys[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
             const dnnl_memory_desc_t *mds3[3] = {&x, &x, &x};
             void *bdata[3] = {X, p->grad[n->out[0]], dX};
@@ -507,21 +561,37 @@ static ftl_status compile_eltwise(nn_train_plan *p, const nn_node *n) {
 static ftl_status compile_pool(nn_train_plan *p, const nn_node *n) {
     const nn_shape *xs = shape_of(p, n->in[0]), *ys = shape_of(p, n->out[0]);
     if (xs->rank != 4) return fail_node(n, "only 2-D pooling");
-    if (n->op == NN_OP_GLOBALAVGPOOL) { /* on plain NCHW a mean over contiguous floats: host loops beat oneDNN's */
+    if (n->op == NN_OP_GLOBALAVGPOOL) { /* host loops over the input's layout (oneDNN's is slow on plain NCHW) */
+        dnnl_memory_desc_t x;
+        layout_of(p, n->in[0], &x);
+        int64_t outer = xs->d[0] * xs->d[1];
+        int64_t *offsets = ftl_xmalloc((size_t)outer * sizeof *offsets);
+        for (int64_t o = 0; o < outer; o++) {
+            int64_t idx[4] = {o / xs->d[1], o % xs->d[1], 0, 0};
+            offsets[o] = offset_in(&x, idx);
+        }
+        int64_t at_h[4] = {0, 0, 1, 0}, at_w[4] = {0, 0, 0, 1};
         tp_step *f = push_labelled(p, &p->fwd, "global average");
         f->kind = TP_GLOBAL_AVG;
         f->a = data_of(p, n->in[0]);
         f->dst = p->act[n->out[0]];
-        f->outer = xs->d[0] * xs->d[1];
-        f->chunk = xs->d[2] * xs->d[3];
+        f->outer = outer;
+        f->offsets = offsets;
+        f->height = xs->d[2], f->width = xs->d[3];
+        f->h_stride = xs->d[2] > 1 ? offset_in(&x, at_h) - offsets[0] : 0;
+        f->w_stride = xs->d[3] > 1 ? offset_in(&x, at_w) - offsets[0] : 0;
         if (p->grad[n->in[0]]) {
-            float *dX = gradient_target(p, n->in[0], nn_shape_count(xs));
+            int64_t floats = (int64_t)(dnnl_memory_desc_get_size(&x) / sizeof(float));
+            float *dX = gradient_target(p, n->in[0], floats);
             tp_step *b = push_labelled(p, &p->bwd, "global average backward");
+            *b = *f;
+            snprintf(b->what, sizeof b->what, "%.48s: global average backward", n->name);
             b->kind = TP_GLOBAL_AVG_BWD;
+            b->offsets = ftl_xmalloc((size_t)outer * sizeof *offsets);
+            memcpy(b->offsets, offsets, (size_t)outer * sizeof *offsets);
             b->a = p->grad[n->out[0]];
             b->dst = dX;
-            b->outer = f->outer;
-            b->chunk = f->chunk;
+            b->clear_floats = floats > nn_shape_count(xs) ? floats : 0; /* a padded layout: zeros in the padding */
         }
         return FTL_OK;
     }
@@ -828,6 +898,16 @@ static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
     return st;
 }
 
+/* Ops that run on any layout oneDNN gives them (their primitives take it as is). */
+static bool layout_free(nn_op op) {
+    switch (op) {
+    case NN_OP_CONV: case NN_OP_BATCHNORM: case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID:
+    case NN_OP_HARDSWISH: case NN_OP_TANH: case NN_OP_GELU:
+        return true;
+    default: return false;
+    }
+}
+
 static bool is_view(nn_op op) {
     return op == NN_OP_RESHAPE || op == NN_OP_FLATTEN || op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE ||
            op == NN_OP_IDENTITY || op == NN_OP_DROPOUT;
@@ -862,6 +942,9 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
     p->grad = ftl_xcalloc((size_t)nt + 1, sizeof *p->grad);
     p->owned = ftl_xcalloc((size_t)nt + 1, sizeof *p->owned);
     p->count = ftl_xcalloc((size_t)nt + 1, sizeof *p->count);
+    p->room = ftl_xcalloc((size_t)nt + 1, sizeof *p->room);
+    p->may_block = ftl_xcalloc((size_t)nt + 1, sizeof *p->may_block);
+    p->layout = ftl_xcalloc((size_t)nt + 1, sizeof *p->layout);
     p->param_of = ftl_xmalloc(((size_t)nt + 1) * sizeof *p->param_of);
     for (int t = 0; t < nt; t++) p->param_of[t] = -1;
     p->offset = ftl_xcalloc((size_t)tr->n_params + 1, sizeof *p->offset);
@@ -882,7 +965,7 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
     /* buffers: the boundary tensors and every unfrozen node's output; view ops alias their input */
     for (int k = 0; k < tr->n_boundary && st == FTL_OK; k++) {
         int t = tr->boundary[k];
-        p->count[t] = nn_shape_count(&g->tensors[t].shape);
+        p->count[t] = p->room[t] = nn_shape_count(&g->tensors[t].shape);
         p->act[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
         p->grad[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
         p->owned[t] = true;
@@ -895,9 +978,13 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
         if (is_view(n->op) && p->act[n->in[0]]) {
             p->act[t] = p->act[n->in[0]];
             p->grad[t] = p->grad[n->in[0]];
-        } else {
-            p->act[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
-            p->grad[t] = ftl_xcalloc((size_t)p->count[t] + 1, sizeof(float));
+            p->room[t] = p->room[n->in[0]];
+        } else { /* room for channels padded to a multiple of 16 (oneDNN's widest blocking) */
+            const nn_shape *ts = &g->tensors[t].shape;
+            p->room[t] = p->count[t];
+            if (ts->rank == 4 && ts->d[1] > 0) p->room[t] = p->count[t] / ts->d[1] * ((ts->d[1] + 15) / 16 * 16);
+            p->act[t] = ftl_xcalloc((size_t)p->room[t] + 1, sizeof(float));
+            p->grad[t] = ftl_xcalloc((size_t)p->room[t] + 1, sizeof(float));
             p->owned[t] = true;
         }
         for (int k = 1; k < n->n_out; k++)
@@ -927,6 +1014,24 @@ ftl_status nn_train_plan_create(const nn_graph *g, const nn_trainable *tr, int b
             else if (p->grad[t]) p->writers[p->root[t]]++;
         }
     }
+    /* which tensors may block: produced by a conv, activation or BN and read only by those (an
+     * activation's or BN's output then blocks too: it takes its input's layout), decided from the
+     * feature back; never a boundary tensor, the feature or a view's input */
+    for (int i = g->n_nodes - 1; i >= 0 && st == FTL_OK; i--) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead || !tr->node[i] || !layout_free(n->op) || n->out[0] == p->feature) continue;
+        bool ok = true;
+        for (int j = i + 1; j < g->n_nodes && ok; j++) {
+            const nn_node *c = &g->nodes[j];
+            if (c->dead || !tr->node[j]) continue;
+            for (int k = 0; k < c->n_in && ok; k++) {
+                if (c->in[k] != n->out[0]) continue;
+                ok = k == 0 && (c->op == NN_OP_CONV || c->op == NN_OP_GLOBALAVGPOOL ||
+                                (layout_free(c->op) && p->may_block[c->out[0]]));
+            }
+        }
+        p->may_block[n->out[0]] = ok;
+    }
     for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
         if (!g->nodes[i].dead && tr->node[i]) {
             p->node_name = g->nodes[i].name;
@@ -947,6 +1052,7 @@ void nn_train_plan_free(nn_train_plan *p) {
     for (int l = 0; l < 2; l++) {
         for (int i = 0; i < lists[l]->n; i++) {
             if (lists[l]->s[i].prim) dnnl_primitive_destroy(lists[l]->s[i].prim);
+            free(lists[l]->s[i].offsets);
             free(lists[l]->s[i].args);
         }
         free(lists[l]->s);
@@ -973,6 +1079,9 @@ void nn_train_plan_free(nn_train_plan *p) {
     if (p->stream) dnnl_stream_destroy(p->stream);
     if (p->engine) dnnl_engine_destroy(p->engine);
     free(p->reordered);
+    free(p->room);
+    free(p->may_block);
+    free(p->layout);
     free(p->root);
     free(p->writers);
     free(p->direct);
@@ -1028,20 +1137,28 @@ static void run_split_bwd(const tp_step *s) {
 }
 
 static void run_global_avg(const tp_step *s) {
-    const float inv = 1.0f / (float)s->chunk;
-#pragma omp parallel for if (s->outer * s->chunk >= TP_PARALLEL_MIN) schedule(static)
+    const int64_t hw = s->height * s->width;
+    const float inv = 1.0f / (float)hw;
+#pragma omp parallel for if (s->outer * hw >= TP_PARALLEL_MIN) schedule(static)
     for (int64_t o = 0; o < s->outer; o++) {
+        const float *x = s->a + s->offsets[o];
         float sum = 0;
-        for (int64_t i = 0; i < s->chunk; i++) sum += s->a[o * s->chunk + i];
+        for (int64_t h = 0; h < s->height; h++)
+            for (int64_t w = 0; w < s->width; w++) sum += x[h * s->h_stride + w * s->w_stride];
         s->dst[o] = sum * inv;
     }
 }
 
 static void run_global_avg_bwd(const tp_step *s) {
-    const float inv = 1.0f / (float)s->chunk;
-#pragma omp parallel for if (s->outer * s->chunk >= TP_PARALLEL_MIN) schedule(static)
-    for (int64_t o = 0; o < s->outer; o++)
-        for (int64_t i = 0; i < s->chunk; i++) s->dst[o * s->chunk + i] = s->a[o] * inv;
+    const int64_t hw = s->height * s->width;
+    const float inv = 1.0f / (float)hw;
+    if (s->clear_floats) memset(s->dst, 0, (size_t)s->clear_floats * sizeof(float));
+#pragma omp parallel for if (s->outer * hw >= TP_PARALLEL_MIN) schedule(static)
+    for (int64_t o = 0; o < s->outer; o++) {
+        float *dx = s->dst + s->offsets[o], g = s->a[o] * inv;
+        for (int64_t h = 0; h < s->height; h++)
+            for (int64_t w = 0; w < s->width; w++) dx[h * s->h_stride + w * s->w_stride] = g;
+    }
 }
 
 static ftl_status run_list(nn_train_plan *p, tp_list *l, bool reverse) {
@@ -1139,8 +1256,10 @@ void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out) {
         char rate[16] = "";
         if (rows[r].flops > 0 && rows[r].seconds > 0)
             snprintf(rate, sizeof rate, "%.1f", rows[r].flops * (double)n / rows[r].seconds / 1e9);
+        char steps[24] = "";
+        if (rows[r].steps > 1) snprintf(steps, sizeof steps, " (%d steps)", rows[r].steps);
         fprintf(out, "  %9.3f %5.1f%% %8s  %s%s\n", 1e3 * rows[r].seconds / (double)n,
-                sum > 0 ? 100.0 * rows[r].seconds / sum : 0.0, rate, rows[r].what, rows[r].steps > 1 ? " (several steps)" : "");
+                sum > 0 ? 100.0 * rows[r].seconds / sum : 0.0, rate, rows[r].what, steps);
     }
     fprintf(out, "  %9.3f %5.1f%% %8s  clearing the gradient buffers\n", 1e3 * p->host_clear_seconds / (double)n,
             sum > 0 ? 100.0 * p->host_clear_seconds / sum : 0.0, "");
@@ -1160,7 +1279,7 @@ ftl_status nn_train_plan_forward(nn_train_plan *p, const float *const *boundary,
 ftl_status nn_train_plan_backward(nn_train_plan *p, const float *dfeatures, float *const *boundary_grads) {
     double t0 = p->profiling ? ftl_now() : 0;
     for (int t = 0; t < p->g->n_tensors; t++)
-        if (p->owned[t] && !p->direct[t]) memset(p->grad[t], 0, (size_t)p->count[t] * sizeof(float));
+        if (p->owned[t] && !p->direct[t]) memset(p->grad[t], 0, (size_t)p->room[t] * sizeof(float));
     for (int k = 0; k < p->tr->n_params; k++)
         if (!p->param_direct[k])
             memset(p->pgrads + p->offset[k], 0, (size_t)p->g->tensors[p->tr->params[k].tensor].count * sizeof(float));

@@ -89,9 +89,11 @@ steps = prof["steps"]
 check("step-kinds-sum", sum(k["steps"] for k in prof["kinds"]) == len(steps), "kind step counts do not add up")
 check("flops-only-on-compute", all(s["flops"] == 0 or s["kind"] in macs for s in steps),
       [s["label"] for s in steps if s["flops"] and s["kind"] not in macs][:3])
-tot, ssum = prof["total_seconds"], prof["steps_seconds"]
-check("steps-add-up", tot > 0 and abs(ssum - tot) <= a.tolerance * tot,
-      f"steps {ssum * 1e3:.3f} ms vs total {tot * 1e3:.3f} ms")
+tot, ssum, timed = prof["total_seconds"], prof["steps_seconds"], prof["timed_run_seconds"]
+# a timed run's steps (each run's sum, median over runs) cover a plain run interleaved with it; the sum
+# of per-step medians is shown too but runs lower on a noisy machine (each median drops its own spikes)
+check("steps-add-up", tot > 0 and abs(timed - tot) <= a.tolerance * tot,
+      f"timed runs {timed * 1e3:.3f} ms (steps' medians {ssum * 1e3:.3f}) vs total {tot * 1e3:.3f} ms")
 check("steps-sum-consistent", abs(sum(s["seconds"] for s in steps) - ssum) <= 1e-9 + 1e-9 * ssum, "")
 check("gflops-consistent", abs(prof["gflops"] - prof["flops"] / tot * 1e-9) <= 1e-6 * prof["gflops"], "")
 check("peak-measured", prof["peak"]["fp32_gflops"] > 0 and prof["peak_gflops"] > 0, str(prof["peak"]))

@@ -251,4 +251,22 @@ grep -q 'features computed on: cuda:0 ftl emulated GPU' "$d/gpu_model.txt" && pa
 ev_gpu=$("$FTL" eval "$d/gpu.ftl" "$d/ds/val.parquet" --device cuda 2>&1 | grep -o 'top-1: [0-9.]*' | head -1)
 ev_cpu=$("$FTL" eval "$d/gpu.ftl" "$d/ds/val.parquet" --device cpu 2>&1 | grep -o 'top-1: [0-9.]*' | head -1)
 [ -n "$ev_gpu" ] && [ "$ev_gpu" = "$ev_cpu" ] && pass cuda_emulated_eval_equals_cpu || fail cuda_emulated_eval_equals_cpu "gpu '$ev_gpu' vs cpu '$ev_cpu'"
+
+# ---- the fine-tune recipe with the bottom and the frozen top on the device: the bottom runs once per
+# split, and eval of the tuned model reads val's boundary rows and gives the run's val metrics
+"$FTL" train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --fine-tune-last 2 \
+    --fine-tune-epochs 1 --fine-tune-lr 1e-4 --device cuda --cache-dir "$d/ftcache" --out "$d/ft.ftl" --log "$d/ft.jsonl" \
+    >"$d/ft.out" 2>"$d/ft.err" &&
+    "$FTL" eval "$d/ft.ftl" "$d/ds/val.parquet" --device cuda --cache-dir "$d/ftcache" --json "$d/ft_eval.json" --quiet \
+        >/dev/null 2>"$d/ft_eval.err" &&
+    [ "$(grep -c 'feature cache: computing' "$d/ft.err")" -eq 2 ] && grep -q "by the frozen top (last 2)" "$d/ft.err" &&
+    grep -q 'eval: reusing the boundary rows of the cut (last 2)' "$d/ft_eval.err" &&
+    $PY - "$d/ft.jsonl" "$d/ft_eval.json" <<'PYEOF' && pass cuda_fine_tune_recipe_one_bottom_pass || fail cuda_fine_tune_recipe_one_bottom_pass "$(tail -3 "$d/ft.err"; cat "$d/ft_eval.err")"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+best = max((r for r in recs if r["record"] == "epoch"), key=lambda r: r["val_acc"])
+e = json.load(open(sys.argv[2]))
+print("run best val_acc", best["val_acc"], "eval top1", e["top1"])
+assert round(e["top1"] * 153) == round(best["val_acc"] * 153), (e, best)
+PYEOF
 finish

@@ -145,6 +145,13 @@ fi
 "$FTL" train "$T" --val "$V" "${KR[@]}" --out "$d/killed.ftl" --checkpoint "$d/kckpt/c-{epoch}.ckpt" \
     --resume "$d/kckpt/fine-tune-c-1.ckpt" >/dev/null 2>"$d/resume.err" || fail phase_2_resume_runs "$(cat "$d/resume.err")"
 cmp -s "$d/straight.ftl" "$d/killed.ftl" && pass phase_2_resume_byte_identical || fail phase_2_resume_byte_identical "models differ"
+# a resume in phase 1, whose features the frozen top makes per batch here (--max-memory 1 streams the
+# boundary rows), finishes phase 1 and runs phase 2 to the uninterrupted run's model, byte for byte
+P1=(--backbone "$MODEL" --epochs 3 --fine-tune-last 4 --fine-tune-epochs 1 --fine-tune-lr 1e-4 --max-memory 1 "${C[@]}")
+"$FTL" train "$T" --val "$V" "${P1[@]}" --checkpoint "$d/p1ck/c-{epoch}.ckpt" --out "$d/p1_straight.ftl" >/dev/null 2>"$d/p1.err" &&
+    "$FTL_SAN" train "$T" --val "$V" "${P1[@]}" --resume "$d/p1ck/c-1.ckpt" --out "$d/p1_resumed.ftl" >/dev/null 2>>"$d/p1.err" &&
+    grep -q 'the frozen top runs on every batch' "$d/p1.err" && cmp -s "$d/p1_straight.ftl" "$d/p1_resumed.ftl" &&
+    pass phase_1_resume_through_the_top_byte_identical || fail phase_1_resume_through_the_top_byte_identical "$(tail -3 "$d/p1.err")"
 "$FTL" inspect "$d/kckpt/fine-tune-c-1.ckpt" --json >"$d/ckpt.json" 2>/dev/null &&
     "$FTL" inspect "$MODEL" --fine-tune-last 4 >"$d/cut.txt" 2>/dev/null &&
     $PY - "$d" <<'PYEOF' && pass inspect_phase_2_checkpoint || fail inspect_phase_2_checkpoint "see log"
