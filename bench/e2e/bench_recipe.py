@@ -21,6 +21,8 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--epochs", type=int, default=10)
 ap.add_argument("--fine-tune-epochs", type=int, default=3)
 ap.add_argument("--model", default=os.path.join(shared, "models", "mobilenet_v2_1.0_224_features.onnx"))
+ap.add_argument("--results-from", action="append", default=[],
+                help="instead of running: the JSON lines an earlier run printed (repeatable), tabled and charted together")
 a = ap.parse_args()
 work = os.path.join(build, "bench-recipe")
 os.makedirs(work, exist_ok=True)
@@ -109,20 +111,28 @@ def svg(results):
     rows = [r for r in results if r["tool"] == "ftl"]
     xs = sorted({r["images"] for r in rows})
     W, H, L, B, P = 640, 260, 64, 40, 24
+    import math
+    def nice_step(top):  # a 1-2-5 step giving about 4 ticks
+        raw = top / 4
+        mag = 10 ** math.floor(math.log10(raw))
+        return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    lo, hi = math.log10(min(xs)) - 0.15, math.log10(max(xs)) + 0.15  # the data size on a log axis
+
     def panel(x0, key, title, unit):
-        top = max(r[key] for r in rows) * 1.1
-        fx = lambda v: x0 + L + (v - 0) / (max(xs) * 1.05) * (W / 2 - L - P)
+        step = nice_step(max(r[key] for r in rows) * 1.05)
+        top = step * math.ceil(max(r[key] for r in rows) * 1.05 / step)
+        fx = lambda v: x0 + L + (math.log10(v) - lo) / (hi - lo) * (W / 2 - L - P)
         fy = lambda v: H - B - v / top * (H - B - P - 16)
         s = [f'<text x="{x0 + L}" y="16" font-size="13" font-weight="600">{title}</text>',
              f'<line x1="{x0 + L}" y1="{H - B}" x2="{x0 + W / 2 - P}" y2="{H - B}" stroke="#888"/>',
              f'<line x1="{x0 + L}" y1="{P}" x2="{x0 + L}" y2="{H - B}" stroke="#888"/>']
-        for k in range(5):
-            v = top * k / 4
+        for k in range(int(round(top / step)) + 1):
+            v = step * k
             s.append(f'<text x="{x0 + L - 6}" y="{fy(v) + 4:.1f}" font-size="10" text-anchor="end">{v:.0f}</text>')
             s.append(f'<line x1="{x0 + L}" y1="{fy(v):.1f}" x2="{x0 + W / 2 - P}" y2="{fy(v):.1f}" stroke="#eee"/>')
         for v in xs:
             s.append(f'<text x="{fx(v):.1f}" y="{H - B + 14}" font-size="10" text-anchor="middle">{v}</text>')
-        s.append(f'<text x="{x0 + L + (W / 2 - L - P) / 2}" y="{H - 8}" font-size="10" text-anchor="middle">images (train + val)</text>')
+        s.append(f'<text x="{x0 + L + (W / 2 - L - P) / 2}" y="{H - 8}" font-size="10" text-anchor="middle">files (train + val), log scale</text>')
         s.append(f'<text x="{x0 + 14}" y="{(H - B) / 2}" font-size="10" transform="rotate(-90 {x0 + 14} {(H - B) / 2})" text-anchor="middle">{unit}</text>')
         for recipe, colour in (("frozen", "#1f77b4"), ("fine-tune", "#d62728")):
             pts = sorted((r["images"], r[key]) for r in rows if r["recipe"] == recipe)
@@ -140,7 +150,9 @@ def svg(results):
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"CPU: {cpu}, {a.threads} threads; backbone {os.path.basename(a.model)}")
 results = []
-for k in [int(x) for x in a.scales.split(",")]:
+for path in a.results_from:
+    results += [json.loads(l) for l in open(path) if l.startswith("{")]
+for k in ([] if a.results_from else [int(x) for x in a.scales.split(",")]):
     images = dataset(k)
     n = sum(len(files) for _, _, files in os.walk(images))
     for fine_tune in (False, True):
@@ -162,7 +174,7 @@ for r in results:
         print(f"{r['scale']:>5} {r['images']:>6} {r['recipe']:>9} {'torch':>5} {r['prep_s']:6.1f} {r['features_s'] + r['phase1_s'] + r['phase2_s']:7.1f} "
               f"{'':>5} {r['wall_s']:7.1f} {r['backbone_passes']:>6} {r['peak_rss_mib']:8.0f} {r['best_val_acc']:7.4f}")
 for k in sorted({r["scale"] for r in results}):
-    fr = [r for r in results if r["scale"] == k and r["tool"] == "ftl"]
+    fr = sorted((r for r in results if r["scale"] == k and r["tool"] == "ftl"), key=lambda r: r["recipe"] != "frozen")
     ratio = fr[1]["total_s"] / fr[0]["total_s"]
     peer = [r for r in results if r["scale"] == k and r["tool"] == "torch"]
     extra = f"; PyTorch's fine-tune recipe / ftl's: {peer[0]['wall_s'] / fr[1]['total_s']:.2f}x" if peer else ""

@@ -1,7 +1,8 @@
 /* The fine-tuning training plan on oneDNN (train_plan.h). Every activation of the unfrozen part
- * keeps its own plain fp32 buffer and gradient buffer (view ops share them); a backward primitive
- * writes into per-step scratch that is then added into the gradients it contributes to, so a
- * tensor read by several nodes, or a parameter read twice, sums its contributions. */
+ * keeps its own fp32 buffer and gradient buffer (view ops share them), plain or in the layout its
+ * convolution chose; a backward primitive writes a gradient with one contribution in place, and
+ * otherwise into per-step scratch then added into it, so a tensor read by several nodes, or a
+ * parameter read twice, sums its contributions. */
 #include "nn/train_plan.h"
 #include "nn/cpu_plan.h"
 #include "util/error.h"
@@ -462,10 +463,14 @@ static ftl_status compile_conv_as(nn_train_plan *p, const nn_node *n, dnnl_data_
  * failed bf16 attempt has added nothing to the plan). */
 static ftl_status compile_conv(nn_train_plan *p, const nn_node *n) {
     if (p->bf16) {
-        if (compile_conv_as(p, n, dnnl_bf16) == FTL_OK) {
+        int fwd = p->fwd.n, bwd = p->bwd.n;
+        ftl_status st = compile_conv_as(p, n, dnnl_bf16);
+        if (st == FTL_OK) {
             p->bf16_convs++;
             return FTL_OK;
         }
+        /* fp32 is tried only when nothing of the bf16 attempt is in the plan (it fails before the first step) */
+        if (p->fwd.n != fwd || p->bwd.n != bwd) return st;
         ftl_clear_error();
     }
     return compile_conv_as(p, n, dnnl_f32);
@@ -834,14 +839,14 @@ static ftl_status compile_concat_loops(nn_train_plan *p, const nn_node *n) {
         int t = n->in[k];
         if (t < 0) continue;
         int64_t chunk = shape_of(p, t)->d[axis] * inner;
-        tp_step *f = push_labelled(p, &p->fwd, "concat");
+        tp_step *f = push_labelled(p, &p->fwd, "concat copy loop");
         f->kind = TP_CONCAT;
         f->a = data_of(p, t);
         f->dst = p->act[n->out[0]];
         f->outer = outer, f->chunk = chunk, f->stride = stride, f->offset = at;
         float *g = grad_of(p, t);
         if (g) {
-            tp_step *s = push_labelled(p, &p->bwd, "concat backward");
+            tp_step *s = push_labelled(p, &p->bwd, "concat backward loop");
             s->kind = TP_SPLIT_BWD;
             s->a = p->grad[n->out[0]];
             s->dst = g;
@@ -1207,6 +1212,7 @@ typedef struct tp_profile_row {
     const char *what;
     double seconds, flops;
     int steps;
+    bool host;                  /* a loop of ftl's, not a oneDNN primitive */
 } tp_profile_row;
 
 static int by_time(const void *a, const void *b) {
@@ -1228,7 +1234,7 @@ void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out) {
             sum += s->seconds;
             int r = 0;
             while (r < n_rows && strcmp(rows[r].what, s->what) != 0) r++;
-            if (r == n_rows) rows[n_rows++] = (tp_profile_row){s->what, 0, 0, 0};
+            if (r == n_rows) rows[n_rows++] = (tp_profile_row){s->what, 0, 0, 0, s->kind != TP_PRIM};
             rows[r].seconds += s->seconds;
             rows[r].flops += s->flops;
             rows[r].steps++;
@@ -1238,11 +1244,9 @@ void nn_train_plan_print_profile(const nn_train_plan *p, FILE *out) {
     double conv = 0, reorder = 0, other_prim = 0, host = p->host_clear_seconds, flops = 0;
     for (int r = 0; r < n_rows; r++) {
         flops += rows[r].flops;
-        if (strstr(rows[r].what, ": convolution ")) conv += rows[r].seconds;
+        if (rows[r].host) host += rows[r].seconds;
+        else if (strstr(rows[r].what, ": convolution ")) conv += rows[r].seconds;
         else if (strstr(rows[r].what, ": reorder")) reorder += rows[r].seconds;
-        else if (strstr(rows[r].what, ": gradient sum") || strstr(rows[r].what, ": broadcast") || strstr(rows[r].what, ": concat") ||
-                 strstr(rows[r].what, ": global average"))
-            host += rows[r].seconds;
         else other_prim += rows[r].seconds;
     }
     fprintf(out, "training step: %.3f ms (forward + backward, %lld timed) = convolutions %.3f + other primitives %.3f + "

@@ -197,6 +197,10 @@ static void rewire_top(nn_graph *g, const nn_trainable *tr, int nodes, int from,
     for (int i = 0; i < nodes; i++)
         for (int k = 0; tr->node[i] && k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] == from) g->nodes[i].in[k] = to;
+    /* shape arithmetic on the boundary (a Shape of it) reads the new tensor, of the same shape */
+    for (int f = 0; f < g->n_folds; f++)
+        for (int k = 0; k < g->folds[f].node.n_in; k++)
+            if (g->folds[f].node.in[k] == from) g->folds[f].node.in[k] = to;
 }
 
 ftl_status nn_top_input(nn_graph *g, const nn_cut_spec *spec, int feature) {

@@ -115,6 +115,22 @@ static bool parse_cut(const char *text, ftl_fine_tune_cut *cut) {
     return false;
 }
 
+/* The options of a fine-tuned model's bottom or top: as its tuned backbone was loaded. */
+static ftl_model_options cut_half_options(const classifier_backbone *cb) {
+    const ftl_model_info *info = ftl_model_get_info(cb->backbone);
+    ftl_model_options mo;
+    ftl_model_options_init(&mo);
+    mo.features_from = info->feature_name;
+    mo.precision = cb->precision;
+    mo.conv_algorithm = cb->conv_algorithm;
+    mo.threads = info->threads;
+    mo.device = cb->device;
+    mo.batch = info->batch;
+    mo.overrides = cb->clf.tuned;
+    mo.n_overrides = cb->clf.n_tuned;
+    return mo;
+}
+
 static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, const ftl_eval_options *o,
                                    const ftl_embed_options *eo, const char *cache_dir, int64_t begin, int64_t end,
                                    const ftl_collectives *col) {
@@ -127,22 +143,19 @@ static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, cons
     if (cut_text && cb->clf.n_tuned > 0) {
         /* the tuned backbone's own features are never cached: its boundary rows may be */
         if (!bottom_identity || !parse_cut(cut_text, &cut)) return FTL_OK; /* an older model file */
-        ftl_model_options mo;
-        ftl_model_options_init(&mo);
-        mo.features_from = ftl_model_get_info(cb->backbone)->feature_name;
-        mo.precision = cb->precision;
-        mo.conv_algorithm = cb->conv_algorithm;
-        mo.threads = ftl_model_get_info(cb->backbone)->threads;
-        mo.device = cb->device;
-        mo.batch = ftl_model_get_info(cb->backbone)->batch;
-        mo.overrides = cb->clf.tuned;
-        mo.n_overrides = cb->clf.n_tuned;
+        ftl_model_options mo = cut_half_options(cb);
         mo.bottom_of = &cut;
-        FTL_TRY(ftl_model_load(cb->backbone_path, &mo, &c->bottom));
+        if (ftl_model_load(cb->backbone_path, &mo, &c->bottom) != FTL_OK) { /* the whole backbone still can */
+            ftl_log_warn("eval: cannot load the frozen bottom of %s's cut (%s): %s; computing the features from the images",
+                         o->model_path, cut_text, ftl_last_error());
+            ftl_clear_error();
+            return FTL_OK;
+        }
         if (strcmp(ftl_model_get_info(c->bottom)->identity, bottom_identity) != 0) {
             ftl_log_warn("eval: the frozen bottom of %s's cut (%s) has identity %.16s..., the file records %.16s...; "
                          "not using its boundary rows", o->model_path, cut_text, ftl_model_get_info(c->bottom)->identity,
                          bottom_identity);
+            cached_rows_free(c);
             return FTL_OK;
         }
         req.model = c->bottom;
@@ -154,21 +167,14 @@ static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, cons
         return FTL_OK;
     }
     if (c->bottom) {
-        ftl_model_options mo;
-        ftl_model_options_init(&mo);
-        mo.features_from = ftl_model_get_info(cb->backbone)->feature_name;
-        mo.precision = cb->precision;
-        mo.conv_algorithm = cb->conv_algorithm;
-        mo.threads = ftl_model_get_info(cb->backbone)->threads;
-        mo.device = cb->device;
-        mo.batch = ftl_model_get_info(cb->backbone)->batch;
-        mo.overrides = cb->clf.tuned;
-        mo.n_overrides = cb->clf.n_tuned;
+        ftl_model_options mo = cut_half_options(cb);
         mo.top_of = &cut;
-        ftl_status st = ftl_model_load(cb->backbone_path, &mo, &c->top);
-        if (st != FTL_OK) {
-            feature_cache_parts_free(&c->parts);
-            return st;
+        if (ftl_model_load(cb->backbone_path, &mo, &c->top) != FTL_OK) {
+            ftl_log_warn("eval: cannot load the tuned top of %s's cut (%s): %s; computing the features from the images",
+                         o->model_path, cut_text, ftl_last_error());
+            ftl_clear_error();
+            cached_rows_free(c);
+            return FTL_OK;
         }
         ftl_log_info("eval: reusing the boundary rows of the cut (%s) from %d part%s in %s: only the tuned top and the "
                      "head run", cut_text, c->parts.count, c->parts.count == 1 ? "" : "s", cache_dir);

@@ -108,26 +108,29 @@ typedef struct fine_tune_run {
     int n_tuned;
 } fine_tune_run;
 
-ftl_status boundary_model_load(const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
-                               ftl_model **out) {
-    ftl_model_options bm;
-    ftl_model_options_init(&bm);
-    bm.features_from = o->embed.features_from;
-    bm.bottom_of = &o->fine_tune;
-    bm.precision = o->embed.precision;
-    bm.conv_algorithm = o->embed.conv_algorithm;
-    bm.threads = o->embed.threads;
-    bm.batch = o->embed.batch;
-    bm.overrides = start;
-    bm.n_overrides = n_start;
-    return ftl_model_load(o->embed.backbone_path, &bm, out);
+ftl_status cut_half_load(const ftl_train_options *o, bool top, const ftl_tensor_override *start, int n_start,
+                         ftl_model **out) {
+    ftl_model_options mo;
+    ftl_model_options_init(&mo);
+    mo.features_from = o->embed.features_from;
+    if (top) mo.top_of = &o->fine_tune;
+    else mo.bottom_of = &o->fine_tune;
+    mo.precision = o->embed.precision;
+    mo.conv_algorithm = o->embed.conv_algorithm;
+    mo.device = o->embed.device;
+    mo.deterministic = o->embed.deterministic;
+    mo.threads = o->embed.threads;
+    mo.batch = o->embed.batch;
+    mo.overrides = start;
+    mo.n_overrides = n_start;
+    return ftl_model_load(o->embed.backbone_path, &mo, out);
 }
 
 bool boundary_sources_ready(const train_run *bottom) { return bottom->have_train_global || bottom->have_train_stream; }
 
 ftl_status boundary_setup(const train_run *r, const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
                           train_run *bottom, ftl_train_summary *s) {
-    if (!bottom->backbone) FTL_TRY(boundary_model_load(o, start, n_start, &bottom->backbone));
+    if (!bottom->backbone) FTL_TRY(cut_half_load(o, false, start, n_start, &bottom->backbone));
     if (boundary_sources_ready(bottom)) return FTL_OK;
     ftl_train_options bo = *o;
     bo.embed.bottom_of = &o->fine_tune;

@@ -355,18 +355,8 @@ static void through_top(train_run *r, const ftl_train_options *o) {
 }
 
 ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o, train_run *bottom, ftl_train_summary *s) {
-    ftl_status st = o->feature_cache ? boundary_setup(r, o, NULL, 0, bottom, s) : boundary_model_load(o, NULL, 0, &bottom->backbone);
-    ftl_model_options tm;
-    ftl_model_options_init(&tm);
-    tm.features_from = o->embed.features_from;
-    tm.top_of = &o->fine_tune;
-    tm.precision = o->embed.precision;
-    tm.conv_algorithm = o->embed.conv_algorithm;
-    tm.device = o->embed.device;
-    tm.deterministic = o->embed.deterministic;
-    tm.threads = o->embed.threads;
-    tm.batch = o->embed.batch;
-    if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &tm, &r->top);
+    ftl_status st = o->feature_cache ? boundary_setup(r, o, NULL, 0, bottom, s) : cut_half_load(o, false, NULL, 0, &bottom->backbone);
+    if (st == FTL_OK) st = cut_half_load(o, true, NULL, 0, &r->top);
     if (st != FTL_OK) return st;
     int64_t dim = ftl_model_get_info(r->top)->feature_dim;
     r->dim = dim;
@@ -379,7 +369,8 @@ ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o,
                   *bv = bottom->have_val_store ? &bottom->val_store : NULL;
     int64_t rows = (bt->end - bt->begin) * (bf ? 2 : 1) + (bv ? bv->end - bv->begin : 0);
     int64_t limit = o->max_memory > 0 ? o->max_memory : default_max_memory();
-    if (rows * dim * 4 > limit) { /* too many for memory beside the boundary rows: the top runs per batch */
+    int64_t boundary_bytes = s->features_in_memory ? rows * bottom->dim * 4 : 0; /* held for phase 2 */
+    if (boundary_bytes + rows * dim * 4 > limit) { /* no room beside the boundary rows: the top runs per batch */
         ftl_log_info("fine-tuning: phase 1's %.1f GiB of features exceed the memory limit; the frozen top runs on every "
                      "batch of boundary rows", (double)(rows * dim * 4) / (1 << 30));
         st = sources_over_stores(r, o, bt, bf, bv, s->train_rows, bottom->dim);

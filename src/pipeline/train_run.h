@@ -54,9 +54,10 @@ char *fine_tune_cut_text(const ftl_fine_tune_cut *cut);
 /* Which phase --resume's checkpoint continues (1 or 2) and phase 2's epoch 0 as it records them;
  * rank 0 reads the file and tells the others. A checkpoint of another cut is refused here. */
 ftl_status fine_tune_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start);
-/* The frozen bottom of the cut (its features are the boundary rows), with --init's start tensors. */
-ftl_status boundary_model_load(const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
-                               ftl_model **out);
+/* The frozen bottom of the cut (its features are the boundary rows) or, top, the frozen top (it
+ * reads them), with --init's start tensors, on the run's device and precision. */
+ftl_status cut_half_load(const ftl_train_options *o, bool top, const ftl_tensor_override *start, int n_start,
+                         ftl_model **out);
 /* The boundary sources of `bottom` have been set up. */
 bool boundary_sources_ready(const train_run *bottom);
 /* Loads bottom's model if it has none and sets up its boundary sources (cached, or per batch) if
