@@ -96,22 +96,16 @@ struct nn_train_plan {
     double host_clear_seconds;  /* clearing the gradient buffers */
 };
 
-static tp_step *push_step(tp_list *l);
 /* A step labelled with the node being compiled and its work. */
 static tp_step *push_labelled(nn_train_plan *p, tp_list *l, const char *work) {
-    tp_step *s = push_step(l);
-    s->boundary_only = p->marking_boundary_only;
-    snprintf(s->what, sizeof s->what, "%.48s: %s", p->node_name ? p->node_name : "?", work);
-    return s;
-}
-
-static tp_step *push_step(tp_list *l) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->s = ftl_xrealloc(l->s, (size_t)l->cap * sizeof *l->s);
     }
     tp_step *s = &l->s[l->n++];
     memset(s, 0, sizeof *s);
+    s->boundary_only = p->marking_boundary_only;
+    snprintf(s->what, sizeof s->what, "%.48s: %s", p->node_name ? p->node_name : "?", work);
     return s;
 }
 

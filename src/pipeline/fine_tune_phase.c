@@ -103,7 +103,6 @@ typedef struct fine_tune_run {
     ftl_finetune *top;
     ftl_classifier init;
     bool have_init;
-    train_run bottom;
     ftl_tensor_override *tuned;
     int n_tuned;
 } fine_tune_run;
@@ -126,12 +125,10 @@ ftl_status cut_half_load(const ftl_train_options *o, bool top, const ftl_tensor_
     return ftl_model_load(o->embed.backbone_path, &mo, out);
 }
 
-bool boundary_sources_ready(const train_run *bottom) { return bottom->have_train_global || bottom->have_train_stream; }
-
 ftl_status boundary_setup(const train_run *r, const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
                           train_run *bottom, ftl_train_summary *s) {
     if (!bottom->backbone) FTL_TRY(cut_half_load(o, false, start, n_start, &bottom->backbone));
-    if (boundary_sources_ready(bottom)) return FTL_OK;
+    if (bottom->have_train_global || bottom->have_train_stream) return FTL_OK; /* phase 1 set them up */
     ftl_train_options bo = *o;
     bo.embed.bottom_of = &o->fine_tune;
     bo.embed.overrides = start;
@@ -200,7 +197,6 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
         st = ftl_fail(FTL_E_INTERNAL, "the top gives %lld features, the backbone %lld", (long long)fi->feature_dim,
                       (long long)r->dim);
     /* The frozen bottom: phase 1's (its boundary rows computed once per recipe), or loaded here. */
-    if (!bottom) bottom = &f.bottom;
     if (st == FTL_OK) st = boundary_setup(r, o, start_tensors, n_start, bottom, s);
     if (st == FTL_OK && ftl_model_get_info(bottom->backbone)->feature_dim != fi->boundary_floats)
         st = ftl_fail(FTL_E_INTERNAL, "the bottom gives %lld floats per image, the top takes %lld",
@@ -297,7 +293,6 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
     free(cut);
     free(start);
     free(f.tuned);
-    train_run_free(&f.bottom);
     ftl_finetune_free(f.top);
     if (f.have_init) ftl_classifier_free(&f.init);
     return st;

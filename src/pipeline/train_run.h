@@ -58,14 +58,13 @@ ftl_status fine_tune_resume_phase(const ftl_train_options *o, int *phase, ftl_ep
  * reads them), with --init's start tensors, on the run's device and precision. */
 ftl_status cut_half_load(const ftl_train_options *o, bool top, const ftl_tensor_override *start, int n_start,
                          ftl_model **out);
-/* The boundary sources of `bottom` have been set up. */
-bool boundary_sources_ready(const train_run *bottom);
 /* Loads bottom's model if it has none and sets up its boundary sources (cached, or per batch) if
  * not yet done, over r's data and cache folder; the summary gets the boundary's facts. */
 ftl_status boundary_setup(const train_run *r, const ftl_train_options *o, const ftl_tensor_override *start, int n_start,
                           train_run *bottom, ftl_train_summary *s);
 /* Phase 2: the cut's top and the head trained together on the frozen bottom's boundary tensors
- * (`bottom`: phase 1's, its model loaded and maybe its sources set up; NULL: loaded here),
+ * (`bottom`: phase 1's, its model loaded and maybe its sources set up, or empty: set up here; the
+ * caller frees it),
  * from head_params (phase 1's best; NULL when resuming phase 2 or from --init) with `initial` as
  * epoch 0; rank 0 writes the model with the tuned tensors. base_meta: phase 1's checkpoint identity;
  * run_record: the log's run record for phase 2 (its fields; "phase" and "fine_tune" are added). */
