@@ -142,7 +142,12 @@ static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, cons
     ftl_fine_tune_cut cut;
     if (cut_text && cb->clf.n_tuned > 0) {
         /* the tuned backbone's own features are never cached: its boundary rows may be */
-        if (!bottom_identity || !parse_cut(cut_text, &cut)) return FTL_OK; /* an older model file */
+        if (!bottom_identity) return FTL_OK; /* a model file from before boundary reuse */
+        if (!parse_cut(cut_text, &cut)) {
+            ftl_log_warn("eval: %s records the cut \"%s\", which is not \"last N\" or \"from TENSOR\"; computing the "
+                         "features from the images", o->model_path, cut_text);
+            return FTL_OK;
+        }
         ftl_model_options mo = cut_half_options(cb);
         mo.bottom_of = &cut;
         if (ftl_model_load(cb->backbone_path, &mo, &c->bottom) != FTL_OK) { /* the whole backbone still can */

@@ -127,6 +127,28 @@ PYEOF
 expect_error export_of_edited_tuned_tensors_refused 1 'edited.ftl: its fine-tuned backbone tensors give identity .*damaged or edited' \
     "$FTL_SAN" export "$d/edited.ftl" "$d/edited.onnx"
 expect_error eval_of_edited_tuned_tensors_refused 1 'damaged or edited' "$FTL_SAN" eval "$d/edited.ftl" "$V" --quiet
+# a model whose recorded cut cannot be read, or whose bottom identity is not the cache's, is evaluated from
+# the images (said so, no crash) with the same metrics
+bad_ok=yes
+for bad in "cut=last x9" "cut=last 99999999999" "cut=from " "bottom=$(printf '0%.0s' {1..64})"; do
+    $PY - "$d/model.ftl" "$d/badmeta.ftl" "$bad" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+key, value = sys.argv[3].split("=", 1)
+h["__metadata__"]["ftl.fine_tune_cut" if key == "cut" else "ftl.bottom_identity"] = value
+head = json.dumps(h).encode()
+head += b" " * (-len(head) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + raw[8 + n:])
+PYEOF
+    rm -f "$d/badmeta.json"
+    "$FTL_SAN" eval "$d/badmeta.ftl" "$V" "${C[@]}" --json "$d/badmeta.json" --quiet >/dev/null 2>"$d/badmeta.err" &&
+        ! grep -q 'reusing the boundary rows' "$d/badmeta.err" && cmp -s "$d/eval.json" "$d/badmeta.json" ||
+        { bad_ok="$bad: $(cat "$d/badmeta.err")"; break; }
+done
+[ "$bad_ok" = yes ] && pass eval_with_unreadable_cut_metadata_uses_the_images ||
+    fail eval_with_unreadable_cut_metadata_uses_the_images "$bad_ok"
 
 # ---- SIGKILL in phase 2, then --resume: the same bytes as an uninterrupted run
 KR=(--backbone "$MODEL" --batch 16 --epochs 3 --fine-tune-last 4 --fine-tune-epochs 3 --fine-tune-lr 1e-4 "${C[@]}" --quiet)
