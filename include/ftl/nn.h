@@ -28,7 +28,11 @@ typedef enum ftl_nn_precision {
     FTL_NN_FP32 = 0,
     FTL_NN_BF16,  /* bf16 activations and weights, fp32 accumulation; needs AVX512-BF16 or AMX to be fast */
     FTL_NN_TF32,  /* GPU only: fp32 tensors, products on TF32 tensor cores (10-bit mantissas) */
+    FTL_NN_INT8,  /* CPU only: convolutions on u8/s8 data with calibrated scales (ftl_nn_calibrate), the
+                     rest fp32; fast with AVX512-VNNI (or AVX-VNNI / AMX) */
 } ftl_nn_precision;
+
+typedef struct ftl_nn_int8_scales ftl_nn_int8_scales;
 
 /* How fp32 convolutions are computed. AUTO: 3x3 stride-1 convolutions (group 1, no dilation) with
  * >= 64 input and output channels in multiples of 16 use oneDNN's Winograd kernels (F(4x4, 3x3): 4x
@@ -69,15 +73,20 @@ typedef struct ftl_model_options {
                                    reads a bottom model's rows (ftl_model_run, input_floats each) and
                                    gives features_from, as the full backbone does up to float
                                    reassociation (its identity differs, so caches keep them apart) */
+    const ftl_nn_int8_scales *int8_scales; /* precision FTL_NN_INT8: the calibration (required); its
+                                   hash is part of the model's identity */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);
-/* "fp32" / "bf16" / "tf32". */
+/* "fp32" / "bf16" / "tf32" / "int8". */
 ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision);
 const char *ftl_nn_precision_name(ftl_nn_precision precision);
 /* Whether --precision bf16 can run on this CPU: oneDNN 2.6 has bf16 kernels from AVX-512 on
  * (native with AVX512-BF16 or AMX, emulated on plain AVX-512), none for AVX2. */
 bool ftl_nn_cpu_bf16_available(void);
+/* Whether this CPU has int8 dot-product instructions oneDNN uses (AVX512-VNNI, AVX-VNNI or AMX).
+ * Without them --precision int8 still runs, slower than fp32. */
+bool ftl_nn_cpu_int8_fast(void);
 /* "auto" / "direct". */
 ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm);
 const char *ftl_nn_conv_algorithm_name(ftl_nn_conv_algorithm algorithm);
@@ -111,6 +120,36 @@ const char *ftl_nn_scale_name(ftl_nn_scale scale);
  * stored with the features so a later run can check it. Caller frees. */
 char *ftl_nn_preprocess_json(const ftl_nn_preprocess *p, const ftl_model *m, int image_size);
 
+/* ---- int8 calibration (post-training static quantization) ---- */
+
+typedef enum ftl_nn_calibration_method {
+    FTL_NN_CALIBRATION_PERCENTILE = 0, /* threshold: |x| at the 99.99th percentile (outliers clipped) */
+    FTL_NN_CALIBRATION_MINMAX,         /* threshold: the largest |x| seen */
+} ftl_nn_calibration_method;
+
+ftl_status ftl_nn_calibration_method_parse(const char *text, ftl_nn_calibration_method *method);
+const char *ftl_nn_calibration_method_name(ftl_nn_calibration_method method);
+
+/* Runs the fp32 model `path` (with `o`'s features_from, cut, threads and batch; its precision is
+ * ignored) over `count` dataset images (uint8 RGB, image_size x image_size, back to back) and gives
+ * the int8 scales of every tensor an int8 convolution reads: symmetric, per tensor, u8 where all
+ * values seen were >= 0. Deterministic for the same images. */
+ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const ftl_nn_preprocess *pp,
+                            const uint8_t *images_hwc, int count, int image_size, ftl_nn_calibration_method method,
+                            ftl_nn_int8_scales **scales);
+void ftl_nn_int8_scales_free(ftl_nn_int8_scales *s);
+/* {"method": ..., "rows": N, "hash": ..., "tensors": [[name, scale, unsigned], ...]}: what model
+ * files, feature files and checkpoints record. Caller frees. */
+char *ftl_nn_int8_scales_json(const ftl_nn_int8_scales *s);
+/* Parses ftl_nn_int8_scales_json's text; a malformed table, or a scale that is not positive and
+ * finite, is an error naming it (`where`: the file, for the message). */
+ftl_status ftl_nn_int8_scales_from_json(const char *json, const char *where, ftl_nn_int8_scales **s);
+/* The hex SHA-256 of the method, rows and every (name, scale, unsigned): the calibration's identity. */
+const char *ftl_nn_int8_scales_hash(const ftl_nn_int8_scales *s);
+const char *ftl_nn_int8_scales_method(const ftl_nn_int8_scales *s);
+int ftl_nn_int8_scales_rows(const ftl_nn_int8_scales *s);
+int ftl_nn_int8_scales_count(const ftl_nn_int8_scales *s);
+
 /* ---- models ---- */
 
 /* A model is not thread-safe (its plans own their buffers): use one per thread. */
@@ -133,6 +172,7 @@ typedef struct ftl_model_info {
     long long macs_per_image;  /* multiply-adds of Conv/Gemm/MatMul per image */
     ftl_nn_precision precision;
     ftl_nn_conv_algorithm conv_algorithm;
+    int int8_convs;            /* precision int8: convolutions the main plan runs in int8 (the rest fp32) */
     int winograd_convs;        /* convolutions the main plan runs with Winograd kernels (a partial last
                                   batch's plan may use fewer) */
     int threads, batch, micro_batch; /* micro_batch: images per plan run (the largest per-layer one) */

@@ -19,7 +19,7 @@ typedef struct ftl_train_options {
     ftl_embed_options embed;      /* backbone, feature tensor, preprocessing, precision, columns, batch, threads */
     bool feature_cache;           /* default true: embed once, train on stored features */
     const char *cache_dir;        /* default: ftl-feature-cache/ next to out_path */
-    int64_t max_memory;           /* cached features larger than this are streamed; default half the RAM */
+    int64_t max_memory;           /* cached features larger than this are streamed; default half the RAM, at most 1 GiB */
     int64_t shuffle_buffer;       /* rows; default 400 (the article's) */
     bool augment_flip;            /* --augment flip: each (seed, pass, row) draws the image or its mirror;
                                      with the feature cache both orientations are cached */

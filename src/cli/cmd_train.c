@@ -62,7 +62,7 @@ int cli_cmd_train(int argc, char **argv) {
          "Chrome trace (chrome://tracing, Perfetto): a track per rank, spans for data wait, backbone, head, allreduce, validation, checkpoint"},
         {"feature-cache", CLI_BOOL, &o.feature_cache, NULL, "embed every image once, train on stored features (default; --no-feature-cache: backbone on every batch, as the article)"},
         {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "feature cache folder; default ftl-feature-cache/ next to --out"},
-        {"max-memory", CLI_BYTES, &o.max_memory, "BYTES", "stream cached features larger than this; default half the RAM"},
+        {"max-memory", CLI_BYTES, &o.max_memory, "BYTES", "stream cached features larger than this; default half the RAM, at most 1 GiB"},
         {"shuffle-buffer", CLI_INT64, &o.shuffle_buffer, "N", "rows in the shuffle buffer; default 400 (the article's)"},
         {"augment", CLI_STRING, &augment, "flip|none",
          "flip: each epoch every training image is mirrored left-right or not, at random (both orientations cached)"},

@@ -9,8 +9,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* TF32: fp32 tensors, tensor-core products with 10-bit mantissas (GPU only). */
-typedef enum nn_precision { NN_PREC_F32 = 0, NN_PREC_BF16, NN_PREC_TF32 } nn_precision;
+/* TF32: fp32 tensors, tensor-core products with 10-bit mantissas (GPU only). INT8: convolutions
+ * whose input tensor has a calibrated scale run on u8/s8 data (CPU only; the rest stays fp32). */
+typedef enum nn_precision { NN_PREC_F32 = 0, NN_PREC_BF16, NN_PREC_TF32, NN_PREC_INT8 } nn_precision;
+
+/* Called by a plan after it computed a watched tensor (calibration): `count` floats of it, in the
+ * plan's layout for it (the values of a micro-batch chunk, padding zeros included). */
+typedef void (*nn_observe_fn)(void *ctx, int tensor, const float *values, size_t count);
 
 typedef struct nn_compile_opts {
     int batch;                /* rows per run */
@@ -22,6 +27,15 @@ typedef struct nn_compile_opts {
     const int *node_batch;
     int device;               /* CUDA: the visible GPU to run on */
     bool deterministic;       /* CUDA: only algorithms that give the same bits every run */
+    /* NN_PREC_INT8, per graph tensor (see nn/quantize.h): the scale of its int8 form (real = scale x
+     * q; 0: none), whether that form is u8 (else s8), and whether its producing convolution writes
+     * it requantized (its every reader is an int8 convolution). */
+    const float *int8_scale;
+    const bool *int8_unsigned, *int8_written;
+    /* CPU: per graph tensor, whether observe is called with its values after each run (NULL: none). */
+    const bool *observe;
+    nn_observe_fn observe_fn;
+    void *observe_ctx;
 } nn_compile_opts;
 
 typedef struct nn_plan nn_plan;
@@ -33,6 +47,7 @@ typedef struct nn_step_info {
     bool reorder, fill;
     bool compute;             /* a convolution, matmul or inner product (what the ceiling times alone) */
     bool bf16;                /* its source tensor is bf16 */
+    bool int8;                /* its source tensor is u8 or s8 */
     int executions;           /* per run (micro-batch chunks) */
 } nn_step_info;
 

@@ -3,8 +3,10 @@
  * blocked from conv to conv. Layout-sensitive ops (reshapes, Gemm, Pad, Transpose) reorder to
  * plain row-major first. */
 #include "nn/cpu_plan.h"
+#include "nn/quantize.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/log.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -81,17 +83,84 @@ static dnnl_status_t winograd_desc(nn_plan *p, const dnnl_convolution_desc_t *cd
     return *pd ? dnnl_success : dnnl_unimplemented;
 }
 
+static dnnl_data_type_t int8_type(const nn_plan *p, int t) { return p->int8_unsigned[t] ? dnnl_u8 : dnnl_s8; }
+
+/* The node's weights and bias as an int8 convolution takes them (see nn_quantize_conv_weights). */
+typedef struct int8_conv_consts {
+    int8_t *weights;
+    float *bias, *scales;   /* bias over (input scale x weight scale); the output scales */
+    float act_scale;        /* the last activation's result times this (requantization) */
+} int8_conv_consts;
+
+static void int8_conv_consts_free(int8_conv_consts *q) {
+    free(q->weights);
+    free(q->bias);
+    free(q->scales);
+}
+
+static bool has_sum_post(const nn_node *n) {
+    for (int k = 0; k < n->n_post; k++)
+        if (n->post[k].kind == NN_POST_SUM) return true;
+    return false;
+}
+
+static bool has_act_post(const nn_node *n) {
+    for (int k = 0; k < n->n_post; k++)
+        if (n->post[k].kind == NN_POST_ACT) return true;
+    return false;
+}
+
+/* Whether the int8 convolution n writes its output requantized (u8/s8 at the output's scale). */
+static bool writes_int8(const nn_plan *p, const nn_node *n) {
+    int y = n->out[0];
+    return p->int8_written[y] && p->int8_scale[y] > 0 && !has_sum_post(n);
+}
+
+static void int8_conv_consts_make(const nn_plan *p, const nn_graph *g, const nn_node *n, int64_t m, int8_conv_consts *q) {
+    const nn_tensor *w = &g->tensors[n->in[1]];
+    int64_t per = nn_shape_count(&w->shape) / m;
+    float sx = p->int8_scale[n->in[0]];
+    bool requant = writes_int8(p, n), act = has_act_post(n);
+    float sy = requant ? p->int8_scale[n->out[0]] : 1.0f;
+    q->weights = ftl_xmalloc((size_t)(m * per));
+    q->bias = ftl_xmalloc((size_t)m * sizeof *q->bias);
+    q->scales = ftl_xmalloc((size_t)m * sizeof *q->scales);
+    const float *bias = n->n_in > 2 && n->in[2] >= 0 ? g->tensors[n->in[2]].data : NULL;
+    nn_quantize_conv_weights(w->data, m, per, sx, bias, q->weights, q->scales, q->bias);
+    /* requantized: without an activation the output scales divide by the output's scale; with one,
+     * the activation's result is scaled (it must see real values) */
+    for (int64_t o = 0; requant && !act && o < m; o++) q->scales[o] /= sy;
+    q->act_scale = requant && act ? 1.0f / sy : 1.0f;
+}
+
+static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q, bool *no_int8_kernel);
+
+/* A convolution whose input has an int8 form runs in int8 when oneDNN has a fast kernel for it,
+ * else in fp32 like the rest. */
 static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
+    if (cpu_node_int8(p, n)) {
+        bool none = false;
+        ftl_status st = emit_conv_as(p, g, n, true, &none);
+        if (st != FTL_OK || !none) return st;
+        ftl_log_debug("nn: node '%s' (%s): no fast int8 kernel for its shape; it runs in fp32", n->name, n->op_type);
+    }
+    return emit_conv_as(p, g, n, false, NULL);
+}
+
+/* q: in int8 (nothing is emitted and *no_int8_kernel is set when oneDNN has only its reference
+ * kernel or none for it). */
+static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q, bool *no_int8_kernel) {
     char label[96];
     label_of(n, label, sizeof label);
     const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
     const nn_tensor *w = &g->tensors[n->in[1]];
     const nn_params *pp = &n->p;
-    dnnl_data_type_t dt = cpu_compute_type(p);
+    dnnl_data_type_t dt = q ? int8_type(p, n->in[0]) : cpu_compute_type(p);
+    dnnl_data_type_t ydt = !q ? dt : writes_int8(p, n) ? int8_type(p, n->out[0]) : dnnl_f32;
     int64_t m = ys->d[1], c = xs->d[1], gr = pp->group;
     dnnl_memory_desc_t src_any, wei_any, dst_any, bias_md, wei_plain;
     any_md(&src_any, xs, dt);
-    any_md(&dst_any, ys, dt);
+    any_md(&dst_any, ys, ydt);
     dnnl_dims_t wd;
     int wrank;
     if (gr > 1) {
@@ -103,11 +172,14 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
         dnnl_dims_t d = {m, c, pp->kernel[0], pp->kernel[1]};
         memcpy(wd, d, sizeof d);
     }
-    dnnl_memory_desc_init_by_tag(&wei_any, wrank, wd, dt, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei_plain, wrank, wd, dnnl_f32, wrank == 5 ? dnnl_abcde : dnnl_abcd);
+    dnnl_data_type_t wdt = q ? dnnl_s8 : dt;
+    dnnl_memory_desc_init_by_tag(&wei_any, wrank, wd, wdt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei_plain, wrank, wd, q ? dnnl_s8 : dnnl_f32, wrank == 5 ? dnnl_abcde : dnnl_abcd);
     dnnl_dims_t bd = {m};
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
-    bool has_bias = n->n_in > 2 && n->in[2] >= 0;
+    bool has_bias = q || (n->n_in > 2 && n->in[2] >= 0); /* int8: the bias carries no rounding, so always one */
+    int8_conv_consts qc = {0};
+    if (q) int8_conv_consts_make(p, g, n, m, &qc);
     dnnl_dims_t strides = {pp->stride[0], pp->stride[1]}, dil = {pp->dilation[0] - 1, pp->dilation[1] - 1};
     dnnl_dims_t pl = {pp->pad_begin[0], pp->pad_begin[1]}, pr = {pp->pad_end[0], pp->pad_end[1]};
     /* oneDNN wants the right padding that makes its output size formula exact */
@@ -116,7 +188,11 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
         pr[i] = (ys->d[2 + i] - 1) * pp->stride[i] + span - xs->d[2 + i] - pl[i];
     }
     dnnl_primitive_attr_t attr;
-    FTL_TRY(cpu_make_attr(n, &attr, false));
+    ftl_status ast = q ? cpu_make_attr_int8(n, &attr, qc.scales, m, qc.act_scale) : cpu_make_attr(n, &attr, false);
+    if (ast != FTL_OK) {
+        int8_conv_consts_free(&qc);
+        return ast;
+    }
     /* A fixed activation layout for every conv (cpu_conv_layout: channels-last brgconv for fp32,
      * nChw16c for bf16, measured per layer in bench/backbone), so no reorders between layers;
      * when that form only has a reference kernel, let oneDNN choose. Winograd convs come first
@@ -142,7 +218,7 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
             dims_of(ys, dd);
             /* a 3-channel stem keeps the blocked conv's own input pick (ncsp); channels-last is fine */
             if (xs->d[1] >= 8 || layout == dnnl_acdb) dnnl_memory_desc_init_by_tag(&src, 4, sd, dt, layout);
-            dnnl_memory_desc_init_by_tag(&dst, 4, dd, dt, layout);
+            dnnl_memory_desc_init_by_tag(&dst, 4, dd, ydt, layout);
         }
         dnnl_convolution_desc_t cd;
         s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src, &wei_any,
@@ -155,13 +231,18 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
         }
         const char *impl = NULL;
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        if (attempt <= 0 && impl && strncmp(impl, "ref", 3) == 0) {
+        if ((attempt <= 0 || q) && impl && strncmp(impl, "ref", 3) == 0) {
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
         }
         used_winograd = pd && attempt < 0;
     }
     dnnl_primitive_attr_destroy(attr);
+    if (!pd && q) {
+        int8_conv_consts_free(&qc);
+        *no_int8_kernel = true;
+        return FTL_OK;
+    }
     if (!pd) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s)", n->name, n->op_type);
     if (used_winograd) p->n_winograd++;
     dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -170,8 +251,10 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
 
     int src_v, wei_v, bias_v = -1, dst_v;
     ftl_status st = cpu_ensure(p, n->in[0], &src_md, &src_v);
-    if (st == FTL_OK) st = cpu_const_value(p, w->data, &wei_plain, &wei_md, &wei_v);
-    if (st == FTL_OK && has_bias) st = cpu_const_value(p, g->tensors[n->in[2]].data, &bias_md, &bias_md, &bias_v);
+    if (st == FTL_OK) st = cpu_const_value(p, q ? (const void *)qc.weights : w->data, &wei_plain, &wei_md, &wei_v);
+    if (st == FTL_OK && has_bias)
+        st = cpu_const_value(p, q ? qc.bias : g->tensors[n->in[2]].data, &bias_md, &bias_md, &bias_v);
+    int8_conv_consts_free(&qc);
     int sum_t = -1;
     for (int k = 0; k < n->n_post; k++)
         if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;

@@ -192,9 +192,16 @@ ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label) {
     return FTL_OK;
 }
 
-ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) {
+bool cpu_node_int8(const nn_plan *p, const nn_node *n) {
+    return p->int8_scale && n->n_in > 0 && n->in[0] >= 0 && p->int8_scale[n->in[0]] > 0;
+}
+
+static bool is_int8_type(dnnl_data_type_t t) { return t == dnnl_u8 || t == dnnl_s8; }
+
+/* A reorder src -> dst whose values are multiplied by `scale` (1: a plain conversion). */
+static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale, const char *label) {
     cpu_copy_plan *copy = NULL;
-    if (!getenv("FTL_NN_ONEDNN_COPIES") && cpu_copy_plan_make(&p->vals[src].md, &p->vals[dst].md, &copy)) {
+    if (scale == 1.0f && !getenv("FTL_NN_ONEDNN_COPIES") && cpu_copy_plan_make(&p->vals[src].md, &p->vals[dst].md, &copy)) {
         cpu_step *st = new_step(p, label);
         st->kind = CPU_STEP_COPY;
         st->copy = copy;
@@ -214,6 +221,7 @@ ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) {
     dnnl_primitive_attr_t attr;
     CPU_TRY(dnnl_primitive_attr_create(&attr), label);
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (scale != 1.0f) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
     dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, &p->vals[src].md, p->engine, &p->vals[dst].md, p->engine, attr);
     dnnl_primitive_attr_destroy(attr);
     CPU_TRY(s, label);
@@ -221,6 +229,8 @@ ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) {
     p->n_reorders++;
     return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
 }
+
+ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) { return emit_reorder_scaled(p, src, dst, 1.0f, label); }
 
 ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val) {
     int v = p->tval[t];
@@ -238,7 +248,15 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     int nv = cpu_new_value(p, md, b);
     char label[96];
     snprintf(label, sizeof label, "reorder of tensor %d for node %d", t, p->cur_node);
-    FTL_TRY(cpu_emit_reorder(p, v, nv, label));
+    /* real = scale x q: quantizing divides by the tensor's scale, dequantizing multiplies */
+    bool from_int = is_int8_type(p->vals[v].md.data_type), to_int = is_int8_type(md->data_type);
+    float scale = 1.0f;
+    if (from_int != to_int) {
+        float ts = p->int8_scale ? p->int8_scale[t] : 0;
+        if (!(ts > 0)) return ftl_fail(FTL_E_INTERNAL, "tensor %d: an int8 conversion without a scale", t);
+        scale = from_int ? ts : 1.0f / ts;
+    }
+    FTL_TRY(emit_reorder_scaled(p, v, nv, scale, label));
     p->steps[p->n_steps - 1].reorder = true; /* a conversion the plan adds, not the node's own work */
     if (p->n_conv == p->cap_conv) {
         p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
@@ -249,7 +267,7 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     return FTL_OK;
 }
 
-ftl_status cpu_const_value(nn_plan *p, const float *data, const dnnl_memory_desc_t *md_plain,
+ftl_status cpu_const_value(nn_plan *p, const void *data, const dnnl_memory_desc_t *md_plain,
                            const dnnl_memory_desc_t *md, int *val) {
     dnnl_memory_t src, dst;
     CPU_TRY(dnnl_memory_create(&src, md_plain, p->engine, (void *)data), "constant");
@@ -282,21 +300,22 @@ ftl_status cpu_const_value(nn_plan *p, const float *data, const dnnl_memory_desc
     return FTL_OK;
 }
 
-static void append_act(dnnl_post_ops_t po, const nn_act *a) {
+/* `scale` multiplies the activation's result (oneDNN's eltwise post-op scale). */
+static void append_act(dnnl_post_ops_t po, const nn_act *a, float scale) {
     switch (a->kind) {
-    case NN_ACT_RELU: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f); break;
-    case NN_ACT_LEAKYRELU: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, a->alpha, 0.0f); break;
-    case NN_ACT_CLIP: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, a->alpha, a->beta); break;
-    case NN_ACT_SIGMOID: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f); break;
-    case NN_ACT_HARDSWISH: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f); break;
-    case NN_ACT_TANH: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_tanh, 0.0f, 0.0f); break;
-    case NN_ACT_SQRT: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_sqrt, 0.0f, 0.0f); break;
-    case NN_ACT_POW: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_pow, 1.0f, a->alpha); break;
-    case NN_ACT_GELU_ERF: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f); break;
-    case NN_ACT_GELU_TANH: dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_gelu_tanh, 0.0f, 0.0f); break;
+    case NN_ACT_RELU: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_relu, 0.0f, 0.0f); break;
+    case NN_ACT_LEAKYRELU: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_relu, a->alpha, 0.0f); break;
+    case NN_ACT_CLIP: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_clip_v2, a->alpha, a->beta); break;
+    case NN_ACT_SIGMOID: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_logistic, 0.0f, 0.0f); break;
+    case NN_ACT_HARDSWISH: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_hardswish, 0.0f, 0.0f); break;
+    case NN_ACT_TANH: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_tanh, 0.0f, 0.0f); break;
+    case NN_ACT_SQRT: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_sqrt, 0.0f, 0.0f); break;
+    case NN_ACT_POW: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_pow, 1.0f, a->alpha); break;
+    case NN_ACT_GELU_ERF: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_gelu_erf, 0.0f, 0.0f); break;
+    case NN_ACT_GELU_TANH: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_gelu_tanh, 0.0f, 0.0f); break;
     case NN_ACT_HARDSIGMOID:
         dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, a->alpha, a->beta);
-        dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
+        dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
         break;
     }
 }
@@ -309,7 +328,27 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
     CPU_TRY(dnnl_post_ops_create(&po), "post-ops");
     if (negate_first) dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, -1.0f, 0.0f);
     for (int k = 0; n && k < n->n_post; k++) {
-        if (n->post[k].kind == NN_POST_ACT) append_act(po, &n->post[k].act);
+        if (n->post[k].kind == NN_POST_ACT) append_act(po, &n->post[k].act, 1.0f);
+        else dnnl_post_ops_append_sum(po, 1.0f);
+    }
+    dnnl_status_t s = dnnl_primitive_attr_set_post_ops(*attr, po);
+    dnnl_post_ops_destroy(po);
+    return cpu_check(s, "post-ops");
+}
+
+ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
+                              float act_scale) {
+    CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
+    dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    CPU_TRY(dnnl_primitive_attr_set_output_scales(*attr, count, count > 1 ? 1 << 1 : 0, scales), "int8 output scales");
+    if (n->n_post == 0) return FTL_OK;
+    int last_act = -1;
+    for (int k = 0; k < n->n_post; k++)
+        if (n->post[k].kind == NN_POST_ACT) last_act = k;
+    dnnl_post_ops_t po;
+    CPU_TRY(dnnl_post_ops_create(&po), "post-ops");
+    for (int k = 0; k < n->n_post; k++) {
+        if (n->post[k].kind == NN_POST_ACT) append_act(po, &n->post[k].act, k == last_act ? act_scale : 1.0f);
         else dnnl_post_ops_append_sum(po, 1.0f);
     }
     dnnl_status_t s = dnnl_primitive_attr_set_post_ops(*attr, po);
@@ -499,10 +538,13 @@ static void plan_free(nn_plan *p) {
     free(p->seg_first);
     free(p->arena);
     free(p->scratch);
+    free(p->int8_scale);
+    free(p->int8_unsigned);
+    free(p->int8_written);
     free(p);
 }
 
-static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
+static ftl_status compile_nodes(nn_plan *p, nn_graph *g, const bool *observe) {
     nn_graph_last_readers(g, p->last_node);
 
     int in = g->inputs[0], shapes_for = p->batch;
@@ -526,6 +568,19 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
         for (int k = 0; k < n->n_post; k++)
             if (n->post[k].kind == NN_POST_SUM) FTL_TRY(cpu_rebatch(p, n->post[k].sum_tensor));
         FTL_TRY(cpu_emit_node(p, g, i));
+        for (int k = 0; observe && k < n->n_out; k++) {
+            int t = n->out[k];
+            if (t < 0 || !observe[t] || p->tval[t] < 0) continue;
+            if (p->vals[p->tval[t]].md.data_type != dnnl_f32)
+                return ftl_fail(FTL_E_INTERNAL, "node '%s': a watched tensor that is not float", n->name);
+            cpu_step *st = new_step(p, "observe");
+            st->kind = CPU_STEP_OBSERVE;
+            st->nargs = 1;
+            st->arg_val[0] = p->tval[t];
+            st->tensor = t;
+            snprintf(st->impl, sizeof st->impl, "ftl:observe");
+            touch(p, p->tval[t], p->n_steps - 1);
+        }
     }
     p->cur_node = g->n_nodes;
     int out = g->outputs[0];
@@ -540,6 +595,8 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g) {
 
 static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
     *out = NULL;
+    if (o->precision == NN_PREC_INT8 && (!o->int8_scale || !o->int8_unsigned || !o->int8_written))
+        return ftl_fail(FTL_E_INTERNAL, "an int8 plan without its scales");
     omp_set_num_threads(o->threads);
     FTL_TRY(nn_infer_shapes(g, o->batch));
     nn_plan *p = ftl_xcalloc(1, sizeof *p);
@@ -554,12 +611,23 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
             p->node_mb[i] = mb >= 1 && mb <= o->batch && o->batch % mb == 0 ? mb : o->batch;
         }
     }
+    if (o->precision == NN_PREC_INT8) {
+        size_t n = (size_t)g->n_tensors + 1;
+        p->int8_scale = ftl_xcalloc(n, sizeof *p->int8_scale);
+        p->int8_unsigned = ftl_xcalloc(n, sizeof *p->int8_unsigned);
+        p->int8_written = ftl_xcalloc(n, sizeof *p->int8_written);
+        memcpy(p->int8_scale, o->int8_scale, (n - 1) * sizeof *p->int8_scale);
+        memcpy(p->int8_unsigned, o->int8_unsigned, (n - 1) * sizeof *p->int8_unsigned);
+        memcpy(p->int8_written, o->int8_written, (n - 1) * sizeof *p->int8_written);
+    }
+    p->observe_fn = o->observe_fn;
+    p->observe_ctx = o->observe_ctx;
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;
     ftl_status st = cpu_check(dnnl_engine_create(&p->engine, dnnl_cpu, 0), "oneDNN CPU engine");
     if (st == FTL_OK) st = cpu_check(dnnl_stream_create(&p->stream, p->engine, dnnl_stream_default_flags), "oneDNN stream");
-    if (st == FTL_OK) st = compile_nodes(p, g);
+    if (st == FTL_OK) st = compile_nodes(p, g, o->observe_fn ? o->observe : NULL);
     if (st == FTL_OK) st = finalize(p);
     if (st != FTL_OK) {
         plan_free(p);
@@ -595,6 +663,13 @@ static void run_copy(nn_plan *p, const cpu_step *s) {
     cpu_copy_run(s->copy, from, to, p->threads);
 }
 
+static void observe(nn_plan *p, const cpu_step *s) {
+    const cpu_value *v = &p->vals[s->arg_val[0]];
+    void *h = NULL;
+    dnnl_memory_get_data_handle(v->mem, &h);
+    p->observe_fn(p->observe_ctx, s->tensor, h, dnnl_memory_desc_get_size(&v->md) / sizeof(float));
+}
+
 /* Points the step's full-buffer arguments at images [chunk * mb, (chunk + 1) * mb). */
 static ftl_status point_at_chunk(nn_plan *p, cpu_step *s, int chunk, float *output) {
     for (int j = 0; j < s->n_chunked; j++) {
@@ -617,6 +692,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         double t0 = step_seconds ? ftl_now() : 0;
         if (s->kind == CPU_STEP_FILL) fill(&p->vals[s->arg_val[0]], s->fill_value);
         else if (s->kind == CPU_STEP_COPY) run_copy(p, s);
+        else if (s->kind == CPU_STEP_OBSERVE) observe(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }
@@ -675,12 +751,15 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     info->fill = s->kind == CPU_STEP_FILL;
     info->compute = cpu_is_compute_step(s, NULL);
     info->bf16 = s->nargs > 0 && p->vals[s->arg_val[0]].md.data_type == dnnl_bf16;
+    info->int8 = s->nargs > 0 && is_int8_type(p->vals[s->arg_val[0]].md.data_type);
     info->executions = s->mb > 0 ? p->batch / s->mb : 1;
 }
 
 /* "f32 16x32x112x112 acdb" or "... aBcd16b": dims, then axes from outermost stride, blocked axes in capitals. */
 static void md_text(const dnnl_memory_desc_t *md, char *buf, size_t size) {
-    size_t used = (size_t)snprintf(buf, size, "%s ", md->data_type == dnnl_bf16 ? "bf16" : md->data_type == dnnl_f32 ? "f32" : "?");
+    dnnl_data_type_t t = md->data_type;
+    size_t used = (size_t)snprintf(buf, size, "%s ", t == dnnl_bf16 ? "bf16" : t == dnnl_f32 ? "f32" : t == dnnl_u8 ? "u8"
+                                                     : t == dnnl_s8 ? "s8" : t == dnnl_s32 ? "s32" : "?");
     for (int i = 0; i < md->ndims && used < size; i++)
         used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "x" : "", (long long)md->dims[i]);
     if (md->format_kind != dnnl_blocked || used + 1 >= size) return;
@@ -704,7 +783,8 @@ static int cpu_winograd_convs(const nn_plan *p) { return p->n_winograd; }
 
 static void cpu_describe(const nn_plan *p, FILE *out) {
     fprintf(out, "plan: batch %d, %s, %d threads, %d steps (%d reorders), %d Winograd convs, activations %.1f MiB, "
-            "scratchpad %.1f MiB\n", p->batch, p->precision == NN_PREC_BF16 ? "bf16" : "fp32", p->threads, p->n_steps,
+            "scratchpad %.1f MiB\n", p->batch,
+            p->precision == NN_PREC_BF16 ? "bf16" : p->precision == NN_PREC_INT8 ? "int8 (convolutions with scales)" : "fp32", p->threads, p->n_steps,
             p->n_reorders, p->n_winograd,
             (double)p->arena_size / 1048576.0, (double)p->scratch_size / 1048576.0);
     for (int i = 0; i < p->n_steps; i++) {

@@ -42,8 +42,9 @@ typedef struct cpu_buf {
 } cpu_buf;
 
 /* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
- * (cpu_copy.c) between layouts of one data type. */
-typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY } cpu_step_kind;
+ * (cpu_copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
+ * observer (calibration). */
+typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE } cpu_step_kind;
 typedef struct cpu_copy_plan cpu_copy_plan;
 
 typedef struct cpu_step {
@@ -64,6 +65,7 @@ typedef struct cpu_step {
     char impl[64];
     int node;                 /* graph node it was emitted for (n_nodes: the plan's copy to the caller) */
     bool reorder;             /* a layout / type conversion */
+    int tensor;               /* CPU_STEP_OBSERVE: the graph tensor arg 0 holds */
 } cpu_step;
 
 typedef struct cpu_conv_cache {
@@ -101,6 +103,10 @@ struct nn_plan {
     int n_segs;               /* runs of steps with the same micro-batch */
     int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
+    float *int8_scale;        /* NN_PREC_INT8: copies of nn_compile_opts' per-tensor arrays */
+    bool *int8_unsigned, *int8_written;
+    nn_observe_fn observe_fn;
+    void *observe_ctx;
 };
 
 /* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
@@ -109,10 +115,11 @@ ftl_status cpu_check(dnnl_status_t s, const char *what);
 
 int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf);
 int cpu_new_buf(nn_plan *p, size_t size, int last_node);
-/* A constant value holding `data` (float32, plain layout `md_plain`) converted to `md`. */
-ftl_status cpu_const_value(nn_plan *p, const float *data, const dnnl_memory_desc_t *md_plain,
+/* A constant value holding `data` (of md_plain's type and plain layout) converted to `md`. */
+ftl_status cpu_const_value(nn_plan *p, const void *data, const dnnl_memory_desc_t *md_plain,
                            const dnnl_memory_desc_t *md, int *val);
-/* The value of graph tensor t in layout/type md (reordered once and cached when it differs). */
+/* The value of graph tensor t in layout/type md (reordered once and cached when it differs; a
+ * conversion to or from u8/s8 scales by the tensor's int8 scale). */
 ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val);
 /* Plain row-major layout of t's current dims with data type dt. */
 void cpu_plain_md(dnnl_memory_desc_t *md, const nn_shape *s, dnnl_data_type_t dt);
@@ -131,6 +138,13 @@ void cpu_bind(nn_plan *p, int t, int v);
 /* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
  * starting with y = -y (a swapped Sub). */
 ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool negate_first);
+/* The same for an int8 primitive: per-output-channel scales (count 1: one for all) applied to the
+ * integer sums, then n's post-ops, the last activation's result multiplied by act_scale (the
+ * requantization to the output's scale when an activation runs last; else 1). */
+ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
+                              float act_scale);
+/* Whether node n's data input has an int8 form, so the node runs in int8. */
+bool cpu_node_int8(const nn_plan *p, const nn_node *n);
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);

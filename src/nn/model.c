@@ -8,6 +8,7 @@
 #include "nn/topo.h"
 #include "nn/trainable.h"
 #include "nn/preprocess.h"
+#include "nn/quantize.h"
 #include "ftl/image.h"
 #include "nn/shape.h"
 #include "util/error.h"
@@ -39,6 +40,9 @@ struct ftl_model {
     bool is_top;             /* the top of a cut: its input is boundary rows, not an image */
     int in_flight;           /* batches started (ftl_model_start_features), not collected */
     nn_preprocess_worker *workers; /* one per thread: batch resize (Pillow BILINEAR, as the peer recipe) */
+    float *int8_scale;       /* precision int8: per graph tensor (nn_compile_opts) */
+    bool *int8_unsigned, *int8_written;
+    bool *watch;             /* calibration: the tensors the plans hand to the observer */
 };
 
 void ftl_model_options_init(ftl_model_options *o) {
@@ -53,12 +57,13 @@ ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision)
     if (strcmp(text, "fp32") == 0 || strcmp(text, "f32") == 0 || strcmp(text, "float32") == 0) *precision = FTL_NN_FP32;
     else if (strcmp(text, "bf16") == 0 || strcmp(text, "bfloat16") == 0) *precision = FTL_NN_BF16;
     else if (strcmp(text, "tf32") == 0) *precision = FTL_NN_TF32;
-    else return ftl_fail(FTL_E_INVALID_ARG, "--precision '%s': expected fp32, bf16 or tf32", text);
+    else if (strcmp(text, "int8") == 0) *precision = FTL_NN_INT8;
+    else return ftl_fail(FTL_E_INVALID_ARG, "--precision '%s': expected fp32, bf16, tf32 or int8", text);
     return FTL_OK;
 }
 
 const char *ftl_nn_precision_name(ftl_nn_precision precision) {
-    return precision == FTL_NN_BF16 ? "bf16" : precision == FTL_NN_TF32 ? "tf32" : "fp32";
+    return precision == FTL_NN_BF16 ? "bf16" : precision == FTL_NN_TF32 ? "tf32" : precision == FTL_NN_INT8 ? "int8" : "fp32";
 }
 
 ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm) {
@@ -85,6 +90,10 @@ void ftl_model_free(ftl_model *m) {
     free(m->backend_name);
     free(m->device_name);
     nn_preprocess_workers_free(m->workers, m->copts.threads);
+    free(m->int8_scale);
+    free(m->int8_unsigned);
+    free(m->int8_written);
+    free(m->watch);
     free(m);
 }
 
@@ -248,6 +257,40 @@ static void identity_of_what_runs(ftl_model *m, const ftl_model_options *o) {
         ftl_sha256_hex_of_string(text, m->identity);
         free(text);
     }
+    if (o->precision == FTL_NN_INT8 && o->int8_scales) { /* int8 features differ with the calibration */
+        char *text = ftl_format("int8 %s\n%s", ftl_nn_int8_scales_hash(o->int8_scales), m->identity);
+        ftl_sha256_hex_of_string(text, m->identity);
+        free(text);
+    }
+}
+
+/* The per-tensor arrays of an int8 plan (or the watched tensors of a calibration run). */
+static ftl_status int8_setup(ftl_model *m, const ftl_model_options *o, nn_observe_fn observe_fn, void *ctx) {
+    size_t n = (size_t)m->g->n_tensors + 1;
+    if (observe_fn) {
+        m->watch = ftl_xcalloc(n, sizeof *m->watch);
+        nn_int8_watched(m->g, m->watch);
+        m->copts.observe = m->watch;
+        m->copts.observe_fn = observe_fn;
+        m->copts.observe_ctx = ctx;
+    }
+    if (o->precision != FTL_NN_INT8) return FTL_OK;
+    const ftl_nn_int8_scales *q = o->int8_scales;
+    m->int8_scale = ftl_xcalloc(n, sizeof *m->int8_scale);
+    m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
+    m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
+    FTL_TRY(nn_int8_tensor_arrays(m->g, q->names, q->scale, q->is_unsigned, q->count, m->int8_scale, m->int8_unsigned,
+                                  m->int8_written));
+    m->copts.int8_scale = m->int8_scale;
+    m->copts.int8_unsigned = m->int8_unsigned;
+    m->copts.int8_written = m->int8_written;
+    return FTL_OK;
+}
+
+bool ftl_nn_cpu_int8_fast(void) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_vnni || isa == dnnl_cpu_isa_avx512_core_bf16 ||
+           isa == dnnl_cpu_isa_avx512_core_amx || isa == dnnl_cpu_isa_avx2_vnni;
 }
 
 static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *o) {
@@ -326,7 +369,21 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     return FTL_OK;
 }
 
+static ftl_status model_load(const char *path, const ftl_model_options *options, nn_observe_fn observe_fn, void *ctx,
+                             ftl_model **model);
+
 ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ftl_model **model) {
+    return model_load(path, options, NULL, NULL, model);
+}
+
+ftl_status nn_model_load_watching(const char *path, const ftl_model_options *o, nn_observe_fn observe_fn, void *ctx,
+                                  ftl_model **model) {
+    if (o->precision != FTL_NN_FP32) return ftl_fail(FTL_E_INTERNAL, "calibration runs the fp32 model");
+    return model_load(path, o, observe_fn, ctx, model);
+}
+
+static ftl_status model_load(const char *path, const ftl_model_options *options, nn_observe_fn observe_fn, void *ctx,
+                             ftl_model **model) {
     *model = NULL;
     ftl_model_options defaults;
     ftl_model_options_init(&defaults);
@@ -336,10 +393,24 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     if (o->micro_batch < 0) return ftl_fail(FTL_E_INVALID_ARG, "micro batch %d: must be >= 0 (0 = auto)", o->micro_batch);
     if (o->threads < 0 || o->threads > 1024)
         return ftl_fail(FTL_E_INVALID_ARG, "--threads %d: must be 0..1024 (0 = all cores)", o->threads);
-    if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16 && o->precision != FTL_NN_TF32)
+    if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16 && o->precision != FTL_NN_TF32 &&
+        o->precision != FTL_NN_INT8)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
+    if (o->precision == FTL_NN_INT8 && !o->int8_scales)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s: --precision int8 needs calibration scales (ftl_nn_calibrate, or the ones "
+                        "a model file recorded)", path);
     ftl_device dev;
     FTL_TRY(ftl_device_select(o->device, o->device_index, &dev));
+    if (o->precision == FTL_NN_INT8 && dev.kind == FTL_DEVICE_CUDA) {
+        if (o->device != FTL_DEVICE_AUTO)
+            return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; "
+                            "use --device cpu (or auto), or fp32/bf16/tf32 on the GPU");
+        ftl_log_warn("%s: --precision int8 runs on the CPU: the GPU backend has no int8 path yet", path);
+        FTL_TRY(ftl_device_select(FTL_DEVICE_CPU, -1, &dev));
+    }
+    if (o->precision == FTL_NN_INT8 && !ftl_nn_cpu_int8_fast())
+        ftl_log_warn("%s: this CPU has no int8 dot-product instructions (VNNI) for oneDNN (ISA %s): --precision int8 runs, "
+                     "slower than fp32 here", path, nn_cpu_isa_name());
     if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_TF32)
         return ftl_fail(FTL_E_INVALID_ARG, "--precision tf32: TensorFloat-32 is a GPU tensor-core mode, and %s runs on the "
                         "CPU: use fp32 or bf16 there%s%s", path, dev.fallback[0] ? "; no GPU: " : "", dev.fallback);
@@ -358,6 +429,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     m->copts = (nn_compile_opts){.batch = o->batch,
                                  .precision = o->precision == FTL_NN_BF16   ? NN_PREC_BF16
                                               : o->precision == FTL_NN_TF32 ? NN_PREC_TF32
+                                              : o->precision == FTL_NN_INT8 ? NN_PREC_INT8
                                                                             : NN_PREC_F32,
                                  .threads = o->threads ? o->threads : ftl_cpu_count(),
                                  .winograd = o->conv_algorithm == FTL_NN_CONV_AUTO,
@@ -368,6 +440,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
                      nn_cpu_isa_name());
     else if (dev.kind == FTL_DEVICE_CPU) ftl_nn_precision_warn_if_slow(o->precision, FTL_DEVICE_CPU, m->copts.threads);
     ftl_status st = load(m, path, o);
+    if (st == FTL_OK && (st = int8_setup(m, o, observe_fn, ctx)) != FTL_OK) ftl_fail_context(st, "%s", path);
     if (st == FTL_OK && m->node_batch) {
         st = m->be->compile(m->g, &m->copts, &m->plan);
         if (st != FTL_OK) { /* e.g. a layout that does not keep images contiguous: one size for all */
@@ -390,7 +463,7 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
             ftl_log_warn("%s: running on the CPU: the GPU backend cannot run it (%s)", path, ftl_last_error());
             ftl_model_options cpu = *o;
             cpu.device = FTL_DEVICE_CPU;
-            return ftl_model_load(path, &cpu, model);
+            return model_load(path, &cpu, observe_fn, ctx, model);
         }
         return st;
     }
@@ -406,6 +479,11 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
     i->precision = o->precision;
     i->conv_algorithm = o->conv_algorithm;
     i->winograd_convs = m->be->winograd_convs ? m->be->winograd_convs(m->plan) : 0;
+    for (int k = 0; o->precision == FTL_NN_INT8 && m->be->step_info && k < m->be->step_count(m->plan); k++) {
+        nn_step_info si;
+        m->be->step_info(m->plan, k, &si);
+        i->int8_convs += si.compute && si.int8;
+    }
     i->threads = m->copts.threads;
     i->micro_batch = i->micro_batch_min = m->copts.batch;
     for (int k = 0; m->node_batch && k < m->g->n_nodes; k++)

@@ -16,4 +16,9 @@ typedef struct nn_model_parts {
 
 void nn_model_get_parts(ftl_model *model, nn_model_parts *parts);
 
+/* ftl_model_load of the fp32 model whose plans hand observe_fn the values of every tensor an int8
+ * convolution would read (nn_int8_watched), after each run: calibration. */
+ftl_status nn_model_load_watching(const char *path, const ftl_model_options *o, nn_observe_fn observe_fn, void *ctx,
+                                  ftl_model **model);
+
 #endif

@@ -34,9 +34,12 @@ void ftl_train_options_init(ftl_train_options *o) {
     o->fine_tune_lr = 1e-5;
 }
 
+/* Cached rows held in memory: half the RAM, at most 1 GiB, so a run's peak memory stays the same
+ * at any dataset size (larger sets stream from the cache files, which the page cache keeps warm). */
 static int64_t default_max_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)4 << 30;
+    int64_t half = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
+    return half < ((int64_t)1 << 30) ? half : (int64_t)1 << 30;
 }
 
 /* The image loader a run reads (or would read) its training data through: its order is the

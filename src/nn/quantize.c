@@ -1,0 +1,132 @@
+/* int8 quantization policy, weight quantization and calibration statistics (see quantize.h). */
+#include "nn/quantize.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool nn_int8_conv_eligible(const nn_graph *g, const nn_node *n) {
+    if (n->dead || n->op != NN_OP_CONV || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
+    if (nn_is_const(g, n->in[0]) || !nn_is_const(g, n->in[1]) || !g->tensors[n->in[1]].data) return false;
+    const nn_shape *x = &g->tensors[n->in[0]].shape;
+    return x->rank == 4 && g->tensors[n->in[1]].shape.rank == 4 && x->d[1] >= 4;
+}
+
+int nn_int8_watched(const nn_graph *g, bool *watch) {
+    memset(watch, 0, (size_t)g->n_tensors * sizeof *watch);
+    int count = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (nn_int8_conv_eligible(g, &g->nodes[i]) && !watch[g->nodes[i].in[0]]) {
+            watch[g->nodes[i].in[0]] = true;
+            count++;
+        }
+    return count;
+}
+
+/* Whether every reader of t reads it as the data input of an int8 convolution. */
+static bool read_only_by_int8_convs(const nn_graph *g, int t, const float *scale) {
+    bool any = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == t) return false;
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] != t) continue;
+            if (k != 0 || !nn_int8_conv_eligible(g, n) || !(scale[t] > 0)) return false;
+            any = true;
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] == t) return false;
+    return any;
+}
+
+ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const float *scales, const bool *is_unsigned,
+                                 int count, float *scale, bool *unsigned_out, bool *written) {
+    size_t n = (size_t)g->n_tensors;
+    memset(scale, 0, n * sizeof *scale);
+    memset(unsigned_out, 0, n * sizeof *unsigned_out);
+    memset(written, 0, n * sizeof *written);
+    for (int k = 0; k < count; k++) {
+        int t = nn_graph_find(g, names[k]);
+        if (t < 0)
+            return ftl_fail(FTL_E_FORMAT, "int8 scales: tensor '%s' is not in this model's graph (scales calibrated for "
+                            "another model or cut)", names[k]);
+        if (!(scales[k] > 0) || !isfinite(scales[k]))
+            return ftl_fail(FTL_E_FORMAT, "int8 scales: tensor '%s' has scale %g; a scale must be positive and finite",
+                            names[k], (double)scales[k]);
+        scale[t] = scales[k];
+        unsigned_out[t] = is_unsigned[k];
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *c = &g->nodes[i];
+        if (!nn_int8_conv_eligible(g, c) || !(scale[c->in[0]] > 0)) continue;
+        bool sum = false;
+        for (int k = 0; k < c->n_post; k++) sum |= c->post[k].kind == NN_POST_SUM;
+        int y = c->out[0];
+        if (!sum && y >= 0 && scale[y] > 0 && read_only_by_int8_convs(g, y, scale)) written[y] = true;
+    }
+    return FTL_OK;
+}
+
+void nn_quantize_conv_weights(const float *w, int64_t m, int64_t per, float input_scale, const float *bias,
+                              int8_t *q, float *out_scales, float *q_bias) {
+    for (int64_t o = 0; o < m; o++) {
+        const float *row = w + o * per;
+        float mx = 0;
+        for (int64_t i = 0; i < per; i++) mx = fmaxf(mx, fabsf(row[i]));
+        float ws = mx > 0 ? mx / 127.0f : 1.0f;
+        for (int64_t i = 0; i < per; i++) {
+            float v = nearbyintf(row[i] / ws);
+            q[o * per + i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        out_scales[o] = input_scale * ws;
+        q_bias[o] = bias ? bias[o] / out_scales[o] : 0.0f;
+    }
+}
+
+void nn_int8_range_add(nn_int8_range *r, const float *x, size_t n, bool histogram) {
+    if (!histogram) {
+        double mx = r->absmax;
+        float mn = r->count ? r->min : INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            float a = fabsf(x[i]);
+            if (a > mx) mx = a;
+            if (x[i] < mn) mn = x[i];
+        }
+        r->absmax = mx;
+        r->min = mn;
+        r->count += n;
+        return;
+    }
+    if (!r->hist) r->hist = ftl_xcalloc(NN_INT8_HIST_BINS, sizeof *r->hist);
+    if (!(r->absmax > 0)) {
+        r->hist[0] += n;
+        return;
+    }
+    double per_bin = NN_INT8_HIST_BINS / r->absmax;
+    for (size_t i = 0; i < n; i++) {
+        double b = fabs((double)x[i]) * per_bin;
+        r->hist[b >= NN_INT8_HIST_BINS - 1 ? NN_INT8_HIST_BINS - 1 : (int)b]++;
+    }
+}
+
+double nn_int8_threshold(const nn_int8_range *r, double fraction) {
+    if (!r->hist || fraction >= 1.0 || !(r->absmax > 0)) return r->absmax;
+    uint64_t total = 0;
+    for (int b = 0; b < NN_INT8_HIST_BINS; b++) total += r->hist[b];
+    double need = fraction * (double)total, seen = 0;
+    for (int b = 0; b < NN_INT8_HIST_BINS; b++) {
+        seen += (double)r->hist[b];
+        if (seen >= need) return r->absmax * (b + 1) / NN_INT8_HIST_BINS;
+    }
+    return r->absmax;
+}
+
+float nn_int8_scale_of(double threshold, bool is_unsigned) {
+    if (!(threshold > 0)) return 1.0f; /* an all-zero tensor: any scale gives zeros */
+    return (float)(threshold / (is_unsigned ? 255.0 : 127.0));
+}
