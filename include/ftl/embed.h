@@ -22,6 +22,11 @@ typedef struct ftl_embed_options {
     const ftl_fine_tune_cut *bottom_of; /* the frozen bottom's boundary tensors instead (ftl_model_options) */
     bool flip;                     /* mirror every image left-right first (the other orientation of --augment flip) */
     ftl_nn_precision precision;
+    /* precision int8: the calibration to use (NULL: ftl_embed_run calibrates, ftl_embed_calibrate) */
+    const ftl_nn_int8_scales *int8_scales;
+    int calibration_rows;          /* images calibration runs on; default 512 (all when fewer) */
+    const char *calibration_path;  /* another dataset to calibrate on; NULL: the sources */
+    ftl_nn_calibration_method calibration_method; /* default percentile 99.99 */
     ftl_device_kind device;        /* default auto: a usable GPU, else the CPU (ftl/device.h) */
     bool deterministic;            /* GPU: deterministic algorithms only */
     ftl_nn_conv_algorithm conv_algorithm; /* default auto (Winograd where it pays; see ftl/nn.h) */
@@ -43,6 +48,13 @@ typedef struct ftl_embed_options {
 } ftl_embed_options;
 
 void ftl_embed_options_init(ftl_embed_options *options);
+
+/* The int8 calibration of o's backbone (its features_from, cut and threads): o->calibration_rows
+ * images of o->calibration_path (or the sources) in 8 windows at seeded places spread over the
+ * rows, run through the fp32 model. Under o->collectives rank 0 computes it and broadcasts it, so
+ * every rank count gets the same scales. A set with fewer rows than a batch, or of another image
+ * size than the sources, is an error naming it. */
+ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **scales);
 
 typedef struct ftl_embed_summary {
     int64_t rows;

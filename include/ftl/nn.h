@@ -133,7 +133,8 @@ const char *ftl_nn_calibration_method_name(ftl_nn_calibration_method method);
 /* Runs the fp32 model `path` (with `o`'s features_from, cut, threads and batch; its precision is
  * ignored) over `count` dataset images (uint8 RGB, image_size x image_size, back to back) and gives
  * the int8 scales of every tensor an int8 convolution reads: symmetric, per tensor, u8 where all
- * values seen were >= 0. Deterministic for the same images. */
+ * values seen were >= 0. Deterministic for the same images. images_hwc NULL: `count` synthetic
+ * images (seeded noise) at the model's input size, for plans and speed, not accuracy. */
 ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const ftl_nn_preprocess *pp,
                             const uint8_t *images_hwc, int count, int image_size, ftl_nn_calibration_method method,
                             ftl_nn_int8_scales **scales);

@@ -369,6 +369,7 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
 #define FTL_MODEL_META_TUNED_COUNT     "ftl.fine_tuned_tensors"
 #define FTL_MODEL_META_BACKBONE_IDENTITY "ftl.backbone_identity" /* ftl_model_info.identity of the tuned backbone */
 #define FTL_MODEL_META_FINE_TUNE_CUT   "ftl.fine_tune_cut"  /* e.g. "last 4" / "from TENSOR" */
+#define FTL_MODEL_META_INT8_SCALES     "ftl.int8_scales"    /* precision int8: the calibration (ftl_nn_int8_scales_json) */
 #define FTL_MODEL_META_BOTTOM_IDENTITY "ftl.bottom_identity" /* ftl_model_info.identity of the cut's frozen bottom
                                                                 (the key of its boundary rows in the feature cache) */
 #define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-2"  /* 2: dropout keyed by (seed, step, row), global batches */

@@ -227,6 +227,13 @@ bool cli_given(int argc, char **argv, const char *name) {
     return false;
 }
 
+ftl_status cli_calibration(const char *method, ftl_nn_precision precision, const char *calibration_path,
+                           ftl_nn_calibration_method *out) {
+    if (precision != FTL_NN_INT8 && (method || calibration_path))
+        fprintf(stderr, "ftl: warning: --calibration and --calibration-method belong to --precision int8; ignored\n");
+    return method ? ftl_nn_calibration_method_parse(method, out) : FTL_OK;
+}
+
 ftl_status cli_precision(const char *text, ftl_device_kind device, int threads, ftl_nn_precision *precision) {
     if (strcmp(text, "auto") != 0) return ftl_nn_precision_parse(text, precision);
     char why[200];

@@ -6,7 +6,7 @@
 int cli_cmd_embed(int argc, char **argv) {
     ftl_embed_options o;
     ftl_embed_options_init(&o);
-    const char *backbone = NULL, *features_from = NULL, *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32";
+    const char *backbone = NULL, *features_from = NULL, *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *calibration_method = NULL;
     const char *conv_algorithm = "auto", *device = "auto";
     bool quiet = false;
     double stall_timeout = 60;
@@ -16,7 +16,10 @@ int cli_cmd_embed(int argc, char **argv) {
         {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units: x = (q/255 - mean) / std"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
-        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|auto", "backbone arithmetic; default fp32 (tf32: GPU only; auto: bf16 where this CPU runs it faster than fp32)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|int8|auto", "backbone arithmetic; default fp32 (tf32: GPU only; int8: CPU, calibrated convolutions; auto: bf16 where this CPU runs it faster than fp32)"},
+        {"calibration-rows", CLI_INT, &o.calibration_rows, "N", "int8: images the calibration runs on (a seeded sample); default 512"},
+        {"calibration", CLI_STRING, &o.calibration_path, "DATA.parquet", "int8: calibrate on this dataset instead of the training data"},
+        {"calibration-method", CLI_STRING, &calibration_method, "percentile|minmax", "int8: each tensor's threshold: |x| at the 99.99th percentile (default) or the largest |x|"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
         {"deterministic", CLI_BOOL, &o.deterministic, NULL, "GPU: only algorithms that give the same bits every run"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
@@ -46,6 +49,7 @@ int cli_cmd_embed(int argc, char **argv) {
     }
     ftl_status st = ftl_device_parse(device, &o.device);
     if (st == FTL_OK) st = cli_precision(precision, o.device, o.threads, &o.precision);
+    if (st == FTL_OK) st = cli_calibration(calibration_method, o.precision, o.calibration_path, &o.calibration_method);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);

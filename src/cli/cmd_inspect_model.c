@@ -5,9 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* int8 scales for --plan / --profile: from a dataset, or from synthetic images (the plan and its
+ * speed do not depend on the scales' values). */
+static ftl_status inspect_calibration(const char *model, const ftl_model_options *o, const char *data,
+                                      ftl_nn_int8_scales **scales) {
+    if (data) {
+        ftl_embed_options eo;
+        ftl_embed_options_init(&eo);
+        const char *sources[1] = {data};
+        eo.sources = sources;
+        eo.source_count = 1;
+        eo.backbone_path = model;
+        eo.features_from = o->features_from;
+        eo.threads = o->threads;
+        eo.batch = o->batch;
+        eo.device = FTL_DEVICE_CPU;
+        return ftl_embed_calibrate(&eo, scales);
+    }
+    ftl_nn_preprocess pp;
+    ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
+    return ftl_nn_calibrate(model, o, &pp, NULL, 32, 0, FTL_NN_CALIBRATION_PERCENTILE, scales);
+}
+
 int cli_cmd_inspect_model(int argc, char **argv) {
     const char *features_from = NULL, *precision = "fp32", *conv_algorithm = "auto", *device = "auto";
-    const char *fine_tune_from = NULL;
+    const char *fine_tune_from = NULL, *calibration = NULL;
     bool tensors = false, plan = false, profile = false, ceiling = false, json = false;
     int batch = 0, threads = 0, fine_tune_last = 0, top = 15, reps = 5;
     ftl_model_options o;
@@ -24,8 +46,10 @@ int cli_cmd_inspect_model(int argc, char **argv) {
         {"top", CLI_INT, &top, "N", "--profile: the N slowest steps (default 15)"},
         {"reps", CLI_INT, &reps, "N", "--profile: timed runs, the median reported (default 5, and at least 1 s)"},
         {"json", CLI_BOOL, &json, NULL, "--profile: one JSON document instead of text"},
-        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|auto", "precision of the --plan or --profile (default fp32; "
-                                                                  "auto: bf16 where this CPU runs it faster)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|int8|auto", "precision of the --plan or --profile (default "
+                                                                  "fp32; auto: bf16 where this CPU runs it faster)"},
+        {"calibration", CLI_STRING, &calibration, "DATA.parquet", "int8: calibrate on these images (default: 32 synthetic "
+                                                                  "ones, enough for speed, not for accuracy)"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the --plan runs (default auto: a visible GPU, else the CPU)"},
         {"deterministic", CLI_BOOL, &o.deterministic, NULL, "GPU --plan: deterministic algorithms only"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct", "convolution algorithm of the --plan (default auto)"},
@@ -67,6 +91,11 @@ int cli_cmd_inspect_model(int argc, char **argv) {
         st = ftl_nn_precision_parse(precision, &o.precision);
     }
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.conv_algorithm);
+    ftl_nn_int8_scales *scales = NULL;
+    if (st == FTL_OK && o.precision == FTL_NN_INT8 && (profile || plan)) {
+        st = inspect_calibration(pos[0], &o, calibration, &scales);
+        o.int8_scales = scales;
+    }
     if (st == FTL_OK && profile) {
         ftl_model *m = NULL;
         st = ftl_model_load(pos[0], &o, &m);
@@ -80,6 +109,7 @@ int cli_cmd_inspect_model(int argc, char **argv) {
         if (st == FTL_OK) ftl_profile_print(pr, stdout, json);
         ftl_profile_free(pr);
         ftl_model_free(m);
+        ftl_nn_int8_scales_free(scales);
         return cli_report(st);
     }
     if (st == FTL_OK) st = ftl_model_describe(pos[0], &o, stdout);
@@ -96,9 +126,11 @@ int cli_cmd_inspect_model(int argc, char **argv) {
                 printf("backend     %s; batch %d run as micro-batches of %d to %d images, per layer\n", i->backend,
                        i->batch, i->micro_batch_min, i->micro_batch);
             else printf("backend     %s; batch %d run as micro-batches of %d\n", i->backend, i->batch, i->micro_batch);
+            if (i->precision == FTL_NN_INT8) printf("int8        %d convolutions in int8, the rest fp32\n", i->int8_convs);
             ftl_model_print_plan(m, stdout);
             ftl_model_free(m);
         }
     }
+    ftl_nn_int8_scales_free(scales);
     return cli_report(st);
 }

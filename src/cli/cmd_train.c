@@ -10,7 +10,7 @@
 int cli_cmd_train(int argc, char **argv) {
     ftl_train_options o;
     ftl_train_options_init(&o);
-    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *device = "auto", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
+    const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *calibration_method = NULL, *device = "auto", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
     const char *early = NULL, *augment = "none";
     double lr = NAN, momentum = NAN, dropout = 0;
     int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
@@ -27,7 +27,10 @@ int cli_cmd_train(int argc, char **argv) {
         {"input-scale", CLI_STRING, &scale, "tf|torch", "tf: x/127.5-1 (Keras, the article; default); torch: ImageNet mean/std"},
         {"mean", CLI_STRING, &mean, "R,G,B", "explicit per-channel mean in 0..1 units"},
         {"std", CLI_STRING, &std, "R,G,B", "explicit per-channel std (with --mean)"},
-        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|auto", "backbone arithmetic; default fp32 (tf32: GPU only; auto: bf16 where this CPU runs it faster than fp32)"},
+        {"precision", CLI_STRING, &precision, "fp32|bf16|tf32|int8|auto", "backbone arithmetic; default fp32 (tf32: GPU only; int8: CPU, calibrated convolutions; auto: bf16 where this CPU runs it faster than fp32)"},
+        {"calibration-rows", CLI_INT, &o.embed.calibration_rows, "N", "int8: images the calibration runs on (a seeded sample); default 512"},
+        {"calibration", CLI_STRING, &o.embed.calibration_path, "DATA.parquet", "int8: calibrate on this dataset instead of the training data"},
+        {"calibration-method", CLI_STRING, &calibration_method, "percentile|minmax", "int8: each tensor's threshold: |x| at the 99.99th percentile (default) or the largest |x|"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone and the head run; auto (default): a visible GPU, else the CPU"},
         {"deterministic", CLI_BOOL, &o.embed.deterministic, NULL, "GPU: only algorithms that give the same bits every run"},
         {"conv-algorithm", CLI_STRING, &conv_algorithm, "auto|direct",
@@ -154,6 +157,7 @@ int cli_cmd_train(int argc, char **argv) {
     }
     if (st == FTL_OK) st = ftl_device_parse(device, &o.embed.device);
     if (st == FTL_OK) st = cli_precision(precision, o.embed.device, o.embed.threads, &o.embed.precision);
+    if (st == FTL_OK) st = cli_calibration(calibration_method, o.embed.precision, o.embed.calibration_path, &o.embed.calibration_method);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.embed.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.embed.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);

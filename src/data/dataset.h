@@ -27,7 +27,8 @@
 #define FTL_META_FEATURE_TENSOR   "ftl.feature_tensor"
 #define FTL_META_FEATURE_DIM      "ftl.feature_dim"
 #define FTL_META_PREPROCESS       "ftl.preprocess"         /* JSON: scaling, mean/std, resize, layout */
-#define FTL_META_PRECISION        "ftl.precision"          /* fp32, bf16 or tf32 */
+#define FTL_META_PRECISION        "ftl.precision"          /* fp32, bf16, tf32 or int8 */
+#define FTL_META_INT8_SCALES      "ftl.int8_scales"        /* precision int8: the calibration (ftl_nn_int8_scales_json) */
 #define FTL_META_DEVICE           "ftl.device"             /* where the backbone ran (ftl_device.description) */
 #define FTL_META_CONV_ALGORITHM   "ftl.conv_algorithm"     /* auto or direct */
 #define FTL_META_SOURCE_FINGERPRINT "ftl.source_fingerprint"

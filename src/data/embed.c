@@ -4,10 +4,12 @@
 #include "ftl/image.h"
 #include "ftl/loader.h"
 #include "ftl/parquet.h"
+#include "data/calibration_sample.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "ftl/dist.h"
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/sha256.h"
@@ -28,6 +30,66 @@ void ftl_embed_options_init(ftl_embed_options *o) {
     o->loader_threads = 1;
     o->show_progress = true;
     o->num_shards = 1;
+    o->calibration_rows = 512;
+}
+
+static void embed_model_options(const ftl_embed_options *o, ftl_model_options *mo) {
+    ftl_model_options_init(mo);
+    mo->features_from = o->features_from;
+    mo->overrides = o->overrides;
+    mo->n_overrides = o->n_overrides;
+    mo->bottom_of = o->bottom_of;
+    mo->precision = o->precision;
+    mo->int8_scales = o->int8_scales;
+    mo->device = o->device;
+    mo->deterministic = o->deterministic;
+    mo->conv_algorithm = o->conv_algorithm;
+    mo->threads = o->threads;
+    mo->batch = o->batch;
+}
+
+ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **out) {
+    *out = NULL;
+    if (o->device == FTL_DEVICE_CUDA) /* said before any GPU is looked for */
+        return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; use "
+                        "--device cpu (or auto), or fp32/bf16/tf32 on the GPU");
+    ftl_status st = FTL_OK;
+    char *json = NULL;
+    if (!ftl_dist_active(o->collectives) || ftl_dist_rank(o->collectives) == 0) {
+        ftl_model_options mo;
+        embed_model_options(o, &mo);
+        mo.precision = FTL_NN_FP32;
+        uint8_t *images = NULL;
+        int count = 0, size = 0;
+        st = calibration_sample_read(o, &images, &count, &size);
+        double t0 = ftl_now();
+        if (st == FTL_OK)
+            st = ftl_nn_calibrate(o->backbone_path, &mo, &o->preprocess, images, count, size, o->calibration_method, out);
+        free(images);
+        if (st == FTL_OK) {
+            ftl_log_info("int8: calibrated %d tensors on %d images (%s) in %.1f s", ftl_nn_int8_scales_count(*out), count,
+                         ftl_nn_int8_scales_method(*out), ftl_now() - t0);
+            json = ftl_nn_int8_scales_json(*out);
+        }
+    }
+    if (!ftl_dist_active(o->collectives)) return st;
+    /* every rank learns whether rank 0 succeeded, then gets its table */
+    int64_t ok = st == FTL_OK;
+    ftl_status bst = ftl_dist_broadcast(o->collectives, &ok, sizeof ok, 0);
+    if (bst == FTL_OK && !ok && st == FTL_OK) st = ftl_fail(FTL_E_INTERNAL, "int8 calibration failed on rank 0");
+    size_t bytes = json ? strlen(json) + 1 : 0;
+    if (bst == FTL_OK && ok) bst = ftl_dist_broadcast_blob(o->collectives, (uint8_t **)&json, &bytes, 0);
+    if (bst != FTL_OK) st = bst;
+    if (st == FTL_OK && ftl_dist_rank(o->collectives) != 0) {
+        if (!json || bytes == 0 || json[bytes - 1] != 0) st = ftl_fail(FTL_E_FORMAT, "int8 scales from rank 0: not a string");
+        else st = ftl_nn_int8_scales_from_json(json, "rank 0's calibration", out);
+    }
+    free(json);
+    if (st != FTL_OK) {
+        ftl_nn_int8_scales_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* Rows of features waiting to be written. Row groups follow the source's row groups (same row
@@ -200,6 +262,8 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     FTL_TRY(loader_total_rows(o->sources, o->source_count, &total));
     if (rank == 0 && ftl_path_exists(o->output_path) && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
+    ftl_nn_int8_scales *scales = NULL; /* int8: one calibration for every rank */
+    if (o->precision == FTL_NN_INT8 && !o->int8_scales) FTL_TRY(ftl_embed_calibrate(o, &scales));
     const char *tmp = getenv("TMPDIR");
     /* Rank 0's parts sit beside OUT under a temporary name of this process: never a user's file. */
     char *stem = rank == 0 ? ftl_temp_name_for(o->output_path) : NULL;
@@ -213,12 +277,15 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     local.output_path = part;
     local.overwrite = true;
     local.show_progress = o->show_progress && rank == 0;
+    if (scales) local.int8_scales = scales;
     ftl_status st = FTL_OK;
     if (local.row_end > local.row_begin) {
         ftl_dist_phase_begin(col, "embedding its shard");
         st = ftl_embed_run(&local, s);
         ftl_dist_phase_end(col);
     }
+    ftl_nn_int8_scales_free(scales);
+    scales = NULL;
     if (st != FTL_OK) {
         ftl_cleanup_unregister(part);
         free(part);
@@ -352,19 +419,18 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
         return ftl_fail(FTL_E_INVALID_ARG, "%s holds no images (no image size); embed takes an image dataset", o->sources[0]);
     }
     ftl_model_options mo;
-    ftl_model_options_init(&mo);
-    mo.features_from = o->features_from;
-    mo.overrides = o->overrides;
-    mo.n_overrides = o->n_overrides;
-    mo.bottom_of = o->bottom_of;
-    mo.precision = o->precision;
-    mo.device = o->device;
-    mo.deterministic = o->deterministic;
-    mo.conv_algorithm = o->conv_algorithm;
-    mo.threads = o->threads;
-    mo.batch = o->batch;
-    ftl_model *m;
-    ftl_status st = ftl_model_load(o->backbone_path, &mo, &m);
+    embed_model_options(o, &mo);
+    ftl_nn_int8_scales *own_scales = NULL;
+    ftl_status st = FTL_OK;
+    if (o->precision == FTL_NN_INT8 && !o->int8_scales) {
+        st = ftl_embed_calibrate(o, &own_scales);
+        mo.int8_scales = own_scales;
+    }
+    ftl_model *m = NULL;
+    if (st == FTL_OK) st = ftl_model_load(o->backbone_path, &mo, &m);
+    /* the features file records the calibration its features came from */
+    char *scales_json = st == FTL_OK && mo.int8_scales ? ftl_nn_int8_scales_json(mo.int8_scales) : NULL;
+    ftl_nn_int8_scales_free(own_scales);
     if (st != FTL_OK) {
         ftl_loader_close(l);
         return st;
@@ -455,6 +521,8 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     if (o->show_progress) ftl_progress_finish(&progress, s->rows);
     if (st == FTL_OK) st = flush_ready(w, &f, true);
     if (st == FTL_OK) st = write_metadata(w, l, o, m, s, image_size);
+    if (st == FTL_OK && scales_json) st = ftl_parquet_writer_set_metadata(w, FTL_META_INT8_SCALES, scales_json);
+    free(scales_json);
     ftl_loader_stats ls;
     ftl_loader_stats_get(l, &ls);
     s->wait_seconds = ls.wait_seconds;

@@ -147,8 +147,23 @@ ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const 
     int64_t dim = ftl_model_get_info(m)->feature_dim;
     int batch = o->batch > 0 ? o->batch : 16;
     float *features = ftl_xmalloc((size_t)batch * (size_t)dim * sizeof *features);
-    size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
     ftl_status st = FTL_OK;
+    uint8_t *synthetic = NULL;
+    if (!images_hwc) {
+        const ftl_model_info *i = ftl_model_get_info(m);
+        image_size = i->height;
+        if (i->channels != 3 || image_size < 1)
+            st = ftl_fail(FTL_E_UNSUPPORTED, "%s: synthetic calibration images need an RGB image input", path);
+        size_t bytes = (size_t)count * (size_t)(image_size > 0 ? image_size : 1) * (size_t)(image_size > 0 ? image_size : 1) * 3;
+        synthetic = ftl_xmalloc(bytes);
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+        for (size_t k = 0; k < bytes; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            synthetic[k] = (uint8_t)(x >> 56);
+        }
+        images_hwc = synthetic;
+    }
+    size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
     for (int pass = 0; pass < (method == FTL_NN_CALIBRATION_PERCENTILE ? 2 : 1) && st == FTL_OK; pass++) {
         c.histogram = pass == 1;
         for (int done = 0; done < count && st == FTL_OK; done += batch) {
@@ -157,6 +172,7 @@ ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const 
         }
     }
     free(features);
+    free(synthetic);
     ftl_nn_int8_scales *s = NULL;
     if (st == FTL_OK) {
         s = ftl_xcalloc(1, sizeof *s);

@@ -120,3 +120,60 @@ void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, 
         }
     }
 }
+
+bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst) {
+    bool int8_src = src->data_type == dnnl_u8 || src->data_type == dnnl_s8;
+    bool int8_dst = dst->data_type == dnnl_u8 || dst->data_type == dnnl_s8;
+    if (src->format_kind != dnnl_blocked || int8_src == int8_dst || (!int8_src && src->data_type != dnnl_f32) ||
+        (!int8_dst && dst->data_type != dnnl_f32) || src->extra.flags || dst->extra.flags)
+        return false;
+    dnnl_memory_desc_t as_dst = *src;
+    as_dst.data_type = dst->data_type;
+    return dnnl_memory_desc_equal(&as_dst, dst) &&
+           dnnl_memory_desc_get_size(src) / dnnl_data_type_size(src->data_type) ==
+               dnnl_memory_desc_get_size(dst) / dnnl_data_type_size(dst->data_type);
+}
+
+/* Saturates, then rounds half to even (as oneDNN's reorders do under the default rounding mode):
+ * adding and subtracting 1.5 x 2^23 leaves the nearest integer of any |v| <= 2^22 and vectorises,
+ * where nearbyintf is a library call per element. */
+static void quantize(const float *x, void *y, bool is_unsigned, size_t n, float scale) {
+    const float magic = 12582912.0f;
+    if (is_unsigned) {
+        uint8_t *q = y;
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i] * scale;
+            v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+            q[i] = (uint8_t)(int)((v + magic) - magic);
+        }
+    } else {
+        int8_t *q = y;
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i] * scale;
+            v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+            q[i] = (int8_t)(int)((v + magic) - magic);
+        }
+    }
+}
+
+static void dequantize(const void *x, bool is_unsigned, float *y, size_t n, float scale) {
+    if (is_unsigned)
+        for (size_t i = 0; i < n; i++) y[i] = (float)((const uint8_t *)x)[i] * scale;
+    else
+        for (size_t i = 0; i < n; i++) y[i] = (float)((const int8_t *)x)[i] * scale;
+}
+
+void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
+                     float scale, int threads) {
+    int64_t want = (int64_t)(n / 16384) + 1;
+    int team = want < threads ? (int)want : threads;
+    if (team < 1) team = 1;
+    bool to_int = dst_type == dnnl_u8 || dst_type == dnnl_s8;
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t begin = n * (size_t)t / (size_t)nt, end = n * (size_t)(t + 1) / (size_t)nt;
+        if (to_int) quantize((const float *)src + begin, (uint8_t *)dst + begin, dst_type == dnnl_u8, end - begin, scale);
+        else dequantize((const uint8_t *)src + begin, src_type == dnnl_u8, (float *)dst + begin, end - begin, scale);
+    }
+}

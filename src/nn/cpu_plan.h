@@ -43,8 +43,8 @@ typedef struct cpu_buf {
 
 /* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
  * (cpu_copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
- * observer (calibration). */
-typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE } cpu_step_kind;
+ * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c). */
+typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT } cpu_step_kind;
 typedef struct cpu_copy_plan cpu_copy_plan;
 
 typedef struct cpu_step {
@@ -66,6 +66,7 @@ typedef struct cpu_step {
     int node;                 /* graph node it was emitted for (n_nodes: the plan's copy to the caller) */
     bool reorder;             /* a layout / type conversion */
     int tensor;               /* CPU_STEP_OBSERVE: the graph tensor arg 0 holds */
+    float convert_scale;      /* CPU_STEP_CONVERT: arg 1 = arg 0 x this (rounded and saturated to int8) */
 } cpu_step;
 
 typedef struct cpu_conv_cache {
@@ -166,6 +167,12 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
  * not both plain strided of one type, or the runs would be too short to beat oneDNN's reorder). */
 bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
 void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
+/* Whether src and dst are one layout of f32 and u8/s8 (either way), so cpu_convert_run converts them
+ * element by element. */
+bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst);
+/* n elements: f32 -> u8/s8 as saturate(round_half_even(x * scale)), or u8/s8 -> f32 as x * scale. */
+void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
+                     float scale, int threads);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

@@ -279,8 +279,8 @@ static ftl_status int8_setup(ftl_model *m, const ftl_model_options *o, nn_observ
     m->int8_scale = ftl_xcalloc(n, sizeof *m->int8_scale);
     m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
     m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
-    FTL_TRY(nn_int8_tensor_arrays(m->g, q->names, q->scale, q->is_unsigned, q->count, m->int8_scale, m->int8_unsigned,
-                                  m->int8_written));
+    FTL_TRY(nn_int8_tensor_arrays(m->g, q->names, q->scale, q->is_unsigned, q->count, o->bottom_of || o->top_of,
+                                  m->int8_scale, m->int8_unsigned, m->int8_written));
     m->copts.int8_scale = m->int8_scale;
     m->copts.int8_unsigned = m->int8_unsigned;
     m->copts.int8_written = m->int8_written;
@@ -399,12 +399,12 @@ static ftl_status model_load(const char *path, const ftl_model_options *options,
     if (o->precision == FTL_NN_INT8 && !o->int8_scales)
         return ftl_fail(FTL_E_INVALID_ARG, "%s: --precision int8 needs calibration scales (ftl_nn_calibrate, or the ones "
                         "a model file recorded)", path);
+    if (o->precision == FTL_NN_INT8 && o->device == FTL_DEVICE_CUDA)
+        return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; "
+                        "use --device cpu (or auto), or fp32/bf16/tf32 on the GPU");
     ftl_device dev;
     FTL_TRY(ftl_device_select(o->device, o->device_index, &dev));
     if (o->precision == FTL_NN_INT8 && dev.kind == FTL_DEVICE_CUDA) {
-        if (o->device != FTL_DEVICE_AUTO)
-            return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; "
-                            "use --device cpu (or auto), or fp32/bf16/tf32 on the GPU");
         ftl_log_warn("%s: --precision int8 runs on the CPU: the GPU backend has no int8 path yet", path);
         FTL_TRY(ftl_device_select(FTL_DEVICE_CPU, -1, &dev));
     }

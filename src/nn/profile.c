@@ -117,7 +117,9 @@ ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_i
         ftl_profile_free(p);
         return st;
     }
-    p->peak_gflops = info->precision == FTL_NN_BF16 && p->peak.bf16_gflops > 0 ? p->peak.bf16_gflops : p->peak.fp32_gflops;
+    p->peak_gflops = info->precision == FTL_NN_BF16 && p->peak.bf16_gflops > 0   ? p->peak.bf16_gflops
+                     : info->precision == FTL_NN_INT8 && p->peak.int8_gops > 0 ? p->peak.int8_gops
+                                                                               : p->peak.fp32_gflops;
 
     /* FLOPs per node at batch 1 (a graph locked to its batch has shapes for that batch already) */
     nn_graph *g = mp.graph;
@@ -148,7 +150,7 @@ ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_i
         s->node = ftl_strdup(si.node >= 0 && si.node < g->n_nodes && !si.reorder ? g->nodes[si.node].name : "");
         s->kind = ftl_strdup(step_kind(g, &si));
         s->impl = ftl_strdup(si.impl ? si.impl : "?");
-        s->precision = si.bf16 ? "bf16" : "fp32";
+        s->precision = si.bf16 ? "bf16" : si.int8 ? "int8" : "fp32";
         s->reference = strncmp(s->impl, "ref", 3) == 0;
         s->executions = si.executions;
         p->flops += s->flops;
@@ -226,6 +228,7 @@ ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_i
 static double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds * 1e-9 : 0; }
 
 static double step_peak(const ftl_profile *p, const ftl_profile_step *s) {
+    if (strcmp(s->precision, "int8") == 0 && p->peak.int8_gops > 0) return p->peak.int8_gops;
     return strcmp(s->precision, "bf16") == 0 && p->peak.bf16_gflops > 0 ? p->peak.bf16_gflops : p->peak.fp32_gflops;
 }
 
@@ -280,12 +283,12 @@ static void print_text(const ftl_profile *p, FILE *out) {
     for (int i = 0; i < p->n_steps; i++) order[i] = &p->steps[i];
     qsort(order, (size_t)p->n_steps, sizeof *order, by_step_seconds_desc);
     int top = p->top < p->n_steps ? p->top : p->n_steps;
-    fprintf(out, "\nslowest     %4s %-40s %-12s %-22s %4s %9s %6s %9s %7s%s\n", "step", "label", "kind", "kernel", "runs",
-            "ms", "share", "GFLOP/s", "% peak", p->has_ceiling ? "  alone ms" : "");
+    fprintf(out, "\nslowest     %4s %-40s %-12s %-22s %-4s %4s %9s %6s %9s %7s%s\n", "step", "label", "kind", "kernel", "type",
+            "runs", "ms", "share", "GFLOP/s", "% peak", p->has_ceiling ? "  alone ms" : "");
     for (int j = 0; j < top; j++) {
         const ftl_profile_step *s = order[j];
-        fprintf(out, "            %4d %-40.40s %-12.12s %-22.22s %4d %9.3f %5.1f%%", s->index, s->label, s->kind, s->impl,
-                s->executions, 1e3 * s->seconds, p->steps_seconds > 0 ? 100.0 * s->seconds / p->steps_seconds : 0);
+        fprintf(out, "            %4d %-40.40s %-12.12s %-22.22s %-4s %4d %9.3f %5.1f%%", s->index, s->label, s->kind, s->impl,
+                s->precision, s->executions, 1e3 * s->seconds, p->steps_seconds > 0 ? 100.0 * s->seconds / p->steps_seconds : 0);
         if (s->flops > 0)
             fprintf(out, " %9.1f %6.1f%%", gflops(s->flops, s->seconds), 100.0 * gflops(s->flops, s->seconds) / step_peak(p, s));
         else fprintf(out, " %9s %7s", "-", "-");
@@ -294,6 +297,15 @@ static void print_text(const ftl_profile *p, FILE *out) {
         fputc('\n', out);
     }
     free(order);
+    if (p->precision != FTL_NN_INT8) return;
+    /* which compute steps int8 kept in fp32 (the stem and the conv after it, or no int8 kernel) */
+    int in_int8 = 0, in_fp32 = 0;
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].flops > 0) *(strcmp(p->steps[i].precision, "int8") == 0 ? &in_int8 : &in_fp32) += 1;
+    fprintf(out, "\nint8        %d compute steps in int8, %d in fp32:", in_int8, in_fp32);
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].flops > 0 && strcmp(p->steps[i].precision, "int8") != 0) fprintf(out, " %s;", p->steps[i].node);
+    fputc('\n', out);
 }
 
 static void print_json(const ftl_profile *p, FILE *out) {

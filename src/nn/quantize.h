@@ -26,9 +26,9 @@ struct ftl_nn_int8_scales {
     char hash[65];
 };
 
-/* Whether node n may run in int8: a 2-D convolution with constant weights whose input has at
- * least 4 channels (the image stem stays fp32: its 3 channels of pixels lose the most). The
- * graph's shapes must be inferred. */
+/* Whether node n may run in int8: a 2-D convolution with constant weights, except the image stem
+ * (3 channels of pixels) and the convolution reading the stem's output, which stay fp32 (they lose
+ * the most). The graph's shapes must be inferred. */
 bool nn_int8_conv_eligible(const nn_graph *g, const nn_node *n);
 
 /* watch[t] = whether calibration needs tensor t's range: the data input of every eligible
@@ -38,9 +38,10 @@ int nn_int8_watched(const nn_graph *g, bool *watch);
 /* Per-tensor arrays for the plan from a tensor name -> (scale, unsigned) table: scale (0 none),
  * unsigned, and written (its producer is an eligible convolution without a fused sum and every
  * reader an eligible convolution reading it as data; never a graph output). Names the graph does
- * not have are an error naming the first. */
+ * not have are an error naming the first, unless allow_missing (the bottom or top of a cut holds
+ * only part of the calibrated graph). */
 ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const float *scales, const bool *is_unsigned,
-                                 int count, float *scale, bool *unsigned_out, bool *written);
+                                 int count, bool allow_missing, float *scale, bool *unsigned_out, bool *written);
 
 /* Quantizes a convolution's weights [m][per] to s8, symmetric per output channel, and gives the
  * output scales (input scale x weight scale) and the bias oneDNN 2.x adds to the integer sums

@@ -47,6 +47,10 @@ ftl_status classifier_recipe_read(const ftl_classifier *clf, const char *model_p
     if (*end || s < 1 || s > 65535) return ftl_fail(FTL_E_FORMAT, "%s: bad input size '%s'", model_path, size);
     r->input_size = (int)s;
     FTL_TRY(ftl_nn_precision_parse(precision ? precision : "fp32", &r->precision));
+    r->int8_scales_json = ftl_classifier_metadata(clf, FTL_MODEL_META_INT8_SCALES);
+    if (r->precision == FTL_NN_INT8 && !r->int8_scales_json)
+        return ftl_fail(FTL_E_FORMAT, "%s: trained with --precision int8 but records no calibration (%s)", model_path,
+                        FTL_MODEL_META_INT8_SCALES);
     FTL_TRY(ftl_nn_conv_algorithm_parse(conv_algorithm ? conv_algorithm : "direct", &r->conv_algorithm)); /* older models: direct */
     return preprocess_from_json(model_path, r->scaling_json, &r->preprocess);
 }
@@ -87,12 +91,15 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         }
         cb->preprocess = r.preprocess;
         st = classifier_backbone_locate(&r, model_path, override, &cb->backbone_path);
+        if (st == FTL_OK && cb->precision == FTL_NN_INT8) /* the same scales as training: the same features */
+            st = ftl_nn_int8_scales_from_json(r.int8_scales_json, model_path, &cb->int8_scales);
     }
     if (st == FTL_OK) {
         ftl_model_options mo;
         ftl_model_options_init(&mo);
         mo.features_from = r.feature_tensor;
         mo.precision = cb->precision;
+        mo.int8_scales = cb->int8_scales;
         mo.conv_algorithm = cb->conv_algorithm;
         mo.threads = threads;
         mo.device = device;
@@ -129,5 +136,6 @@ void classifier_backbone_close(classifier_backbone *cb) {
     ftl_model_free(cb->backbone);
     ftl_classifier_free(&cb->clf);
     free(cb->backbone_path);
+    ftl_nn_int8_scales_free(cb->int8_scales);
     memset(cb, 0, sizeof *cb);
 }

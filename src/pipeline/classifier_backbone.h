@@ -16,6 +16,7 @@ typedef struct classifier_backbone {
     ftl_device_kind device;
     char *backbone_path;
     int input_size;   /* S of the dataset images the model was trained on */
+    ftl_nn_int8_scales *int8_scales; /* precision int8: the calibration the model file recorded */
 } classifier_backbone;
 
 /* What MODEL.ftl records about its backbone (strings point into the classifier's metadata). */
@@ -25,6 +26,7 @@ typedef struct classifier_recipe {
     ftl_nn_preprocess preprocess;
     ftl_nn_precision precision;
     ftl_nn_conv_algorithm conv_algorithm;
+    const char *int8_scales_json; /* precision int8 */
 } classifier_recipe;
 
 /* Reads and checks the recipe of a loaded model file (errors name model_path). */

@@ -122,6 +122,7 @@ static ftl_model_options cut_half_options(const classifier_backbone *cb) {
     ftl_model_options_init(&mo);
     mo.features_from = info->feature_name;
     mo.precision = cb->precision;
+    mo.int8_scales = cb->int8_scales;
     mo.conv_algorithm = cb->conv_algorithm;
     mo.threads = info->threads;
     mo.device = cb->device;
@@ -237,6 +238,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.backbone_path = cb.backbone_path;
     eo.preprocess = cb.preprocess;
     eo.precision = cb.precision;
+    eo.int8_scales = cb.int8_scales;
     eo.device = o->device;
     eo.conv_algorithm = cb.conv_algorithm;
     eo.image_column = o->image_column;

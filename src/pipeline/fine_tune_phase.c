@@ -115,6 +115,7 @@ ftl_status cut_half_load(const ftl_train_options *o, bool top, const ftl_tensor_
     if (top) mo.top_of = &o->fine_tune;
     else mo.bottom_of = &o->fine_tune;
     mo.precision = o->embed.precision;
+    mo.int8_scales = o->embed.int8_scales; /* int8: they cover the bottom only, so the top runs fp32 */
     mo.conv_algorithm = o->embed.conv_algorithm;
     mo.device = o->embed.device;
     mo.deterministic = o->embed.deterministic;

@@ -415,6 +415,7 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     char *args = training_args_json(o);
     char *metrics = metrics_json(res);
     char *abs_backbone = realpath(o->embed.backbone_path, NULL);
+    char *scales = o->embed.int8_scales ? ftl_nn_int8_scales_json(o->embed.int8_scales) : ftl_strdup("");
     ftl_kv meta[] = {
         {FTL_MODEL_META_CLASSES, r->classes_json},
         {FTL_MODEL_META_FEATURE_DIM, dim},
@@ -430,6 +431,7 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
         {FTL_MODEL_META_TRAINING_ARGS, args},
         {FTL_MODEL_META_METRICS, metrics},
         {FTL_MODEL_META_DROPOUT, dropout},
+        {FTL_MODEL_META_INT8_SCALES, scales},
     };
     size_t n_meta = sizeof meta / sizeof meta[0];
     ftl_kv *all = ftl_xcalloc(n_meta + n_extra, sizeof *all);
@@ -440,7 +442,7 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     ftl_status st = ftl_classifier_save_tuned(o->out_path, ftl_trainer_head(trainer), all, n_meta + n_extra, tuned, n_tuned);
     ftl_dist_phase_end(&o->fit.collectives);
     free(all);
-    free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset);
+    free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset), free(scales);
     return st;
 }
 
@@ -508,10 +510,27 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     } else if (st == FTL_OK) {
         st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
     }
+    /* int8: one calibration on the training images (rank 0's, broadcast) before any cache key; with a
+     * cut, of the frozen bottom only, so the tuned top runs fp32 in every graph it is part of */
+    ftl_train_options calibrated;
+    ftl_nn_int8_scales *own_scales = NULL;
+    if (st == FTL_OK && o->embed.precision == FTL_NN_INT8 && !o->embed.int8_scales) {
+        ftl_embed_options eo = o->embed;
+        eo.sources = train_src;
+        eo.source_count = 1;
+        eo.collectives = &o->fit.collectives;
+        if (ft) eo.bottom_of = &o->fine_tune;
+        st = ftl_embed_calibrate(&eo, &own_scales);
+        calibrated = *o;
+        calibrated.embed.int8_scales = own_scales;
+        o = &calibrated;
+    }
+    char *scales_json = o->embed.int8_scales ? ftl_nn_int8_scales_json(o->embed.int8_scales) : ftl_strdup("");
     ftl_model_options mo;
     ftl_model_options_init(&mo);
     mo.features_from = o->embed.features_from;
     mo.precision = o->embed.precision;
+    mo.int8_scales = o->embed.int8_scales;
     mo.device = o->embed.device;
     mo.deterministic = o->embed.deterministic;
     mo.conv_algorithm = o->embed.conv_algorithm;
@@ -575,6 +594,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         {"ftl.label_offset", offset_text},
         {"ftl.augment", o->augment_flip ? "flip" : "none"},
         {"ftl.shuffle_buffer", shuffle_text},
+        {FTL_MODEL_META_INT8_SCALES, scales_json},
     };
     ftl_fit_config fit = o->fit;
     /* The head trains where the backbone runs: on a GPU, on the GPU engine (fine-tuning's phase 2
@@ -649,6 +669,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     free(phase2_record);
     train_run_free(&bottom);
     train_run_free(&r);
+    free(scales_json);
+    ftl_nn_int8_scales_free(own_scales);
     s->seconds = ftl_now() - start;
     return st;
 }

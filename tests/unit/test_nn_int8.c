@@ -90,7 +90,7 @@ static void check_int8_against_fp32(const int8_case *c) {
     if (!cal || !val || n_cal != c->calibration_rows || n_val != c->rows) {
         ftl_test_fail(__FILE__, __LINE__, "hymenoptera photos: %d and %d of %d and %d", n_cal, n_val, c->calibration_rows,
                       c->rows);
-    } else if (ftl_nn_calibrate(path, &o, &pp, cal, n_cal, c->size, FTL_NN_CALIBRATION_PERCENTILE, &scales) != FTL_OK) {
+    } else if (ftl_nn_calibrate(path, &o, &pp, cal, n_cal, c->size, getenv("MINMAX") ? FTL_NN_CALIBRATION_MINMAX : FTL_NN_CALIBRATION_PERCENTILE, &scales) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "calibrate %s: %s", c->model, ftl_last_error());
     } else {
         long long dim = 0, dim8 = 0;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# --precision int8: calibration on the training set, the head trained on int8 features within 1.5
+# points of fp32's val accuracy on hymenoptera (real MobileNetV2), the calibration recorded in the
+# features file and the model and part of the cache key, eval and predict with the model's own
+# scales (cache and images give the same metrics), the profiler's per-node choice, and the bad
+# inputs: another image size, a set smaller than a batch, an unknown method, int8 on a GPU.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch int8)
+M="$SHARED/models/mobilenet_v2_1.0_224_features.onnx"
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --size 224 --quiet 2>/dev/null || fail int8_prep "prep failed"
+T="$d/ds/train.parquet" V="$d/ds/val.parquet"
+ARGS=(--backbone "$M" --epochs 10 --cache-dir "$d/cache" --seed 7)
+val_acc() { sed -n 's/^train: .* val_acc \([0-9.]*\),.*/\1/p' "$1"; }
+
+"$FTL" train "$T" --val "$V" "${ARGS[@]}" --out "$d/fp32.ftl" >"$d/fp32.out" 2>"$d/fp32.err" ||
+    fail int8_fp32_train "$(tail -3 "$d/fp32.err")"
+"$FTL" train "$T" --val "$V" "${ARGS[@]}" --precision int8 --out "$d/int8.ftl" >"$d/int8.out" 2>"$d/int8.err" ||
+    fail int8_train "$(tail -3 "$d/int8.err")"
+check int8_calibrates_on_the_training_set grep -qE '^int8: calibrated [0-9]+ tensors on 244 images \(percentile-99.99\)' "$d/int8.err"
+check int8_computes_its_own_features grep -q "feature cache: computing train features" "$d/int8.err"
+a32=$(val_acc "$d/fp32.out") a8=$(val_acc "$d/int8.out")
+echo "  val_acc fp32 $a32, int8 $a8"
+check int8_head_within_1.5_points_of_fp32 "$PY" -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.015)' "$a32" "$a8"
+"$FTL" inspect "$d/int8.ftl" >"$d/int8.txt" 2>&1
+check int8_model_records_its_precision grep -q "precision int8," "$d/int8.txt"
+
+# the same calibration again: the cache is reused; other calibration rows: another key
+"$FTL" train "$T" --val "$V" "${ARGS[@]}" --precision int8 --out "$d/again.ftl" >"$d/again.out" 2>"$d/again.err"
+check int8_same_calibration_reuses_the_cache grep -q "feature cache: reusing 1 part .* for train" "$d/again.err"
+check int8_same_calibration_same_model cmp -s <(grep '^Epoch' "$d/int8.out" | sed 's/ - [0-9]*ms//') \
+    <(grep '^Epoch' "$d/again.out" | sed 's/ - [0-9]*ms//')
+"$FTL" train "$T" --val "$V" "${ARGS[@]}" --precision int8 --calibration-rows 64 --out "$d/rows64.ftl" \
+    >"$d/rows64.out" 2>"$d/rows64.err"
+check int8_other_calibration_recomputes grep -q "feature cache: computing train features" "$d/rows64.err"
+check int8_calibration_rows_taken grep -qE '^int8: calibrated [0-9]+ tensors on 64 images' "$d/rows64.err"
+
+# eval and predict use the scales the model recorded: from the cache and from the images alike
+"$FTL" eval "$d/int8.ftl" "$V" --cache-dir "$d/cache" >"$d/eval_cache.out" 2>"$d/eval_cache.err"
+"$FTL" eval "$d/int8.ftl" "$V" --cache-dir "$d/empty" >"$d/eval_images.out" 2>"$d/eval_images.err"
+check int8_eval_reuses_the_cache grep -q "feature cache: reusing" "$d/eval_cache.err"
+check int8_eval_from_images_same_metrics cmp -s <(grep -E '^eval: 153' "$d/eval_cache.out" | sed 's/ in [0-9.]* s//') \
+    <(grep -E '^eval: 153' "$d/eval_images.out" | sed 's/ in [0-9.]* s//')
+check int8_eval_metrics_present grep -qE '^eval: 153 images .* top-1: 0\.[0-9]+' "$d/eval_cache.out"
+img=$(ls "$SHARED/data/hymenoptera/val/bees/"*.jpg | head -1)
+check int8_predict_runs "$FTL" predict "$d/int8.ftl" "$img"
+
+# ftl embed records the calibration in the features file
+"$FTL" embed "$V" --backbone "$M" "$d/val8.parquet" --precision int8 --calibration "$T" --quiet 2>"$d/embed.err" ||
+    fail int8_embed "$(tail -3 "$d/embed.err")"
+"$FTL" inspect "$d/val8.parquet" >"$d/val8.txt" 2>&1
+check int8_features_record_precision grep -q "ftl.precision = int8" "$d/val8.txt"
+check int8_features_record_calibration grep -qE 'ftl.int8_scales = \{"method":"percentile-99.99","rows":244,"hash":"[0-9a-f]{64}"' "$d/val8.txt"
+
+# the profiler says which nodes run in int8
+"$FTL" inspect "$M" --profile --precision int8 --batch 4 --reps 1 --top 3 >"$d/profile.txt" 2>&1
+check int8_profile_names_the_fp32_nodes grep -qE '^int8 +[0-9]+ compute steps in int8, 2 in fp32: .*Conv/Relu6' "$d/profile.txt"
+check int8_profile_peak_is_the_int8_one grep -qE '^total .* of the int8 peak' "$d/profile.txt"
+
+# bad input: each a clear error, no sanitizer report
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds128" --size 128 --quiet 2>/dev/null
+expect_error int8_calibration_of_another_size_refused 2 'calibration set .*ds128/train.parquet has 128x128 images, the data .* 224x224' \
+    "$FTL_SAN" embed "$V" --backbone "$M" "$d/x.parquet" --precision int8 --calibration "$d/ds128/train.parquet"
+mkdir -p "$d/few/ants" "$d/few/bees"
+for f in $(ls "$SHARED/data/hymenoptera/train/ants/"*.jpg | head -3); do cp "$f" "$d/few/ants/"; done
+for f in $(ls "$SHARED/data/hymenoptera/train/bees/"*.jpg | head -3); do cp "$f" "$d/few/bees/"; done
+"$FTL" prep "$d/few" "$d/fewds" --size 224 --val-fraction 0.3 --quiet 2>/dev/null
+expect_error int8_calibration_smaller_than_a_batch_refused 2 'calibration set .*fewds.* has [0-9] rows, fewer than a batch \(16\)' \
+    "$FTL_SAN" embed "$V" --backbone "$M" "$d/y.parquet" --precision int8 --batch 16 --calibration "$d/fewds/train.parquet"
+expect_error int8_unknown_calibration_method_refused 2 "--calibration-method 'entropy': expected percentile or minmax" \
+    "$FTL_SAN" embed "$V" --backbone "$M" "$d/z.parquet" --precision int8 --calibration-method entropy
+expect_error int8_on_a_gpu_refused 1 '--precision int8 with --device cuda: the GPU backend has no int8 path yet' \
+    "$FTL_SAN" embed "$V" --backbone "$M" "$d/w.parquet" --precision int8 --device cuda
+finish
