@@ -50,6 +50,24 @@ static void rehash(ftl_nn_int8_scales *s) {
     ftl_strbuf_free(&b);
 }
 
+ftl_nn_int8_scales *nn_int8_scales_make(char *const *names, const float *scales, const bool *is_unsigned, int count,
+                                        const char *method, int rows) {
+    ftl_nn_int8_scales *s = ftl_xcalloc(1, sizeof *s);
+    s->names = ftl_xcalloc((size_t)count + 1, sizeof *s->names);
+    s->scale = ftl_xcalloc((size_t)count + 1, sizeof *s->scale);
+    s->is_unsigned = ftl_xcalloc((size_t)count + 1, sizeof *s->is_unsigned);
+    for (int i = 0; i < count; i++) {
+        s->names[i] = ftl_strdup(names[i]);
+        s->scale[i] = scales[i];
+        s->is_unsigned[i] = is_unsigned[i];
+    }
+    s->count = count;
+    snprintf(s->method, sizeof s->method, "%s", method);
+    s->rows = rows;
+    rehash(s);
+    return s;
+}
+
 char *ftl_nn_int8_scales_json(const ftl_nn_int8_scales *s) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"method\":");

@@ -1,8 +1,12 @@
 /* --precision int8: calibrated int8 features of the shared backbones against their fp32 features
- * on hymenoptera photos (mean row cosine >= 0.99), the scales table's round trip and checks, and
- * the calibration's determinism. */
+ * on hymenoptera photos (mean row cosine >= 0.99), every int8 convolution shape against a float
+ * reference computed from the same integers, the scales table's round trip and checks, and the
+ * calibration's determinism across batch sizes. */
 #include "nn_testutil.h"
 #include "test.h"
+#include "nn/model_parts.h"
+#include "nn/quantize.h"
+#include "util/error.h"
 #include "util/fsutil.h"
 
 #include <dirent.h>
@@ -90,7 +94,7 @@ static void check_int8_against_fp32(const int8_case *c) {
     if (!cal || !val || n_cal != c->calibration_rows || n_val != c->rows) {
         ftl_test_fail(__FILE__, __LINE__, "hymenoptera photos: %d and %d of %d and %d", n_cal, n_val, c->calibration_rows,
                       c->rows);
-    } else if (ftl_nn_calibrate(path, &o, &pp, cal, n_cal, c->size, getenv("MINMAX") ? FTL_NN_CALIBRATION_MINMAX : FTL_NN_CALIBRATION_PERCENTILE, &scales) != FTL_OK) {
+    } else if (ftl_nn_calibrate(path, &o, &pp, cal, n_cal, c->size, FTL_NN_CALIBRATION_PERCENTILE, &scales) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "calibrate %s: %s", c->model, ftl_last_error());
     } else {
         long long dim = 0, dim8 = 0;
@@ -133,4 +137,171 @@ TEST(nn_int8_mobilenet_v1_embedding_close_to_fp32) {
 TEST(nn_int8_xception_features_close_to_fp32) {
     int8_case c = {"xception_random", 299, 16, 16, FTL_NN_SCALE_TF};
     check_int8_against_fp32(&c);
+}
+
+/* ---- each int8 convolution against a float reference computed from the same integers ---- */
+
+/* y[n][o][i][j] = sum over the group's channels and the kernel of q_x * q_w, scaled by s_x x s_w[o], plus
+ * the bias, then the node's activation (ReLU here), in double. */
+static void conv_reference(const nn_graph *g, const nn_node *c, const float *x, const nn_shape *xs, float sx, bool xu,
+                           const nn_shape *ys, double *y) {
+    const nn_params *p = &c->p;
+    const nn_tensor *w = &g->tensors[c->in[1]];
+    int64_t N = xs->d[0], C = xs->d[1], H = xs->d[2], W = xs->d[3], M = ys->d[1], OH = ys->d[2], OW = ys->d[3];
+    int64_t G = p->group, cg = C / G, mg = M / G, KH = p->kernel[0], KW = p->kernel[1], per = cg * KH * KW;
+    int8_t *qw = malloc((size_t)(M * per));
+    float *osc = malloc((size_t)M * sizeof *osc), *qb = malloc((size_t)M * sizeof *qb);
+    const float *bias = c->n_in > 2 && c->in[2] >= 0 ? g->tensors[c->in[2]].data : NULL;
+    nn_quantize_conv_weights(w->data, M, per, sx, bias, qw, osc, qb);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < M; o++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    int64_t acc = 0, gi = o / mg;
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t hi = i * p->stride[0] - p->pad_begin[0] + kh * p->dilation[0];
+                                int64_t wi = j * p->stride[1] - p->pad_begin[1] + kw * p->dilation[1];
+                                if (hi < 0 || hi >= H || wi < 0 || wi >= W) continue;
+                                double v = nearbyint((double)x[((n * C + gi * cg + ci) * H + hi) * W + wi] / sx);
+                                v = xu ? fmin(fmax(v, 0), 255) : fmin(fmax(v, -128), 127);
+                                acc += (int64_t)v * qw[o * per + (ci * KH + kh) * KW + kw];
+                            }
+                    double r = (double)osc[o] * (double)acc + (bias ? bias[o] : 0);
+                    for (int k = 0; k < c->n_post; k++)
+                        if (c->post[k].kind == NN_POST_ACT && c->post[k].act.kind == NN_ACT_RELU) r = fmax(r, 0);
+                    y[((n * M + o) * OH + i) * OW + j] = r;
+                }
+    free(qw);
+    free(osc);
+    free(qb);
+}
+
+static void check_int8_conv_case(const char *name, bool positive_input) {
+    char *model = ftl_format("%s/ref/nn/ops/%s.onnx", ftl_test_build_dir(), name);
+    char *input = ftl_format("%s/ref/nn/ops/%s.in.npy", ftl_test_build_dir(), name);
+    nn_npy x;
+    if (!nn_npy_read(input, &x)) {
+        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_nn.sh (tests/run_tests.sh does)", input);
+        free(model);
+        free(input);
+        return;
+    }
+    if (positive_input) /* a u8 input (as after a ReLU) */
+        for (int64_t i = 0; i < x.count; i++) x.data[i] = fabsf(x.data[i]);
+    double mx = nn_max_abs(x.data, x.count);
+    float sx = (float)(mx / (positive_input ? 255.0 : 127.0));
+    char *names[1] = {"x"};
+    float scales[1] = {sx};
+    bool us[1] = {positive_input};
+    ftl_nn_int8_scales *q = nn_int8_scales_make(names, scales, us, 1, "minmax", 1);
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.device = FTL_DEVICE_CPU;
+    o.batch = (int)x.shape[0];
+    o.precision = FTL_NN_INT8;
+    o.int8_scales = q;
+    ftl_model *m = NULL;
+    if (ftl_model_load(model, &o, &m) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", name, ftl_last_error());
+    } else {
+        nn_model_parts parts;
+        nn_model_get_parts(m, &parts);
+        const nn_graph *g = parts.graph;
+        const nn_node *c = &g->nodes[0];
+        /* per image from the graph (its shapes are those of the last plan compiled), the batch from the input */
+        nn_shape xsv = g->tensors[c->in[0]].shape, ysv = g->tensors[c->out[0]].shape;
+        xsv.d[0] = ysv.d[0] = x.shape[0];
+        const nn_shape *xs = &xsv, *ys = &ysv;
+        int64_t count = nn_shape_count(ys);
+        float *got = malloc((size_t)count * sizeof *got);
+        double *ref = malloc((size_t)count * sizeof *ref);
+        CHECK_EQ_INT(ftl_model_get_info(m)->int8_convs, 1);
+        if (ftl_model_run(m, x.data, (int)x.shape[0], got) != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
+        } else {
+            conv_reference(g, c, x.data, xs, sx, positive_input, ys, ref);
+            double worst = 0, scale = 0;
+            for (int64_t i = 0; i < count; i++) {
+                worst = fmax(worst, fabs(got[i] - ref[i]));
+                scale = fmax(scale, fabs(ref[i]));
+            }
+            printf("  %s (%s input): max |int8 - reference| %.3g of max %.3g\n", name, positive_input ? "u8" : "s8", worst, scale);
+            if (!(worst <= 1e-5 * scale + 1e-6))
+                ftl_test_fail(__FILE__, __LINE__, "%s: int8 conv differs from its integer reference by %.3g (max %.3g)", name,
+                              worst, scale);
+        }
+        free(got);
+        free(ref);
+    }
+    ftl_model_free(m);
+    ftl_nn_int8_scales_free(q);
+    nn_npy_free(&x);
+    free(model);
+    free(input);
+}
+
+TEST(nn_int8_convolutions_equal_their_integer_reference) {
+    const char *cases[] = {"conv_asym_pads_stride2", "conv_group2_rect_dilated", "conv_depthwise_s2", "conv_depthwise_mult2",
+                           "conv_1x1_s2", "conv_same_upper_s2", "conv_same_lower", "conv_bn_relu", "conv_bias_bn"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_int8_conv_case(cases[i], false);
+        check_int8_conv_case(cases[i], true);
+    }
+}
+
+/* ---- the scales table: round trip, and what a model file must not hold ---- */
+
+TEST(nn_int8_scales_json_round_trip_and_bad_tables) {
+    char *names[2] = {"a", "b/c\"d"};
+    float scales[2] = {0.0123456789f, 3.5e-5f};
+    bool us[2] = {true, false};
+    ftl_nn_int8_scales *s = nn_int8_scales_make(names, scales, us, 2, "percentile-99.99", 512);
+    char *json = ftl_nn_int8_scales_json(s);
+    ftl_nn_int8_scales *back = NULL;
+    CHECK(ftl_nn_int8_scales_from_json(json, "test", &back) == FTL_OK);
+    if (back) {
+        CHECK_STR_EQ(ftl_nn_int8_scales_hash(back), ftl_nn_int8_scales_hash(s));
+        CHECK_EQ_INT(ftl_nn_int8_scales_rows(back), 512);
+        CHECK_EQ_INT(ftl_nn_int8_scales_count(back), 2);
+    }
+    const char *bad[][2] = {
+        {"{\"method\":\"minmax\",\"rows\":1,\"hash\":\"00\",\"tensors\":[[\"x\",0,false]]}", "has scale 0; a scale must be positive"},
+        {"{\"method\":\"minmax\",\"rows\":1,\"hash\":\"00\",\"tensors\":[[\"x\",-0.5,false]]}", "has scale -0.5"},
+        {"{\"method\":\"minmax\",\"rows\":1,\"hash\":\"00\",\"tensors\":[[\"x\",0.5,false]]}", "does not match the recorded"},
+        {"{\"method\":\"minmax\",\"rows\":1,\"hash\":\"00\",\"tensors\":[[\"x\",0.5]]}", "entry 0 is not [name, scale, unsigned]"},
+        {"{\"method\":\"minmax\",\"rows\":0,\"hash\":\"00\",\"tensors\":[]}", "expected {\"method\", \"rows\" >= 1"},
+        {"{\"method\":", "int8 scales"},
+        {"[1,2]", "expected {\"method\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ftl_nn_int8_scales *x = NULL;
+        ftl_status st = ftl_nn_int8_scales_from_json(bad[i][0], "model.ftl", &x);
+        if (st == FTL_OK || !strstr(ftl_last_error(), bad[i][1]) || !strstr(ftl_last_error(), "model.ftl"))
+            ftl_test_fail(__FILE__, __LINE__, "table %zu: status %d, message '%s' (want '%s')", i, (int)st, ftl_last_error(),
+                          bad[i][1]);
+        ftl_nn_int8_scales_free(x);
+    }
+    free(json);
+    ftl_nn_int8_scales_free(s);
+    ftl_nn_int8_scales_free(back);
+}
+
+TEST(nn_int8_calibration_is_deterministic) {
+    char *path = ftl_format("%s/models/mobilenet_v1_0.25_128.onnx", ftl_test_shared_dir());
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.device = FTL_DEVICE_CPU;
+    ftl_nn_preprocess pp;
+    ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
+    ftl_nn_int8_scales *a = NULL, *b = NULL;
+    o.batch = 8;
+    CHECK(ftl_nn_calibrate(path, &o, &pp, NULL, 24, 0, FTL_NN_CALIBRATION_PERCENTILE, &a) == FTL_OK);
+    o.batch = 5; /* other batches, other micro-batches: the same thresholds */
+    CHECK(ftl_nn_calibrate(path, &o, &pp, NULL, 24, 0, FTL_NN_CALIBRATION_PERCENTILE, &b) == FTL_OK);
+    if (a && b) CHECK_STR_EQ(ftl_nn_int8_scales_hash(a), ftl_nn_int8_scales_hash(b));
+    ftl_nn_int8_scales_free(a);
+    ftl_nn_int8_scales_free(b);
+    free(path);
 }
