@@ -14,7 +14,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M] [--conv-algorithm auto|direct] [--device cpu|cuda|auto] [--debug 1]\n");
+        fprintf(stderr, "usage: ftl_bench MODEL.onnx [--batch B] [--precision fp32|bf16|int8] [--threads T] [--reps N] [--min-rep-s S] [--micro-batch M] [--conv-algorithm auto|direct] [--device cpu|cuda|auto] [--debug 1]\n");
         return 2;
     }
     ftl_model_options o;
@@ -48,6 +48,13 @@ int main(int argc, char **argv) {
     ftl_model *m;
     double t0 = bench_now();
     ftl_status st = ftl_nn_precision_parse(precision, &o.precision);
+    ftl_nn_int8_scales *scales = NULL; /* int8: calibrated on synthetic images (the speed does not depend on them) */
+    if (st == FTL_OK && o.precision == FTL_NN_INT8) {
+        ftl_nn_preprocess pp;
+        ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
+        st = ftl_nn_calibrate(argv[1], &o, &pp, NULL, 32, 0, FTL_NN_CALIBRATION_PERCENTILE, &scales);
+        o.int8_scales = scales;
+    }
     if (st == FTL_OK) st = ftl_model_load(argv[1], &o, &m);
     if (st != FTL_OK) {
         fprintf(stderr, "ftl_bench: %s\n", ftl_last_error());
@@ -93,5 +100,6 @@ int main(int argc, char **argv) {
     free(in);
     free(out);
     ftl_model_free(m);
+    ftl_nn_int8_scales_free(scales);
     return 0;
 }

@@ -55,6 +55,8 @@ ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **
                         "--device cpu (or auto), or fp32/bf16/tf32 on the GPU");
     ftl_status st = FTL_OK;
     char *json = NULL;
+    /* the other ranks wait for rank 0's calibration without the stall limit (a big backbone takes a minute) */
+    ftl_dist_phase_begin(o->collectives, "calibrating int8 on rank 0");
     if (!ftl_dist_active(o->collectives) || ftl_dist_rank(o->collectives) == 0) {
         ftl_model_options mo;
         embed_model_options(o, &mo);
@@ -72,7 +74,10 @@ ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **
             json = ftl_nn_int8_scales_json(*out);
         }
     }
-    if (!ftl_dist_active(o->collectives)) return st;
+    if (!ftl_dist_active(o->collectives)) {
+        ftl_dist_phase_end(o->collectives);
+        return st;
+    }
     /* every rank learns whether rank 0 succeeded, then gets its table */
     int64_t ok = st == FTL_OK;
     ftl_status bst = ftl_dist_broadcast(o->collectives, &ok, sizeof ok, 0);
@@ -80,6 +85,7 @@ ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **
     size_t bytes = json ? strlen(json) + 1 : 0;
     if (bst == FTL_OK && ok) bst = ftl_dist_broadcast_blob(o->collectives, (uint8_t **)&json, &bytes, 0);
     if (bst != FTL_OK) st = bst;
+    ftl_dist_phase_end(o->collectives);
     if (st == FTL_OK && ftl_dist_rank(o->collectives) != 0) {
         if (!json || bytes == 0 || json[bytes - 1] != 0) st = ftl_fail(FTL_E_FORMAT, "int8 scales from rank 0: not a string");
         else st = ftl_nn_int8_scales_from_json(json, "rank 0's calibration", out);
