@@ -70,10 +70,11 @@ __attribute__((target("avx512f,avx512vnni"))) static void vnni_loop(long iters) 
         VNNI_STEP(c0); VNNI_STEP(c1); VNNI_STEP(c2); VNNI_STEP(c3); VNNI_STEP(c4); VNNI_STEP(c5);
         VNNI_STEP(c6); VNNI_STEP(c7); VNNI_STEP(c8); VNNI_STEP(c9); VNNI_STEP(c10); VNNI_STEP(c11);
     }
-    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
-    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-    sink_i = _mm512_reduce_add_epi32(s);
+    /* xor, not a sum: the accumulators may have wrapped, and a C int sum of them would overflow */
+    __m512i s = _mm512_xor_si512(_mm512_xor_si512(_mm512_xor_si512(c0, c1), _mm512_xor_si512(c2, c3)),
+                                 _mm512_xor_si512(_mm512_xor_si512(c4, c5), _mm512_xor_si512(c6, c7)));
+    s = _mm512_xor_si512(s, _mm512_xor_si512(_mm512_xor_si512(c8, c9), _mm512_xor_si512(c10, c11)));
+    sink_i = _mm_cvtsi128_si32(_mm512_castsi512_si128(s));
 }
 
 typedef struct peak_job {

@@ -198,39 +198,32 @@ bool cpu_node_int8(const nn_plan *p, const nn_node *n) {
 
 static bool is_int8_type(dnnl_data_type_t t) { return t == dnnl_u8 || t == dnnl_s8; }
 
+/* A conversion src -> dst that ftl runs itself (kind COPY or CONVERT). */
+static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
+    cpu_step *st = new_step(p, label);
+    st->kind = kind;
+    st->nargs = 2;
+    st->arg_key[0] = DNNL_ARG_FROM;
+    st->arg_key[1] = DNNL_ARG_TO;
+    st->arg_val[0] = src;
+    st->arg_val[1] = dst;
+    st->writes = 1;
+    snprintf(st->impl, sizeof st->impl, "%s", impl);
+    touch(p, src, p->n_steps - 1);
+    touch(p, dst, p->n_steps - 1);
+    p->n_reorders++;
+    return st;
+}
+
 /* A reorder src -> dst whose values are multiplied by `scale` (1: a plain conversion). */
 static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale, const char *label) {
     if (cpu_convert_same_layout(&p->vals[src].md, &p->vals[dst].md)) { /* oneDNN's scaled reorder is ~5x slower */
-        cpu_step *st = new_step(p, label);
-        st->kind = CPU_STEP_CONVERT;
-        st->nargs = 2;
-        st->arg_key[0] = DNNL_ARG_FROM;
-        st->arg_key[1] = DNNL_ARG_TO;
-        st->arg_val[0] = src;
-        st->arg_val[1] = dst;
-        st->writes = 1;
-        st->convert_scale = scale;
-        snprintf(st->impl, sizeof st->impl, "ftl:int8_convert");
-        touch(p, src, p->n_steps - 1);
-        touch(p, dst, p->n_steps - 1);
-        p->n_reorders++;
+        host_conversion_step(p, CPU_STEP_CONVERT, src, dst, "ftl:int8_convert", label)->convert_scale = scale;
         return FTL_OK;
     }
     cpu_copy_plan *copy = NULL;
     if (scale == 1.0f && !getenv("FTL_NN_ONEDNN_COPIES") && cpu_copy_plan_make(&p->vals[src].md, &p->vals[dst].md, &copy)) {
-        cpu_step *st = new_step(p, label);
-        st->kind = CPU_STEP_COPY;
-        st->copy = copy;
-        st->nargs = 2;
-        st->arg_key[0] = DNNL_ARG_FROM;
-        st->arg_key[1] = DNNL_ARG_TO;
-        st->arg_val[0] = src;
-        st->arg_val[1] = dst;
-        st->writes = 1;
-        snprintf(st->impl, sizeof st->impl, "ftl:strided_copy");
-        touch(p, src, p->n_steps - 1);
-        touch(p, dst, p->n_steps - 1);
-        p->n_reorders++;
+        host_conversion_step(p, CPU_STEP_COPY, src, dst, "ftl:strided_copy", label)->copy = copy;
         return FTL_OK;
     }
     dnnl_primitive_desc_t pd;
