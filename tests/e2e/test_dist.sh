@@ -143,8 +143,6 @@ check dist_int8_calibrated_once_on_rank_0 test "$(grep -c '^\[rank 0\] int8: cal
 grep -q 'computing' "$d/np1i8.err" && fail dist_int8_same_scales_for_any_np "$(grep computing "$d/np1i8.err")" ||
     pass dist_int8_same_scales_for_any_np
 for m in np1 np2 np4 np2s np3 np1b np1i8 np2i8; do $READ_ST "$d/$m.ftl" >"$d/$m.json" 2>/dev/null; done
-same_model dist_int8_same_model_np1_np2 np1i8 np2i8
-same_model dist_same_model_np3_fewer_row_groups_than_ranks np1b np3
 same_model() {  # NAME A B
     $PY - "$d/$2" "$d/$3" <<'PYEOF' && pass "$1" || fail "$1" "see log"
 import json, sys
@@ -165,6 +163,9 @@ for t in ("head.kernel", "head.bias"):
 print("same model", a, b)
 PYEOF
 }
+# (called after the definition: before it, bash found no such command and the checks never ran)
+same_model dist_same_model_np3_fewer_row_groups_than_ranks np1b np3
+same_model dist_int8_same_model_np1_np2 np1i8 np2i8
 same_model dist_same_model_np1_np2 np1 np2
 same_model dist_same_model_np1_np4 np1 np4
 same_model dist_same_model_np2_streamed np1 np2s
