@@ -32,6 +32,8 @@ typedef struct nn_compile_opts {
      * it requantized (its every reader is an int8 convolution). */
     const float *int8_scale;
     const bool *int8_unsigned, *int8_written;
+    /* a quantized model's zero points of those int8 forms (real = scale x (q - zero); NULL: all 0) */
+    const int *int8_zero;
     /* CPU: per graph tensor, whether observe is called with its values after each run (NULL: none). */
     const bool *observe;
     nn_observe_fn observe_fn;

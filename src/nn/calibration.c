@@ -4,6 +4,7 @@
 #include "nn/model_parts.h"
 #include "nn/quantize.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/fsutil.h"
 #include "util/json.h"
 #include "util/sha256.h"
@@ -161,6 +162,13 @@ ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const 
     nn_model_parts parts;
     nn_model_get_parts(m, &parts);
     const nn_graph *g = parts.graph;
+    if (g->quantized) { /* a quantized model runs with its own scales: nothing to calibrate */
+        ftl_model_free(m);
+        ftl_log_info("%s: the model is quantized (QuantizeLinear / QLinear ops): int8 uses its own scales and zero "
+                     "points, no calibration", path);
+        *out = nn_int8_scales_make(NULL, NULL, NULL, 0, "model", count);
+        return FTL_OK;
+    }
     c.ranges = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.ranges);
     int64_t dim = ftl_model_get_info(m)->feature_dim;
     int batch = o->batch > 0 ? o->batch : 16;

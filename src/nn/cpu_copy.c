@@ -3,6 +3,7 @@
  * permutations through its scalar `simple:any` reorder, one element at a time: Swin-T's window
  * shifts and partitions alone are over a hundred of them per forward pass. Built with -fopenmp. */
 #include "nn/cpu_plan.h"
+#include "nn/qdq.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 
@@ -137,34 +138,38 @@ bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_de
 /* Saturates, then rounds half to even (as oneDNN's reorders do under the default rounding mode):
  * adding and subtracting 1.5 x 2^23 leaves the nearest integer of any |v| <= 2^22 and vectorises,
  * where nearbyintf is a library call per element. */
-static void quantize(const float *x, void *y, bool is_unsigned, size_t n, float scale) {
-    const float magic = 12582912.0f;
+static void quantize(const float *x, void *y, bool is_unsigned, size_t n, float scale, int zero) {
+    /* rounded before the zero point is added (ONNX QuantizeLinear); saturating first to the range
+     * less the zero point gives the same integers */
+    const float magic = 12582912.0f, fz = (float)zero;
     if (is_unsigned) {
         uint8_t *q = y;
+        const float lo = 0.0f - fz, hi = 255.0f - fz;
         for (size_t i = 0; i < n; i++) {
             float v = x[i] * scale;
-            v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
-            q[i] = (uint8_t)(int)((v + magic) - magic);
+            v = v < lo ? lo : v > hi ? hi : v;
+            q[i] = (uint8_t)(int)(((v + magic) - magic) + fz);
         }
     } else {
         int8_t *q = y;
+        const float lo = -128.0f - fz, hi = 127.0f - fz;
         for (size_t i = 0; i < n; i++) {
             float v = x[i] * scale;
-            v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
-            q[i] = (int8_t)(int)((v + magic) - magic);
+            v = v < lo ? lo : v > hi ? hi : v;
+            q[i] = (int8_t)(int)(((v + magic) - magic) + fz);
         }
     }
 }
 
-static void dequantize(const void *x, bool is_unsigned, float *y, size_t n, float scale) {
+static void dequantize(const void *x, bool is_unsigned, float *y, size_t n, float scale, int zero) {
     if (is_unsigned)
-        for (size_t i = 0; i < n; i++) y[i] = (float)((const uint8_t *)x)[i] * scale;
+        for (size_t i = 0; i < n; i++) y[i] = (float)(((const uint8_t *)x)[i] - zero) * scale;
     else
-        for (size_t i = 0; i < n; i++) y[i] = (float)((const int8_t *)x)[i] * scale;
+        for (size_t i = 0; i < n; i++) y[i] = (float)(((const int8_t *)x)[i] - zero) * scale;
 }
 
 void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
-                     float scale, int threads) {
+                     float scale, int zero, int threads) {
     int64_t want = (int64_t)(n / 16384) + 1;
     int team = want < threads ? (int)want : threads;
     if (team < 1) team = 1;
@@ -173,7 +178,20 @@ void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         size_t begin = n * (size_t)t / (size_t)nt, end = n * (size_t)(t + 1) / (size_t)nt;
-        if (to_int) quantize((const float *)src + begin, (uint8_t *)dst + begin, dst_type == dnnl_u8, end - begin, scale);
-        else dequantize((const uint8_t *)src + begin, src_type == dnnl_u8, (float *)dst + begin, end - begin, scale);
+        if (to_int)
+            quantize((const float *)src + begin, (uint8_t *)dst + begin, dst_type == dnnl_u8, end - begin, scale, zero);
+        else dequantize((const uint8_t *)src + begin, src_type == dnnl_u8, (float *)dst + begin, end - begin, scale, zero);
+    }
+}
+
+void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads) {
+    int64_t want = (int64_t)(n / 16384) + 1;
+    int team = want < threads ? (int)want : threads;
+    if (team < 1) team = 1;
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t begin = n * (size_t)t / (size_t)nt, end = n * (size_t)(t + 1) / (size_t)nt;
+        nn_fake_quantize(src + begin, dst + begin, end - begin, scale, zero, lo, hi);
     }
 }

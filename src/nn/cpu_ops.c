@@ -126,7 +126,8 @@ static void int8_conv_consts_make(const nn_plan *p, const nn_graph *g, const nn_
     q->bias = ftl_xmalloc((size_t)m * sizeof *q->bias);
     q->scales = ftl_xmalloc((size_t)m * sizeof *q->scales);
     const float *bias = n->n_in > 2 && n->in[2] >= 0 ? g->tensors[n->in[2]].data : NULL;
-    nn_quantize_conv_weights(w->data, m, per, sx, bias, q->weights, q->scales, q->bias);
+    if (w->weight_scale) nn_quantize_conv_weights_with(w->data, m, per, sx, w->weight_scale, bias, q->weights, q->scales, q->bias);
+    else nn_quantize_conv_weights(w->data, m, per, sx, bias, q->weights, q->scales, q->bias);
     /* requantized: without an activation the output scales divide by the output's scale; with one,
      * the activation's result is scaled (it must see real values) */
     for (int64_t o = 0; requant && !act && o < m; o++) q->scales[o] /= sy;
@@ -188,7 +189,10 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
         pr[i] = (ys->d[2 + i] - 1) * pp->stride[i] + span - xs->d[2 + i] - pl[i];
     }
     dnnl_primitive_attr_t attr;
-    ftl_status ast = q ? cpu_make_attr_int8(n, &attr, qc.scales, m, qc.act_scale) : cpu_make_attr(n, &attr, false);
+    int zsrc = q && p->int8_zero ? p->int8_zero[n->in[0]] : 0;
+    int zdst = q && p->int8_zero && writes_int8(p, n) ? p->int8_zero[n->out[0]] : 0;
+    ftl_status ast = q ? cpu_make_attr_int8(n, &attr, qc.scales, m, qc.act_scale, zsrc, zdst)
+                       : cpu_make_attr(n, &attr, false);
     if (ast != FTL_OK) {
         int8_conv_consts_free(&qc);
         return ast;
@@ -316,6 +320,22 @@ static ftl_status emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
         return eltwise_step(p, n, dst, dst, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
     }
     return ftl_fail(FTL_E_INTERNAL, "activation");
+}
+
+/* A quantized model's FakeQuantize: ftl's element-wise loop on the f32 value in its current layout. */
+static ftl_status emit_fake_quant(nn_plan *p, nn_graph *g, const nn_node *n) {
+    (void)g;
+    int src = p->tval[n->in[0]];
+    dnnl_memory_desc_t md = p->vals[src].md;
+    if (md.data_type != dnnl_f32) { /* bf16 plans: quantize the f32 value */
+        md.data_type = dnnl_f32;
+        FTL_TRY(cpu_ensure(p, n->in[0], &md, &src));
+    }
+    int dst = inplace_output(p, n->out[0], src, &md);
+    char label[96];
+    label_of(n, label, sizeof label);
+    cpu_emit_fake_quant(p, src, dst, n->p.q_scale, n->p.q_zero, n->p.q_lo, n->p.q_hi, label);
+    return FTL_OK;
 }
 
 static dnnl_alg_kind_t binary_alg(nn_op op) {
@@ -1016,6 +1036,7 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     const nn_node *n = &g->nodes[node];
     switch (n->op) {
     case NN_OP_CONV: return emit_conv(p, g, n);
+    case NN_OP_FAKEQUANT: return emit_fake_quant(p, g, n);
     case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID: case NN_OP_HARDSIGMOID:
     case NN_OP_HARDSWISH: case NN_OP_TANH:
         return emit_activation(p, g, n);

@@ -215,10 +215,13 @@ static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, i
     return st;
 }
 
-/* A reorder src -> dst whose values are multiplied by `scale` (1: a plain conversion). */
-static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale, const char *label) {
+/* A reorder src -> dst whose values are multiplied by `scale` (1: a plain conversion); zero: the
+ * int8 side's zero point. */
+static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale, int zero, const char *label) {
     if (cpu_convert_same_layout(&p->vals[src].md, &p->vals[dst].md)) { /* oneDNN's scaled reorder is ~5x slower */
-        host_conversion_step(p, CPU_STEP_CONVERT, src, dst, "ftl:int8_convert", label)->convert_scale = scale;
+        cpu_step *st = host_conversion_step(p, CPU_STEP_CONVERT, src, dst, "ftl:int8_convert", label);
+        st->convert_scale = scale;
+        st->convert_zero = zero;
         return FTL_OK;
     }
     cpu_copy_plan *copy = NULL;
@@ -231,6 +234,11 @@ static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale,
     CPU_TRY(dnnl_primitive_attr_create(&attr), label);
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     if (scale != 1.0f) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
+    if (zero != 0) {
+        int32_t z = zero;
+        dnnl_primitive_attr_set_zero_points(attr, is_int8_type(p->vals[src].md.data_type) ? DNNL_ARG_FROM : DNNL_ARG_TO, 1,
+                                            0, &z);
+    }
     dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, &p->vals[src].md, p->engine, &p->vals[dst].md, p->engine, attr);
     dnnl_primitive_attr_destroy(attr);
     CPU_TRY(s, label);
@@ -239,7 +247,7 @@ static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale,
     return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
 }
 
-ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) { return emit_reorder_scaled(p, src, dst, 1.0f, label); }
+ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) { return emit_reorder_scaled(p, src, dst, 1.0f, 0, label); }
 
 ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val) {
     int v = p->tval[t];
@@ -260,12 +268,14 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     /* real = scale x q: quantizing divides by the tensor's scale, dequantizing multiplies */
     bool from_int = is_int8_type(p->vals[v].md.data_type), to_int = is_int8_type(md->data_type);
     float scale = 1.0f;
+    int zero = 0;
     if (from_int != to_int) {
         float ts = p->int8_scale ? p->int8_scale[t] : 0;
         if (!(ts > 0)) return ftl_fail(FTL_E_INTERNAL, "tensor %d: an int8 conversion without a scale", t);
         scale = from_int ? ts : 1.0f / ts;
+        zero = p->int8_zero ? p->int8_zero[t] : 0;
     }
-    FTL_TRY(emit_reorder_scaled(p, v, nv, scale, label));
+    FTL_TRY(emit_reorder_scaled(p, v, nv, scale, zero, label));
     p->steps[p->n_steps - 1].reorder = true; /* a conversion the plan adds, not the node's own work */
     if (p->n_conv == p->cap_conv) {
         p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
@@ -346,10 +356,14 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
 }
 
 ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
-                              float act_scale) {
+                              float act_scale, int src_zero, int dst_zero) {
     CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
     dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
     CPU_TRY(dnnl_primitive_attr_set_output_scales(*attr, count, count > 1 ? 1 << 1 : 0, scales), "int8 output scales");
+    /* a quantized model's zero points: oneDNN subtracts the source's (padding stays a real 0) and adds the output's */
+    int32_t zs = src_zero, zd = dst_zero;
+    if (zs) CPU_TRY(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &zs), "int8 source zero point");
+    if (zd) CPU_TRY(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &zd), "int8 output zero point");
     if (n->n_post == 0) return FTL_OK;
     int last_act = -1;
     for (int k = 0; k < n->n_post; k++)
@@ -550,6 +564,7 @@ static void plan_free(nn_plan *p) {
     free(p->int8_scale);
     free(p->int8_unsigned);
     free(p->int8_written);
+    free(p->int8_zero);
     free(p);
 }
 
@@ -620,7 +635,7 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
             p->node_mb[i] = mb >= 1 && mb <= o->batch && o->batch % mb == 0 ? mb : o->batch;
         }
     }
-    if (o->precision == NN_PREC_INT8) {
+    if (o->int8_scale && o->int8_unsigned && o->int8_written) { /* int8, or a quantized model at any precision */
         size_t n = (size_t)g->n_tensors + 1;
         p->int8_scale = ftl_xcalloc(n, sizeof *p->int8_scale);
         p->int8_unsigned = ftl_xcalloc(n, sizeof *p->int8_unsigned);
@@ -628,6 +643,10 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
         memcpy(p->int8_scale, o->int8_scale, (n - 1) * sizeof *p->int8_scale);
         memcpy(p->int8_unsigned, o->int8_unsigned, (n - 1) * sizeof *p->int8_unsigned);
         memcpy(p->int8_written, o->int8_written, (n - 1) * sizeof *p->int8_written);
+        if (o->int8_zero) {
+            p->int8_zero = ftl_xcalloc(n, sizeof *p->int8_zero);
+            memcpy(p->int8_zero, o->int8_zero, (n - 1) * sizeof *p->int8_zero);
+        }
     }
     p->observe_fn = o->observe_fn;
     p->observe_ctx = o->observe_ctx;
@@ -678,7 +697,24 @@ static void run_convert(nn_plan *p, const cpu_step *s) {
     dnnl_memory_get_data_handle(from->mem, &a);
     dnnl_memory_get_data_handle(to->mem, &b);
     size_t n = dnnl_memory_desc_get_size(&to->md) / dnnl_data_type_size(to->md.data_type);
-    cpu_convert_run(a, from->md.data_type, b, to->md.data_type, n, s->convert_scale, p->threads);
+    cpu_convert_run(a, from->md.data_type, b, to->md.data_type, n, s->convert_scale, s->convert_zero, p->threads);
+}
+
+static void run_fake_quant(nn_plan *p, const cpu_step *s) {
+    void *a = NULL, *b = NULL;
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[0]].mem, &a);
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[1]].mem, &b);
+    size_t n = dnnl_memory_desc_get_size(&p->vals[s->arg_val[1]].md) / sizeof(float);
+    cpu_fake_quant_run(a, b, n, s->fq_scale, s->fq_zero, s->fq_lo, s->fq_hi, p->threads);
+}
+
+void cpu_emit_fake_quant(nn_plan *p, int src, int dst, float scale, int zero, int lo, int hi, const char *label) {
+    cpu_step *st = host_conversion_step(p, CPU_STEP_FAKEQUANT, src, dst, "ftl:fake_quantize", label);
+    p->n_reorders--; /* the node's own work, not a conversion the plan adds */
+    st->fq_scale = scale;
+    st->fq_zero = zero;
+    st->fq_lo = lo;
+    st->fq_hi = hi;
 }
 
 static void observe(nn_plan *p, const cpu_step *s) {
@@ -712,6 +748,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         else if (s->kind == CPU_STEP_COPY) run_copy(p, s);
         else if (s->kind == CPU_STEP_OBSERVE) observe(p, s);
         else if (s->kind == CPU_STEP_CONVERT) run_convert(p, s);
+        else if (s->kind == CPU_STEP_FAKEQUANT) run_fake_quant(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }

@@ -43,8 +43,11 @@ typedef struct cpu_buf {
 
 /* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
  * (cpu_copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
- * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c). */
-typedef enum cpu_step_kind { CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT } cpu_step_kind;
+ * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c);
+ * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h). */
+typedef enum cpu_step_kind {
+    CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT
+} cpu_step_kind;
 typedef struct cpu_copy_plan cpu_copy_plan;
 
 typedef struct cpu_step {
@@ -67,6 +70,9 @@ typedef struct cpu_step {
     bool reorder;             /* a layout / type conversion */
     int tensor;               /* CPU_STEP_OBSERVE: the graph tensor arg 0 holds */
     float convert_scale;      /* CPU_STEP_CONVERT: arg 1 = arg 0 x this (rounded and saturated to int8) */
+    int convert_zero;         /* CONVERT: the int8 side's zero point (q = round(x scale) + zero; x = (q - zero) scale) */
+    float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
+    int fq_zero, fq_lo, fq_hi;
 } cpu_step;
 
 typedef struct cpu_conv_cache {
@@ -106,6 +112,7 @@ struct nn_plan {
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
     float *int8_scale;        /* NN_PREC_INT8: copies of nn_compile_opts' per-tensor arrays */
     bool *int8_unsigned, *int8_written;
+    int *int8_zero;           /* per tensor, NULL: all 0 */
     nn_observe_fn observe_fn;
     void *observe_ctx;
 };
@@ -143,9 +150,11 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
  * integer sums, then n's post-ops, the last activation's result multiplied by act_scale (the
  * requantization to the output's scale when an activation runs last; else 1). */
 ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
-                              float act_scale);
+                              float act_scale, int src_zero, int dst_zero);
 /* Whether node n's data input has an int8 form, so the node runs in int8. */
 bool cpu_node_int8(const nn_plan *p, const nn_node *n);
+/* Appends a FakeQuantize step src -> dst (f32 values of one layout; dst may be src). */
+void cpu_emit_fake_quant(nn_plan *p, int src, int dst, float scale, int zero, int lo, int hi, const char *label);
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);
@@ -170,9 +179,12 @@ void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int thr
 /* Whether src and dst are one layout of f32 and u8/s8 (either way), so cpu_convert_run converts them
  * element by element. */
 bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst);
-/* n elements: f32 -> u8/s8 as saturate(round_half_even(x * scale)), or u8/s8 -> f32 as x * scale. */
+/* n elements: f32 -> u8/s8 as saturate(round_half_even(x * scale) + zero), or u8/s8 -> f32 as
+ * (x - zero) * scale. */
 void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
-                     float scale, int threads);
+                     float scale, int zero, int threads);
+/* n floats through a quantized model's FakeQuantize (nn_fake_quantize) on the OpenMP team. */
+void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

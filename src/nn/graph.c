@@ -24,7 +24,10 @@ static const char *const op_names[NN_OP_COUNT] = {
     [NN_OP_CONSTANTOFSHAPE] = "ConstantOfShape", [NN_OP_EXPAND] = "Expand", [NN_OP_RANGE] = "Range",
     [NN_OP_MOD] = "Mod", [NN_OP_NOT] = "Not", [NN_OP_SCATTERND] = "ScatterND", [NN_OP_POW] = "Pow", [NN_OP_SQRT] = "Sqrt", [NN_OP_ERF] = "Erf",
     [NN_OP_SOFTMAX] = "Softmax", [NN_OP_GELU] = "Gelu", [NN_OP_LAYERNORM] = "LayerNormalization",
-    [NN_OP_EINSUM] = "Einsum", [NN_OP_SPLIT] = "Split",
+    [NN_OP_EINSUM] = "Einsum", [NN_OP_SPLIT] = "Split", [NN_OP_QUANTIZELINEAR] = "QuantizeLinear",
+    [NN_OP_DEQUANTIZELINEAR] = "DequantizeLinear", [NN_OP_QLINEARCONV] = "QLinearConv",
+    [NN_OP_QLINEARMATMUL] = "QLinearMatMul", [NN_OP_CONVINTEGER] = "ConvInteger", [NN_OP_MATMULINTEGER] = "MatMulInteger",
+    [NN_OP_FAKEQUANT] = "FakeQuantize",
 };
 
 const char *nn_op_name(nn_op op) { return op >= 0 && op < NN_OP_COUNT ? op_names[op] : "?"; }
@@ -61,6 +64,7 @@ void nn_graph_free(nn_graph *g) {
     for (int i = 0; i < g->n_tensors; i++) {
         free(g->tensors[i].name);
         free(g->tensors[i].data);
+        free(g->tensors[i].weight_scale);
     }
     for (int i = 0; i < g->n_nodes; i++) nn_node_free(&g->nodes[i]);
     for (int i = 0; i < g->n_folds; i++) nn_node_free(&g->folds[i].node);

@@ -29,6 +29,9 @@ typedef struct nn_tensor {
     int producer;             /* node index, -1 for graph inputs and constants */
     bool is_input;            /* a graph input fed at run time */
     bool computed;            /* data computed from shapes by a fold (recomputed for every batch) */
+    int onnx_type;            /* constants read from the file: their ONNX data type (0 otherwise) */
+    float *weight_scale;      /* weights a quantized model gave as integers (qdq.c): the model's scale per
+                                 output channel (shape.d[0] entries), so int8 runs on its integers; NULL otherwise */
 } nn_tensor;
 
 typedef enum nn_op {
@@ -42,6 +45,12 @@ typedef enum nn_op {
     NN_OP_EXPAND, NN_OP_RANGE, NN_OP_MOD, NN_OP_NOT, NN_OP_SCATTERND,
     /* transformer ops */
     NN_OP_POW, NN_OP_SQRT, NN_OP_ERF, NN_OP_SOFTMAX, NN_OP_GELU, NN_OP_LAYERNORM, NN_OP_EINSUM, NN_OP_SPLIT,
+    /* quantized models: read from the file, then rewritten by qdq.c into float ops and FAKEQUANT */
+    NN_OP_QUANTIZELINEAR, NN_OP_DEQUANTIZELINEAR, NN_OP_QLINEARCONV, NN_OP_QLINEARMATMUL, NN_OP_CONVINTEGER,
+    NN_OP_MATMULINTEGER,
+    /* ftl's own (never read from a file): y = (clamp(round(x / s) + zp, lo, hi) - zp) x s, a tensor's value
+     * as its quantized form holds it */
+    NN_OP_FAKEQUANT,
     NN_OP_COUNT
 } nn_op;
 
@@ -120,6 +129,9 @@ typedef struct nn_params {
     /* Split: the size of each output along `axis` (from the split input or attribute, or equal) */
     int64_t split[NN_MAX_SPLIT];
     int n_split;
+    /* FakeQuantize: scale, zero point and the integer type's range */
+    float q_scale;
+    int q_zero, q_lo, q_hi;
     /* a parameter input (Reshape shape, axes, pads, Clip min/max) was not a constant when the
      * node was parsed: it is computed from shapes, and the node is parsed again once it is */
     bool deferred;
@@ -166,6 +178,7 @@ typedef struct nn_graph {
     int64_t ir_version, opset;
     char *producer;
     int64_t fixed_batch;      /* the input's batch as written in the file (0: dynamic) */
+    bool quantized;           /* a quantized model (QuantizeLinear / QLinear ops): runs with its own scales */
     int64_t batch_locked;     /* > 0: the graph only works at this batch (the export baked it into
                                  constants); every shape inference then uses it */
 } nn_graph;

@@ -2,6 +2,7 @@
 #include "nn/load.h"
 #include "nn/onnx_import.h"
 #include "nn/ops.h"
+#include "nn/qdq.h"
 #include "nn/shape.h"
 #include "nn/topo.h"
 #include "util/error.h"
@@ -15,7 +16,7 @@
 ftl_status nn_load_checked(const char *path, nn_graph **out, char *sha256_hex) {
     nn_graph *g;
     FTL_TRY(nn_onnx_import(path, &g, sha256_hex));
-    ftl_status st = FTL_OK;
+    ftl_status st = nn_qdq_lower(g);
     for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
         if (!g->nodes[i].dead) st = nn_node_parse_params(g, &g->nodes[i]);
     if (st == FTL_OK) {

@@ -42,6 +42,7 @@ struct ftl_model {
     nn_preprocess_worker *workers; /* one per thread: batch resize (Pillow BILINEAR, as the peer recipe) */
     float *int8_scale;       /* precision int8: per graph tensor (nn_compile_opts) */
     bool *int8_unsigned, *int8_written;
+    int *int8_zero;          /* a quantized model's zero points */
     bool *watch;             /* calibration: the tensors the plans hand to the observer */
 };
 
@@ -93,6 +94,7 @@ void ftl_model_free(ftl_model *m) {
     free(m->int8_scale);
     free(m->int8_unsigned);
     free(m->int8_written);
+    free(m->int8_zero);
     free(m->watch);
     free(m);
 }
@@ -274,8 +276,23 @@ static ftl_status int8_setup(ftl_model *m, const ftl_model_options *o, nn_observ
         m->copts.observe_fn = observe_fn;
         m->copts.observe_ctx = ctx;
     }
+    if (m->g->quantized && !observe_fn) { /* its own scales, at any precision; calibration does not apply */
+        m->int8_scale = ftl_xcalloc(n, sizeof *m->int8_scale);
+        m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
+        m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
+        m->int8_zero = ftl_xcalloc(n, sizeof *m->int8_zero);
+        nn_qdq_int8_arrays(m->g, m->int8_scale, m->int8_unsigned, m->int8_written, m->int8_zero);
+        m->copts.int8_scale = m->int8_scale;
+        m->copts.int8_unsigned = m->int8_unsigned;
+        m->copts.int8_written = m->int8_written;
+        m->copts.int8_zero = m->int8_zero;
+        return FTL_OK;
+    }
     if (o->precision != FTL_NN_INT8) return FTL_OK;
     const ftl_nn_int8_scales *q = o->int8_scales;
+    if (!q)
+        return ftl_fail(FTL_E_INVALID_ARG, "--precision int8 needs calibration scales (ftl_nn_calibrate, or the ones "
+                        "a model file recorded)");
     m->int8_scale = ftl_xcalloc(n, sizeof *m->int8_scale);
     m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
     m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
@@ -396,9 +413,6 @@ static ftl_status model_load(const char *path, const ftl_model_options *options,
     if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16 && o->precision != FTL_NN_TF32 &&
         o->precision != FTL_NN_INT8)
         return ftl_fail(FTL_E_INVALID_ARG, "unknown precision %d", (int)o->precision);
-    if (o->precision == FTL_NN_INT8 && !o->int8_scales)
-        return ftl_fail(FTL_E_INVALID_ARG, "%s: --precision int8 needs calibration scales (ftl_nn_calibrate, or the ones "
-                        "a model file recorded)", path);
     if (o->precision == FTL_NN_INT8 && o->device == FTL_DEVICE_CUDA)
         return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; "
                         "use --device cpu (or auto), or fp32/bf16/tf32 on the GPU");
@@ -479,7 +493,7 @@ static ftl_status model_load(const char *path, const ftl_model_options *options,
     i->precision = o->precision;
     i->conv_algorithm = o->conv_algorithm;
     i->winograd_convs = m->be->winograd_convs ? m->be->winograd_convs(m->plan) : 0;
-    for (int k = 0; o->precision == FTL_NN_INT8 && m->be->step_info && k < m->be->step_count(m->plan); k++) {
+    for (int k = 0; (o->precision == FTL_NN_INT8 || m->g->quantized) && m->be->step_info && k < m->be->step_count(m->plan); k++) {
         nn_step_info si;
         m->be->step_info(m->plan, k, &si);
         i->int8_convs += si.compute && si.int8;

@@ -89,6 +89,7 @@ static ftl_status fold_constant_node(nn_graph *g, nn_node *n) {
     if (strcmp(a->name, "value") == 0 && a->type == NN_ATTR_TENSOR) {
         nn_tensor *src = &g->tensors[a->tensor];
         nn_tensor_set_data(out, src->dtype, src->data, &src->shape);
+        out->onnx_type = src->onnx_type;
         src->data = NULL;
     } else if (strcmp(a->name, "value_float") == 0 && a->type == NN_ATTR_FLOAT) {
         float *v = ftl_xmalloc(sizeof *v);
@@ -185,6 +186,11 @@ static ftl_status build_graph(const Onnx__ModelProto *m, const char *path, nn_gr
         if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s': unsupported op '%s' from domain '%s'", n->name, n->op_type,
                             np->domain);
+        if (strcmp(n->op_type, "DynamicQuantizeLinear") == 0)
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s': DynamicQuantizeLinear computes its scale from each batch, so a "
+                            "row's features would depend on the rows batched with it; ftl runs static quantization only "
+                            "(QuantizeLinear/DequantizeLinear with constant scales, QLinearConv, QLinearMatMul), or run the "
+                            "float model with --precision int8", n->name);
         if (!nn_op_from_name(n->op_type, &n->op))
             return ftl_fail(FTL_E_UNSUPPORTED, "node '%s': unsupported op '%s'", n->name, n->op_type);
         n->n_out = (int)np->n_output;

@@ -262,5 +262,6 @@ ftl_status nn_tensor_from_proto(Onnx__TensorProto *tp, nn_tensor *t, nn_extdata 
         if (count) convert_bytes(bytes, dt, count, data);
     }
     nn_tensor_set_data(t, is_float ? NN_F32 : NN_I64, data, &shape);
+    t->onnx_type = dt;
     return FTL_OK;
 }

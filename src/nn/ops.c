@@ -65,6 +65,13 @@ static const op_info op_table[] = {
     {"LayerNormalization", NN_OP_LAYERNORM, 2, 3, 1, 3, {"axis", "epsilon", "stash_type"}},
     {"Einsum", NN_OP_EINSUM, 2, 2, 1, 1, {"equation"}},
     {"Split", NN_OP_SPLIT, 1, 2, 1, NN_MAX_SPLIT, {"axis", "split", "num_outputs"}},
+    {"QuantizeLinear", NN_OP_QUANTIZELINEAR, 2, 3, 1, 1, {"axis"}},
+    {"DequantizeLinear", NN_OP_DEQUANTIZELINEAR, 2, 3, 1, 1, {"axis"}},
+    {"QLinearConv", NN_OP_QLINEARCONV, 8, 9, 1, 1, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+    {"QLinearMatMul", NN_OP_QLINEARMATMUL, 8, 8, 1, 1, {0}},
+    {"ConvInteger", NN_OP_CONVINTEGER, 2, 4, 1, 1, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+    {"MatMulInteger", NN_OP_MATMULINTEGER, 2, 4, 1, 1, {0}},
+    {"FakeQuantize", NN_OP_FAKEQUANT, 1, 1, 1, 1, {0}}, /* ftl's own: never matched from a file */
 };
 enum { OP_TABLE_SIZE = sizeof op_table / sizeof op_table[0] };
 
@@ -76,7 +83,7 @@ static const op_info *info_of(nn_op op) {
 
 bool nn_op_from_name(const char *op_type, nn_op *op) {
     for (int i = 0; i < OP_TABLE_SIZE; i++)
-        if (strcmp(op_table[i].name, op_type) == 0) {
+        if (op_table[i].op != NN_OP_FAKEQUANT && strcmp(op_table[i].name, op_type) == 0) {
             *op = op_table[i].op;
             return true;
         }
@@ -308,8 +315,15 @@ ftl_status nn_node_reparse_params(nn_graph *g, nn_node *n) {
 static ftl_status parse_params(nn_graph *g, nn_node *n) {
     FTL_TRY(check_arity_and_attrs(g, n));
     nn_params *p = &n->p;
+    nn_params kept = *p; /* FakeQuantize's parameters come from the quantized ops it replaced (qdq.c) */
     memset(p, 0, sizeof *p);
     p->n_axes = -1;
+    if (n->op == NN_OP_FAKEQUANT) {
+        p->q_scale = kept.q_scale;
+        p->q_zero = kept.q_zero;
+        p->q_lo = kept.q_lo;
+        p->q_hi = kept.q_hi;
+    }
     int64_t iv;
     switch (n->op) {
     case NN_OP_CONV:

@@ -4,6 +4,7 @@
 #include "util/fsutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,20 @@ void nn_quantize_conv_weights(const float *w, int64_t m, int64_t per, float inpu
     }
 }
 
+void nn_quantize_conv_weights_with(const float *w, int64_t m, int64_t per, float input_scale, const float *weight_scale,
+                                   const float *bias, int8_t *q, float *out_scales, float *q_bias) {
+    for (int64_t o = 0; o < m; o++) {
+        const float *row = w + o * per;
+        float ws = weight_scale[o];
+        for (int64_t i = 0; i < per; i++) {
+            float v = nearbyintf(row[i] / ws);
+            q[o * per + i] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+        }
+        out_scales[o] = input_scale * ws;
+        q_bias[o] = bias ? bias[o] / out_scales[o] : 0.0f;
+    }
+}
+
 void nn_int8_range_add(nn_int8_range *r, const float *x, size_t n, bool histogram) {
     if (!histogram) {
         double mx = r->absmax;
@@ -144,4 +159,31 @@ double nn_int8_threshold(const nn_int8_range *r, double fraction) {
 float nn_int8_scale_of(double threshold, bool is_unsigned) {
     if (!(threshold > 0)) return 1.0f; /* an all-zero tensor: any scale gives zeros */
     return (float)(threshold / (is_unsigned ? 255.0 : 127.0));
+}
+
+/* A conv reading t as data with the model's own integer weights. */
+static bool model_int8_conv(const nn_graph *g, const nn_node *n) {
+    if (n->op != NN_OP_CONV || n->n_in < 2 || n->in[1] < 0) return false;
+    const nn_tensor *w = &g->tensors[n->in[1]];
+    return w->weight_scale && w->data && w->shape.rank == 4;
+}
+
+void nn_qdq_int8_arrays(const nn_graph *g, float *scale, bool *is_unsigned, bool *written, int *zero) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *f = &g->nodes[i];
+        if (f->dead || f->op != NN_OP_FAKEQUANT) continue;
+        int t = f->out[0], convs = 0;
+        bool float_conv = false;
+        for (int j = 0; j < g->n_nodes; j++) {
+            const nn_node *n = &g->nodes[j];
+            if (n->dead || n->op != NN_OP_CONV || n->n_in < 1 || n->in[0] != t) continue;
+            if (model_int8_conv(g, n)) convs++;
+            else float_conv = true;
+        }
+        if (!convs || float_conv) continue; /* a float conv reading t must see the float value */
+        scale[t] = f->p.q_scale;
+        is_unsigned[t] = f->p.q_lo == 0;
+        zero[t] = f->p.q_zero;
+        written[t] = false;
+    }
 }

@@ -47,12 +47,22 @@ int nn_int8_watched(const nn_graph *g, bool *watch);
 ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const float *scales, const bool *is_unsigned,
                                  int count, bool allow_missing, float *scale, bool *unsigned_out, bool *written);
 
+/* A quantized model's (nn/qdq.h) int8 plan arrays: each FakeQuantize output that only convolutions with
+ * the model's integer weights read as data gets the FakeQuantize's scale, type and zero point, so those
+ * convolutions run in int8 on the model's integers; the rest of the graph runs in float. */
+void nn_qdq_int8_arrays(const nn_graph *g, float *scale, bool *is_unsigned, bool *written, int *zero);
+
 /* Quantizes a convolution's weights [m][per] to s8, symmetric per output channel, and gives the
  * output scales (input scale x weight scale) and the bias oneDNN 2.x adds to the integer sums
  * before scaling them (bias / output scale; 0 where bias is NULL). An all-zero channel gets
  * weight scale 1. */
 void nn_quantize_conv_weights(const float *w, int64_t m, int64_t per, float input_scale, const float *bias,
                               int8_t *q, float *out_scales, float *q_bias);
+
+/* The same with the weights' scales given (a quantized model's, nn_tensor.weight_scale): its integers
+ * come back exactly. */
+void nn_quantize_conv_weights_with(const float *w, int64_t m, int64_t per, float input_scale, const float *weight_scale,
+                                   const float *bias, int8_t *q, float *out_scales, float *q_bias);
 
 /* Calibration statistics of one tensor: pass 1 finds the range, pass 2 (percentile) histograms |x|
  * over [0, absmax]. */

@@ -3,6 +3,8 @@
 #   ops/          per-op ONNX graphs + random inputs (nn_cases.py, python3-onnx), expected outputs from
 #                 ONNX Runtime (nn_ort_batch.mjs: one node process for all cases), malformed models in
 #                 ops/bad/, Pillow BILINEAR resize pairs in ops/resize/
+#   qdq/          quantized models (QDQ, QLinear and Integer ops, nn_qdq.py) with ONNX Runtime's outputs, graph
+#                 optimisations off and on; malformed quantization in qdq/bad/
 #   families/     one model per torchvision family, exported at opset 13 and 17 with dynamic and fixed batch
 #                 (nn_families.py), PyTorch's logits and ONNX Runtime's for every file
 #   torchvision/  torchvision families exported with torch.onnx + PyTorch outputs (nn_torchvision.py); for the
@@ -42,6 +44,11 @@ ops_cmd() {
     "$PY" "$here/nn_cases.py" "$out/ops" && node "$here/nn_ort_batch.mjs" "$out/ops/manifest.txt"
 }
 part nn-ops "$out/ops" "$(stamp_of "$here/nn_cases.py" "$here/nn_ort_batch.mjs" "$SHARED/tools/interop/package-lock.json")" ops_cmd
+qdq_cmd() {
+    "$PY" "$here/nn_qdq.py" "$out/qdq" && node "$here/nn_ort_batch.mjs" "$out/qdq/manifest.txt" &&
+        ORT_GRAPH_OPT=all node "$here/nn_ort_batch.mjs" "$out/qdq/manifest_opt.txt"
+}
+part nn-qdq "$out/qdq" "$(stamp_of "$here/nn_qdq.py" "$here/nn_ort_batch.mjs" "$SHARED/tools/interop/package-lock.json")" qdq_cmd
 torchvision_cmd() {
     local d="$out/torchvision"
     "$PY" -W ignore "$here/nn_torchvision.py" "$d" || return 1

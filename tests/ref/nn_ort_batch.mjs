@@ -2,7 +2,8 @@
 // nn_ort_batch.mjs MANIFEST: runs every case of the nn per-op manifest through ONNX Runtime in one
 // node process (start-up is ~1 s per process) and writes each case's expected output .npy.
 // Manifest lines: NAME MODEL INPUT.npy OUTPUT.npy TOLERANCE (paths relative to the manifest).
-// Uses $SHARED/tools/interop (onnxruntime-node, pinned) with graph optimisations disabled and one thread.
+// Uses $SHARED/tools/interop (onnxruntime-node, pinned) with graph optimisations disabled (ORT_GRAPH_OPT=all:
+// enabled, e.g. QDQ pairs fused into its integer kernels) and one thread.
 import fs from 'node:fs'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -23,7 +24,7 @@ for (const line of fs.readFileSync(manifest, 'utf8').split('\n')) {
   const [name, model, input, output] = f
   try {
     const sess = await ort.InferenceSession.create(path.join(dir, model), {
-      executionProviders: ['cpu'], graphOptimizationLevel: 'disabled', intraOpNumThreads: 1, interOpNumThreads: 1,
+      executionProviders: ['cpu'], graphOptimizationLevel: process.env.ORT_GRAPH_OPT || 'disabled', intraOpNumThreads: 1, interOpNumThreads: 1,
     })
     const x = readNpy(path.join(dir, input))
     const res = await sess.run({ [sess.inputNames[0]]: new ort.Tensor(x.type, x.data, x.shape) })
