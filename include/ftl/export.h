@@ -40,6 +40,7 @@ typedef struct ftl_export_result {
     int nodes_total;
     int nodes_rewritten;         /* by the opset conversion */
     int tuned_tensors;           /* a fine-tuned model's tensors written in place of the backbone's initializers */
+    int int8_convs;              /* an int8-trained model: convolutions written as QDQ with its calibrated scales */
     int classes;
     int image_size;              /* S of the uint8 input */
     int height, width;           /* the backbone's input */

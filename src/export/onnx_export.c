@@ -6,6 +6,7 @@
 #include "export/onnx_write.h"
 #include "export/opset_convert.h"
 #include "export/preprocess_graph.h"
+#include "export/qdq_export.h"
 #include "nn/load.h"
 #include "pipeline/classifier_backbone.h"
 #include "util/error.h"
@@ -109,6 +110,7 @@ typedef struct export_job {
     backbone_facts facts;
     onnx_builder b;
     backbone_graph bg;
+    ftl_nn_int8_scales *int8_scales; /* an int8-trained model's calibration: exported as QDQ */
 } export_job;
 
 /* A fine-tuned model's tensors replace the backbone's initializers of the same names (before any
@@ -161,6 +163,7 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     FTL_TRY(put_tuned_tensors(j, bg));
     res->tuned_tensors = j->clf.n_tuned;
     FTL_TRY(opset_convert(b, bg, o->opset, &res->nodes_rewritten));
+    if (j->int8_scales) FTL_TRY(qdq_export_insert(b, bg, j->int8_scales, o->model_path, &res->int8_convs));
     int64_t batch = input_batch(bg->input);
     if (batch > 0)
         ftl_log_warn("%s takes a fixed batch of %lld images, so the export does too (re-export the backbone with a "
@@ -302,12 +305,20 @@ ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) 
     ftl_status st = classifier_recipe_read(&j.clf, o->model_path, &j.recipe);
     if (st == FTL_OK) st = classifier_backbone_locate(&j.recipe, o->model_path, o->backbone_path, &j.backbone_path);
     if (st == FTL_OK) st = check_backbone(j.backbone_path, &j.recipe, &j.clf, o->model_path, &j.facts);
-    if (st == FTL_OK && j.recipe.precision != FTL_NN_FP32)
+    if (st == FTL_OK && j.recipe.precision == FTL_NN_INT8) { /* QDQ with the scales it trained with */
+        if (o->opset < QDQ_EXPORT_OPSET_MIN)
+            st = ftl_fail(FTL_E_INVALID_ARG, "--opset %d: %s is an int8 model, exported as QuantizeLinear/DequantizeLinear "
+                          "with per-channel weight scales, which needs opset %d or later", o->opset, o->model_path,
+                          QDQ_EXPORT_OPSET_MIN);
+        else st = ftl_nn_int8_scales_from_json(j.recipe.int8_scales_json, o->model_path, &j.int8_scales);
+    } else if (st == FTL_OK && j.recipe.precision != FTL_NN_FP32) {
         ftl_log_warn("%s was trained on %s features; the export computes the backbone in float32, so its "
                      "probabilities differ slightly from ftl's", o->model_path, ftl_nn_precision_name(j.recipe.precision));
+    }
     ob_init(&j.b);
     if (st == FTL_OK) st = build_and_write(&j, res);
     backbone_graph_free(&j.bg);
+    ftl_nn_int8_scales_free(j.int8_scales);
     ob_free(&j.b);
     free(j.backbone_path);
     ftl_classifier_free(&j.clf);

@@ -1,7 +1,8 @@
 """Checks of `ftl export` outputs against independent references (python3-onnx, numpy, Pillow).
 
-  compare ORT.npy PRED.csv [--logits] [--rows K]   ONNX Runtime's output vs `ftl eval --predictions`
-        (probability of ftl's predicted class within 1e-4, the same top-1 on every row)
+  compare ORT.npy PRED.csv [--logits] [--rows K] [--int8]   ONNX Runtime's output vs `ftl eval --predictions`
+        (probability of ftl's predicted class within 1e-4, the same top-1 on every row; --int8: the same
+        top-1 on >= 99% of rows, probabilities within 1e-2 at the median and 0.1 at most)
   model OUT.onnx --opset N --size S --classes A,B --output NAME --input uint8|float [--batch B] [--no-checker]
         onnx.checker (full check) and strict shape inference accept it; IR version, producer,
         opset, input/output types and shapes, metadata_props
@@ -33,10 +34,15 @@ def compare(args):
     cls = np.array([int(p["predicted"]) for p in pred])
     prob = np.array([float(p["probability"]) for p in pred])
     got = out[np.arange(len(cls)), cls]
-    diff = np.abs(got - prob).max()
+    gaps = np.abs(got - prob)
+    diff = gaps.max()
     same = out.argmax(axis=1) == cls
-    print(f"rows {len(cls)}, max |p_ort - p_ftl| {diff:.3g}, top-1 agrees on {same.sum()}/{len(cls)}")
-    assert diff <= 1e-4 and same.all()
+    print(f"rows {len(cls)}, max |p_ort - p_ftl| {diff:.3g} (median {np.median(gaps):.3g}), top-1 agrees on "
+          f"{same.sum()}/{len(cls)}")
+    if "--int8" in args:  # an int8 model's QDQ export: rounding ties differ between the engines (see docs/export.md)
+        assert same.mean() >= 0.99 and np.median(gaps) <= 1e-2 and diff <= 0.1
+    else:
+        assert diff <= 1e-4 and same.all()
 
 
 def model(args):

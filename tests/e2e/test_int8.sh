@@ -44,17 +44,33 @@ check int8_eval_metrics_present grep -qE '^eval: 153 images .* top-1: 0\.[0-9]+'
 img=$(ls "$SHARED/data/hymenoptera/val/bees/"*.jpg | head -1)
 check int8_predict_runs "$FTL" predict "$d/int8.ftl" "$img"
 
+# the profiler says which nodes run in int8
+"$FTL" inspect "$M" --profile --precision int8 --batch 4 --reps 1 --top 3 >"$d/profile.txt" 2>&1
+check int8_profile_names_the_fp32_nodes grep -qE '^int8 +[0-9]+ compute steps in int8, 2 in fp32: .*Conv/Relu6' "$d/profile.txt"
+check int8_profile_peak_is_the_int8_one grep -qE '^total .* of the int8 peak' "$d/profile.txt"
+
+# export: QDQ with the model's calibrated scales; ONNX Runtime runs it to ftl's predictions
+CHECK="$PY $(dirname "$0")/export_check.py"
+node "$(dirname "$0")/../tools/dataset_images_npy.mjs" "$V" "$d/v224.npy" >/dev/null || fail int8_export_setup "reading val with DuckDB failed"
+"$FTL" eval "$d/int8.ftl" "$V" --cache-dir "$d/cache" --predictions "$d/p8.csv" --quiet >/dev/null 2>&1 || fail int8_export_setup "eval failed"
+"$FTL_SAN" export "$d/int8.ftl" "$d/int8.onnx" >"$d/export.out" 2>"$d/export.err" || fail int8_export "$(cat "$d/export.err")"
+int8_convs=$(sed -nE 's/^int8 +([0-9]+) compute steps in int8.*/\1/p' "$d/profile.txt")
+check int8_export_writes_every_int8_conv_as_qdq grep -q "^int8: $int8_convs convolutions as QuantizeLinear/DequantizeLinear" "$d/export.out"
+check int8_export_passes_checker_and_shape_inference $CHECK model "$d/int8.onnx" --opset 13 --size 224 --classes ants,bees \
+    --output probabilities --input uint8
+qdq_nodes=$("$PY" -c 'import onnx, sys; print(sum(n.op_type == "QuantizeLinear" for n in onnx.load(sys.argv[1]).graph.node))' "$d/int8.onnx")
+echo "  QuantizeLinear nodes in the export: $qdq_nodes"
+node "$INTEROP/onnx_run.mjs" "$d/int8.onnx" "$d/v224.npy" "$d/o8.npy" --threads 2 >/dev/null || fail int8_export_runs_in_onnx_runtime "onnx_run failed"
+check int8_export_onnx_runtime_gives_ftl_predictions $CHECK compare "$d/o8.npy" "$d/p8.csv" --int8
+expect_error int8_export_below_opset_13_refused 2 'int8 model, exported as QuantizeLinear/DequantizeLinear .* needs opset 13' \
+    "$FTL_SAN" export "$d/int8.ftl" "$d/int8_11.onnx" --opset 11
+
 # ftl embed records the calibration in the features file
 "$FTL" embed "$V" --backbone "$M" "$d/val8.parquet" --precision int8 --calibration "$T" --quiet 2>"$d/embed.err" ||
     fail int8_embed "$(tail -3 "$d/embed.err")"
 "$FTL" inspect "$d/val8.parquet" >"$d/val8.txt" 2>&1
 check int8_features_record_precision grep -q "ftl.precision = int8" "$d/val8.txt"
 check int8_features_record_calibration grep -qE 'ftl.int8_scales = \{"method":"percentile-99.99","rows":244,"hash":"[0-9a-f]{64}"' "$d/val8.txt"
-
-# the profiler says which nodes run in int8
-"$FTL" inspect "$M" --profile --precision int8 --batch 4 --reps 1 --top 3 >"$d/profile.txt" 2>&1
-check int8_profile_names_the_fp32_nodes grep -qE '^int8 +[0-9]+ compute steps in int8, 2 in fp32: .*Conv/Relu6' "$d/profile.txt"
-check int8_profile_peak_is_the_int8_one grep -qE '^total .* of the int8 peak' "$d/profile.txt"
 
 # bad input: each a clear error, no sanitizer report
 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds128" --size 128 --quiet 2>/dev/null

@@ -1,0 +1,121 @@
+/* QDQ around the int8 convolutions of an exported backbone (see qdq_export.h). */
+#include "export/qdq_export.h"
+#include "nn/quantize.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The float values of an initializer (raw little-endian or float_data), or NULL. */
+static const float *init_floats(const Onnx__TensorProto *t, int64_t count) {
+    if (!t || !t->has_data_type || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return NULL;
+    if (t->has_raw_data && t->raw_data.len == (size_t)count * sizeof(float)) return (const float *)t->raw_data.data;
+    if (!t->has_raw_data && t->n_float_data == (size_t)count) return t->float_data;
+    return NULL;
+}
+
+/* Q -> DQ of `x` with one scale and a zero point of 0 (u8 or s8); returns the DQ output. The nodes
+ * go to `out` (the backbone's order), not the builder's list. */
+static const char *qdq_pair(onnx_builder *b, const char *x, float scale, bool is_unsigned, Onnx__NodeProto **out,
+                            size_t *n_out) {
+    const char *s = ob_scalar_f32(b, "int8_scale", scale);
+    uint8_t zero = 0;
+    const char *z = ob_const(b, is_unsigned ? "int8_zero_u8" : "int8_zero_s8",
+                             is_unsigned ? ONNX__TENSOR_PROTO__DATA_TYPE__UINT8 : ONNX__TENSOR_PROTO__DATA_TYPE__INT8,
+                             NULL, 0, &zero, 1);
+    const char *q = ob_fresh_name(b, "quantized"), *dq = ob_fresh_name(b, "dequantized");
+    size_t mark = b->n_nodes;
+    out[(*n_out)++] = ob_node(b, "QuantizeLinear", (const char *[]){x, s, z}, 3, &q, 1);
+    out[(*n_out)++] = ob_node(b, "DequantizeLinear", (const char *[]){q, s, z}, 3, &dq, 1);
+    b->n_nodes = mark; /* placed in the backbone's list by the caller */
+    return dq;
+}
+
+/* The conv's weights as int8 per output channel (ftl's rule: symmetric, max|w| / 127, an all-zero
+ * channel at scale 1) behind a DequantizeLinear along axis 0; returns its output. */
+static ftl_status weights_dq(onnx_builder *b, const Onnx__NodeProto *conv, const Onnx__TensorProto *w,
+                             const char *model_path, Onnx__NodeProto **out, size_t *n_out, const char **name) {
+    int64_t count = 1;
+    for (size_t d = 0; d < w->n_dims; d++) count *= w->dims[d];
+    const float *v = w->n_dims >= 2 && w->dims[0] > 0 ? init_floats(w, count) : NULL;
+    if (!v)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: int8 export: the weights '%s' of node '%s' are not a float initializer",
+                        model_path, w->name, conv->name ? conv->name : "?");
+    int64_t m = w->dims[0], per = count / m;
+    int8_t *q = ftl_xmalloc((size_t)count);
+    float *scales = ftl_xmalloc((size_t)m * sizeof *scales);
+    for (int64_t o = 0; o < m; o++) {
+        const float *row = v + o * per;
+        float mx = 0;
+        for (int64_t i = 0; i < per; i++) mx = fmaxf(mx, fabsf(row[i]));
+        float ws = mx > 0 ? mx / 127.0f : 1.0f;
+        for (int64_t i = 0; i < per; i++) {
+            float r = nearbyintf(row[i] / ws);
+            q[o * per + i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+        }
+        scales[o] = ws;
+    }
+    const char *qn = ob_const(b, "int8_weights", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, (int)w->n_dims, q,
+                              (size_t)count);
+    const char *sn = ob_const_f32(b, "int8_weight_scales", &m, 1, scales);
+    int64_t zeros_dims = m;
+    int8_t *zeros = ftl_xcalloc((size_t)m, 1);
+    const char *zn = ob_const(b, "int8_weight_zero", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &zeros_dims, 1, zeros,
+                              (size_t)m);
+    free(zeros);
+    free(q);
+    free(scales);
+    const char *dq = ob_fresh_name(b, "dequantized_weights");
+    size_t mark = b->n_nodes;
+    Onnx__NodeProto *n = ob_node(b, "DequantizeLinear", (const char *[]){qn, sn, zn}, 3, &dq, 1);
+    ob_attr_int(b, n, "axis", 0);
+    b->n_nodes = mark;
+    out[(*n_out)++] = n;
+    *name = dq;
+    return FTL_OK;
+}
+
+ftl_status qdq_export_insert(onnx_builder *b, backbone_graph *bg, const ftl_nn_int8_scales *scales,
+                             const char *model_path, int *convs) {
+    *convs = 0;
+    ob_table table = {0}, done = {0}; /* tensor -> index in scales; tensor -> index of its DQ name */
+    for (int i = 0; i < scales->count; i++) ob_table_put(&table, scales->names[i], i);
+    const char **dq_names = ob_alloc(b, ((size_t)scales->count + 1) * sizeof *dq_names);
+    /* at most three new nodes per node (Q, DQ, the weights' DQ) */
+    Onnx__NodeProto **nodes = ftl_xmalloc((4 * bg->n_nodes + 1) * sizeof *nodes);
+    size_t n = 0;
+    ftl_status st = FTL_OK;
+    for (size_t i = 0; i < bg->n_nodes && st == FTL_OK; i++) {
+        Onnx__NodeProto *node = bg->nodes[i];
+        int k = node->op_type && strcmp(node->op_type, "Conv") == 0 && node->n_input >= 2
+                    ? ob_table_get(&table, node->input[0]) : -1;
+        if (k >= 0) {
+            const Onnx__TensorProto *w = backbone_graph_init(bg, node->input[1]);
+            const char *wdq = NULL;
+            st = w ? weights_dq(b, node, w, model_path, nodes, &n, &wdq)
+                   : ftl_fail(FTL_E_UNSUPPORTED, "%s: int8 export: the weights '%s' of node '%s' are not an initializer",
+                              model_path, node->input[1], node->name ? node->name : "?");
+            if (st != FTL_OK) break;
+            if (ob_table_get(&done, node->input[0]) < 0) { /* one pair per tensor, before its first int8 reader */
+                dq_names[k] = qdq_pair(b, node->input[0], scales->scale[k], scales->is_unsigned[k], nodes, &n);
+                ob_table_put(&done, node->input[0], k);
+            }
+            node->input[0] = (char *)dq_names[k];
+            node->input[1] = (char *)wdq;
+            ++*convs;
+        }
+        nodes[n++] = node;
+    }
+    ob_table_free(&table);
+    ob_table_free(&done);
+    if (st != FTL_OK) {
+        free(nodes);
+        return st;
+    }
+    free(bg->nodes);
+    bg->nodes = nodes;
+    bg->n_nodes = n;
+    return FTL_OK;
+}
