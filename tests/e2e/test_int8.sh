@@ -65,6 +65,36 @@ check int8_export_onnx_runtime_gives_ftl_predictions $CHECK compare "$d/o8.npy" 
 expect_error int8_export_below_opset_13_refused 2 'int8 model, exported as QuantizeLinear/DequantizeLinear .* needs opset 13' \
     "$FTL_SAN" export "$d/int8.ftl" "$d/int8_11.onnx" --opset 11
 
+# a model whose recorded scales are damaged (a scale edited, so the hash no longer matches; not JSON;
+# missing) is refused by eval, predict and export naming the file, never run with other scales
+for bad in edit garbage missing; do
+    "$PY" - "$d/int8.ftl" "$d/bad_$bad.ftl" "$bad" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+meta = h["__metadata__"]
+if sys.argv[3] == "edit":
+    table = json.loads(meta["ftl.int8_scales"])
+    table["tensors"][1][1] *= 2  # [name, scale, unsigned]
+    meta["ftl.int8_scales"] = json.dumps(table)
+elif sys.argv[3] == "garbage":
+    meta["ftl.int8_scales"] = '{"method": "percentile-99.99", "rows": 244, "hash": '
+else:
+    del meta["ftl.int8_scales"]
+head = json.dumps(h).encode()
+head += b" " * (-len(head) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + raw[8 + n:])
+PYEOF
+    expect_error "int8_damaged_scales_${bad}_refused_by_eval" 1 "bad_$bad.ftl" \
+        "$FTL_SAN" eval "$d/bad_$bad.ftl" "$V" --cache-dir "$d/cache" --quiet
+    expect_error "int8_damaged_scales_${bad}_refused_by_predict" 1 "bad_$bad.ftl" "$FTL_SAN" predict "$d/bad_$bad.ftl" "$img"
+    expect_error "int8_damaged_scales_${bad}_refused_by_export" 1 "bad_$bad.ftl" \
+        "$FTL_SAN" export "$d/bad_$bad.ftl" "$d/bad_$bad.onnx"
+done
+[ ! -e "$d/bad_edit.onnx" ] && [ ! -e "$d/bad_garbage.onnx" ] && pass int8_damaged_scales_leave_no_export ||
+    fail int8_damaged_scales_leave_no_export "an export was written"
+
 # ftl embed records the calibration in the features file
 "$FTL" embed "$V" --backbone "$M" "$d/val8.parquet" --precision int8 --calibration "$T" --quiet 2>"$d/embed.err" ||
     fail int8_embed "$(tail -3 "$d/embed.err")"
