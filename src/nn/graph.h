@@ -32,6 +32,10 @@ typedef struct nn_tensor {
     int onnx_type;            /* constants read from the file: their ONNX data type (0 otherwise) */
     float *weight_scale;      /* weights a quantized model gave as integers (qdq.c): the model's scale per
                                  output channel (shape.d[0] entries), so int8 runs on its integers; NULL otherwise */
+    float int8_scale;         /* a quantized model's activation that int8 convolutions read in its integer form
+                                 (nn_qdq_fold_fake_quant): its scale (> 0), zero point and type; 0 otherwise */
+    int int8_zero;
+    bool int8_unsigned;
 } nn_tensor;
 
 typedef enum nn_op {

@@ -3,6 +3,7 @@
 #include "nn/onnx_import.h"
 #include "nn/ops.h"
 #include "nn/qdq.h"
+#include "nn/quantize.h"
 #include "nn/shape.h"
 #include "nn/topo.h"
 #include "util/error.h"
@@ -133,5 +134,7 @@ ftl_status nn_prepare_for_run(nn_graph *g, int feature, nn_optimize_stats *stats
     FTL_TRY(nn_graph_prune(g, feature));
     FTL_TRY(nn_infer_shapes(g, 1));
     nn_graph_compact(g);
-    return nn_optimize(g, stats);
+    FTL_TRY(nn_optimize(g, stats));
+    if (g->quantized && nn_qdq_fold_fake_quant(g) > 0) nn_graph_compact(g);
+    return FTL_OK;
 }

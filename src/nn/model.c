@@ -281,7 +281,7 @@ static ftl_status int8_setup(ftl_model *m, const ftl_model_options *o, nn_observ
         m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
         m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
         m->int8_zero = ftl_xcalloc(n, sizeof *m->int8_zero);
-        nn_qdq_int8_arrays(m->g, m->int8_scale, m->int8_unsigned, m->int8_written, m->int8_zero);
+        nn_qdq_plan_int8(m->g, m->int8_scale, m->int8_unsigned, m->int8_written, m->int8_zero);
         m->copts.int8_scale = m->int8_scale;
         m->copts.int8_unsigned = m->int8_unsigned;
         m->copts.int8_written = m->int8_written;

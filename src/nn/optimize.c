@@ -148,9 +148,18 @@ static void fold_batchnorms(nn_graph *g, const int *uses, nn_optimize_stats *s) 
                 nb[m] = (float)((b ? (double)b[m] : 0.0) * scale[m] + shift[m]);
             }
             nn_shape ws = w->shape, bs = {.rank = 1, .d = {c}};
+            /* a quantized model's integer weights stay integers under a per-channel factor: their scales
+             * take its magnitude, so the folded conv still runs in int8 on them */
+            float *wscale = NULL;
+            if (w->weight_scale) {
+                wscale = ftl_xmalloc((size_t)c * sizeof *wscale);
+                for (int64_t m = 0; m < c; m++)
+                    wscale[m] = scale[m] != 0 ? (float)((double)w->weight_scale[m] * fabs(scale[m])) : w->weight_scale[m];
+            }
             char *base = ftl_strdup(w->name); /* new tensors may move the tensor array */
             int tw = new_const(g, base, nw, ws);
             int tb = new_const(g, base, nb, bs);
+            g->tensors[tw].weight_scale = wscale;
             free(base);
             conv = &g->nodes[pi];
             set_conv_inputs(conv, conv->in[0], tw, tb);

@@ -163,27 +163,82 @@ float nn_int8_scale_of(double threshold, bool is_unsigned) {
 
 /* A conv reading t as data with the model's own integer weights. */
 static bool model_int8_conv(const nn_graph *g, const nn_node *n) {
-    if (n->op != NN_OP_CONV || n->n_in < 2 || n->in[1] < 0) return false;
+    if (n->dead || n->op != NN_OP_CONV || n->n_in < 2 || n->in[1] < 0) return false;
     const nn_tensor *w = &g->tensors[n->in[1]];
     return w->weight_scale && w->data && w->shape.rank == 4;
 }
 
-void nn_qdq_int8_arrays(const nn_graph *g, float *scale, bool *is_unsigned, bool *written, int *zero) {
+/* Whether t is read, and only as the data input of such convolutions (no other input, sum post-op or
+ * graph output). */
+static bool read_only_by_model_int8_convs(const nn_graph *g, int t) {
+    bool any = false;
     for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *f = &g->nodes[i];
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == t) return false;
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] != t) continue;
+            if (k != 0 || !model_int8_conv(g, n)) return false;
+            any = true;
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] == t) return false;
+    return any;
+}
+
+int nn_qdq_fold_fake_quant(nn_graph *g) {
+    int folded = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *f = &g->nodes[i];
         if (f->dead || f->op != NN_OP_FAKEQUANT) continue;
-        int t = f->out[0], convs = 0;
+        int t = f->out[0], x = f->in[0], int8_convs = 0;
         bool float_conv = false;
         for (int j = 0; j < g->n_nodes; j++) {
             const nn_node *n = &g->nodes[j];
             if (n->dead || n->op != NN_OP_CONV || n->n_in < 1 || n->in[0] != t) continue;
-            if (model_int8_conv(g, n)) convs++;
+            if (model_int8_conv(g, n)) int8_convs++;
             else float_conv = true;
         }
-        if (!convs || float_conv) continue; /* a float conv reading t must see the float value */
-        scale[t] = f->p.q_scale;
-        is_unsigned[t] = f->p.q_lo == 0;
-        zero[t] = f->p.q_zero;
-        written[t] = false;
+        if (!int8_convs || float_conv) continue; /* a float convolution must see the float value */
+        nn_tensor *tx = &g->tensors[x], *tt = &g->tensors[t];
+        bool is_unsigned = f->p.q_lo == 0;
+        if (!read_only_by_model_int8_convs(g, t) || tx->int8_scale > 0 || nn_is_const(g, x)) {
+            /* other ops read the value too, or x has another int8 form: the step stays, and the convolutions
+             * read its output's integers (exactly the values it holds) */
+            tt->int8_scale = f->p.q_scale;
+            tt->int8_zero = f->p.q_zero;
+            tt->int8_unsigned = is_unsigned;
+            continue;
+        }
+        /* the convolutions' own conversion to int8 rounds and saturates as the FakeQuantize would, so it
+         * goes: they read x, converted once (or written as int8 by x's producer) */
+        for (int j = 0; j < g->n_nodes; j++)
+            if (!g->nodes[j].dead && g->nodes[j].op == NN_OP_CONV && g->nodes[j].in[0] == t) g->nodes[j].in[0] = x;
+        f->dead = true;
+        tx->int8_scale = f->p.q_scale;
+        tx->int8_zero = f->p.q_zero;
+        tx->int8_unsigned = is_unsigned;
+        folded++;
+    }
+    return folded;
+}
+
+void nn_qdq_plan_int8(const nn_graph *g, float *scale, bool *is_unsigned, bool *written, int *zero) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (!(g->tensors[t].int8_scale > 0)) continue;
+        scale[t] = g->tensors[t].int8_scale;
+        is_unsigned[t] = g->tensors[t].int8_unsigned;
+        zero[t] = g->tensors[t].int8_zero;
+    }
+    /* an int8 convolution whose output only such convolutions read writes it requantized */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *c = &g->nodes[i];
+        if (!model_int8_conv(g, c) || !(scale[c->in[0]] > 0)) continue;
+        bool sum = false;
+        for (int k = 0; k < c->n_post; k++) sum |= c->post[k].kind == NN_POST_SUM;
+        int y = c->out[0];
+        if (!sum && y >= 0 && scale[y] > 0 && read_only_by_model_int8_convs(g, y)) written[y] = true;
     }
 }

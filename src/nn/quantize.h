@@ -47,10 +47,18 @@ int nn_int8_watched(const nn_graph *g, bool *watch);
 ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const float *scales, const bool *is_unsigned,
                                  int count, bool allow_missing, float *scale, bool *unsigned_out, bool *written);
 
-/* A quantized model's (nn/qdq.h) int8 plan arrays: each FakeQuantize output that only convolutions with
- * the model's integer weights read as data gets the FakeQuantize's scale, type and zero point, so those
- * convolutions run in int8 on the model's integers; the rest of the graph runs in float. */
-void nn_qdq_int8_arrays(const nn_graph *g, float *scale, bool *is_unsigned, bool *written, int *zero);
+/* A quantized model's (nn/qdq.h) graph after optimisation: each FakeQuantize whose output only
+ * convolutions with the model's integer weights read as data is dropped, those convolutions read its
+ * input, and that input records the FakeQuantize's scale, zero point and type (nn_tensor.int8_scale):
+ * their own conversion to int8 rounds and saturates the same way, once. One whose output other ops
+ * read too (a residual Add), or whose input has such a form already, stays, its output recording its
+ * own form for the int8 convolutions among its readers. Returns the number dropped (the caller
+ * compacts the graph). */
+int nn_qdq_fold_fake_quant(nn_graph *g);
+/* A quantized model's int8 plan arrays (zeroed by the caller) from the tensors' recorded forms; a
+ * convolution whose output only such convolutions read writes it requantized. The rest of the graph
+ * runs in float. */
+void nn_qdq_plan_int8(const nn_graph *g, float *scale, bool *is_unsigned, bool *written, int *zero);
 
 /* Quantizes a convolution's weights [m][per] to s8, symmetric per output channel, and gives the
  * output scales (input scale x weight scale) and the bias oneDNN 2.x adds to the integer sums

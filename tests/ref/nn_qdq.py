@@ -193,6 +193,22 @@ def qdq_cases(d):
     out, _ = g.qdq(gm, gmv, U8, False)
     g.save(d, out, [7], tol=g.last[0] * 1.001)
 
+    # 1c. a BatchNormalization after a QDQ conv (folded by ftl: the weights' scales take its per-channel factor)
+    g = Q("qdq_conv_batchnorm_s8", [2, 4, 10, 10])
+    a, av = g.qdq("x0", g.x, S8, False)
+    c1, c1v = g.conv(a, av, g.last[0], 4, 8)
+    gamma, beta = rand(8, scale=0.5) + 1.0, rand(8, scale=0.1)
+    gamma[3] = -0.7  # a negative factor: the integers change sign, the scale keeps its magnitude
+    mean, var = rand(8, scale=0.1), np.abs(rand(8)) + 0.5
+    bn = g.node("BatchNormalization", [c1, g.const(gamma, "g"), g.const(beta, "b"), g.const(mean, "m"), g.const(var, "v")],
+                epsilon=1e-5)
+    bnv = (c1v - mean.reshape(1, -1, 1, 1)) / np.sqrt(var.reshape(1, -1, 1, 1) + 1e-5) * gamma.reshape(1, -1, 1, 1) + beta.reshape(1, -1, 1, 1)
+    r = g.node("Relu", [bn])
+    b, bv = g.qdq(r, np.maximum(bnv, 0), U8, False)
+    c2, c2v = g.conv(b, bv, g.last[0], 8, 6, k=1)
+    out, _ = g.qdq(c2, c2v, S8, False)
+    g.save(d, out, [6, 10, 10], tol=g.last[0] * 1.001)
+
     # 2. QLinearConv chain (u8 activations, s8 per-channel weights, int32 bias), MaxPool on the u8 tensor
     for kind, pc in ((U8, True), (S8, False)):
         g = Q(f"qlinear_conv_{kind}_{'per_channel' if pc else 'per_tensor'}", [2, 6, 10, 10])

@@ -75,7 +75,7 @@ TEST(nn_quantized_models_vs_onnxruntime) {
             double d2 = single ? nn_max_abs_diff(single, y.data, y.count) : -1;
             double d3 = whole ? nn_max_abs_diff(whole, yo.data, y.count) : -1;
             double d4 = whole && as_int8 ? nn_max_abs_diff(whole, as_int8, y.count) : -1;
-            bool wants_int8 = strncmp(name, "qdq_convnet", 11) == 0 || strncmp(name, "qlinear_conv", 12) == 0 ||
+            bool wants_int8 = strncmp(name, "qdq_conv", 8) == 0 || strncmp(name, "qlinear_conv", 12) == 0 ||
                               strncmp(name, "conv_integer", 12) == 0;
             ok = whole && single && as_int8 && d1 >= 0 && d1 <= tol && d2 >= 0 && d2 <= tol && d3 >= 0 && d3 <= tol &&
                  d4 == 0 && (!wants_int8 || convs_whole > 0) && convs_whole == convs_single;
@@ -97,7 +97,7 @@ TEST(nn_quantized_models_vs_onnxruntime) {
         free(op);
         free(opt);
     }
-    if (cases < 10) ftl_test_fail(__FILE__, __LINE__, "only %d cases in %s", cases, manifest);
+    if (cases < 11) ftl_test_fail(__FILE__, __LINE__, "only %d cases in %s", cases, manifest);
     printf("  %d cases, %d failed\n", cases, bad);
     free(text);
     free(dir);
