@@ -4,7 +4,6 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,17 +45,9 @@ static ftl_status weights_dq(onnx_builder *b, const Onnx__NodeProto *conv, const
     int64_t m = w->dims[0], per = count / m;
     int8_t *q = ftl_xmalloc((size_t)count);
     float *scales = ftl_xmalloc((size_t)m * sizeof *scales);
-    for (int64_t o = 0; o < m; o++) {
-        const float *row = v + o * per;
-        float mx = 0;
-        for (int64_t i = 0; i < per; i++) mx = fmaxf(mx, fabsf(row[i]));
-        float ws = mx > 0 ? mx / 127.0f : 1.0f;
-        for (int64_t i = 0; i < per; i++) {
-            float r = nearbyintf(row[i] / ws);
-            q[o * per + i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-        }
-        scales[o] = ws;
-    }
+    float *unused_bias = ftl_xmalloc((size_t)m * sizeof *unused_bias);
+    nn_quantize_conv_weights(v, m, per, 1.0f, NULL, q, scales, unused_bias); /* input scale 1: scales = weight scales */
+    free(unused_bias);
     const char *qn = ob_const(b, "int8_weights", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, (int)w->n_dims, q,
                               (size_t)count);
     const char *sn = ob_const_f32(b, "int8_weight_scales", &m, 1, scales);

@@ -40,8 +40,9 @@ int nn_int8_watched(const nn_graph *g, bool *watch) {
     return count;
 }
 
-/* Whether every reader of t reads it as the data input of an int8 convolution. */
-static bool read_only_by_int8_convs(const nn_graph *g, int t, const float *scale) {
+/* Whether t is read, and only as the data input of convolutions that is_int8 accepts (no other input,
+ * sum post-op or graph output). */
+static bool read_only_as_conv_data(const nn_graph *g, int t, bool (*is_int8)(const nn_graph *, const nn_node *)) {
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
@@ -50,13 +51,18 @@ static bool read_only_by_int8_convs(const nn_graph *g, int t, const float *scale
             if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == t) return false;
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] != t) continue;
-            if (k != 0 || !nn_int8_conv_eligible(g, n) || !(scale[t] > 0)) return false;
+            if (k != 0 || !is_int8(g, n)) return false;
             any = true;
         }
     }
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] == t) return false;
     return any;
+}
+
+/* Whether every reader of t reads it as the data input of an int8 convolution. */
+static bool read_only_by_int8_convs(const nn_graph *g, int t, const float *scale) {
+    return scale[t] > 0 && read_only_as_conv_data(g, t, nn_int8_conv_eligible);
 }
 
 ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const float *scales, const bool *is_unsigned,
@@ -168,25 +174,7 @@ static bool model_int8_conv(const nn_graph *g, const nn_node *n) {
     return w->weight_scale && w->data && w->shape.rank == 4;
 }
 
-/* Whether t is read, and only as the data input of such convolutions (no other input, sum post-op or
- * graph output). */
-static bool read_only_by_model_int8_convs(const nn_graph *g, int t) {
-    bool any = false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *n = &g->nodes[i];
-        if (n->dead) continue;
-        for (int k = 0; k < n->n_post; k++)
-            if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == t) return false;
-        for (int k = 0; k < n->n_in; k++) {
-            if (n->in[k] != t) continue;
-            if (k != 0 || !model_int8_conv(g, n)) return false;
-            any = true;
-        }
-    }
-    for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] == t) return false;
-    return any;
-}
+static bool read_only_by_model_int8_convs(const nn_graph *g, int t) { return read_only_as_conv_data(g, t, model_int8_conv); }
 
 int nn_qdq_fold_fake_quant(nn_graph *g) {
     int folded = 0;
