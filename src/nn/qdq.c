@@ -145,6 +145,10 @@ static ftl_status axis_ok(const nn_node *n, const qparams *p, const nn_shape *s,
     return FTL_OK;
 }
 
+/* vectorised as cpu_copy.c's conversions are (GCC's dynamic cost model; an AVX-512 copy picked at load) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "default"), optimize("vect-cost-model=dynamic")))
+#endif
 void nn_fake_quantize(const float *x, float *y, size_t n, float scale, int zero, int lo, int hi) {
     /* ONNX: q = saturate(round(x / s) + zp), half to even; the value q stands for is (q - zp) x s. The
      * clamp before rounding keeps the magic-number rounding exact (|v| <= 2^22) and vectorisable. */
