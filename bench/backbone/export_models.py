@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Exports the peer benchmark's backbones to ONNX for ftl: the same feature extractors that
 bench/peer/bench_backbone.py times (bench/peer/models.py build(): torchvision mobilenet_v2 and
-resnet50 with the classifier removed, random weights), opset 13, dynamic batch.
+resnet50 with the classifier removed, and vit_b_16 as build() gives it, with its heads; random
+weights), opset 13, dynamic batch.
 Xception uses the shipped ../shared/models/xception_random.onnx (same Keras architecture).
 usage: export_models.py OUTDIR [SHARED_DIR]"""
 import os
@@ -18,7 +19,7 @@ def main():
 
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    for name in ("mobilenet_v2", "resnet50"):
+    for name in ("mobilenet_v2", "resnet50", "vit_b_16"):
         path = os.path.join(out, f"{name}.onnx")
         if os.path.exists(path):
             continue

@@ -4,7 +4,7 @@
 # channels-last (bench/backbone/torch_int8.py), same threads and batch, interleaved round by round so
 # the shared machine's drift hits both. Also the int8 rate as % of the VNNI peak and the int8 choice
 # per node (ftl inspect --profile --precision int8).
-# usage: bench/backbone/int8.sh [--models resnet50,mobilenet_v2,xception] [--batches 16,1] [--rounds 2] [--threads N]
+# usage: bench/backbone/int8.sh [--models resnet50,mobilenet_v2,xception,vit_b_16] [--batches 16,1] [--rounds 2] [--threads N]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${SHARED:=$(cd .. && pwd)/shared}"

@@ -949,20 +949,34 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
         bias = ftl_xmalloc((size_t)outs * sizeof *bias);
         for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
     }
+    /* int8 (a calibrated plan; a quantized model's products keep its own float form): u8/s8 rows times
+     * s8 weights per output column, quantized as convolutions' are, the bias over the output scales */
+    bool q = cpu_node_int8(p, n) && !p->int8_zero;
+    int8_t *qw = NULL;
+    float *qscales = NULL;
+    if (q) {
+        qw = ftl_xmalloc((size_t)(outs * k));
+        qscales = ftl_xmalloc((size_t)outs * sizeof *qscales);
+        float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias);
+        nn_quantize_conv_weights(wt, outs, k, p->int8_scale[n->in[0]], bias, qw, qscales, qbias);
+        free(bias);
+        bias = qbias;
+    }
     /* many rows (a transformer's tokens): oneDNN's matmul, faster there than its inner product
      * (~1.2-1.4x at 394 x 768 x 3072 on AVX-512, bench/transformers); few rows (a CNN head): inner product */
     bool use_matmul = rows >= 64;
-    dnnl_data_type_t dt = cpu_compute_type(p);
+    dnnl_data_type_t dt = q ? int8_type(p, n->in[0]) : cpu_compute_type(p), wdt = q ? dnnl_s8 : dt;
+    dnnl_data_type_t wplain = q ? dnnl_s8 : dnnl_f32;
     dnnl_memory_desc_t src_md, wei_any, wei_plain, bias_md, dst_any;
     dnnl_dims_t sd = {rows, k}, wd = {outs, k}, wd_kn = {k, outs}, bd = {outs}, bd2 = {1, outs}, dd = {rows, outs};
     dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dt, dnnl_ab);
     if (use_matmul) { /* weights [k, outs] over the same [outs, k] array */
-        dnnl_memory_desc_init_by_tag(&wei_any, 2, wd_kn, dt, dnnl_format_tag_any);
-        dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd_kn, dnnl_f32, dnnl_ba);
+        dnnl_memory_desc_init_by_tag(&wei_any, 2, wd_kn, wdt, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd_kn, wplain, dnnl_ba);
         dnnl_memory_desc_init_by_tag(&bias_md, 2, bd2, dnnl_f32, dnnl_ab);
     } else {
-        dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dt, dnnl_format_tag_any);
-        dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd, dnnl_f32, dnnl_ab);
+        dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, wdt, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd, wplain, dnnl_ab);
         dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
     }
     dnnl_memory_desc_init_by_tag(&dst_any, 2, dd, dnnl_f32, dnnl_ab);
@@ -974,7 +988,7 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     ftl_status st = cpu_check(s, label);
-    if (st == FTL_OK) st = cpu_make_attr(n, &attr, false);
+    if (st == FTL_OK) st = q ? cpu_make_attr_int8(n, &attr, qscales, outs, 1.0f, 0, 0) : cpu_make_attr(n, &attr, false);
     if (st == FTL_OK) {
         s = dnnl_primitive_desc_create(&pd, use_matmul ? (const void *)&mmd : (const void *)&ipd, attr, p->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
@@ -992,11 +1006,13 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
     }
     if (st == FTL_OK) {
         dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        st = cpu_const_value(p, wt, &wei_plain, &wei_md, &wei_v);
+        st = cpu_const_value(p, q ? (const void *)qw : wt, &wei_plain, &wei_md, &wei_v);
     }
     if (st == FTL_OK && bias) st = cpu_const_value(p, bias, &bias_md, &bias_md, &bias_v);
     free(wt);
     free(bias);
+    free(qw);
+    free(qscales);
     if (st != FTL_OK) {
         if (pd) dnnl_primitive_desc_destroy(pd);
         return st;

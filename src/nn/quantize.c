@@ -29,11 +29,23 @@ bool nn_int8_conv_eligible(const nn_graph *g, const nn_node *n) {
     return true;
 }
 
+bool nn_int8_linear_eligible(const nn_graph *g, const nn_node *n) {
+    if (n->dead || (n->op != NN_OP_GEMM && n->op != NN_OP_MATMUL) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0)
+        return false;
+    if (n->op == NN_OP_GEMM && n->p.trans_a) return false;
+    const nn_tensor *w = &g->tensors[n->in[1]];
+    return !nn_is_const(g, n->in[0]) && nn_is_const(g, n->in[1]) && w->data && w->dtype == NN_F32 && w->shape.rank == 2;
+}
+
+bool nn_int8_eligible(const nn_graph *g, const nn_node *n) {
+    return nn_int8_conv_eligible(g, n) || nn_int8_linear_eligible(g, n);
+}
+
 int nn_int8_watched(const nn_graph *g, bool *watch) {
     memset(watch, 0, (size_t)g->n_tensors * sizeof *watch);
     int count = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (nn_int8_conv_eligible(g, &g->nodes[i]) && !watch[g->nodes[i].in[0]]) {
+        if (nn_int8_eligible(g, &g->nodes[i]) && !watch[g->nodes[i].in[0]]) {
             watch[g->nodes[i].in[0]] = true;
             count++;
         }
@@ -60,9 +72,9 @@ static bool read_only_as_conv_data(const nn_graph *g, int t, bool (*is_int8)(con
     return any;
 }
 
-/* Whether every reader of t reads it as the data input of an int8 convolution. */
+/* Whether every reader of t reads it as the data input of an int8 convolution or matrix product. */
 static bool read_only_by_int8_convs(const nn_graph *g, int t, const float *scale) {
-    return scale[t] > 0 && read_only_as_conv_data(g, t, nn_int8_conv_eligible);
+    return scale[t] > 0 && read_only_as_conv_data(g, t, nn_int8_eligible);
 }
 
 ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const float *scales, const bool *is_unsigned,

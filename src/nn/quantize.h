@@ -35,8 +35,15 @@ ftl_nn_int8_scales *nn_int8_scales_make(char *const *names, const float *scales,
  * the most). The graph's shapes must be inferred. */
 bool nn_int8_conv_eligible(const nn_graph *g, const nn_node *n);
 
+/* Whether node n may run in int8 as a matrix product: Gemm or MatMul of an activation by constant 2-D
+ * float weights (a transformer's linear layers; the attention's products of two activations stay
+ * float). */
+bool nn_int8_linear_eligible(const nn_graph *g, const nn_node *n);
+/* A convolution or a matrix product that may run in int8. */
+bool nn_int8_eligible(const nn_graph *g, const nn_node *n);
+
 /* watch[t] = whether calibration needs tensor t's range: the data input of every eligible
- * convolution (n_tensors entries). Returns how many. */
+ * convolution and matrix product (n_tensors entries). Returns how many. */
 int nn_int8_watched(const nn_graph *g, bool *watch);
 
 /* Per-tensor arrays for the plan from a tensor name -> (scale, unsigned) table: scale (0 none),

@@ -278,6 +278,10 @@ def build_cases(d):
     g = G("matmul_2d", [3, 16, 1, 1]); g.save(d, g.op("MatMul", [g.op("Flatten", ["x"]), g.const(rand(16, 7))]))
     g = G("matmul_3d", [2, 5, 3, 4])
     g.save(d, g.op("MatMul", [g.op("Reshape", ["x", g.const(np.array([0, 15, 4], np.int64))]), g.const(rand(4, 6))]))
+    # a transformer's linear layer: many token rows (oneDNN's matmul), bias Add and activation fused
+    g = G("matmul_tokens_bias_relu", [2, 40, 4, 6])
+    t = g.op("Reshape", ["x", g.const(np.array([0, 40, 24], np.int64))])
+    g.save(d, g.op("Relu", [g.op("Add", [g.op("MatMul", [t, g.const(rand(24, 10))]), g.const(rand(10))])]))
 
 
 def bad_models(d):

@@ -78,10 +78,12 @@ typedef struct int8_case {
     const char *model;
     int size, calibration_rows, rows;
     ftl_nn_scale scale;
+    bool built;                /* a model the reference scripts made (build/ref/nn/torchvision), not a shared one */
 } int8_case;
 
 static void check_int8_against_fp32(const int8_case *c) {
-    char *path = ftl_format("%s/models/%s.onnx", ftl_test_shared_dir(), c->model);
+    char *path = c->built ? ftl_format("%s/ref/nn/torchvision/%s.onnx", ftl_test_build_dir(), c->model)
+                          : ftl_format("%s/models/%s.onnx", ftl_test_shared_dir(), c->model);
     int n_cal = 0, n_val = 0;
     uint8_t *cal = hymenoptera_images("train", c->size, c->calibration_rows, &n_cal);
     uint8_t *val = hymenoptera_images("val", c->size, c->rows, &n_val);
@@ -110,7 +112,7 @@ static void check_int8_against_fp32(const int8_case *c) {
                 mean += cos / n_val;
                 if (cos < worst) worst = cos;
             }
-            printf("  %s: %d convolutions in int8 (%d scales), %d rows: mean cosine to fp32 %.5f, lowest %.5f\n", c->model,
+            printf("  %s: %d convolutions / products in int8 (%d scales), %d rows: mean cosine to fp32 %.5f, lowest %.5f\n", c->model,
                    int8_convs, ftl_nn_int8_scales_count(scales), n_val, mean, worst);
             CHECK(int8_convs > 0);
             CHECK(mean >= 0.99);
@@ -125,17 +127,23 @@ static void check_int8_against_fp32(const int8_case *c) {
 }
 
 TEST(nn_int8_mobilenet_v2_features_close_to_fp32) {
-    int8_case c = {"mobilenet_v2_1.0_224_features", 224, 64, 48, FTL_NN_SCALE_TF};
+    int8_case c = {"mobilenet_v2_1.0_224_features", 224, 64, 48, FTL_NN_SCALE_TF, false};
     check_int8_against_fp32(&c);
 }
 
 TEST(nn_int8_mobilenet_v1_embedding_close_to_fp32) {
-    int8_case c = {"mobilenet_v1_1.0_224_embedding", 224, 64, 48, FTL_NN_SCALE_TF};
+    int8_case c = {"mobilenet_v1_1.0_224_embedding", 224, 64, 48, FTL_NN_SCALE_TF, false};
+    check_int8_against_fp32(&c);
+}
+
+/* a ViT (torchvision's, small, random weights): its linear layers in int8, attention products in fp32 */
+TEST(nn_int8_vit_linear_layers_close_to_fp32) {
+    int8_case c = {"vit_small", 224, 16, 16, FTL_NN_SCALE_TORCH, true};
     check_int8_against_fp32(&c);
 }
 
 TEST(nn_int8_xception_features_close_to_fp32) {
-    int8_case c = {"xception_random", 299, 16, 16, FTL_NN_SCALE_TF};
+    int8_case c = {"xception_random", 299, 16, 16, FTL_NN_SCALE_TF, false};
     check_int8_against_fp32(&c);
 }
 
@@ -248,6 +256,138 @@ TEST(nn_int8_convolutions_equal_their_integer_reference) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         check_int8_conv_case(cases[i], false);
         check_int8_conv_case(cases[i], true);
+    }
+}
+
+/* ---- each int8 matrix product (Gemm / MatMul by constant weights) against its integer reference ---- */
+
+/* The first node that runs as an int8 matrix product, or NULL. */
+static const nn_node *first_linear(const nn_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (nn_int8_linear_eligible(g, &g->nodes[i])) return &g->nodes[i];
+    return NULL;
+}
+
+/* y[r][o] = s_x s_w[o] sum_i q_x[r][i] q_w[o][i] + bias[o] (the weights as [outs, k]: alpha and transB
+ * applied, as the plan reads them), then ReLU when fused, in double. */
+static void linear_reference(const nn_graph *g, const nn_node *c, const float *x, int64_t rows, int64_t k, float sx, bool xu,
+                             int64_t outs, double *y) {
+    const nn_tensor *bt = &g->tensors[c->in[1]];
+    bool gemm = c->op == NN_OP_GEMM, tb = gemm && c->p.trans_b;
+    float alpha = gemm ? c->p.alpha : 1.0f, beta = gemm ? c->p.beta : 1.0f;
+    float *wt = malloc((size_t)(outs * k) * sizeof *wt), *bias = NULL;
+    for (int64_t o = 0; o < outs; o++)
+        for (int64_t i = 0; i < k; i++) wt[o * k + i] = alpha * ((const float *)bt->data)[tb ? o * k + i : i * outs + o];
+    if (c->n_in > 2 && c->in[2] >= 0) {
+        const nn_tensor *ct = &g->tensors[c->in[2]];
+        bias = malloc((size_t)outs * sizeof *bias);
+        for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
+    }
+    int8_t *qw = malloc((size_t)(outs * k));
+    float *osc = malloc((size_t)outs * sizeof *osc), *qb = malloc((size_t)outs * sizeof *qb);
+    nn_quantize_conv_weights(wt, outs, k, sx, bias, qw, osc, qb);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < outs; o++) {
+            int64_t acc = 0;
+            for (int64_t i = 0; i < k; i++) {
+                double v = nearbyint((double)x[r * k + i] / sx);
+                v = xu ? fmin(fmax(v, 0), 255) : fmin(fmax(v, -128), 127);
+                acc += (int64_t)v * qw[o * k + i];
+            }
+            double v = (double)osc[o] * (double)acc + (bias ? bias[o] : 0);
+            for (int p = 0; p < c->n_post; p++)
+                if (c->post[p].kind == NN_POST_ACT && c->post[p].act.kind == NN_ACT_RELU) v = fmax(v, 0);
+            y[r * outs + o] = v;
+        }
+    free(wt);
+    free(bias);
+    free(qw);
+    free(osc);
+    free(qb);
+}
+
+static void check_int8_linear_case(const char *name, bool positive_input) {
+    char *model = ftl_format("%s/ref/nn/ops/%s.onnx", ftl_test_build_dir(), name);
+    char *input = ftl_format("%s/ref/nn/ops/%s.in.npy", ftl_test_build_dir(), name);
+    nn_npy x;
+    ftl_model *m = NULL, *fp = NULL;
+    ftl_nn_int8_scales *q = NULL;
+    if (!nn_npy_read(input, &x)) {
+        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_nn.sh (tests/run_tests.sh does)", input);
+        free(model);
+        free(input);
+        return;
+    }
+    if (positive_input)
+        for (int64_t i = 0; i < x.count; i++) x.data[i] = fabsf(x.data[i]);
+    double mx = nn_max_abs(x.data, x.count);
+    float sx = (float)(mx / (positive_input ? 255.0 : 127.0));
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.device = FTL_DEVICE_CPU;
+    o.batch = (int)x.shape[0];
+    /* the product reads a view of the input (Flatten / Reshape): its scale goes to that tensor */
+    if (ftl_model_load(model, &o, &fp) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", name, ftl_last_error());
+    } else {
+        nn_model_parts parts;
+        nn_model_get_parts(fp, &parts);
+        const nn_node *c = first_linear(parts.graph);
+        if (!c) {
+            ftl_test_fail(__FILE__, __LINE__, "%s: no matrix product eligible for int8", name);
+        } else {
+            char *names[1] = {parts.graph->tensors[c->in[0]].name};
+            float scales[1] = {sx};
+            bool us[1] = {positive_input};
+            q = nn_int8_scales_make(names, scales, us, 1, "minmax", 1);
+        }
+    }
+    o.precision = FTL_NN_INT8;
+    o.int8_scales = q;
+    if (q && ftl_model_load(model, &o, &m) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s (int8): %s", name, ftl_last_error());
+    } else if (q) {
+        nn_model_parts parts;
+        nn_model_get_parts(m, &parts);
+        const nn_graph *g = parts.graph;
+        const nn_node *c = first_linear(g);
+        const nn_shape *ys = &g->tensors[c->out[0]].shape;
+        int64_t k = g->tensors[c->in[0]].shape.d[g->tensors[c->in[0]].shape.rank - 1], outs = ys->d[ys->rank - 1];
+        int64_t rows = x.count / k, count = rows * outs;
+        float *got = malloc((size_t)count * sizeof *got);
+        double *ref = malloc((size_t)count * sizeof *ref);
+        CHECK_EQ_INT(ftl_model_get_info(m)->int8_convs, 1);
+        if (ftl_model_run(m, x.data, (int)x.shape[0], got) != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
+        } else {
+            linear_reference(g, c, x.data, rows, k, sx, positive_input, outs, ref);
+            double worst = 0, scale = 0;
+            for (int64_t i = 0; i < count; i++) {
+                worst = fmax(worst, fabs(got[i] - ref[i]));
+                scale = fmax(scale, fabs(ref[i]));
+            }
+            printf("  %s (%s input, %lld rows): max |int8 - reference| %.3g of max %.3g\n", name,
+                   positive_input ? "u8" : "s8", (long long)rows, worst, scale);
+            if (!(worst <= 1e-5 * scale + 1e-6))
+                ftl_test_fail(__FILE__, __LINE__, "%s: int8 product differs from its integer reference by %.3g (max %.3g)",
+                              name, worst, scale);
+        }
+        free(got);
+        free(ref);
+    }
+    ftl_model_free(m);
+    ftl_model_free(fp);
+    ftl_nn_int8_scales_free(q);
+    nn_npy_free(&x);
+    free(model);
+    free(input);
+}
+
+TEST(nn_int8_matrix_products_equal_their_integer_reference) {
+    const char *cases[] = {"matmul_2d", "matmul_3d", "matmul_tokens_bias_relu"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_int8_linear_case(cases[i], false);
+        check_int8_linear_case(cases[i], true);
     }
 }
 
