@@ -57,7 +57,7 @@ int cli_cmd_export(int argc, char **argv) {
         printf("; %d nodes in all)\n", r.nodes_total);
         if (r.tuned_tensors) printf("fine-tuned: %d backbone tensors in place of the file's\n", r.tuned_tensors);
         if (r.int8_convs)
-            printf("int8: %d convolutions as QuantizeLinear/DequantizeLinear with the model's calibrated scales\n",
+            printf("int8: %d convolutions / matrix products as QuantizeLinear/DequantizeLinear with the model's calibrated scales\n",
                    r.int8_convs);
         if (o.input == FTL_EXPORT_INPUT_UINT8_NHWC)
             printf("input: images uint8 [N,%d,%d,3]%s\n", r.image_size, r.image_size,

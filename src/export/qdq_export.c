@@ -32,40 +32,59 @@ static const char *qdq_pair(onnx_builder *b, const char *x, float scale, bool is
     return dq;
 }
 
-/* The conv's weights as int8 per output channel (ftl's rule: symmetric, max|w| / 127, an all-zero
- * channel at scale 1) behind a DequantizeLinear along axis 0; returns its output. */
-static ftl_status weights_dq(onnx_builder *b, const Onnx__NodeProto *conv, const Onnx__TensorProto *w,
+/* Weights w (a float initializer of rank >= 2) as int8 per output channel along `axis` (0: rows
+ * [outs, ...], as convolutions and Gemm with transB hold them; 1: columns [k, outs], as MatMul does) by
+ * ftl's rule (nn_quantize_conv_weights: symmetric, max|w| / 127, an all-zero channel at scale 1), behind
+ * a DequantizeLinear along that axis; returns its output. */
+static ftl_status weights_dq(onnx_builder *b, const Onnx__NodeProto *node, const Onnx__TensorProto *w, int axis,
                              const char *model_path, Onnx__NodeProto **out, size_t *n_out, const char **name) {
     int64_t count = 1;
     for (size_t d = 0; d < w->n_dims; d++) count *= w->dims[d];
-    const float *v = w->n_dims >= 2 && w->dims[0] > 0 ? init_floats(w, count) : NULL;
-    if (!v)
+    const float *v = w->n_dims >= 2 && w->dims[0] > 0 && w->dims[1] > 0 ? init_floats(w, count) : NULL;
+    if (!v || (axis == 1 && w->n_dims != 2))
         return ftl_fail(FTL_E_UNSUPPORTED, "%s: int8 export: the weights '%s' of node '%s' are not a float initializer",
-                        model_path, w->name, conv->name ? conv->name : "?");
-    int64_t m = w->dims[0], per = count / m;
-    int8_t *q = ftl_xmalloc((size_t)count);
-    float *scales = ftl_xmalloc((size_t)m * sizeof *scales);
-    float *unused_bias = ftl_xmalloc((size_t)m * sizeof *unused_bias);
-    nn_quantize_conv_weights(v, m, per, 1.0f, NULL, q, scales, unused_bias); /* input scale 1: scales = weight scales */
-    free(unused_bias);
-    const char *qn = ob_const(b, "int8_weights", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, (int)w->n_dims, q,
+                        model_path, w->name, node->name ? node->name : "?");
+    int64_t m = w->dims[axis], per = count / m;
+    float *rows = ftl_xmalloc((size_t)count * sizeof *rows); /* [m, per]: each output channel's weights */
+    for (int64_t o = 0; o < m; o++)
+        for (int64_t i = 0; i < per; i++) rows[o * per + i] = axis == 0 ? v[o * per + i] : v[i * m + o];
+    int8_t *q = ftl_xmalloc((size_t)count), *qt = ftl_xmalloc((size_t)count);
+    float *scales = ftl_xmalloc((size_t)m * sizeof *scales), *unused_bias = ftl_xmalloc((size_t)m * sizeof *unused_bias);
+    nn_quantize_conv_weights(rows, m, per, 1.0f, NULL, q, scales, unused_bias); /* input scale 1: scales = weight scales */
+    for (int64_t o = 0; o < m; o++) /* back to the initializer's layout */
+        for (int64_t i = 0; i < per; i++) qt[axis == 0 ? o * per + i : i * m + o] = q[o * per + i];
+    const char *qn = ob_const(b, "int8_weights", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, w->dims, (int)w->n_dims, qt,
                               (size_t)count);
     const char *sn = ob_const_f32(b, "int8_weight_scales", &m, 1, scales);
-    int64_t zeros_dims = m;
     int8_t *zeros = ftl_xcalloc((size_t)m, 1);
-    const char *zn = ob_const(b, "int8_weight_zero", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &zeros_dims, 1, zeros,
-                              (size_t)m);
+    const char *zn = ob_const(b, "int8_weight_zero", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, &m, 1, zeros, (size_t)m);
     free(zeros);
+    free(rows);
     free(q);
+    free(qt);
     free(scales);
+    free(unused_bias);
     const char *dq = ob_fresh_name(b, "dequantized_weights");
     size_t mark = b->n_nodes;
     Onnx__NodeProto *n = ob_node(b, "DequantizeLinear", (const char *[]){qn, sn, zn}, 3, &dq, 1);
-    ob_attr_int(b, n, "axis", 0);
+    ob_attr_int(b, n, "axis", axis);
     b->n_nodes = mark;
     out[(*n_out)++] = n;
     *name = dq;
     return FTL_OK;
+}
+
+/* The axis of a node's output channels in its weights (input 1), or -1 when ftl runs it in float:
+ * Conv (0), Gemm (0 with transB, else 1; not with transA), MatMul by a rank-2 initializer (1). */
+static int weight_axis(const backbone_graph *bg, const Onnx__NodeProto *n) {
+    if (!n->op_type || n->n_input < 2) return -1;
+    const Onnx__TensorProto *w = backbone_graph_init(bg, n->input[1]);
+    if (strcmp(n->op_type, "Conv") == 0) return 0;
+    if (strcmp(n->op_type, "MatMul") == 0) return w && w->n_dims == 2 ? 1 : -1;
+    if (strcmp(n->op_type, "Gemm") != 0) return -1;
+    const Onnx__AttributeProto *ta = ob_attr_find(n, "transA"), *tb = ob_attr_find(n, "transB");
+    if (ta && ta->i) return -1;
+    return tb && tb->i ? 0 : 1;
 }
 
 ftl_status qdq_export_insert(onnx_builder *b, backbone_graph *bg, const ftl_nn_int8_scales *scales,
@@ -80,12 +99,11 @@ ftl_status qdq_export_insert(onnx_builder *b, backbone_graph *bg, const ftl_nn_i
     ftl_status st = FTL_OK;
     for (size_t i = 0; i < bg->n_nodes && st == FTL_OK; i++) {
         Onnx__NodeProto *node = bg->nodes[i];
-        int k = node->op_type && strcmp(node->op_type, "Conv") == 0 && node->n_input >= 2
-                    ? ob_table_get(&table, node->input[0]) : -1;
+        int axis = weight_axis(bg, node), k = axis >= 0 ? ob_table_get(&table, node->input[0]) : -1;
         if (k >= 0) {
             const Onnx__TensorProto *w = backbone_graph_init(bg, node->input[1]);
             const char *wdq = NULL;
-            st = w ? weights_dq(b, node, w, model_path, nodes, &n, &wdq)
+            st = w ? weights_dq(b, node, w, axis, model_path, nodes, &n, &wdq)
                    : ftl_fail(FTL_E_UNSUPPORTED, "%s: int8 export: the weights '%s' of node '%s' are not an initializer",
                               model_path, node->input[1], node->name ? node->name : "?");
             if (st != FTL_OK) break;

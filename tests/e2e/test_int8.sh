@@ -55,13 +55,22 @@ node "$(dirname "$0")/../tools/dataset_images_npy.mjs" "$V" "$d/v224.npy" >/dev/
 "$FTL" eval "$d/int8.ftl" "$V" --cache-dir "$d/cache" --predictions "$d/p8.csv" --quiet >/dev/null 2>&1 || fail int8_export_setup "eval failed"
 "$FTL_SAN" export "$d/int8.ftl" "$d/int8.onnx" >"$d/export.out" 2>"$d/export.err" || fail int8_export "$(cat "$d/export.err")"
 int8_convs=$(sed -nE 's/^int8 +([0-9]+) compute steps in int8.*/\1/p' "$d/profile.txt")
-check int8_export_writes_every_int8_conv_as_qdq grep -q "^int8: $int8_convs convolutions as QuantizeLinear/DequantizeLinear" "$d/export.out"
+check int8_export_writes_every_int8_conv_as_qdq grep -q "^int8: $int8_convs convolutions / matrix products as QuantizeLinear/DequantizeLinear" "$d/export.out"
 check int8_export_passes_checker_and_shape_inference $CHECK model "$d/int8.onnx" --opset 13 --size 224 --classes ants,bees \
     --output probabilities --input uint8
 qdq_nodes=$("$PY" -c 'import onnx, sys; print(sum(n.op_type == "QuantizeLinear" for n in onnx.load(sys.argv[1]).graph.node))' "$d/int8.onnx")
 echo "  QuantizeLinear nodes in the export: $qdq_nodes"
 node "$INTEROP/onnx_run.mjs" "$d/int8.onnx" "$d/v224.npy" "$d/o8.npy" --threads 2 >/dev/null || fail int8_export_runs_in_onnx_runtime "onnx_run failed"
 check int8_export_onnx_runtime_gives_ftl_predictions $CHECK compare "$d/o8.npy" "$d/p8.csv" --int8
+# a ViT (torchvision's small one, random weights): its linear layers int8 in ftl and QDQ in the export
+VIT="$BUILD/ref/nn/torchvision/vit_small.onnx"
+"$FTL" train "$T" --val "$V" --backbone "$VIT" --epochs 3 --cache-dir "$d/cache" --precision int8 --out "$d/vit8.ftl" \
+    >"$d/vit8.out" 2>"$d/vit8.err" || fail int8_vit_train "$(tail -3 "$d/vit8.err")"
+"$FTL" eval "$d/vit8.ftl" "$V" --cache-dir "$d/cache" --predictions "$d/pv.csv" --quiet >/dev/null 2>&1
+"$FTL_SAN" export "$d/vit8.ftl" "$d/vit8.onnx" >"$d/vit_export.out" 2>"$d/vit_export.err" || fail int8_vit_export "$(cat "$d/vit_export.err")"
+check int8_vit_export_quantizes_the_linear_layers grep -qE "^int8: 1[0-9] convolutions / matrix products" "$d/vit_export.out"
+node "$INTEROP/onnx_run.mjs" "$d/vit8.onnx" "$d/v224.npy" "$d/ov.npy" --threads 2 >/dev/null || fail int8_vit_export_runs "onnx_run failed"
+check int8_vit_export_onnx_runtime_gives_ftl_predictions $CHECK compare "$d/ov.npy" "$d/pv.csv" --int8
 expect_error int8_export_below_opset_13_refused 2 'int8 model, exported as QuantizeLinear/DequantizeLinear .* needs opset 13' \
     "$FTL_SAN" export "$d/int8.ftl" "$d/int8_11.onnx" --opset 11
 
