@@ -27,6 +27,7 @@ typedef struct ftl_embed_options {
     int calibration_rows;          /* images calibration runs on; default 512 (all when fewer) */
     const char *calibration_path;  /* another dataset to calibrate on; NULL: the sources */
     ftl_nn_calibration_method calibration_method; /* default percentile 99.99 */
+    const char *calibration_cache_dir; /* keeps calibrations for the next run with the same inputs (NULL: none) */
     ftl_device_kind device;        /* default auto: a usable GPU, else the CPU (ftl/device.h) */
     bool deterministic;            /* GPU: deterministic algorithms only */
     ftl_nn_conv_algorithm conv_algorithm; /* default auto (Winograd where it pays; see ftl/nn.h) */

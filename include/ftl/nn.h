@@ -138,6 +138,13 @@ const char *ftl_nn_calibration_method_name(ftl_nn_calibration_method method);
 ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const ftl_nn_preprocess *pp,
                             const uint8_t *images_hwc, int count, int image_size, ftl_nn_calibration_method method,
                             ftl_nn_int8_scales **scales);
+/* The same, kept in cache_dir (NULL: no cache) under a key of the model's identity, feature tensor,
+ * preprocessing, method and the images' bytes: a later call with the same inputs reads it back
+ * (*reused_from, when not NULL, gets the file then, to free; else NULL). A cached file that does not
+ * parse or match is ignored and replaced; one that cannot be written is warned about. */
+ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o, const ftl_nn_preprocess *pp,
+                                   const uint8_t *images_hwc, int count, int image_size, ftl_nn_calibration_method method,
+                                   const char *cache_dir, ftl_nn_int8_scales **scales, char **reused_from);
 void ftl_nn_int8_scales_free(ftl_nn_int8_scales *s);
 /* {"method": ..., "rows": N, "hash": ..., "tensors": [[name, scale, unsigned], ...]}: what model
  * files, feature files and checkpoints record. Caller frees. */

@@ -65,14 +65,19 @@ ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **
         int count = 0, size = 0;
         st = calibration_sample_read(o, &images, &count, &size);
         double t0 = ftl_now();
+        char *reused = NULL;
         if (st == FTL_OK)
-            st = ftl_nn_calibrate(o->backbone_path, &mo, &o->preprocess, images, count, size, o->calibration_method, out);
+            st = ftl_nn_calibrate_cached(o->backbone_path, &mo, &o->preprocess, images, count, size, o->calibration_method,
+                                         o->calibration_cache_dir, out, &reused);
         free(images);
-        if (st == FTL_OK) {
+        if (st == FTL_OK && reused)
+            ftl_log_info("int8: reusing the calibration of %d tensors on %d images (%s) from %s",
+                         ftl_nn_int8_scales_count(*out), count, ftl_nn_int8_scales_method(*out), reused);
+        else if (st == FTL_OK)
             ftl_log_info("int8: calibrated %d tensors on %d images (%s) in %.1f s", ftl_nn_int8_scales_count(*out), count,
                          ftl_nn_int8_scales_method(*out), ftl_now() - t0);
-            json = ftl_nn_int8_scales_json(*out);
-        }
+        if (st == FTL_OK) json = ftl_nn_int8_scales_json(*out);
+        free(reused);
     }
     if (!ftl_dist_active(o->collectives)) {
         ftl_dist_phase_end(o->collectives);

@@ -148,10 +148,70 @@ static void observe(void *ctx, int tensor, const float *values, size_t count) {
     nn_int8_range_add(&c->ranges[tensor], values, count, c->histogram);
 }
 
+/* The file in cache_dir that holds the calibration of model m (its identity, feature tensor and
+ * preprocessing) by `method` on exactly these images. */
+static char *cache_file_of(const char *cache_dir, const ftl_model *m, const ftl_model_options *o,
+                           const ftl_nn_preprocess *pp, const uint8_t *images, int count, int image_size,
+                           ftl_nn_calibration_method method) {
+    char images_hex[65], key[65];
+    ftl_sha256 h;
+    uint8_t digest[32];
+    ftl_sha256_init(&h);
+    ftl_sha256_update(&h, images, (size_t)count * (size_t)image_size * (size_t)image_size * 3);
+    ftl_sha256_final(&h, digest);
+    ftl_sha256_hex(digest, images_hex);
+    char *pre = ftl_nn_preprocess_json(pp, m, image_size);
+    char *text = ftl_format("ftl int8 calibration 1\n%s\n%s\n%s\n%s\n%d %d\n%s\n", ftl_model_get_info(m)->identity,
+                            o->features_from ? o->features_from : "", pre ? pre : "",
+                            ftl_nn_calibration_method_name(method), count, image_size, images_hex);
+    ftl_sha256_hex_of_string(text, key);
+    free(text);
+    free(pre);
+    return ftl_format("%s/int8-calibration-%.32s.json", cache_dir, key);
+}
+
+/* A calibration the cache holds for these inputs (NULL when none or unreadable: then it is redone). */
+static ftl_nn_int8_scales *cached_calibration(const char *file, int count, ftl_nn_calibration_method method) {
+    if (!ftl_path_exists(file)) return NULL;
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    ftl_nn_int8_scales *s = NULL;
+    if (ftl_read_file(file, &bytes, &size) == FTL_OK) {
+        char *text = ftl_xmalloc(size + 1);
+        memcpy(text, bytes, size);
+        text[size] = 0;
+        if (ftl_nn_int8_scales_from_json(text, file, &s) != FTL_OK ||
+            strcmp(s->method, ftl_nn_calibration_method_name(method)) != 0 || s->rows != count) {
+            ftl_log_warn("int8: ignoring the cached calibration %s (%s); calibrating again", file,
+                         s ? "made another way" : ftl_last_error());
+            ftl_nn_int8_scales_free(s);
+            s = NULL;
+        }
+        free(text);
+    }
+    free(bytes);
+    return s;
+}
+
+/* Keeps a calibration for the next run; a cache that cannot be written costs only that. */
+static void cache_calibration(const char *cache_dir, const char *file, const ftl_nn_int8_scales *s) {
+    char *json = ftl_nn_int8_scales_json(s);
+    if (ftl_make_dirs(cache_dir) != FTL_OK || ftl_write_file_atomic(file, json, strlen(json)) != FTL_OK)
+        ftl_log_warn("int8: cannot keep the calibration in %s (%s)", file, ftl_last_error());
+    free(json);
+}
+
 ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const ftl_nn_preprocess *pp,
                             const uint8_t *images_hwc, int count, int image_size, ftl_nn_calibration_method method,
                             ftl_nn_int8_scales **out) {
+    return ftl_nn_calibrate_cached(path, o, pp, images_hwc, count, image_size, method, NULL, out, NULL);
+}
+
+ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o, const ftl_nn_preprocess *pp,
+                                   const uint8_t *images_hwc, int count, int image_size, ftl_nn_calibration_method method,
+                                   const char *cache_dir, ftl_nn_int8_scales **out, char **reused_from) {
     *out = NULL;
+    if (reused_from) *reused_from = NULL;
     if (count < 1) return ftl_fail(FTL_E_INVALID_ARG, "%s: calibration needs at least one image", path);
     ftl_model_options fo = *o;
     fo.precision = FTL_NN_FP32;
@@ -167,6 +227,14 @@ ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const 
         ftl_log_info("%s: the model is quantized (QuantizeLinear / QLinear ops): int8 uses its own scales and zero "
                      "points, no calibration", path);
         *out = nn_int8_scales_make(NULL, NULL, NULL, 0, "model", count);
+        return FTL_OK;
+    }
+    char *cache_file = cache_dir && images_hwc ? cache_file_of(cache_dir, m, o, pp, images_hwc, count, image_size, method)
+                                               : NULL;
+    if (cache_file && (*out = cached_calibration(cache_file, count, method))) {
+        ftl_model_free(m);
+        if (reused_from) *reused_from = cache_file;
+        else free(cache_file);
         return FTL_OK;
     }
     c.ranges = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.ranges);
@@ -227,8 +295,11 @@ ftl_status ftl_nn_calibrate(const char *path, const ftl_model_options *o, const 
     ftl_model_free(m);
     if (st != FTL_OK) {
         ftl_nn_int8_scales_free(s);
+        free(cache_file);
         return st;
     }
+    if (cache_file) cache_calibration(cache_dir, cache_file, s);
+    free(cache_file);
     *out = s;
     return FTL_OK;
 }

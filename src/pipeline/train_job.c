@@ -520,7 +520,10 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         eo.source_count = 1;
         eo.collectives = &o->fit.collectives;
         if (ft) eo.bottom_of = &o->fine_tune;
+        char *cache = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
+        eo.calibration_cache_dir = cache; /* beside the features it keys: a rerun or resume skips it */
         st = ftl_embed_calibrate(&eo, &own_scales);
+        free(cache);
         calibrated = *o;
         calibrated.embed.int8_scales = own_scales;
         o = &calibrated;

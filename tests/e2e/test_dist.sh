@@ -137,9 +137,11 @@ $PY -c 'import sys, json; e = [r for r in map(json.loads, open(sys.argv[1])) if 
 # the features np 2 cached under their hash) and trains the same model
 "${MPI[@]}" -np 2 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 32 --threads 1 --precision int8 --cache-dir "$d/cache8" \
     --out "$d/np2i8.ftl" --log "$d/np2i8.jsonl" >/dev/null 2>"$d/np2i8.err" || fail dist_train_int8_np2_runs "$(tail -3 "$d/np2i8.err")"
+rm -f "$d/cache8"/int8-calibration-*.json # the one process calibrates by itself (not from rank 0's kept table)
 "$FTL" train "$T" --val "$V" "${RUN[@]}" --batch 64 --threads 2 --precision int8 --cache-dir "$d/cache8" \
     --out "$d/np1i8.ftl" --log "$d/np1i8.jsonl" >/dev/null 2>"$d/np1i8.err" || fail dist_train_int8_np1_runs "$(tail -3 "$d/np1i8.err")"
 check dist_int8_calibrated_once_on_rank_0 test "$(grep -c '^\[rank 0\] int8: calibrated' "$d/np2i8.err")" -eq 1
+check dist_int8_one_process_calibrates_by_itself grep -q '^int8: calibrated' "$d/np1i8.err"
 grep -q 'computing' "$d/np1i8.err" && fail dist_int8_same_scales_for_any_np "$(grep computing "$d/np1i8.err")" ||
     pass dist_int8_same_scales_for_any_np
 for m in np1 np2 np4 np2s np3 np1b np1i8 np2i8; do $READ_ST "$d/$m.ftl" >"$d/$m.json" 2>/dev/null; done

@@ -27,6 +27,14 @@ check int8_model_records_its_precision grep -q "precision int8," "$d/int8.txt"
 # the same calibration again: the cache is reused; other calibration rows: another key
 "$FTL" train "$T" --val "$V" "${ARGS[@]}" --precision int8 --out "$d/again.ftl" >"$d/again.out" 2>"$d/again.err"
 check int8_same_calibration_reuses_the_cache grep -q "feature cache: reusing 1 part .* for train" "$d/again.err"
+check int8_calibration_kept_in_the_cache grep -qE '^int8: reusing the calibration of [0-9]+ tensors on 244 images \(percentile-99.99\) from .*/cache/int8-calibration-[0-9a-f]{32}\.json' "$d/again.err"
+# a damaged kept calibration is said, ignored and replaced: the same scales, the same model
+cal=$(ls "$d/cache"/int8-calibration-*.json | head -1)
+printf '{"method":"percentile-99.99","rows":244,"hash":"00","tensors":[["x",1,true]]}' >"$cal"
+"$FTL" train "$T" --val "$V" "${ARGS[@]}" --precision int8 --out "$d/again2.ftl" >"$d/again2.out" 2>"$d/again2.err"
+check int8_damaged_kept_calibration_redone grep -q "int8: ignoring the cached calibration .*int8-calibration-.*does not match the recorded" "$d/again2.err"
+check int8_redone_calibration_same_model cmp -s <(grep '^Epoch' "$d/int8.out" | sed 's/ - [0-9]*ms//') \
+    <(grep '^Epoch' "$d/again2.out" | sed 's/ - [0-9]*ms//')
 check int8_same_calibration_same_model cmp -s <(grep '^Epoch' "$d/int8.out" | sed 's/ - [0-9]*ms//') \
     <(grep '^Epoch' "$d/again.out" | sed 's/ - [0-9]*ms//')
 "$FTL" train "$T" --val "$V" "${ARGS[@]}" --precision int8 --calibration-rows 64 --out "$d/rows64.ftl" \
