@@ -303,6 +303,17 @@ static ftl_status emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
     (void)g;
     const nn_act *a = &n->p.act;
     int src = p->tval[n->in[0]];
+    int y = n->out[0];
+    if (a->kind == NN_ACT_RELU && p->int8_written && p->int8_written[y] && p->int8_scale[y] > 0 &&
+        p->vals[src].md.data_type == dnnl_f32) {
+        /* only int8 nodes read it as u8, whose saturation at 0 is the ReLU: one conversion, no ReLU pass */
+        dnnl_memory_desc_t md = p->vals[src].md;
+        md.data_type = dnnl_u8;
+        char label[96];
+        label_of(n, label, sizeof label);
+        int dst = new_output(p, y, &md);
+        return cpu_emit_quantize(p, src, dst, p->int8_scale[y], p->int8_zero ? p->int8_zero[y] : 0, label);
+    }
     int dst = inplace_output(p, n->out[0], src, &p->vals[src].md);
     switch (a->kind) {
     case NN_ACT_RELU: return eltwise_step(p, n, src, dst, dnnl_eltwise_relu, 0, 0);

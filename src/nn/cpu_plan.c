@@ -249,6 +249,10 @@ static ftl_status emit_reorder_scaled(nn_plan *p, int src, int dst, float scale,
 
 ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label) { return emit_reorder_scaled(p, src, dst, 1.0f, 0, label); }
 
+ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero, const char *label) {
+    return emit_reorder_scaled(p, src, dst, 1.0f / scale, zero, label);
+}
+
 ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val) {
     int v = p->tval[t];
     if (v < 0) return ftl_fail(FTL_E_INTERNAL, "tensor %d has no value", t);

@@ -155,6 +155,9 @@ ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, con
 bool cpu_node_int8(const nn_plan *p, const nn_node *n);
 /* Appends a FakeQuantize step src -> dst (f32 values of one layout; dst may be src). */
 void cpu_emit_fake_quant(nn_plan *p, int src, int dst, float scale, int zero, int lo, int hi, const char *label);
+/* Appends the f32 -> u8/s8 conversion of value src into value dst (same layout) at `scale` (real =
+ * scale x (q - zero)): the node's own work, e.g. a ReLU that only int8 convolutions read. */
+ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero, const char *label);
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);

@@ -21,10 +21,13 @@ static bool is_stem(const nn_graph *g, const nn_node *n) {
 
 bool nn_int8_conv_eligible(const nn_graph *g, const nn_node *n) {
     if (!conv_shape_ok(g, n) || is_stem(g, n)) return false;
-    /* Nor the convolution right after the stem: its input's channels span very different ranges
-     * (measured on MobileNetV2's first depthwise conv: mean feature cosine to fp32 0.991 with it in
-     * int8, 0.995 without), and it is one of the cheapest */
-    for (int i = 0; i < g->n_nodes; i++)
+    /* Nor a depthwise convolution right after the stem: each of its outputs reads one channel of the
+     * stem's, whose channels span very different ranges under one scale (MobileNetV2's: mean feature
+     * cosine to fp32 0.991 with it in int8, 0.995 without), and it is one of the cheapest. A full
+     * convolution there mixes the channels and is among the most expensive (Xception's 3x3 32 -> 64 at
+     * 147x147: 11% of its int8 time in fp32), so it runs in int8. */
+    bool depthwise = n->p.group > 1 && n->p.group == g->tensors[n->in[0]].shape.d[1];
+    for (int i = 0; depthwise && i < g->n_nodes; i++)
         if (g->nodes[i].n_out > 0 && g->nodes[i].out[0] == n->in[0] && is_stem(g, &g->nodes[i])) return false;
     return true;
 }
@@ -102,6 +105,13 @@ ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const fl
         for (int k = 0; k < c->n_post; k++) sum |= c->post[k].kind == NN_POST_SUM;
         int y = c->out[0];
         if (!sum && y >= 0 && scale[y] > 0 && read_only_by_int8_convs(g, y, scale)) written[y] = true;
+    }
+    /* a ReLU whose u8 output only int8 nodes read is that output's conversion: u8 saturates at 0 */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *r = &g->nodes[i];
+        if (r->dead || r->op != NN_OP_RELU || r->p.act.kind != NN_ACT_RELU || r->n_post || r->n_in < 1) continue;
+        int y = r->out[0];
+        if (y >= 0 && unsigned_out[y] && read_only_by_int8_convs(g, y, scale)) written[y] = true;
     }
     return FTL_OK;
 }
