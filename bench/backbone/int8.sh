@@ -27,6 +27,8 @@ cc -O2 -std=c17 -D_GNU_SOURCE -Iinclude bench/backbone/ftl_bench.c "$BUILD/libft
     -lgomp -lzstd -lsnappy -lz -lm -lpthread -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi -ldl -o "$BUILD/bench/ftl_bench"
 $PY -W ignore bench/backbone/export_models.py "$BUILD/bench" "$SHARED" >&2
 model_path() { case $1 in xception) echo "$SHARED/models/xception_random.onnx" ;; *) echo "$BUILD/bench/$1.onnx" ;; esac; }
+# bf16 rows where the CPU has native bf16 dot products (their rate is then 2x fp32's on Zen 4/5)
+bf16=; grep -q avx512_bf16 /proc/cpuinfo && bf16=bf16
 res=$out/results.jsonl
 : >"$res"
 lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' ' >"$out/env.txt"
@@ -35,7 +37,7 @@ for m in ${models//,/ }; do
         >"$out/profile-$m.txt" 2>&1 || true
     for r in $(seq 1 "$rounds"); do
         for b in ${batches//,/ }; do
-            for p in fp32 int8; do
+            for p in fp32 int8 $bf16; do
                 OMP_NUM_THREADS=$threads "$BUILD/bench/ftl_bench" "$(model_path "$m")" --batch "$b" --precision "$p" \
                     --threads "$threads" --reps 3 | sed "s/^{/{\"round\":$r,\"name\":\"$m\",/" >>"$res"
             done
@@ -51,14 +53,18 @@ rows = [json.loads(l) for f in sys.argv[1].split(",") for l in open(f)]
 def med(name, b, key, val):
     xs = [r["median"] for r in rows if r["name"] == name and r["batch"] == b and r.get(key) == val and "median" in r]
     return (statistics.median(xs), min(xs), max(xs)) if xs else (float("nan"),) * 3
-print("| model | batch | ftl fp32 img/s | ftl int8 img/s | int8/fp32 | PyTorch fp32_cl | PyTorch FX int8 | ftl int8 / FX int8 |")
-print("|---|---|---|---|---|---|---|---|")
+print("| model | batch | ftl fp32 img/s | ftl bf16 img/s | ftl int8 img/s | int8/fp32 | PyTorch fp32_cl | PyTorch int8 | ftl int8 / PyTorch int8 |")
+print("|---|---|---|---|---|---|---|---|---|")
 for name in dict.fromkeys(r["name"] for r in rows):
     for b in sorted({r["batch"] for r in rows if r["name"] == name}, reverse=True):
-        f, i = med(name, b, "precision", "fp32"), med(name, b, "precision", "int8")
+        f, i, h = med(name, b, "precision", "fp32"), med(name, b, "precision", "int8"), med(name, b, "precision", "bf16")
         t, q = med(name, b, "mode", "fp32_cl"), med(name, b, "mode", "fx_int8")
-        print(f"| {name} | {b} | {f[0]:.1f} ({f[1]:.1f}-{f[2]:.1f}) | {i[0]:.1f} ({i[1]:.1f}-{i[2]:.1f}) | {i[0]/f[0]:.2f}x | "
-              f"{t[0]:.1f} | {q[0]:.1f} | {i[0]/q[0]:.2f}x |")
+        mode = "FX"
+        if any(r.get("mode") == "dynamic_int8" and r["name"] == name for r in rows):
+            q, mode = med(name, b, "mode", "dynamic_int8"), "dynamic"  # FX could not trace it (ViT): PyTorch's
+            # dynamic quantization of the Linear layers
+        print(f"| {name} | {b} | {f[0]:.1f} ({f[1]:.1f}-{f[2]:.1f}) | {h[0]:.1f} | {i[0]:.1f} ({i[1]:.1f}-{i[2]:.1f}) | "
+              f"{i[0]/f[0]:.2f}x | {t[0]:.1f} | {q[0]:.1f} ({mode}) | {i[0]/q[0]:.2f}x |")
 for p in sorted(glob.glob(sys.argv[2] + "/profile-*.txt")):
     t = open(p).read()
     pk = re.search(r"^peak .*", t, re.M); tot = re.search(r"^total .*", t, re.M); ch = re.search(r"^int8 .*", t, re.M)

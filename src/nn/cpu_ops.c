@@ -960,22 +960,34 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
         bias = ftl_xmalloc((size_t)outs * sizeof *bias);
         for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
     }
-    /* int8 (a calibrated plan; a quantized model's products keep its own float form): u8/s8 rows times
-     * s8 weights per output column, quantized as convolutions' are, the bias over the output scales */
-    bool q = cpu_node_int8(p, n) && !p->int8_zero;
+    /* int8: u8/s8 rows times s8 weights per output column, quantized as convolutions' are (a quantized
+     * model's: its own integers and scales, when it gives them so), the bias over the output scales */
+    const int waxis = nn_int8_linear_out_axis(g, n);
+    bool model_weights = bt->weight_scale && (bt->weight_scale_axis == -1 || bt->weight_scale_axis == waxis) &&
+                         alpha == 1.0f;
+    bool q = cpu_node_int8(p, n) && (!p->int8_zero || model_weights);
     int8_t *qw = NULL;
     float *qscales = NULL;
     if (q) {
         qw = ftl_xmalloc((size_t)(outs * k));
         qscales = ftl_xmalloc((size_t)outs * sizeof *qscales);
-        float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias);
-        nn_quantize_conv_weights(wt, outs, k, p->int8_scale[n->in[0]], bias, qw, qscales, qbias);
+        float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias), sx = p->int8_scale[n->in[0]];
+        if (p->int8_zero) {
+            float *ws = ftl_xmalloc((size_t)outs * sizeof *ws);
+            for (int64_t o = 0; o < outs; o++) ws[o] = bt->weight_scale[bt->weight_scale_axis < 0 ? 0 : o];
+            nn_quantize_conv_weights_with(wt, outs, k, sx, ws, bias, qw, qscales, qbias);
+            free(ws);
+        } else {
+            nn_quantize_conv_weights(wt, outs, k, sx, bias, qw, qscales, qbias);
+        }
         free(bias);
         bias = qbias;
     }
     /* many rows (a transformer's tokens): oneDNN's matmul, faster there than its inner product
-     * (~1.2-1.4x at 394 x 768 x 3072 on AVX-512, bench/transformers); few rows (a CNN head): inner product */
-    bool use_matmul = rows >= 64;
+     * (~1.2-1.4x at 394 x 768 x 3072 on AVX-512, bench/transformers); few rows (a CNN head): inner product.
+     * A quantized model's source zero point needs the matmul. */
+    int zsrc = q && p->int8_zero ? p->int8_zero[n->in[0]] : 0;
+    bool use_matmul = rows >= 64 || zsrc != 0;
     dnnl_data_type_t dt = q ? int8_type(p, n->in[0]) : cpu_compute_type(p), wdt = q ? dnnl_s8 : dt;
     dnnl_data_type_t wplain = q ? dnnl_s8 : dnnl_f32;
     dnnl_memory_desc_t src_md, wei_any, wei_plain, bias_md, dst_any;
@@ -999,7 +1011,7 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     ftl_status st = cpu_check(s, label);
-    if (st == FTL_OK) st = q ? cpu_make_attr_int8(n, &attr, qscales, outs, 1.0f, 0, 0) : cpu_make_attr(n, &attr, false);
+    if (st == FTL_OK) st = q ? cpu_make_attr_int8(n, &attr, qscales, outs, 1.0f, zsrc, 0) : cpu_make_attr(n, &attr, false);
     if (st == FTL_OK) {
         s = dnnl_primitive_desc_create(&pd, use_matmul ? (const void *)&mmd : (const void *)&ipd, attr, p->engine, NULL);
         dnnl_primitive_attr_destroy(attr);

@@ -30,8 +30,10 @@ typedef struct nn_tensor {
     bool is_input;            /* a graph input fed at run time */
     bool computed;            /* data computed from shapes by a fold (recomputed for every batch) */
     int onnx_type;            /* constants read from the file: their ONNX data type (0 otherwise) */
-    float *weight_scale;      /* weights a quantized model gave as integers (qdq.c): the model's scale per
-                                 output channel (shape.d[0] entries), so int8 runs on its integers; NULL otherwise */
+    float *weight_scale;      /* weights a quantized model gave as integers (qdq.c): the model's scales, so int8
+                                 runs on its integers: one per index of weight_scale_axis (shape.d[axis] entries),
+                                 or with axis -1 one scale for all (shape.d[0] copies of it); NULL otherwise */
+    int weight_scale_axis;
     float int8_scale;         /* a quantized model's activation that int8 convolutions read in its integer form
                                  (nn_qdq_fold_fake_quant): its scale (> 0), zero point and type; 0 otherwise */
     int int8_zero;

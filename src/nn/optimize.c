@@ -160,6 +160,7 @@ static void fold_batchnorms(nn_graph *g, const int *uses, nn_optimize_stats *s) 
             int tw = new_const(g, base, nw, ws);
             int tb = new_const(g, base, nb, bs);
             g->tensors[tw].weight_scale = wscale;
+            g->tensors[tw].weight_scale_axis = 0;
             free(base);
             conv = &g->nodes[pi];
             set_conv_inputs(conv, conv->in[0], tw, tb);

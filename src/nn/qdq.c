@@ -188,16 +188,19 @@ static ftl_status dequantize_const(lowering *L, const nn_node *n, int t, const q
     return FTL_OK;
 }
 
-/* The model's per-output-channel weight scales when the weights' zero points are 0 and their scales
- * run along axis 0 (or one for all): what int8 convolutions quantize with. NULL otherwise. */
-static float *weight_scales(const qparams *p, const nn_shape *w) {
+/* The model's weight scales when the weights' zero points are 0 (what int8 quantizes with): along the
+ * per-axis parameters' axis, or one for all (*axis -1, w->d[0] copies). NULL otherwise. */
+static float *weight_scales(const qparams *p, const nn_shape *w, int *axis_out) {
+    *axis_out = -1;
     if (w->rank < 1 || w->d[0] < 1) return NULL;
-    int axis = p->axis < 0 ? p->axis + w->rank : p->axis;
-    if (p->count > 1 && axis != 0) return NULL;
+    int axis = p->count > 1 ? (p->axis < 0 ? p->axis + w->rank : p->axis) : -1;
+    if (axis >= w->rank || (axis >= 0 && w->d[axis] != p->count)) return NULL;
     for (int64_t i = 0; i < p->count; i++)
         if (p->zero[i] != 0) return NULL;
-    float *s = ftl_xmalloc((size_t)w->d[0] * sizeof *s);
-    for (int64_t o = 0; o < w->d[0]; o++) s[o] = p->scale[p->count == 1 ? 0 : o];
+    int64_t n = axis >= 0 ? w->d[axis] : w->d[0];
+    float *s = ftl_xmalloc((size_t)n * sizeof *s);
+    for (int64_t o = 0; o < n; o++) s[o] = p->scale[axis >= 0 ? o : 0];
+    *axis_out = axis;
     return s;
 }
 
@@ -289,7 +292,7 @@ static ftl_status lower_quantize(lowering *L, int i) {
             nn_shape s = c->shape;
             nn_tensor *out = &g->tensors[y];
             nn_tensor_set_data(out, NN_F32, v, &s);
-            out->weight_scale = weight_scales(&p, &s);
+            out->weight_scale = weight_scales(&p, &s, &out->weight_scale_axis);
             out->producer = -1;
             *info(L, y) = (qinfo){.set = false, .folded = true, .scale_t = n->in[1], .zero_t = n->n_in > 2 ? n->in[2] : -1};
             n->dead = true;
@@ -332,7 +335,7 @@ static ftl_status lower_dequantize(lowering *L, int i) {
             nn_shape s = g->tensors[x].shape;
             nn_tensor *out = &g->tensors[y];
             nn_tensor_set_data(out, NN_F32, v, &s);
-            out->weight_scale = weight_scales(&p, &s);
+            out->weight_scale = weight_scales(&p, &s, &out->weight_scale_axis);
             out->producer = -1;
             n->dead = true;
         }
@@ -371,7 +374,7 @@ static ftl_status weights_of(lowering *L, const nn_node *n, int w, const qparams
     if (divide != 1.0f)
         for (int64_t e = 0; e < g->tensors[w].count; e++) v[e] /= divide;
     int t = new_const(g, g->tensors[w].name, v, &s);
-    if (keep_scales) g->tensors[t].weight_scale = weight_scales(&q, &s);
+    if (keep_scales) g->tensors[t].weight_scale = weight_scales(&q, &s, &g->tensors[t].weight_scale_axis);
     *out = t;
     return FTL_OK;
 }
@@ -469,6 +472,8 @@ static ftl_status matmul_operand(lowering *L, const nn_node *n, int t, qparams *
     if (divide != 1.0f)
         for (int64_t e = 0; e < g->tensors[t].count; e++) v[e] /= divide;
     *out = new_const(g, g->tensors[t].name, v, &s);
+    nn_tensor *w = &g->tensors[*out];
+    if (divide == 1.0f && s.rank == 2) w->weight_scale = weight_scales(p, &s, &w->weight_scale_axis);
     return FTL_OK;
 }
 
@@ -564,10 +569,11 @@ static ftl_status lower_integer_op(lowering *L, int i) {
     qparams_free(&pw);
     if (st != FTL_OK) return st;
     nn_tensor *wt = &g->tensors[tw];
-    if (conv && symmetric && wt->shape.rank >= 1 && wt->shape.d[0] > 0) {
-        /* weights w / s_x at scale 1 / s_x are the integers w again: the int8 convolution sums them exactly */
+    if (symmetric && (conv || wt->shape.rank == 2) && wt->shape.rank >= 1 && wt->shape.d[0] > 0) {
+        /* weights w / s_x at scale 1 / s_x are the integers w again: the int8 node sums them exactly */
         wt->weight_scale = ftl_xmalloc((size_t)wt->shape.d[0] * sizeof *wt->weight_scale);
         for (int64_t o = 0; o < wt->shape.d[0]; o++) wt->weight_scale[o] = 1.0f / sx;
+        wt->weight_scale_axis = -1;
     }
     n = &g->nodes[i];
     int in[2] = {x, tw};

@@ -189,11 +189,21 @@ float nn_int8_scale_of(double threshold, bool is_unsigned) {
     return (float)(threshold / (is_unsigned ? 255.0 : 127.0));
 }
 
-/* A conv reading t as data with the model's own integer weights. */
+int nn_int8_linear_out_axis(const nn_graph *g, const nn_node *n) {
+    if (!nn_int8_linear_eligible(g, n)) return -2;
+    return n->op == NN_OP_GEMM && n->p.trans_b ? 0 : 1;
+}
+
+/* A convolution or matrix product with the model's own integer weights (scales along its output
+ * channels, or one for all), which runs int8 on them. */
 static bool model_int8_conv(const nn_graph *g, const nn_node *n) {
-    if (n->dead || n->op != NN_OP_CONV || n->n_in < 2 || n->in[1] < 0) return false;
+    if (n->dead || n->n_in < 2 || n->in[1] < 0) return false;
     const nn_tensor *w = &g->tensors[n->in[1]];
-    return w->weight_scale && w->data && w->shape.rank == 4;
+    if (!w->weight_scale || !w->data) return false;
+    if (n->op == NN_OP_CONV) return w->shape.rank == 4 && w->weight_scale_axis <= 0;
+    int axis = nn_int8_linear_out_axis(g, n);
+    return axis >= 0 && (n->op != NN_OP_GEMM || n->p.alpha == 1.0f) &&
+           (w->weight_scale_axis == -1 || w->weight_scale_axis == axis);
 }
 
 static bool read_only_by_model_int8_convs(const nn_graph *g, int t) { return read_only_as_conv_data(g, t, model_int8_conv); }
@@ -207,9 +217,10 @@ int nn_qdq_fold_fake_quant(nn_graph *g) {
         bool float_conv = false;
         for (int j = 0; j < g->n_nodes; j++) {
             const nn_node *n = &g->nodes[j];
-            if (n->dead || n->op != NN_OP_CONV || n->n_in < 1 || n->in[0] != t) continue;
+            bool product = n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL;
+            if (n->dead || (n->op != NN_OP_CONV && !product) || n->n_in < 1 || n->in[0] != t) continue;
             if (model_int8_conv(g, n)) int8_convs++;
-            else float_conv = true;
+            else if (n->op == NN_OP_CONV || nn_int8_linear_eligible(g, n)) float_conv = true;
         }
         if (!int8_convs || float_conv) continue; /* a float convolution must see the float value */
         nn_tensor *tx = &g->tensors[x], *tt = &g->tensors[t];
@@ -225,7 +236,7 @@ int nn_qdq_fold_fake_quant(nn_graph *g) {
         /* the convolutions' own conversion to int8 rounds and saturates as the FakeQuantize would, so it
          * goes: they read x, converted once (or written as int8 by x's producer) */
         for (int j = 0; j < g->n_nodes; j++)
-            if (!g->nodes[j].dead && g->nodes[j].op == NN_OP_CONV && g->nodes[j].in[0] == t) g->nodes[j].in[0] = x;
+            if (!g->nodes[j].dead && g->nodes[j].in[0] == t) g->nodes[j].in[0] = x; /* every reader is such a node */
         f->dead = true;
         tx->int8_scale = f->p.q_scale;
         tx->int8_zero = f->p.q_zero;

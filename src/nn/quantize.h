@@ -39,6 +39,9 @@ bool nn_int8_conv_eligible(const nn_graph *g, const nn_node *n);
  * float weights (a transformer's linear layers; the attention's products of two activations stay
  * float). */
 bool nn_int8_linear_eligible(const nn_graph *g, const nn_node *n);
+/* The axis of an eligible matrix product's weights that runs along its output columns (Gemm with transB
+ * 0, else 1), or -2 when n is none. */
+int nn_int8_linear_out_axis(const nn_graph *g, const nn_node *n);
 /* A convolution or a matrix product that may run in int8. */
 bool nn_int8_eligible(const nn_graph *g, const nn_node *n);
 

@@ -2,7 +2,9 @@
 
   compare ORT.npy PRED.csv [--logits] [--rows K] [--int8]   ONNX Runtime's output vs `ftl eval --predictions`
         (probability of ftl's predicted class within 1e-4, the same top-1 on every row; --int8: the same
-        top-1 on >= 99% of rows, probabilities within 1e-2 at the median and 0.1 at most)
+        top-1 on >= 99% of rows, probabilities within 1e-2 at the median and 0.1 at most; --int8-self
+        ORT_UNFUSED.npy: and the gaps' median and 95th percentile within 1.5x (or 1e-3) of those between
+        ORT's own two int8 paths on the same file)
   model OUT.onnx --opset N --size S --classes A,B --output NAME --input uint8|float [--batch B] [--no-checker]
         onnx.checker (full check) and strict shape inference accept it; IR version, producer,
         opset, input/output types and shapes, metadata_props
@@ -41,6 +43,13 @@ def compare(args):
           f"{same.sum()}/{len(cls)}")
     if "--int8" in args:  # an int8 model's QDQ export: rounding ties differ between the engines (see docs/export.md)
         assert same.mean() >= 0.99 and np.median(gaps) <= 1e-2 and diff <= 0.1
+        if "--int8-self" in args:  # as far from ONNX Runtime as its fused kernels are from its unfused QDQ
+            other = np.load(args[args.index("--int8-self") + 1]).astype(np.float64)
+            self_gaps = np.abs(out - other)[np.arange(len(cls)), cls]
+            for q in (50, 95):  # the gaps' distributions (a maximum is one borderline image either way)
+                a, b = np.percentile(gaps, q), np.percentile(self_gaps, q)
+                print(f"gap percentile {q}: ftl vs ONNX Runtime {a:.3g}, ONNX Runtime fused vs unfused {b:.3g}")
+                assert a <= max(1e-3, 1.5 * b)
     else:
         assert diff <= 1e-4 and same.all()
 

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ftl's output for `in` at `batch` (NULL on failure); *int8_convs: convolutions that ran in int8. */
+/* ftl's output for `in` at `batch` (NULL on failure); *int8_convs: convolutions and matrix products that
+ * ran in int8. */
 static float *run_quantized(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec, int64_t out_count,
                             int *int8_convs) {
     ftl_model_options o;
@@ -76,7 +77,7 @@ TEST(nn_quantized_models_vs_onnxruntime) {
             double d3 = whole ? nn_max_abs_diff(whole, yo.data, y.count) : -1;
             double d4 = whole && as_int8 ? nn_max_abs_diff(whole, as_int8, y.count) : -1;
             bool wants_int8 = strncmp(name, "qdq_conv", 8) == 0 || strncmp(name, "qlinear_conv", 12) == 0 ||
-                              strncmp(name, "conv_integer", 12) == 0;
+                              strncmp(name, "conv_integer", 12) == 0 || strncmp(name, "matmul_integer", 14) == 0;
             ok = whole && single && as_int8 && d1 >= 0 && d1 <= tol && d2 >= 0 && d2 <= tol && d3 >= 0 && d3 <= tol &&
                  d4 == 0 && (!wants_int8 || convs_whole > 0) && convs_whole == convs_single;
             printf("  %-48s %s max|diff| %.3g (batch %d), %.3g (batch 1), %.3g vs fused; step %.3g; int8 convs %d\n",
