@@ -103,3 +103,21 @@ void nn_check_close(const char *file, int line, const char *what, const float *g
     printf("  %-34s max |ftl - ref| %.3g (max |ref| %.4g, tolerance %.3g)\n", what, d, scale, tol);
     if (!(d <= tol)) ftl_test_fail(file, line, "%s: %g > %g", what, d, tol);
 }
+
+char *nn_manifest_read(const char *dir) {
+    char *manifest = ftl_format("%s/manifest.txt", dir);
+    size_t size;
+    char *text = (char *)nn_test_read(manifest, &size);
+    if (!text) {
+        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_nn.sh (tests/run_tests.sh does)", manifest);
+    } else {
+        text = realloc(text, size + 1);
+        text[size] = 0;
+    }
+    free(manifest);
+    return text;
+}
+
+bool nn_manifest_parse(const char *line, nn_manifest_case *c) {
+    return sscanf(line, "%127s %159s %159s %159s %lf", c->name, c->model, c->input, c->output, &c->tol) == 5;
+}

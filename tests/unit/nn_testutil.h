@@ -18,6 +18,16 @@ bool nn_npy_read(const char *path, nn_npy *out);
 void nn_npy_free(nn_npy *a);
 /* Reads a whole file; NULL when missing. */
 uint8_t *nn_test_read(const char *path, size_t *size);
+
+/* One line of a reference manifest (tests/ref: NAME MODEL INPUT.npy OUTPUT.npy TOLERANCE). */
+typedef struct nn_manifest_case {
+    char name[128], model[160], input[160], output[160];
+    double tol;
+} nn_manifest_case;
+/* DIR/manifest.txt as NUL-terminated text to free, or NULL after a test failure naming the missing file. */
+char *nn_manifest_read(const char *dir);
+/* Parses one manifest line; false for a line that is not a case. */
+bool nn_manifest_parse(const char *line, nn_manifest_case *c);
 double nn_max_abs_diff(const float *a, const float *b, int64_t n);
 double nn_max_abs(const float *a, int64_t n);
 /* Fails the current test unless |got - ref| <= rel * max(1, max|ref|) everywhere; prints the figures

@@ -45,24 +45,19 @@ static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_pr
 
 TEST(nn_ops_vs_onnxruntime) {
     char *dir = ftl_format("%s/ref/nn/ops", ftl_test_build_dir());
-    char *manifest = ftl_format("%s/manifest.txt", dir);
-    size_t size;
-    char *text = (char *)nn_test_read(manifest, &size);
+    char *text = nn_manifest_read(dir);
     if (!text) {
-        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_nn.sh (tests/run_tests.sh does)", manifest);
         free(dir);
-        free(manifest);
         return;
     }
-    text = realloc(text, size + 1);
-    text[size] = 0;
     int cases = 0, bad = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char name[128], model[160], input[160], output[160];
-        double tol;
-        if (sscanf(line, "%127s %159s %159s %159s %lf", name, model, input, output, &tol) != 5) continue;
+        nn_manifest_case mc;
+        if (!nn_manifest_parse(line, &mc)) continue;
+        const char *name = mc.name;
+        double tol = mc.tol;
         cases++;
-        char *mp = ftl_format("%s/%s", dir, model), *ip = ftl_format("%s/%s", dir, input), *op = ftl_format("%s/%s", dir, output);
+        char *mp = ftl_format("%s/%s", dir, mc.model), *ip = ftl_format("%s/%s", dir, mc.input), *op = ftl_format("%s/%s", dir, mc.output);
         nn_npy x, y;
         bool ok = nn_npy_read(ip, &x) && nn_npy_read(op, &y);
         if (ok) {
@@ -91,12 +86,11 @@ TEST(nn_ops_vs_onnxruntime) {
         free(ip);
         free(op);
     }
-    if (cases < 60) ftl_test_fail(__FILE__, __LINE__, "only %d cases in %s", cases, manifest);
+    if (cases < 60) ftl_test_fail(__FILE__, __LINE__, "only %d cases in %s/manifest.txt", cases, dir);
     if (ftl_test_no_bf16_reason()) ftl_test_skip("bf16", "%s (fp32 checked on all %d cases)", ftl_test_no_bf16_reason(), cases);
     printf("  %d cases, %d failed\n", cases, bad);
     free(text);
     free(dir);
-    free(manifest);
 }
 
 /* The Winograd cases really run Winograd kernels by default (else the ONNX Runtime comparison
