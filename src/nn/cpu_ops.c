@@ -139,7 +139,7 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
 /* A convolution whose input has an int8 form runs in int8 when oneDNN has a fast kernel for it,
  * else in fp32 like the rest. */
 static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
-    if (cpu_node_int8(p, n)) {
+    if (cpu_node_int8(p, n) && (!p->int8_zero || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
         bool none = false;
         ftl_status st = emit_conv_as(p, g, n, true, &none);
         if (st != FTL_OK || !none) return st;

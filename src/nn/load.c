@@ -62,6 +62,8 @@ ftl_status nn_graph_override(nn_graph *g, const char *path, const ftl_tensor_ove
             return ftl_fail(FTL_E_FORMAT, "%s: fine-tuned tensor '%s' has %lld values, the model's has %lld", path,
                             ov[k].name, (long long)ov[k].count, (long long)x->count);
         memcpy(x->data, ov[k].data, (size_t)ov[k].count * sizeof(float));
+        free(x->weight_scale); /* tuned values are no longer the model's integers: they run as floats */
+        x->weight_scale = NULL;
     }
     return FTL_OK;
 }

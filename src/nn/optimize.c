@@ -151,7 +151,7 @@ static void fold_batchnorms(nn_graph *g, const int *uses, nn_optimize_stats *s) 
             /* a quantized model's integer weights stay integers under a per-channel factor: their scales
              * take its magnitude, so the folded conv still runs in int8 on them */
             float *wscale = NULL;
-            if (w->weight_scale) {
+            if (w->weight_scale && w->weight_scale_axis <= 0) { /* scales along the output channels (or one) */
                 wscale = ftl_xmalloc((size_t)c * sizeof *wscale);
                 for (int64_t m = 0; m < c; m++)
                     wscale[m] = scale[m] != 0 ? (float)((double)w->weight_scale[m] * fabs(scale[m])) : w->weight_scale[m];

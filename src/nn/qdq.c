@@ -67,7 +67,10 @@ static ftl_status fail(const nn_node *n, const char *fmt, const char *detail) {
     return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): %s%s", n->name, n->op_type, fmt, detail ? detail : "");
 }
 
-static void qparams_free(qparams *p) { free(p->zero); }
+static void qparams_free(qparams *p) {
+    free(p->zero);
+    p->zero = NULL;
+}
 
 /* Reads inputs scale_in / zero_in of n. data: the tensor they quantize (its constant type or its
  * qinfo gives the integer type when the zero point is absent; default_type otherwise). */
@@ -192,7 +195,7 @@ static ftl_status dequantize_const(lowering *L, const nn_node *n, int t, const q
  * per-axis parameters' axis, or one for all (*axis -1, w->d[0] copies). NULL otherwise. */
 static float *weight_scales(const qparams *p, const nn_shape *w, int *axis_out) {
     *axis_out = -1;
-    if (w->rank < 1 || w->d[0] < 1) return NULL;
+    if (p->type != ONNX_INT8 || w->rank < 1 || w->d[0] < 1) return NULL; /* int8 kernels take s8 weights only */
     int axis = p->count > 1 ? (p->axis < 0 ? p->axis + w->rank : p->axis) : -1;
     if (axis >= w->rank || (axis >= 0 && w->d[axis] != p->count)) return NULL;
     for (int64_t i = 0; i < p->count; i++)
@@ -421,6 +424,8 @@ static ftl_status lower_qlinear_conv(lowering *L, int i) {
         return st;
     }
     if (st == FTL_OK && py.count != 1) st = fail(n, "its output needs one scale (per tensor)", NULL);
+    if (st == FTL_OK && (px.type == ONNX_INT32 || pw.type == ONNX_INT32 || py.type == ONNX_INT32))
+        st = fail(n, "an int32 input, weight or output: ftl runs uint8 and int8 (int32 for the bias only)", NULL);
     if (st == FTL_OK) st = check_activation(L, n, x, &px, "input");
     int tw = -1, tb = -1;
     if (st == FTL_OK) st = weights_of(L, n, w, &pw, 1.0f, &tw, true);
@@ -465,7 +470,8 @@ static ftl_status matmul_operand(lowering *L, const nn_node *n, int t, qparams *
         *out = t;
         return FTL_OK;
     }
-    if (p->count > 1) p->axis = g->tensors[t].shape.rank - 1;
+    bool is_a = t == n->in[0]; /* ONNX: A's per-axis parameters run along its rows, B's along its columns */
+    if (p->count > 1) p->axis = g->tensors[t].shape.rank - (is_a ? 2 : 1);
     float *v;
     FTL_TRY(dequantize_const(L, n, t, p, &v));
     nn_shape s = g->tensors[t].shape;
@@ -473,7 +479,7 @@ static ftl_status matmul_operand(lowering *L, const nn_node *n, int t, qparams *
         for (int64_t e = 0; e < g->tensors[t].count; e++) v[e] /= divide;
     *out = new_const(g, g->tensors[t].name, v, &s);
     nn_tensor *w = &g->tensors[*out];
-    if (divide == 1.0f && s.rank == 2) w->weight_scale = weight_scales(p, &s, &w->weight_scale_axis);
+    if (divide == 1.0f && s.rank == 2 && !is_a) w->weight_scale = weight_scales(p, &s, &w->weight_scale_axis);
     return FTL_OK;
 }
 
@@ -496,6 +502,8 @@ static ftl_status lower_qlinear_matmul(lowering *L, int i) {
         return st;
     }
     if (py.count != 1) st = fail(n, "its output needs one scale (per tensor)", NULL);
+    if (st == FTL_OK && (pa.type == ONNX_INT32 || pb.type == ONNX_INT32 || py.type == ONNX_INT32))
+        st = fail(n, "an int32 input or output: ftl runs uint8 and int8", NULL);
     int ta = -1, tb = -1;
     if (st == FTL_OK) st = matmul_operand(L, n, a, &pa, 1.0f, "input A", &ta);
     if (st == FTL_OK) st = matmul_operand(L, &g->nodes[i], b, &pb, 1.0f, "input B", &tb);
@@ -561,7 +569,7 @@ static ftl_status lower_integer_op(lowering *L, int i) {
             return fail(n, "its weight zero point is outside its type's range", NULL);
         }
     }
-    bool symmetric = true;
+    bool symmetric = pw.type == ONNX_INT8; /* s8 weights with zero points 0: int8 kernels take them as they are */
     for (int64_t k = 0; k < pw.count; k++) symmetric &= pw.zero[k] == 0;
     int tw;
     ftl_status st = conv ? weights_of(L, n, w, &pw, sx, &tw, false) : matmul_operand(L, n, w, &pw, sx, "input B", &tw);
@@ -636,10 +644,45 @@ static ftl_status check_other(lowering *L, int i, bool *changed) {
     return FTL_OK;
 }
 
+/* The inputs and outputs a quantized op needs, and the attributes ftl reads (before its parameters are
+ * parsed, so the lowering never indexes past them): a malformed node is an error naming it. */
+static ftl_status check_structure(const nn_graph *g, const nn_node *n) {
+    static const struct {
+        nn_op op;
+        int min_in, max_in, required[5], n_required;
+    } forms[] = {
+        {NN_OP_QUANTIZELINEAR, 2, 3, {0, 1}, 2},        {NN_OP_DEQUANTIZELINEAR, 2, 3, {0, 1}, 2},
+        {NN_OP_QLINEARCONV, 8, 9, {0, 1, 3, 4, 6}, 5}, {NN_OP_QLINEARMATMUL, 8, 8, {0, 1, 3, 4, 6}, 5},
+        {NN_OP_CONVINTEGER, 2, 4, {0, 1}, 2},          {NN_OP_MATMULINTEGER, 2, 4, {0, 1}, 2},
+    };
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        if (forms[f].op != n->op) continue;
+        if (n->n_in < forms[f].min_in || n->n_in > forms[f].max_in)
+            return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): %d inputs, expected %d to %d", n->name, n->op_type, n->n_in,
+                            forms[f].min_in, forms[f].max_in);
+        for (int k = 0; k < forms[f].n_required; k++)
+            if (n->in[forms[f].required[k]] < 0)
+                return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): input %d is empty; it is required", n->name, n->op_type,
+                                forms[f].required[k]);
+        if (n->n_out < 1 || n->out[0] < 0 || (int64_t)n->out[0] >= g->n_tensors)
+            return ftl_fail(FTL_E_FORMAT, "node '%s' (%s): no output", n->name, n->op_type);
+        if (n->op == NN_OP_QUANTIZELINEAR || n->op == NN_OP_DEQUANTIZELINEAR)
+            for (int a = 0; a < n->n_attr; a++)
+                if (strcmp(n->attr[a].name, "axis") != 0)
+                    return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): attribute '%s' is not supported (ftl reads "
+                                    "per-tensor and per-axis quantization to uint8 and int8)", n->name, n->op_type,
+                                    n->attr[a].name);
+    }
+    return FTL_OK;
+}
+
 ftl_status nn_qdq_lower(nn_graph *g) {
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i].dead && is_quant_op(g->nodes[i].op)) any = true;
+        if (!g->nodes[i].dead && is_quant_op(g->nodes[i].op)) {
+            any = true;
+            FTL_TRY(check_structure(g, &g->nodes[i]));
+        }
     if (!any) return FTL_OK;
     g->quantized = true;
     lowering L = {.g = g};
@@ -655,7 +698,11 @@ ftl_status nn_qdq_lower(nn_graph *g) {
         } else if (n->op == NN_OP_QLINEARCONV || n->op == NN_OP_QLINEARMATMUL) {
             qparams py;
             st = read_qparams(&L, n, 6, 7, -1, ONNX_UINT8, &py);
-            if (st == FTL_OK) set_info(&L, n->out[0], &py), qparams_free(&py);
+            if (st == FTL_OK) {
+                if (py.type == ONNX_INT32) st = fail(n, "its output is int32: ftl runs uint8 and int8 outputs", NULL);
+                else set_info(&L, n->out[0], &py);
+                qparams_free(&py);
+            }
         } else if (n->op == NN_OP_CONVINTEGER || n->op == NN_OP_MATMULINTEGER) {
             *info(&L, n->out[0]) = (qinfo){.set = true, .sums = true, .scale = 1.0f, .type = ONNX_INT32};
         }

@@ -196,7 +196,7 @@ int nn_int8_linear_out_axis(const nn_graph *g, const nn_node *n) {
 
 /* A convolution or matrix product with the model's own integer weights (scales along its output
  * channels, or one for all), which runs int8 on them. */
-static bool model_int8_conv(const nn_graph *g, const nn_node *n) {
+bool nn_qdq_int8_node(const nn_graph *g, const nn_node *n) {
     if (n->dead || n->n_in < 2 || n->in[1] < 0) return false;
     const nn_tensor *w = &g->tensors[n->in[1]];
     if (!w->weight_scale || !w->data) return false;
@@ -206,7 +206,7 @@ static bool model_int8_conv(const nn_graph *g, const nn_node *n) {
            (w->weight_scale_axis == -1 || w->weight_scale_axis == axis);
 }
 
-static bool read_only_by_model_int8_convs(const nn_graph *g, int t) { return read_only_as_conv_data(g, t, model_int8_conv); }
+static bool read_only_by_model_int8_convs(const nn_graph *g, int t) { return read_only_as_conv_data(g, t, nn_qdq_int8_node); }
 
 int nn_qdq_fold_fake_quant(nn_graph *g) {
     int folded = 0;
@@ -219,13 +219,19 @@ int nn_qdq_fold_fake_quant(nn_graph *g) {
             const nn_node *n = &g->nodes[j];
             bool product = n->op == NN_OP_GEMM || n->op == NN_OP_MATMUL;
             if (n->dead || (n->op != NN_OP_CONV && !product) || n->n_in < 1 || n->in[0] != t) continue;
-            if (model_int8_conv(g, n)) int8_convs++;
+            if (nn_qdq_int8_node(g, n)) int8_convs++;
             else if (n->op == NN_OP_CONV || nn_int8_linear_eligible(g, n)) float_conv = true;
         }
         if (!int8_convs || float_conv) continue; /* a float convolution must see the float value */
         nn_tensor *tx = &g->tensors[x], *tt = &g->tensors[t];
-        bool is_unsigned = f->p.q_lo == 0;
-        if (!read_only_by_model_int8_convs(g, t) || tx->int8_scale > 0 || nn_is_const(g, x)) {
+        bool is_unsigned = f->p.q_lo == 0, x_read_by_float_node = false;
+        for (int j = 0; j < g->n_nodes; j++) { /* such a node must keep reading x's float value */
+            const nn_node *r = &g->nodes[j];
+            if (j != i && !r->dead && r->n_in > 0 && r->in[0] == x && !nn_qdq_int8_node(g, r) &&
+                (r->op == NN_OP_CONV || nn_int8_linear_eligible(g, r)))
+                x_read_by_float_node = true;
+        }
+        if (!read_only_by_model_int8_convs(g, t) || tx->int8_scale > 0 || nn_is_const(g, x) || x_read_by_float_node) {
             /* other ops read the value too, or x has another int8 form: the step stays, and the convolutions
              * read its output's integers (exactly the values it holds) */
             tt->int8_scale = f->p.q_scale;
@@ -256,7 +262,7 @@ void nn_qdq_plan_int8(const nn_graph *g, float *scale, bool *is_unsigned, bool *
     /* an int8 convolution whose output only such convolutions read writes it requantized */
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *c = &g->nodes[i];
-        if (!model_int8_conv(g, c) || !(scale[c->in[0]] > 0)) continue;
+        if (!nn_qdq_int8_node(g, c) || !(scale[c->in[0]] > 0)) continue;
         bool sum = false;
         for (int k = 0; k < c->n_post; k++) sum |= c->post[k].kind == NN_POST_SUM;
         int y = c->out[0];

@@ -65,6 +65,9 @@ ftl_status nn_int8_tensor_arrays(const nn_graph *g, char *const *names, const fl
  * own form for the int8 convolutions among its readers. Returns the number dropped (the caller
  * compacts the graph). */
 int nn_qdq_fold_fake_quant(nn_graph *g);
+/* A quantized model's convolution or matrix product with its own integer weights (s8, zero point 0,
+ * scales along the output channels or one for all): it runs in int8 on them. */
+bool nn_qdq_int8_node(const nn_graph *g, const nn_node *n);
 /* A quantized model's int8 plan arrays (zeroed by the caller) from the tensors' recorded forms; a
  * convolution whose output only such convolutions read writes it requantized. The rest of the graph
  * runs in float. */

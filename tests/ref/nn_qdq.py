@@ -261,6 +261,29 @@ def qdq_cases(d):
     yv = F.conv2d(torch.from_numpy(fake_quant(g.x, s0, z0, U8)), torch.from_numpy(wq.astype(np.float32) * ws)).numpy()
     g.save(d, out, [6, 6, 6], tol=float(np.abs(yv).max()) * 1e-5)
 
+    # uint8 weights with zero point 0 (ConvInteger allows them): values up to 255, beyond int8's range
+    g = Q("conv_integer_u8_weights", [2, 4, 8, 8])
+    q0, s0, z0 = g.quant("x0", g.x, U8, False)
+    wq = RNG.integers(0, 256, size=(5, 4, 3, 3)).astype(np.uint8)
+    ci = g.node("ConvInteger", [q0, g.const(wq, "wq"), g.const(np.uint8(z0), "z"), g.const(np.uint8(0), "wz")],
+                kernel_shape=[3, 3], pads=[1] * 4)
+    cf = g.node("Cast", [ci], to=TensorProto.FLOAT)
+    out = g.node("Mul", [cf, g.const(np.float32(s0 * 1e-3), "s")])
+    yv = F.conv2d(torch.from_numpy(fake_quant(g.x, s0, z0, U8)), torch.from_numpy(wq.astype(np.float32) * 1e-3), padding=1).numpy()
+    g.save(d, out, [5, 8, 8], tol=float(np.abs(yv).max()) * 1e-5)
+
+    # conv weights dequantized per input channel (axis 1), then a BatchNormalization ftl folds
+    g = Q("qdq_conv_axis1_weights_bn", [2, 4, 6, 6])
+    a, av = g.qdq("x0", g.x, S8, False)
+    w = rand(6, 4, 3, 3, scale=0.3)
+    ws = (np.abs(w).max(axis=(0, 2, 3)) / 127.0).astype(np.float32)
+    wq = np.clip(np.round(w / ws.reshape(1, -1, 1, 1)), -127, 127).astype(np.int8)
+    wn = g.node("DequantizeLinear", [g.const(wq, "wq"), g.const(ws, "ws"), g.const(np.zeros(4, np.int8), "wz")], axis=1)
+    c1 = g.node("Conv", [a, wn], kernel_shape=[3, 3], pads=[1] * 4)
+    bn = g.node("BatchNormalization", [c1, g.const(rand(6, scale=0.3) + 1, "g"), g.const(rand(6, scale=0.1), "b"),
+                                       g.const(rand(6, scale=0.1), "m"), g.const(np.abs(rand(6)) + 0.5, "v")])
+    g.save(d, bn, [6, 6, 6], tol=1e-4)
+
     g = Q("matmul_integer_s8", [3, 16])
     q0, s0, z0 = g.quant("x0", g.x, S8, False)
     b = rand(16, 8, scale=0.3)
@@ -309,6 +332,14 @@ def bad_models(d):
     save("scale_not_constant", [helper.make_node("ReduceMean", ["x"], ["m"], name="range", keepdims=0),
                                 helper.make_node("QuantizeLinear", ["x", "m"], ["q"], name="quant_runtime"),
                                 helper.make_node("DequantizeLinear", ["q", "m"], ["y"], name="dq")], [])
+    # malformed quantized nodes: too few inputs, no output, an attribute ftl does not read, int32 activations
+    inits = [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.uint8(0), "z")]
+    save("qlinear_conv_two_inputs", [helper.make_node("QLinearConv", ["x", "s"], ["y"], name="qconv_short")], inits)
+    save("quantize_no_output", [helper.make_node("QuantizeLinear", ["x", "s", "z"], [""], name="quant_nowhere"),
+                                helper.make_node("DequantizeLinear", ["", "s", "z"], ["y"], name="dq")], inits)
+    save("dequantize_block_size", [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant_x"),
+                                   helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq_blocked",
+                                                    block_size=4)], inits)
     # an integer tensor read by a float op
     nodes, inits = pair(0.1, np.uint8(0))
     nodes[1] = helper.make_node("Relu", ["q"], ["y"], name="relu_on_uint8")

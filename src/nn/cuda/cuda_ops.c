@@ -526,10 +526,11 @@ static ftl_status emit_linear(nn_plan *p, nn_graph *g, const nn_node *n) {
     gemm_step(p, s, p->views[x].ptr, false, p->views[w].ptr, tb, p->views[y].ptr, M, N, K, 1, 0, 0,
               gemm ? n->p.alpha : 1.0f);
     int extra[1], n_extra = 0;
-    if (gemm && n->n_in > 2 && n->in[2] >= 0) { /* + beta C, broadcast to [M, N] */
+    if (n->n_in > 2 && n->in[2] >= 0) { /* + beta C (Gemm's, or the bias the optimiser moved into a MatMul) */
         const nn_tensor *c = &g->tensors[n->in[2]];
+        float beta = gemm ? n->p.beta : 1.0f;
         float *scaled = ftl_xmalloc((size_t)c->count * sizeof *scaled + 4);
-        for (int64_t i = 0; i < c->count; i++) scaled[i] = n->p.beta * ((const float *)c->data)[i];
+        for (int64_t i = 0; i < c->count; i++) scaled[i] = beta * ((const float *)c->data)[i];
         nn_tensor saved = g->tensors[n->in[2]];
         g->tensors[n->in[2]].data = scaled;
         ftl_status st = cu_const_view(p, g, n->in[2], KA_F32, &extra[0]);
