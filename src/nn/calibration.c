@@ -161,6 +161,8 @@ static char *cache_file_of(const char *cache_dir, const ftl_model *m, const ftl_
     ftl_sha256_final(&h, digest);
     ftl_sha256_hex(digest, images_hex);
     char *pre = ftl_nn_preprocess_json(pp, m, image_size);
+    /* the version tag changes with anything that changes a calibration for the same inputs (which
+     * tensors are eligible, the statistics): old files then no longer match */
     char *text = ftl_format("ftl int8 calibration 1\n%s\n%s\n%s\n%s\n%d %d\n%s\n", ftl_model_get_info(m)->identity,
                             o->features_from ? o->features_from : "", pre ? pre : "",
                             ftl_nn_calibration_method_name(method), count, image_size, images_hex);
