@@ -276,32 +276,26 @@ static ftl_status int8_setup(ftl_model *m, const ftl_model_options *o, nn_observ
         m->copts.observe_fn = observe_fn;
         m->copts.observe_ctx = ctx;
     }
-    if (m->g->quantized && !observe_fn) { /* its own scales, at any precision; calibration does not apply */
-        m->int8_scale = ftl_xcalloc(n, sizeof *m->int8_scale);
-        m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
-        m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
-        m->int8_zero = ftl_xcalloc(n, sizeof *m->int8_zero);
-        nn_qdq_plan_int8(m->g, m->int8_scale, m->int8_unsigned, m->int8_written, m->int8_zero);
-        m->copts.int8_scale = m->int8_scale;
-        m->copts.int8_unsigned = m->int8_unsigned;
-        m->copts.int8_written = m->int8_written;
-        m->copts.int8_zero = m->int8_zero;
-        return FTL_OK;
-    }
-    if (o->precision != FTL_NN_INT8) return FTL_OK;
+    bool quantized = m->g->quantized && !observe_fn; /* its own scales, at any precision: no calibration */
+    if (!quantized && o->precision != FTL_NN_INT8) return FTL_OK;
     const ftl_nn_int8_scales *q = o->int8_scales;
-    if (!q)
+    if (!quantized && !q)
         return ftl_fail(FTL_E_INVALID_ARG, "--precision int8 needs calibration scales (ftl_nn_calibrate, or the ones "
                         "a model file recorded)");
     m->int8_scale = ftl_xcalloc(n, sizeof *m->int8_scale);
     m->int8_unsigned = ftl_xcalloc(n, sizeof *m->int8_unsigned);
     m->int8_written = ftl_xcalloc(n, sizeof *m->int8_written);
-    FTL_TRY(nn_int8_tensor_arrays(m->g, q->names, q->scale, q->is_unsigned, q->count, o->bottom_of || o->top_of,
-                                  m->int8_scale, m->int8_unsigned, m->int8_written));
     m->copts.int8_scale = m->int8_scale;
     m->copts.int8_unsigned = m->int8_unsigned;
     m->copts.int8_written = m->int8_written;
-    return FTL_OK;
+    if (quantized) {
+        m->int8_zero = ftl_xcalloc(n, sizeof *m->int8_zero);
+        m->copts.int8_zero = m->int8_zero;
+        nn_qdq_plan_int8(m->g, m->int8_scale, m->int8_unsigned, m->int8_written, m->int8_zero);
+        return FTL_OK;
+    }
+    return nn_int8_tensor_arrays(m->g, q->names, q->scale, q->is_unsigned, q->count, o->bottom_of || o->top_of,
+                                 m->int8_scale, m->int8_unsigned, m->int8_written);
 }
 
 bool ftl_nn_cpu_int8_fast(void) {

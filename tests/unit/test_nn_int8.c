@@ -149,6 +149,33 @@ TEST(nn_int8_xception_features_close_to_fp32) {
 
 /* ---- each int8 convolution against a float reference computed from the same integers ---- */
 
+/* x's integer as an int8 node reads it: rounded to nearest (ties to even), saturated to u8 or s8. */
+static double quantized_input(float x, float sx, bool xu) {
+    double v = nearbyint((double)x / sx);
+    return xu ? fmin(fmax(v, 0), 255) : fmin(fmax(v, -128), 127);
+}
+
+/* v through the node's fused activation (ReLU in these cases). */
+static double fused_activation(const nn_node *c, double v) {
+    for (int k = 0; k < c->n_post; k++)
+        if (c->post[k].kind == NN_POST_ACT && c->post[k].act.kind == NN_ACT_RELU) v = fmax(v, 0);
+    return v;
+}
+
+/* Fails the test when got differs from ref beyond float rounding of the final scaling. */
+static void check_against_reference(const char *what, const char *name, const char *input_kind, const float *got,
+                                    const double *ref, int64_t count) {
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < count; i++) {
+        worst = fmax(worst, fabs(got[i] - ref[i]));
+        scale = fmax(scale, fabs(ref[i]));
+    }
+    printf("  %s (%s): max |int8 - reference| %.3g of max %.3g\n", name, input_kind, worst, scale);
+    if (!(worst <= 1e-5 * scale + 1e-6))
+        ftl_test_fail(__FILE__, __LINE__, "%s: int8 %s differs from its integer reference by %.3g (max %.3g)", name, what,
+                      worst, scale);
+}
+
 /* y[n][o][i][j] = sum over the group's channels and the kernel of q_x * q_w, scaled by s_x x s_w[o], plus
  * the bias, then the node's activation (ReLU here), in double. */
 static void conv_reference(const nn_graph *g, const nn_node *c, const float *x, const nn_shape *xs, float sx, bool xu,
@@ -172,14 +199,11 @@ static void conv_reference(const nn_graph *g, const nn_node *c, const float *x, 
                                 int64_t hi = i * p->stride[0] - p->pad_begin[0] + kh * p->dilation[0];
                                 int64_t wi = j * p->stride[1] - p->pad_begin[1] + kw * p->dilation[1];
                                 if (hi < 0 || hi >= H || wi < 0 || wi >= W) continue;
-                                double v = nearbyint((double)x[((n * C + gi * cg + ci) * H + hi) * W + wi] / sx);
-                                v = xu ? fmin(fmax(v, 0), 255) : fmin(fmax(v, -128), 127);
+                                double v = quantized_input(x[((n * C + gi * cg + ci) * H + hi) * W + wi], sx, xu);
                                 acc += (int64_t)v * qw[o * per + (ci * KH + kh) * KW + kw];
                             }
-                    double r = (double)osc[o] * (double)acc + (bias ? bias[o] : 0);
-                    for (int k = 0; k < c->n_post; k++)
-                        if (c->post[k].kind == NN_POST_ACT && c->post[k].act.kind == NN_ACT_RELU) r = fmax(r, 0);
-                    y[((n * M + o) * OH + i) * OW + j] = r;
+                    y[((n * M + o) * OH + i) * OW + j] =
+                        fused_activation(c, (double)osc[o] * (double)acc + (bias ? bias[o] : 0));
                 }
     free(qw);
     free(osc);
@@ -230,15 +254,7 @@ static void check_int8_conv_case(const char *name, bool positive_input) {
             ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
         } else {
             conv_reference(g, c, x.data, xs, sx, positive_input, ys, ref);
-            double worst = 0, scale = 0;
-            for (int64_t i = 0; i < count; i++) {
-                worst = fmax(worst, fabs(got[i] - ref[i]));
-                scale = fmax(scale, fabs(ref[i]));
-            }
-            printf("  %s (%s input): max |int8 - reference| %.3g of max %.3g\n", name, positive_input ? "u8" : "s8", worst, scale);
-            if (!(worst <= 1e-5 * scale + 1e-6))
-                ftl_test_fail(__FILE__, __LINE__, "%s: int8 conv differs from its integer reference by %.3g (max %.3g)", name,
-                              worst, scale);
+            check_against_reference("conv", name, positive_input ? "u8 input" : "s8 input", got, ref, count);
         }
         free(got);
         free(ref);
@@ -289,15 +305,8 @@ static void linear_reference(const nn_graph *g, const nn_node *c, const float *x
     for (int64_t r = 0; r < rows; r++)
         for (int64_t o = 0; o < outs; o++) {
             int64_t acc = 0;
-            for (int64_t i = 0; i < k; i++) {
-                double v = nearbyint((double)x[r * k + i] / sx);
-                v = xu ? fmin(fmax(v, 0), 255) : fmin(fmax(v, -128), 127);
-                acc += (int64_t)v * qw[o * k + i];
-            }
-            double v = (double)osc[o] * (double)acc + (bias ? bias[o] : 0);
-            for (int p = 0; p < c->n_post; p++)
-                if (c->post[p].kind == NN_POST_ACT && c->post[p].act.kind == NN_ACT_RELU) v = fmax(v, 0);
-            y[r * outs + o] = v;
+            for (int64_t i = 0; i < k; i++) acc += (int64_t)quantized_input(x[r * k + i], sx, xu) * qw[o * k + i];
+            y[r * outs + o] = fused_activation(c, (double)osc[o] * (double)acc + (bias ? bias[o] : 0));
         }
     free(wt);
     free(bias);
@@ -361,16 +370,9 @@ static void check_int8_linear_case(const char *name, bool positive_input) {
             ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
         } else {
             linear_reference(g, c, x.data, rows, k, sx, positive_input, outs, ref);
-            double worst = 0, scale = 0;
-            for (int64_t i = 0; i < count; i++) {
-                worst = fmax(worst, fabs(got[i] - ref[i]));
-                scale = fmax(scale, fabs(ref[i]));
-            }
-            printf("  %s (%s input, %lld rows): max |int8 - reference| %.3g of max %.3g\n", name,
-                   positive_input ? "u8" : "s8", (long long)rows, worst, scale);
-            if (!(worst <= 1e-5 * scale + 1e-6))
-                ftl_test_fail(__FILE__, __LINE__, "%s: int8 product differs from its integer reference by %.3g (max %.3g)",
-                              name, worst, scale);
+            char kind[48];
+            snprintf(kind, sizeof kind, "%s input, %lld rows", positive_input ? "u8" : "s8", (long long)rows);
+            check_against_reference("product", name, kind, got, ref, count);
         }
         free(got);
         free(ref);
