@@ -90,6 +90,7 @@ $(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
 # (and in the strided copies, and the training plan's host loops, which share it too)
 $(BUILD)/obj/src/nn/preprocess_batch.o $(BUILD)/san/src/nn/preprocess_batch.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu_copy.o $(BUILD)/san/src/nn/cpu_copy.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/attention.o $(BUILD)/san/src/nn/attention.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu_train.o $(BUILD)/san/src/nn/cpu_train.o: CFLAGS += -fopenmp
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H)

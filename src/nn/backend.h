@@ -45,6 +45,8 @@ typedef struct nn_plan nn_plan;
 /* One executed step of a plan, for the profiler. */
 typedef struct nn_step_info {
     int node;                 /* graph node it computes (or converts an input for); >= n_nodes: the plan's own */
+    int also_node;            /* another node whose work it does (a fused attention's first MatMul); -1 none */
+    const char *kind;         /* what the profile calls it; NULL: the node's op type */
     const char *label, *impl; /* impl: the library's implementation name, "ftl" for the backend's own loops */
     bool reorder, fill;
     bool compute;             /* a convolution, matmul or inner product (what the ceiling times alone) */

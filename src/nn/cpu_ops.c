@@ -42,6 +42,22 @@ static int inplace_output(nn_plan *p, int t, int src, const dnnl_memory_desc_t *
     return v;
 }
 
+/* A layout of plain strides (any order, offset), no blocks. */
+static bool strided_md(const dnnl_memory_desc_t *md) {
+    return md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks == 0;
+}
+
+/* The same dims and strides in row-major order with no offset. */
+static bool row_major_md(const dnnl_memory_desc_t *md) {
+    if (!strided_md(md) || md->offset0 != 0) return false;
+    int64_t stride = 1;
+    for (int i = md->ndims - 1; i >= 0; i--) {
+        if (md->dims[i] != 1 && md->format_desc.blocking.strides[i] != stride) return false;
+        stride *= md->dims[i];
+    }
+    return true;
+}
+
 static ftl_status fail_node(const nn_node *n, const char *what) {
     return ftl_fail_context(FTL_E_UNSUPPORTED, "node '%s' (%s): %s", n->name, n->op_type, what);
 }
@@ -589,8 +605,13 @@ static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
     /* A permutation that keeps the images outermost is a view of the same bytes: the consumers ask
      * for the layout they need (ConvNeXt's NCHW <-> NHWC around its layer norms then costs nothing
      * when the convolution already wrote channels-last). */
-    if (n->p.axes[0] == 0 && p->vals[v].buf >= 0 && view.format_kind == dnnl_blocked &&
-        dnnl_memory_desc_get_size(&view) == dnnl_memory_desc_get_size(&p->vals[v].md)) {
+    bool dense = p->vals[v].buf >= 0 && view.format_kind == dnnl_blocked &&
+                 dnnl_memory_desc_get_size(&view) == dnnl_memory_desc_get_size(&p->vals[v].md);
+    /* Any other permutation is a view when it is already row-major (an attention wrote it so) or only
+     * a fused attention reads it, within one micro-batch chunk. */
+    bool other = p->vals[v].buf >= 0 && strided_md(&view) && cpu_one_chunk_until_read(p, n->out[0]) &&
+                 (row_major_md(&view) || cpu_attention_reads_only(p, g, n->out[0], 0));
+    if ((n->p.axes[0] == 0 && dense) || other) {
         cpu_bind(p, n->out[0], vv);
         return FTL_OK;
     }
@@ -696,6 +717,12 @@ static ftl_status emit_pad(nn_plan *p, nn_graph *g, const nn_node *n) {
     label_of(n, label, sizeof label);
     const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
     int v = p->tval[n->in[0]];
+    bool none = true;
+    for (int i = 0; i < 2 * xs->rank; i++) none = none && n->p.pads[i] == 0;
+    if (none) { /* no padding at all (Swin's pad to a multiple of the window when it is one) */
+        cpu_bind(p, n->out[0], v);
+        return FTL_OK;
+    }
     dnnl_data_type_t dt = p->vals[v].md.data_type;
     dnnl_memory_desc_t plain_in, plain_out, src_view, dst_view;
     cpu_plain_md(&plain_in, xs, dt);
@@ -724,7 +751,31 @@ static ftl_status emit_slice(nn_plan *p, nn_graph *g, const nn_node *n) {
     label_of(n, label, sizeof label);
     const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
     int v = p->tval[n->in[0]];
+    bool whole = same_dims(xs, ys);
+    for (int i = 0; i < xs->rank; i++) whole = whole && n->p.slice_begin[i] == 0 && n->p.slice_step[i] == 1;
+    if (whole) { /* everything, in order (Swin's crop back from a padding of zero) */
+        cpu_bind(p, n->out[0], v);
+        return FTL_OK;
+    }
     dnnl_data_type_t dt = p->vals[v].md.data_type;
+    const dnnl_memory_desc_t *im = &p->vals[v].md;
+    bool forward = true;
+    for (int i = 0; i < xs->rank; i++) forward = forward && n->p.slice_step[i] > 0;
+    if (forward && strided_md(im) && im->ndims == xs->rank && p->vals[v].buf >= 0 &&
+        cpu_attention_reads_only(p, g, n->out[0], 0)) { /* the attention reads the strides: no copy */
+        dnnl_dims_t dims, strides;
+        dnnl_dim_t first = im->offset0;
+        for (int i = 0; i < xs->rank; i++) {
+            dims[i] = ys->d[i];
+            strides[i] = im->format_desc.blocking.strides[i] * n->p.slice_step[i];
+            first += n->p.slice_begin[i] * im->format_desc.blocking.strides[i];
+        }
+        dnnl_memory_desc_t sv;
+        CPU_TRY(dnnl_memory_desc_init_by_strides(&sv, xs->rank, dims, dt, strides), label);
+        sv.offset0 = first;
+        cpu_bind(p, n->out[0], cpu_new_value(p, &sv, p->vals[v].buf));
+        return FTL_OK;
+    }
     dnnl_memory_desc_t plain_in, plain_out, view;
     cpu_plain_md(&plain_in, xs, dt);
     FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));
@@ -752,6 +803,22 @@ static ftl_status emit_gather_one(nn_plan *p, nn_graph *g, const nn_node *n) {
     const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
     int v = p->tval[n->in[0]];
     dnnl_data_type_t dt = p->vals[v].md.data_type;
+    const dnnl_memory_desc_t *im = &p->vals[v].md;
+    if (xs->rank >= 2 && strided_md(im) && im->ndims == xs->rank && p->vals[v].buf >= 0 &&
+        cpu_attention_reads_only(p, g, n->out[0], 0)) {
+        /* Swin's q, k, v out of one QKV tensor: views the attention reads in place */
+        dnnl_dims_t dims, strides;
+        int r = 0;
+        for (int i = 0; i < xs->rank; i++)
+            if (i != n->p.axis) dims[r] = im->dims[i], strides[r++] = im->format_desc.blocking.strides[i];
+        dnnl_memory_desc_t gv;
+        CPU_TRY(dnnl_memory_desc_init_by_strides(&gv, r, dims, dt, strides), label);
+        gv.offset0 = im->offset0 + n->p.slice_begin[n->p.axis] * im->format_desc.blocking.strides[n->p.axis];
+        if (r == ys->rank) {
+            cpu_bind(p, n->out[0], cpu_new_value(p, &gv, p->vals[v].buf));
+            return FTL_OK;
+        }
+    }
     dnnl_memory_desc_t plain_in, plain_out, view, slice_md;
     cpu_plain_md(&plain_in, xs, dt);
     FTL_TRY(cpu_ensure(p, n->in[0], &plain_in, &v));

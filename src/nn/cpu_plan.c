@@ -124,12 +124,21 @@ ftl_status cpu_rebatch(nn_plan *p, int t) {
     return FTL_OK;
 }
 
+bool cpu_one_chunk_until_read(const nn_plan *p, int t) {
+    int last = p->last_node[t];
+    if (last == INT_MAX) return false;
+    if (!p->node_mb) return true;
+    for (int i = p->cur_node; i <= last; i++)
+        if (p->node_mb[i] != p->node_mb[p->cur_node]) return false;
+    return true;
+}
+
 bool cpu_can_overwrite(const nn_plan *p, int v) {
     int b = p->vals[v].buf;
     return b >= 0 && p->bufs[b].last_node <= p->cur_node;
 }
 
-static cpu_step *new_step(nn_plan *p, const char *label) {
+cpu_step *cpu_new_step(nn_plan *p, const char *label) {
     if (p->n_steps == p->cap_steps) {
         p->cap_steps = p->cap_steps ? 2 * p->cap_steps : 256;
         p->steps = ftl_xrealloc(p->steps, (size_t)p->cap_steps * sizeof *p->steps);
@@ -137,13 +146,14 @@ static cpu_step *new_step(nn_plan *p, const char *label) {
     cpu_step *s = &p->steps[p->n_steps++];
     memset(s, 0, sizeof *s);
     s->writes = -1;
+    s->also_node = -1;
     s->mb = p->cur_mb;
     s->node = p->cur_node;
     snprintf(s->label, sizeof s->label, "%s", label);
     return s;
 }
 
-static void touch(nn_plan *p, int v, int step) {
+void cpu_touch(nn_plan *p, int v, int step) {
     int b = p->vals[v].buf;
     if (b < 0) return;
     if (step < p->bufs[b].first_step) p->bufs[b].first_step = step;
@@ -162,7 +172,7 @@ ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, 
     snprintf(impl_copy, sizeof impl_copy, "%s", impl ? impl : "?");
     dnnl_primitive_desc_destroy(pd);
     if (s != dnnl_success) return cpu_check(s, label);
-    cpu_step *st = new_step(p, label);
+    cpu_step *st = cpu_new_step(p, label);
     st->kind = CPU_STEP_PRIM;
     st->prim = prim;
     st->nargs = nargs;
@@ -171,7 +181,7 @@ ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, 
     for (int i = 0; i < nargs; i++) {
         st->arg_key[i] = keys[i];
         st->arg_val[i] = vals[i];
-        touch(p, vals[i], p->n_steps - 1);
+        cpu_touch(p, vals[i], p->n_steps - 1);
     }
     if (scratch) {
         st->scratch = true;
@@ -182,13 +192,13 @@ ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, 
 }
 
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label) {
-    cpu_step *st = new_step(p, label);
+    cpu_step *st = cpu_new_step(p, label);
     st->kind = CPU_STEP_FILL;
     st->nargs = 1;
     st->arg_val[0] = v;
     st->writes = 0;
     st->fill_value = value;
-    touch(p, v, p->n_steps - 1);
+    cpu_touch(p, v, p->n_steps - 1);
     return FTL_OK;
 }
 
@@ -200,7 +210,7 @@ static bool is_int8_type(dnnl_data_type_t t) { return t == dnnl_u8 || t == dnnl_
 
 /* A conversion src -> dst that ftl runs itself (kind COPY or CONVERT). */
 static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
-    cpu_step *st = new_step(p, label);
+    cpu_step *st = cpu_new_step(p, label);
     st->kind = kind;
     st->nargs = 2;
     st->arg_key[0] = DNNL_ARG_FROM;
@@ -209,8 +219,8 @@ static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, i
     st->arg_val[1] = dst;
     st->writes = 1;
     snprintf(st->impl, sizeof st->impl, "%s", impl);
-    touch(p, src, p->n_steps - 1);
-    touch(p, dst, p->n_steps - 1);
+    cpu_touch(p, src, p->n_steps - 1);
+    cpu_touch(p, dst, p->n_steps - 1);
     p->n_reorders++;
     return st;
 }
@@ -569,11 +579,13 @@ static void plan_free(nn_plan *p) {
     free(p->int8_unsigned);
     free(p->int8_written);
     free(p->int8_zero);
+    cpu_attention_free(p);
     free(p);
 }
 
 static ftl_status compile_nodes(nn_plan *p, nn_graph *g, const bool *observe) {
     nn_graph_last_readers(g, p->last_node);
+    FTL_TRY(cpu_attention_find(p, g, observe));
 
     int in = g->inputs[0], shapes_for = p->batch;
     p->cur_mb = p->node_mb && g->n_nodes > 0 ? p->node_mb[0] : p->batch;
@@ -591,23 +603,24 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g, const bool *observe) {
         p->cur_node = i;
         p->cur_mb = p->node_mb ? p->node_mb[i] : p->batch;
         if (p->cur_mb != shapes_for) FTL_TRY(nn_infer_shapes(g, shapes_for = p->cur_mb));
+        if (p->node_fused[i] == -2) continue; /* part of an attention emitted at its second MatMul */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !nn_is_const(g, n->in[k])) FTL_TRY(cpu_rebatch(p, n->in[k]));
         for (int k = 0; k < n->n_post; k++)
             if (n->post[k].kind == NN_POST_SUM) FTL_TRY(cpu_rebatch(p, n->post[k].sum_tensor));
-        FTL_TRY(cpu_emit_node(p, g, i));
+        FTL_TRY(p->node_fused[i] >= 0 ? cpu_attention_emit(p, g, i) : cpu_emit_node(p, g, i));
         for (int k = 0; observe && k < n->n_out; k++) {
             int t = n->out[k];
             if (t < 0 || !observe[t] || p->tval[t] < 0) continue;
             if (p->vals[p->tval[t]].md.data_type != dnnl_f32)
                 return ftl_fail(FTL_E_INTERNAL, "node '%s': a watched tensor that is not float", n->name);
-            cpu_step *st = new_step(p, "observe");
+            cpu_step *st = cpu_new_step(p, "observe");
             st->kind = CPU_STEP_OBSERVE;
             st->nargs = 1;
             st->arg_val[0] = p->tval[t];
             st->tensor = t;
             snprintf(st->impl, sizeof st->impl, "ftl:observe");
-            touch(p, p->tval[t], p->n_steps - 1);
+            cpu_touch(p, p->tval[t], p->n_steps - 1);
         }
     }
     p->cur_node = g->n_nodes;
@@ -753,6 +766,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         else if (s->kind == CPU_STEP_OBSERVE) observe(p, s);
         else if (s->kind == CPU_STEP_CONVERT) run_convert(p, s);
         else if (s->kind == CPU_STEP_FAKEQUANT) run_fake_quant(p, s);
+        else if (s->kind == CPU_STEP_ATTENTION) cpu_attention_run(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }
@@ -805,6 +819,8 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     const cpu_step *s = &p->steps[i];
     memset(info, 0, sizeof *info);
     info->node = s->node;
+    info->also_node = s->also_node;
+    info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention" : NULL;
     info->label = s->label;
     info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;

@@ -44,9 +44,11 @@ typedef struct cpu_buf {
 /* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
  * (cpu_copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
  * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c);
- * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h). */
+ * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h); ATTENTION: the
+ * fused attention of args Q, K^T, V into arg 3 (cpu_attention.c). */
 typedef enum cpu_step_kind {
-    CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT
+    CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
+    CPU_STEP_ATTENTION
 } cpu_step_kind;
 typedef struct cpu_copy_plan cpu_copy_plan;
 
@@ -73,7 +75,19 @@ typedef struct cpu_step {
     int convert_zero;         /* CONVERT: the int8 side's zero point (q = round(x scale) + zero; x = (q - zero) scale) */
     float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
     int fq_zero, fq_lo, fq_hi;
+    int attn;                 /* CPU_STEP_ATTENTION: index into nn_plan.attn */
+    int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
 } cpu_step;
+
+/* A fused attention (cpu_attention.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
+ * scale and the constant bias table [period][rows][keys] (NULL: none). */
+typedef struct cpu_attention_op {
+    int qk, pv;
+    int q, kt, v;
+    float scale;
+    float *bias;
+    int64_t period;
+} cpu_attention_op;
 
 typedef struct cpu_conv_cache {
     int tensor, value;
@@ -115,6 +129,10 @@ struct nn_plan {
     int *int8_zero;           /* per tensor, NULL: all 0 */
     nn_observe_fn observe_fn;
     void *observe_ctx;
+    cpu_attention_op *attn;   /* fused attentions */
+    int n_attn, cap_attn;
+    int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
+                                 where attention k is emitted */
 };
 
 /* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
@@ -138,6 +156,9 @@ ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, 
                          int writes, const char *label);
 /* True when the buffer of value v may be overwritten by the current node (nothing later reads it). */
 bool cpu_can_overwrite(const nn_plan *p, int v);
+/* Whether every node from the current one to tensor t's last reader runs at the current micro-batch
+ * (one segment: a view of t whose first axis is not the images is never addressed by image). */
+bool cpu_one_chunk_until_read(const nn_plan *p, int t);
 /* Makes tensor t's value one of cur_mb images (a view of the same buffer) when it was made for
  * another micro-batch. */
 ftl_status cpu_rebatch(nn_plan *p, int t);
@@ -188,6 +209,22 @@ void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl
                      float scale, int zero, int threads);
 /* n floats through a quantized model's FakeQuantize (nn_fake_quantize) on the OpenMP team. */
 void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads);
+
+/* A new step of the current node (kind PRIM until set), and the record that it uses value v. */
+cpu_step *cpu_new_step(nn_plan *p, const char *label);
+void cpu_touch(nn_plan *p, int v, int step);
+
+/* cpu_attention.c: marks the fused attentions of g (before any node is emitted; none when the CPU
+ * lacks AVX-512F, FTL_NN_FUSED_ATTENTION=0, or an absorbed tensor is observed), emits one at its
+ * second MatMul, runs its step, frees them. */
+ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe);
+ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node);
+void cpu_attention_run(nn_plan *p, const cpu_step *s);
+void cpu_attention_free(nn_plan *p);
+/* Whether tensor t (produced by the current node) is read only by fused attentions, directly or
+ * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
+ * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
+bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

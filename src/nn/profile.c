@@ -51,6 +51,7 @@ void ftl_profile_free(ftl_profile *p) {
 static const char *step_kind(const nn_graph *g, const nn_step_info *si) {
     if (si->reorder) return "Reorder";
     if (si->fill) return "Fill";
+    if (si->kind) return si->kind;
     return si->node >= 0 && si->node < g->n_nodes ? g->nodes[si->node].op_type : "Output";
 }
 
@@ -136,6 +137,7 @@ ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_i
             if (si.node < 0 || si.node >= g->n_nodes || node_counted[si.node] || si.reorder || si.fill) continue;
             if (pass == 0 && !si.compute) continue;
             long long macs = nn_node_macs(g, si.node);
+            if (si.also_node >= 0 && si.also_node < g->n_nodes) macs += nn_node_macs(g, si.also_node);
             if (macs == 0 && pass == 0) continue;
             node_counted[si.node] = true;
             p->steps[i].flops = 2.0 * (double)macs * images;

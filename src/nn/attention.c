@@ -1,0 +1,320 @@
+/* Fused attention kernel (see attention.h). Per work item (leading index l, block of query rows):
+ * K^T and V of l packed into contiguous fp32 panels (once per l on a thread), the block's Q rows
+ * packed (or read in place when their rows are contiguous fp32), S = scale Q K^T by a 6-row register
+ * tile, bias added and each row's softmax taken in place, then out = S V by the same tile and divided
+ * by the row's sum. Built with -fopenmp. */
+#include "nn/attention.h"
+#include "util/fsutil.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MR = 6, ROW_BLOCK = 48, LANES = 16, MAX_NV = 4 };
+
+bool nn_attention_available(void) { return __builtin_cpu_supports("avx512f"); }
+
+static float bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f) { /* round to nearest even */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float element(const nn_attn_operand *o, int64_t off) {
+    return o->bf16 ? bf16_to_f32(((const uint16_t *)o->data)[off]) : ((const float *)o->data)[off];
+}
+
+static int64_t lead_offset(const nn_attention *a, const nn_attn_operand *o, int64_t l) {
+    int64_t off = 0;
+    for (int i = a->n_lead - 1; i >= 0; i--) {
+        off += (l % a->lead[i]) * o->lead_stride[i];
+        l /= a->lead[i];
+    }
+    return off;
+}
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+
+/* e^x for x <= 0 (scores minus their row maximum): 2^n e^r with |r| <= ln2 / 2 and e^r as
+ * 1 + r + r^2 p(r), p of degree 5 (Cephes' expf coefficients; about 1 ulp). */
+static inline __m512 exp_nonpositive(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __mmask16 tail_mask(int64_t remaining) {
+    return remaining >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1u);
+}
+
+/* s[MR rows][NV x 16] = scale x q[MR rows][depth] k[depth][NV x 16]: q by row pointers, k rows ks apart
+ * (its last vector loaded under `last`), s rows sp apart. Written out per NV so the accumulators stay
+ * in registers. */
+#define QK_TILE(NV)                                                                                            \
+    static void qk_tile_##NV(const float *const *q, int64_t depth, const float *k, int64_t ks, __mmask16 last,  \
+                             float *s, int64_t sp, float scale) {                                              \
+        __m512 acc[MR][NV];                                                                                    \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();              \
+        for (int64_t d = 0; d < depth; d++) {                                                                  \
+            __m512 kv[NV];                                                                                     \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) kv[v] =                                       \
+                _mm512_maskz_loadu_ps(v == NV - 1 ? last : (__mmask16)0xFFFF, k + d * ks + LANES * v);         \
+            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+                __m512 qi = _mm512_set1_ps(q[i][d]);                                                           \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(qi, kv[v], acc[i][v]); \
+            }                                                                                                  \
+        }                                                                                                      \
+        __m512 sc = _mm512_set1_ps(scale);                                                                     \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                               \
+                _mm512_storeu_ps(s + i * sp + LANES * v, _mm512_mul_ps(acc[i][v], sc));                       \
+    }
+QK_TILE(1)
+QK_TILE(2)
+QK_TILE(3)
+QK_TILE(4)
+
+/* o[MR][NV x 16] = (s[MR][keys] v[keys][NV x 16]) x inv[row]: v rows vs apart (last vector under
+ * `last`), o rows op apart. */
+#define PV_TILE(NV)                                                                                            \
+    static void pv_tile_##NV(const float *s, int64_t sp, int64_t keys, const float *v, int64_t vs,             \
+                             __mmask16 last, const float *inv, float *o, int64_t op) {                         \
+        __m512 acc[MR][NV];                                                                                    \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_setzero_ps();              \
+        for (int64_t j = 0; j < keys; j++) {                                                                   \
+            __m512 vv[NV];                                                                                     \
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) vv[c] =                                       \
+                _mm512_maskz_loadu_ps(c == NV - 1 ? last : (__mmask16)0xFFFF, v + j * vs + LANES * c);         \
+            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+                __m512 si = _mm512_set1_ps(s[i * sp + j]);                                                     \
+                _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_fmadd_ps(si, vv[c], acc[i][c]); \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                                 \
+            __m512 r = _mm512_set1_ps(inv[i]);                                                                 \
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)                                               \
+                _mm512_storeu_ps(o + i * op + LANES * c, _mm512_mul_ps(acc[i][c], r));                         \
+        }                                                                                                      \
+    }
+PV_TILE(1)
+PV_TILE(2)
+PV_TILE(3)
+PV_TILE(4)
+
+/* The tiles over all columns: chunks of MAX_NV vectors, the last one narrower and masked. */
+static void qk_row_tile(const float *const *q, int64_t depth, const float *k, int64_t ks, int64_t keys, float *s,
+                        int64_t sp, float scale) {
+    for (int64_t j = 0; j < keys; j += MAX_NV * LANES) {
+        int64_t left = keys - j, nv = (left + LANES - 1) / LANES;
+        __mmask16 last = tail_mask(left - (nv > MAX_NV ? MAX_NV - 1 : nv - 1) * LANES);
+        const float *kj = k + j;
+        float *sj = s + j;
+        switch (nv) {
+        case 1: qk_tile_1(q, depth, kj, ks, last, sj, sp, scale); break;
+        case 2: qk_tile_2(q, depth, kj, ks, last, sj, sp, scale); break;
+        case 3: qk_tile_3(q, depth, kj, ks, last, sj, sp, scale); break;
+        default: qk_tile_4(q, depth, kj, ks, last, sj, sp, scale); break;
+        }
+    }
+}
+
+static void pv_row_tile(const float *s, int64_t sp, int64_t keys, const float *v, int64_t vs, int64_t vdepth,
+                        const float *inv, float *o, int64_t op) {
+    for (int64_t c = 0; c < vdepth; c += MAX_NV * LANES) {
+        int64_t left = vdepth - c, nv = (left + LANES - 1) / LANES;
+        __mmask16 last = tail_mask(left - (nv > MAX_NV ? MAX_NV - 1 : nv - 1) * LANES);
+        switch (nv) {
+        case 1: pv_tile_1(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        case 2: pv_tile_2(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        case 3: pv_tile_3(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        default: pv_tile_4(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        }
+    }
+}
+
+/* Rows of scores: + bias, then e^(x - row max) in place and inv[row] = 1 / the row's sum. Row by
+ * row in three passes, so the rows' reductions overlap instead of waiting on each other. */
+static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const float *bias, float *mx, float *inv) {
+    for (int64_t i = 0; i < rows; i++) {
+        float *row = s + i * sp;
+        const float *b = bias ? bias + i * keys : NULL;
+        __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+        for (int64_t j = 0; j < keys; j += LANES) {
+            __mmask16 m = tail_mask(keys - j);
+            __m512 x = _mm512_maskz_loadu_ps(m, row + j);
+            if (b) {
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, b + j));
+                _mm512_mask_storeu_ps(row + j, m, x);
+            }
+            vmax = _mm512_mask_max_ps(vmax, m, vmax, x);
+        }
+        mx[i] = _mm512_reduce_max_ps(vmax);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        float *row = s + i * sp;
+        __m512 m0 = _mm512_set1_ps(mx[i]), vsum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < keys; j += LANES) {
+            __mmask16 m = tail_mask(keys - j);
+            __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), m0));
+            _mm512_mask_storeu_ps(row + j, m, e);
+            vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+        }
+        inv[i] = _mm512_reduce_add_ps(vsum);
+    }
+    for (int64_t i = 0; i < rows; i++) inv[i] = 1.0f / inv[i];
+}
+
+/* dst[r * dst_stride + c] = operand rows x cols at base, zero-padded to dst_stride columns: rows
+ * copied when contiguous, else 16 columns at a time by a gather (a transposed K's columns are
+ * depth apart). */
+static void pack(const nn_attn_operand *o, int64_t base, int64_t rows, int64_t cols, float *dst, int64_t dst_stride) {
+    if (!o->bf16 && o->col_stride == 1) {
+        const float *src = (const float *)o->data + base;
+        for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * o->row_stride, (size_t)cols * sizeof *dst);
+    } else if (!o->bf16 && o->col_stride <= INT32_MAX / LANES) {
+        const float *src = (const float *)o->data + base;
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)o->col_stride));
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c += LANES) {
+                __mmask16 m = tail_mask(cols - c);
+                __m512 x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + r * o->row_stride + c * o->col_stride, 4);
+                _mm512_mask_storeu_ps(dst + r * dst_stride + c, m, x);
+            }
+    } else {
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) dst[r * dst_stride + c] = element(o, base + r * o->row_stride + c * o->col_stride);
+    }
+}
+
+#pragma GCC pop_options
+
+/* An operand read in place (f32, unit column stride) or packed into buf (row stride `packed`). */
+static bool in_place(const nn_attn_operand *o) { return !o->bf16 && o->col_stride == 1; }
+
+typedef struct workspace {
+    float *kpack, *vpack, *qpack, *s, *obuf, *inv, *mx, *zero;
+    int64_t kp, vp, sp;
+} workspace;
+
+/* Writes rows [r0, r0 + n) of the tile buffer to the output (its strides and type). */
+static void write_rows(const nn_attention *a, int64_t base, int64_t r0, int64_t n, const float *obuf, int64_t op) {
+    const nn_attn_operand *o = &a->out;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = base + (r0 + i) * o->row_stride;
+        const float *src = obuf + i * op;
+        if (!o->bf16 && o->col_stride == 1) {
+            memcpy((float *)o->data + at, src, (size_t)a->vdepth * sizeof *src);
+        } else if (!o->bf16) {
+            for (int64_t c = 0; c < a->vdepth; c++) ((float *)o->data)[at + c * o->col_stride] = src[c];
+        } else {
+            for (int64_t c = 0; c < a->vdepth; c++) ((uint16_t *)o->data)[at + c * o->col_stride] = f32_to_bf16(src[c]);
+        }
+    }
+}
+
+static void run_item(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
+                     int64_t ks, const float *v, int64_t vs) {
+    int64_t padded = round_up(nrows, MR);
+    const float *q;
+    int64_t qs;
+    if (in_place(&a->q)) {
+        q = (const float *)a->q.data + lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
+        qs = a->q.row_stride;
+    } else {
+        pack(&a->q, lead_offset(a, &a->q, l) + r0 * a->q.row_stride, nrows, a->depth, w->qpack, a->depth);
+        q = w->qpack;
+        qs = a->depth;
+    }
+    for (int64_t i = 0; i < padded; i += MR) {
+        const float *rows[MR];
+        for (int r = 0; r < MR; r++) rows[r] = i + r < nrows ? q + (i + r) * qs : w->zero;
+        qk_row_tile(rows, a->depth, k, ks, a->keys, w->s + i * w->sp, w->sp, a->scale);
+    }
+    const float *bias = a->bias ? a->bias + ((l % a->bias_period) * a->rows + r0) * a->keys : NULL;
+    softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
+    for (int64_t i = nrows; i < padded; i++) w->inv[i] = 0.0f;
+    int64_t out_base = lead_offset(a, &a->out, l);
+    for (int64_t i = 0; i < padded; i += MR) {
+        pv_row_tile(w->s + i * w->sp, w->sp, a->keys, v, vs, a->vdepth, w->inv + i, w->obuf, w->vp);
+        write_rows(a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
+    }
+}
+
+void nn_attention_run(const nn_attention *a, int threads) {
+    int64_t L = 1;
+    for (int i = 0; i < a->n_lead; i++) L *= a->lead[i];
+    /* up to two blocks' worth of rows run as one (Swin's 49 would leave a block of 1) */
+    int64_t block = a->rows <= 2 * ROW_BLOCK ? a->rows : ROW_BLOCK;
+    int64_t blocks = (a->rows + block - 1) / block, items = L * blocks;
+    if (items == 0) return;
+    int team = threads < 1 ? 1 : items < threads ? (int)items : threads;
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        workspace w = {.kp = round_up(a->keys, LANES), .vp = round_up(a->vdepth, LANES)};
+        w.sp = w.kp;
+        int64_t padded_block = round_up(block, MR);
+        w.kpack = in_place(&a->kt) ? NULL : ftl_xmalloc((size_t)(a->depth * w.kp) * sizeof(float));
+        w.vpack = in_place(&a->v) ? NULL : ftl_xmalloc((size_t)(a->keys * w.vp) * sizeof(float));
+        w.qpack = in_place(&a->q) ? NULL : ftl_xmalloc((size_t)(padded_block * a->depth) * sizeof(float));
+        w.s = ftl_xmalloc((size_t)(padded_block * w.sp) * sizeof(float));
+        w.obuf = ftl_xmalloc((size_t)(MR * w.vp) * sizeof(float));
+        w.inv = ftl_xmalloc((size_t)padded_block * sizeof(float));
+        w.mx = ftl_xmalloc((size_t)padded_block * sizeof(float));
+        w.zero = ftl_xcalloc((size_t)a->depth, sizeof(float));
+        int64_t begin = items * t / nt, end = items * (t + 1) / nt, packed = -1;
+        const float *k = NULL, *v = NULL;
+        int64_t ks = 0, vs = 0;
+        for (int64_t it = begin; it < end; it++) {
+            int64_t l = it / blocks, r0 = (it % blocks) * block;
+            if (l != packed) { /* this thread's items run in order, so each l is packed once */
+                if (w.kpack) {
+                    pack(&a->kt, lead_offset(a, &a->kt, l), a->depth, a->keys, w.kpack, w.kp);
+                    k = w.kpack, ks = w.kp;
+                } else {
+                    k = (const float *)a->kt.data + lead_offset(a, &a->kt, l), ks = a->kt.row_stride;
+                }
+                if (w.vpack) {
+                    pack(&a->v, lead_offset(a, &a->v, l), a->keys, a->vdepth, w.vpack, w.vp);
+                    v = w.vpack, vs = w.vp;
+                } else {
+                    v = (const float *)a->v.data + lead_offset(a, &a->v, l), vs = a->v.row_stride;
+                }
+                packed = l;
+            }
+            run_item(a, &w, l, r0, a->rows - r0 < block ? a->rows - r0 : block, k, ks, v, vs);
+        }
+        free(w.kpack);
+        free(w.vpack);
+        free(w.qpack);
+        free(w.s);
+        free(w.obuf);
+        free(w.inv);
+        free(w.mx);
+        free(w.zero);
+    }
+}

@@ -1,0 +1,262 @@
+/* The fused attention: the kernel against an unfused double-precision reference (scores written
+ * out, bias added, softmax, product with V) on odd shapes (query and key counts that are no multiple
+ * of the kernel's 16-column vectors, 6-row tiles or 48-row blocks, one head, batch 1 and 13, masks
+ * with a period as Swin's), operands in strided layouts, bf16 operands; and the torchvision ViT and
+ * Swin models with the fusion on against PyTorch and against the same plan with it off. */
+#include "nn_testutil.h"
+#include "test.h"
+#include "nn/attention.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct attn_case {
+    const char *name;
+    int64_t batch, heads, rows, keys, depth, vdepth;
+    int64_t period;     /* bias table period over (batch x heads); 0: no bias */
+    bool k_transposed;  /* K^T given as a transposed view of K [keys x depth] (else plain [depth x keys]) */
+    bool qkv_packed;    /* Q, K, V interleaved in one [batch, rows, 3, heads, depth] tensor (Swin's and ViT's QKV) */
+    bool out_transposed; /* out written as [batch, rows, heads, vdepth] (heads next to each other) */
+    bool bf16;
+} attn_case;
+
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Deterministic values in [-1, 1). */
+static float value_at(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+static void run_case(const attn_case *c) {
+    const int64_t B = c->batch, H = c->heads, T = c->rows, S = c->keys, D = c->depth, Dv = c->vdepth, L = B * H;
+    /* the logical tensors (what the reference reads), in double */
+    double *q = malloc((size_t)(L * T * D) * sizeof *q), *k = malloc((size_t)(L * S * D) * sizeof *k);
+    double *v = malloc((size_t)(L * S * Dv) * sizeof *v);
+    uint64_t st = 12345u + (uint64_t)(T * 131 + S * 7 + D);
+    for (int64_t i = 0; i < L * T * D; i++) q[i] = 2.0 * value_at(&st);
+    for (int64_t i = 0; i < L * S * D; i++) k[i] = 2.0 * value_at(&st);
+    for (int64_t i = 0; i < L * S * Dv; i++) v[i] = value_at(&st);
+    float *bias = NULL;
+    if (c->period > 0) {
+        bias = malloc((size_t)(c->period * T * S) * sizeof *bias);
+        for (int64_t i = 0; i < c->period * T * S; i++)
+            bias[i] = (i % 7 == 3) ? -100.0f : value_at(&st); /* Swin's mask: -100 where windows do not meet */
+    }
+    if (c->bf16) { /* the reference sees the values the kernel sees */
+        for (int64_t i = 0; i < L * T * D; i++) q[i] = from_bf16(to_bf16((float)q[i]));
+        for (int64_t i = 0; i < L * S * D; i++) k[i] = from_bf16(to_bf16((float)k[i]));
+        for (int64_t i = 0; i < L * S * Dv; i++) v[i] = from_bf16(to_bf16((float)v[i]));
+    }
+    const float scale = 1.0f / sqrtf((float)D);
+
+    /* the operands as the plan would hand them over */
+    size_t elem = c->bf16 ? 2 : 4;
+    nn_attention a = {.n_lead = 2, .lead = {B, H}, .rows = T, .keys = S, .depth = D, .vdepth = Dv, .scale = scale,
+                      .bias = bias, .bias_period = c->period > 0 ? c->period : 1};
+    void *qbuf, *kbuf, *vbuf, *obuf = calloc((size_t)(L * T * Dv), elem);
+    int64_t qoff = 0, koff = 0, voff = 0;
+    if (c->qkv_packed) { /* [B, T, 3, H, D]: requires rows == keys and depth == vdepth */
+        qbuf = kbuf = vbuf = calloc((size_t)(B * T * 3 * H * D), elem);
+        a.q = (nn_attn_operand){.lead_stride = {T * 3 * H * D, D}, .row_stride = 3 * H * D, .col_stride = 1};
+        a.v = a.q;
+        a.kt = (nn_attn_operand){.lead_stride = {T * 3 * H * D, D}, .row_stride = 1, .col_stride = 3 * H * D};
+        koff = H * D;
+        voff = 2 * H * D;
+    } else {
+        qbuf = calloc((size_t)(L * T * D), elem);
+        kbuf = calloc((size_t)(L * S * D), elem);
+        vbuf = calloc((size_t)(L * S * Dv), elem);
+        a.q = (nn_attn_operand){.lead_stride = {H * T * D, T * D}, .row_stride = D, .col_stride = 1};
+        a.kt = c->k_transposed ? (nn_attn_operand){.lead_stride = {H * S * D, S * D}, .row_stride = 1, .col_stride = D}
+                               : (nn_attn_operand){.lead_stride = {H * S * D, S * D}, .row_stride = S, .col_stride = 1};
+        /* V column-major within a head: the kernel's gathered (packed) path */
+        a.v = (nn_attn_operand){.lead_stride = {H * S * Dv, S * Dv}, .row_stride = 1, .col_stride = S};
+    }
+    a.out = c->out_transposed ? (nn_attn_operand){.lead_stride = {T * H * Dv, Dv}, .row_stride = H * Dv, .col_stride = 1}
+                              : (nn_attn_operand){.lead_stride = {H * T * Dv, T * Dv}, .row_stride = Dv, .col_stride = 1};
+    a.q.bf16 = a.kt.bf16 = a.v.bf16 = a.out.bf16 = c->bf16;
+    a.q.data = (char *)qbuf + (size_t)qoff * elem;
+    a.kt.data = (char *)kbuf + (size_t)koff * elem;
+    a.v.data = (char *)vbuf + (size_t)voff * elem;
+    a.out.data = obuf;
+    /* scatter the logical values into those layouts */
+    for (int64_t l = 0; l < L; l++) {
+        int64_t b = l / H, h = l % H;
+        for (int64_t r = 0; r < T; r++)
+            for (int64_t d = 0; d < D; d++) {
+                int64_t at = b * a.q.lead_stride[0] + h * a.q.lead_stride[1] + r * a.q.row_stride + d * a.q.col_stride;
+                float x = (float)q[(l * T + r) * D + d];
+                if (c->bf16) ((uint16_t *)a.q.data)[at] = to_bf16(x);
+                else ((float *)a.q.data)[at] = x;
+            }
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t d = 0; d < D; d++) {
+                int64_t at = b * a.kt.lead_stride[0] + h * a.kt.lead_stride[1] + d * a.kt.row_stride + j * a.kt.col_stride;
+                float x = (float)k[(l * S + j) * D + d];
+                if (c->bf16) ((uint16_t *)a.kt.data)[at] = to_bf16(x);
+                else ((float *)a.kt.data)[at] = x;
+            }
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t d = 0; d < Dv; d++) {
+                int64_t at = b * a.v.lead_stride[0] + h * a.v.lead_stride[1] + j * a.v.row_stride + d * a.v.col_stride;
+                float x = (float)v[(l * S + j) * Dv + d];
+                if (c->bf16) ((uint16_t *)a.v.data)[at] = to_bf16(x);
+                else ((float *)a.v.data)[at] = x;
+            }
+    }
+    nn_attention_run(&a, 2);
+
+    /* unfused reference: scores, bias, softmax, product */
+    double max_err = 0, max_ref = 0, dot = 0, n_ref = 0, n_got = 0;
+    double *s = malloc((size_t)S * sizeof *s);
+    for (int64_t l = 0; l < L; l++) {
+        int64_t b = l / H, h = l % H;
+        for (int64_t r = 0; r < T; r++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < S; j++) {
+                double acc = 0;
+                for (int64_t d = 0; d < D; d++) acc += q[(l * T + r) * D + d] * k[(l * S + j) * D + d];
+                s[j] = (double)scale * acc + (bias ? bias[((l % c->period) * T + r) * S + j] : 0.0);
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int64_t j = 0; j < S; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int64_t d = 0; d < Dv; d++) {
+                double ref = 0;
+                for (int64_t j = 0; j < S; j++) ref += s[j] / sum * v[(l * S + j) * Dv + d];
+                int64_t at = b * a.out.lead_stride[0] + h * a.out.lead_stride[1] + r * a.out.row_stride + d;
+                double got = c->bf16 ? from_bf16(((uint16_t *)obuf)[at]) : ((float *)obuf)[at];
+                if (fabs(got - ref) > max_err) max_err = fabs(got - ref);
+                if (fabs(ref) > max_ref) max_ref = fabs(ref);
+                dot += got * ref;
+                n_ref += ref * ref;
+                n_got += got * got;
+            }
+        }
+    }
+    if (c->bf16) {
+        double cosine = dot / sqrt(n_ref * n_got);
+        printf("  %-44s bf16 cosine %.6f\n", c->name, cosine);
+        if (!(cosine >= 0.999)) ftl_test_fail(__FILE__, __LINE__, "%s: bf16 cosine %.6f < 0.999", c->name, cosine);
+    } else {
+        double tol = 1e-5 * (max_ref > 1 ? max_ref : 1);
+        printf("  %-44s max |fused - unfused| %.2e (max |ref| %.3f)\n", c->name, max_err, max_ref);
+        if (!(max_err <= tol)) ftl_test_fail(__FILE__, __LINE__, "%s: max error %.3g > %.3g", c->name, max_err, tol);
+    }
+    free(s);
+    free(q);
+    free(k);
+    free(v);
+    free(bias);
+    free(obuf);
+    if (!c->qkv_packed) {
+        free(kbuf);
+        free(vbuf);
+    }
+    free(qbuf);
+}
+
+TEST(nn_attention_kernel_odd_shapes) {
+    if (!nn_attention_available()) {
+        ftl_test_skip("nn_attention_kernel_odd_shapes", "this CPU has no AVX-512F: the plan keeps attention unfused");
+        return;
+    }
+    const attn_case cases[] = {
+        {"one query, one key", 1, 1, 1, 1, 8, 8, 0, false, false, false, false},
+        {"Swin window 49, 3 heads, bias per head", 2, 3, 49, 49, 32, 32, 3, true, false, false, false},
+        {"Swin shifted: mask period 4 windows x 3 heads", 8, 3, 49, 49, 32, 32, 12, true, true, true, false},
+        {"ViT 197 tokens, one head, batch 13", 13, 1, 197, 197, 64, 64, 0, true, false, false, false},
+        {"batch 1, 4 heads, QKV interleaved", 1, 4, 50, 50, 24, 24, 0, false, true, true, false},
+        {"17 queries x 23 keys, depth 24, values 40", 3, 2, 17, 23, 24, 40, 2, false, false, false, false},
+        {"100 queries (blocks of 48), values 80 (> 64)", 2, 2, 100, 61, 16, 80, 0, true, false, true, false},
+        {"bf16: Swin window", 2, 3, 49, 49, 32, 32, 3, true, false, false, true},
+        {"bf16: ViT 197, QKV interleaved", 2, 2, 197, 197, 64, 64, 0, false, true, true, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+}
+
+/* Features of torchvision's ViT and Swin (small configurations) with the fusion on vs PyTorch, and vs
+ * the unfused plan, at batch 1 and 13 (13 = the 3 reference inputs repeated). */
+static void check_fused_model(const char *name, int expect_at_least) {
+    if (!nn_attention_available()) {
+        ftl_test_skip(name, "this CPU has no AVX-512F: the plan keeps attention unfused");
+        return;
+    }
+    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), name);
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y)) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for %s missing: run tests/ref/gen_nn.sh", name);
+        goto done;
+    }
+    int64_t in_per = x.count / 3, out_per = y.count / 3;
+    float *x13 = malloc((size_t)(13 * in_per) * sizeof *x13), *y13 = malloc((size_t)(13 * out_per) * sizeof *y13);
+    for (int i = 0; i < 13; i++) {
+        memcpy(x13 + i * in_per, x.data + (i % 3) * in_per, (size_t)in_per * sizeof *x13);
+        memcpy(y13 + i * out_per, y.data + (i % 3) * out_per, (size_t)out_per * sizeof *y13);
+    }
+    float *fused = malloc((size_t)(13 * out_per) * sizeof *fused), *unfused = malloc((size_t)(13 * out_per) * sizeof *unfused);
+    int batches[2] = {1, 13};
+    for (int bi = 0; bi < 2; bi++) {
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) setenv("FTL_NN_FUSED_ATTENTION", "0", 1);
+            ftl_model_options o;
+            ftl_model_options_init(&o);
+            o.batch = batches[bi];
+            ftl_model *m = NULL;
+            ftl_status st = ftl_model_load(onnx, &o, &m);
+            unsetenv("FTL_NN_FUSED_ATTENTION");
+            if (st != FTL_OK) {
+                ftl_test_fail(__FILE__, __LINE__, "load %s: %s", onnx, ftl_last_error());
+                continue;
+            }
+            char *plan = NULL;
+            size_t plan_size = 0;
+            FILE *f = open_memstream(&plan, &plan_size);
+            ftl_model_print_plan(m, f);
+            fclose(f);
+            int fused_steps = 0;
+            for (const char *p = plan; (p = strstr(p, "ftl:attention")) != NULL; p++) fused_steps++;
+            free(plan);
+            if (pass == 0 && fused_steps < expect_at_least)
+                ftl_test_fail(__FILE__, __LINE__, "%s batch %d: %d fused attention steps, expected >= %d", name,
+                              batches[bi], fused_steps, expect_at_least);
+            if (pass == 1) CHECK_EQ_INT(fused_steps, 0);
+            if (ftl_model_run(m, x13, 13, pass == 0 ? fused : unfused) != FTL_OK)
+                ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
+            ftl_model_free(m);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "batch %d: fused vs PyTorch", batches[bi]);
+        nn_check_close(__FILE__, __LINE__, what, fused, y13, 13 * out_per, 2e-5);
+        snprintf(what, sizeof what, "batch %d: fused vs unfused", batches[bi]);
+        nn_check_close(__FILE__, __LINE__, what, fused, unfused, 13 * out_per, 1e-5);
+    }
+    free(x13);
+    free(y13);
+    free(fused);
+    free(unfused);
+done:
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
+}
+
+TEST(nn_attention_vit_fused_vs_unfused) { check_fused_model("vit_small", 3); }
+TEST(nn_attention_swin_fused_vs_unfused) { check_fused_model("swin_small_cfg", 4); }
