@@ -152,6 +152,127 @@ static void int8_conv_consts_make(const nn_plan *p, const nn_graph *g, const nn_
 
 static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q, bool *no_int8_kernel);
 
+/* The node index of the 3x3 depthwise convolution (stride 1 or 2, padding 1 all round, activations
+ * only) that alone reads the output of 1x1 convolution n; -1 when there is none. */
+static int depthwise_reader(const nn_graph *g, const nn_node *n) {
+    const nn_params *pp = &n->p;
+    if (n->op != NN_OP_CONV || n->dead || pp->group != 1 || pp->kernel[0] != 1 || pp->kernel[1] != 1 ||
+        pp->stride[0] != 1 || pp->stride[1] != 1 || pp->pad_begin[0] || pp->pad_begin[1] || pp->pad_end[0] ||
+        pp->pad_end[1] || has_sum_post(n) || nn_is_const(g, n->in[0]))
+        return -1;
+    int t = n->out[0], found = -1;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == t) return -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *r = &g->nodes[i];
+        if (r->dead) continue;
+        for (int k = 0; k < r->n_in; k++)
+            if (r->in[k] == t && (found >= 0 || k != 0)) return -1;
+        for (int k = 0; k < r->n_post; k++)
+            if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return -1;
+        if (r->n_in > 0 && r->in[0] == t) found = i;
+    }
+    if (found < 0) return -1;
+    const nn_node *d = &g->nodes[found];
+    const nn_params *dp = &d->p;
+    int64_t c = shape_of(g, t)->d[1];
+    if (d->op != NN_OP_CONV || dp->group != c || shape_of(g, d->out[0])->d[1] != c || dp->kernel[0] != 3 ||
+        dp->kernel[1] != 3 || dp->stride[0] != dp->stride[1] || (dp->stride[0] != 1 && dp->stride[0] != 2) ||
+        dp->dilation[0] != 1 || dp->dilation[1] != 1 || has_sum_post(d))
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (dp->pad_begin[i] != 1 || dp->pad_end[i] != 1) return -1;
+    return found;
+}
+
+/* fp32 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels). */
+static bool depthwise_fusion_on(const nn_plan *p) {
+    const char *env = getenv("FTL_NN_DEPTHWISE_FUSION"); /* 0: separate convs (A/B, tests) */
+    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && !(env && strcmp(env, "0") == 0);
+}
+
+int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g) {
+    if (!depthwise_fusion_on(p)) return 0;
+    int pairs = 0;
+    for (int i = 0; i < g->n_nodes; i++) pairs += depthwise_reader(g, &g->nodes[i]) >= 0;
+    return pairs;
+}
+
+/* The depthwise reader of n when the plan fuses it here (same micro-batch, not taken yet). */
+static int depthwise_follower(const nn_plan *p, const nn_graph *g, const nn_node *n) {
+    if (!p->depthwise_pairs || cpu_conv_layout(p) != dnnl_aBcd16b) return -1;
+    int d = depthwise_reader(g, n);
+    if (d < 0 || p->node_fused[d] != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
+    return d;
+}
+
+/* 1x1 convolution n with the depthwise convolution dw fused as oneDNN's post-op: the expanded
+ * tensor between them (MobileNetV2's 6x expansion) is consumed tile by tile from cache instead of
+ * written out. In nChw16c: oneDNN 2.6's fused kernel (jit_1x1 + jit_uni_dw) accepts channels-last
+ * too but writes NaNs there. *done is false, nothing emitted, when oneDNN has no fused kernel for the
+ * pair (its "ref_fused" runs them one after the other through a scratch buffer: no gain). */
+static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n, int dw_node, bool *done) {
+    *done = false;
+    const nn_node *dw = &g->nodes[dw_node];
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ms = shape_of(g, n->out[0]);
+    int64_t m = ms->d[1], c = xs->d[1];
+    dnnl_dims_t sd, md_dims, wd = {m, c, 1, 1}, dwd = {m, 1, 1, 3, 3}, bd = {m};
+    dims_of(xs, sd);
+    dims_of(ms, md_dims);
+    dnnl_memory_desc_t src, wei_any, wei_plain, bias_md, mid, dw_plain;
+    dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_aBcd16b);
+    dnnl_memory_desc_init_by_tag(&wei_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei_plain, 4, wd, dnnl_f32, dnnl_abcd);
+    dnnl_memory_desc_init_by_tag(&dw_plain, 5, dwd, dnnl_f32, dnnl_abcde);
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&mid, 4, md_dims, dnnl_f32, dnnl_aBcd16b);
+    dnnl_dims_t one = {1, 1}, zero = {0, 0};
+    dnnl_convolution_desc_t cd;
+    CPU_TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei_any,
+                                               &bias_md, &mid, one, zero, zero), label);
+    dnnl_primitive_attr_t attr;
+    FTL_TRY(cpu_make_attr_dw(n, dw, (int)dw->p.stride[0], &attr));
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &cd, attr, p->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return FTL_OK;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    const dnnl_memory_desc_t *dst_q = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const nn_shape *ys = shape_of(g, dw->out[0]);
+    if (!impl || strncmp(impl, "ref", 3) == 0 || !dst_q || dst_q->dims[2] != ys->d[2] || dst_q->dims[3] != ys->d[3]) {
+        dnnl_primitive_desc_destroy(pd);
+        return FTL_OK;
+    }
+    dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), dst_md = *dst_q;
+    dnnl_memory_desc_t dww_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+    float *zeros = ftl_xcalloc((size_t)m, sizeof *zeros);
+    const float *bias = n->n_in > 2 && n->in[2] >= 0 ? g->tensors[n->in[2]].data : zeros;
+    const float *dw_bias = dw->n_in > 2 && dw->in[2] >= 0 ? g->tensors[dw->in[2]].data : zeros;
+    int src_v, wei_v, bias_v, dww_v, dwb_v;
+    ftl_status st = cpu_ensure(p, n->in[0], &src, &src_v);
+    if (st == FTL_OK) st = cpu_const_value(p, g->tensors[n->in[1]].data, &wei_plain, &wei_md, &wei_v);
+    if (st == FTL_OK) st = cpu_const_value(p, bias, &bias_md, &bias_md, &bias_v);
+    if (st == FTL_OK) st = cpu_const_value(p, g->tensors[dw->in[1]].data, &dw_plain, &dww_md, &dww_v);
+    if (st == FTL_OK) st = cpu_const_value(p, dw_bias, &bias_md, &bias_md, &dwb_v);
+    free(zeros);
+    if (st != FTL_OK) {
+        dnnl_primitive_desc_destroy(pd);
+        return st;
+    }
+    int dst_v = new_output(p, dw->out[0], &dst_md);
+    int keys[6] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS,
+                   DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS};
+    int vals[6] = {src_v, wei_v, dst_v, bias_v, dww_v, dwb_v};
+    FTL_TRY(cpu_emit_prim(p, pd, keys, vals, 6, 2, label));
+    p->steps[p->n_steps - 1].also_node = dw_node;
+    p->node_fused[dw_node] = -2;
+    *done = true;
+    return FTL_OK;
+}
+
 /* A convolution whose input has an int8 form runs in int8 when oneDNN has a fast kernel for it,
  * else in fp32 like the rest. */
 static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
@@ -160,6 +281,12 @@ static ftl_status emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
         ftl_status st = emit_conv_as(p, g, n, true, &none);
         if (st != FTL_OK || !none) return st;
         ftl_log_debug("nn: node '%s' (%s): no fast int8 kernel for its shape; it runs in fp32", n->name, n->op_type);
+    }
+    int dw = depthwise_follower(p, g, n);
+    if (dw >= 0) {
+        bool done = false;
+        FTL_TRY(emit_conv_depthwise(p, g, n, dw, &done));
+        if (done) return FTL_OK;
     }
     return emit_conv_as(p, g, n, false, NULL);
 }

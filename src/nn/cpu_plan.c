@@ -34,7 +34,7 @@ dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
     if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
     if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
     if (e && strcmp(e, "blocked") == 0) return dnnl_aBcd16b;
-    return p->precision == NN_PREC_BF16 ? dnnl_aBcd16b : dnnl_acdb;
+    return p->precision == NN_PREC_BF16 || p->depthwise_pairs ? dnnl_aBcd16b : dnnl_acdb;
 }
 
 /* Winograd pays when there are enough channels and enough pixels per run (bench/backbone/convbench.c,
@@ -369,6 +369,19 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
     return cpu_check(s, "post-ops");
 }
 
+ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnnl_primitive_attr_t *attr) {
+    CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
+    dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    dnnl_post_ops_t po;
+    CPU_TRY(dnnl_post_ops_create(&po), "post-ops");
+    for (int k = 0; k < n->n_post; k++) append_act(po, &n->post[k].act, 1.0f);
+    dnnl_status_t s = dnnl_post_ops_append_dw(po, dnnl_f32, dnnl_f32, dnnl_f32, 3, stride, 1, 0, 0, NULL);
+    for (int k = 0; k < dw->n_post; k++) append_act(po, &dw->post[k].act, 1.0f);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
+    dnnl_post_ops_destroy(po);
+    return cpu_check(s, "depthwise post-op");
+}
+
 ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
                               float act_scale, int src_zero, int dst_zero) {
     CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
@@ -667,6 +680,7 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
     }
     p->observe_fn = o->observe_fn;
     p->observe_ctx = o->observe_ctx;
+    p->depthwise_pairs = cpu_depthwise_pairs(p, g);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;
@@ -820,7 +834,7 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     memset(info, 0, sizeof *info);
     info->node = s->node;
     info->also_node = s->also_node;
-    info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention" : NULL;
+    info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention" : s->also_node >= 0 ? "Conv+Depthwise" : NULL;
     info->label = s->label;
     info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;

@@ -129,6 +129,8 @@ struct nn_plan {
     int *int8_zero;           /* per tensor, NULL: all 0 */
     nn_observe_fn observe_fn;
     void *observe_ctx;
+    int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs); then every conv
+                                 runs blocked (nChw16c), the layout oneDNN's fused kernel is right in */
     cpu_attention_op *attn;   /* fused attentions */
     int n_attn, cap_attn;
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
@@ -167,6 +169,9 @@ void cpu_bind(nn_plan *p, int t, int v);
 /* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
  * starting with y = -y (a swapped Sub). */
 ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool negate_first);
+/* The attributes of a 1x1 convolution n that runs the 3x3 depthwise convolution dw (stride 1 or 2,
+ * padding 1) on its output as a post-op: n's activations, the depthwise conv, dw's activations (fp32). */
+ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnnl_primitive_attr_t *attr);
 /* The same for an int8 primitive: per-output-channel scales (count 1: one for all) applied to the
  * integer sums, then n's post-ops, the last activation's result multiplied by act_scale (the
  * requantization to the output's scale when an activation runs last; else 1). */
@@ -182,8 +187,8 @@ ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);
-/* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 (measured,
- * see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
+/* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 and for fp32 models
+ * with fused depthwise pairs (measured, see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
  * own pick). Returns dnnl_format_tag_any for any. */
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
 /* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
@@ -225,6 +230,10 @@ void cpu_attention_free(nn_plan *p);
  * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
  * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
+
+/* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
+ * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */
+int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

@@ -1,0 +1,96 @@
+/* A 1x1 convolution with the 3x3 depthwise convolution after it fused as oneDNN's post-op: every
+ * pair of the real MobileNetV2 that oneDNN has a fused kernel for runs as one step (at most the pairs the
+ * graph has, counted here from the graph itself), and
+ * the features equal those of the separate convolutions (FTL_NN_DEPTHWISE_FUSION=0) within 1e-5. */
+#include "nn_testutil.h"
+#include "test.h"
+#include "nn/model_parts.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Depthwise 3x3 convolutions (stride 1 or 2, padding 1 on every side) that alone read the output of a
+ * 1x1 stride-1 convolution. */
+static int fusable_pairs(const nn_graph *g) {
+    int pairs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *d = &g->nodes[i];
+        if (d->dead || d->op != NN_OP_CONV || d->p.kernel[0] != 3 || d->p.group <= 1 ||
+            d->p.group != g->tensors[d->in[0]].shape.d[1] || d->p.pad_begin[0] != 1 || d->p.pad_begin[1] != 1 ||
+            d->p.pad_end[0] != 1 || d->p.pad_end[1] != 1 || d->p.stride[0] > 2)
+            continue;
+        int pr = g->tensors[d->in[0]].producer;
+        if (pr < 0 || g->nodes[pr].op != NN_OP_CONV || g->nodes[pr].p.kernel[0] != 1 || g->nodes[pr].p.group != 1) continue;
+        int readers = 0;
+        for (int j = 0; j < g->n_nodes; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++) readers += g->nodes[j].in[k] == d->in[0];
+        pairs += readers == 1;
+    }
+    return pairs;
+}
+
+static float *features(const char *path, const float *input, int count, bool fused, int *fused_steps, int *pairs,
+                       int64_t *dim) {
+    if (!fused) setenv("FTL_NN_DEPTHWISE_FUSION", "0", 1);
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = count;
+    ftl_model *m = NULL;
+    ftl_status st = ftl_model_load(path, &o, &m);
+    unsetenv("FTL_NN_DEPTHWISE_FUSION");
+    if (st != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", path, ftl_last_error());
+        return NULL;
+    }
+    nn_model_parts parts;
+    nn_model_get_parts(m, &parts);
+    *fused_steps = 0;
+    for (int i = 0; i < parts.backend->step_count(parts.plan); i++) {
+        nn_step_info si;
+        parts.backend->step_info(parts.plan, i, &si);
+        *fused_steps += si.kind && strcmp(si.kind, "Conv+Depthwise") == 0;
+    }
+    *pairs = fusable_pairs(parts.graph);
+    *dim = ftl_model_get_info(m)->feature_dim;
+    float *out = malloc((size_t)(count * *dim) * sizeof *out);
+    if (ftl_model_run(m, input, count, out) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+        free(out);
+        out = NULL;
+    }
+    ftl_model_free(m);
+    return out;
+}
+
+TEST(nn_depthwise_fusion_mobilenet_v2) {
+    if (ftl_test_no_avx512_reason()) { /* the fused kernel is oneDNN's AVX-512 1x1 convolution */
+        ftl_test_skip("nn_depthwise_fusion_mobilenet_v2", "%s", ftl_test_no_avx512_reason());
+        return;
+    }
+    char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
+    const int count = 16;
+    const int64_t per = 3 * 224 * 224;
+    float *input = malloc((size_t)(count * per) * sizeof *input);
+    uint64_t s = 7;
+    for (int64_t i = 0; i < count * per; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        input[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 4.0 - 2.0);
+    }
+    int fused_steps = 0, unfused_steps = 0, pairs = 0, pairs2 = 0;
+    int64_t dim = 0, dim2 = 0;
+    float *a = features(path, input, count, true, &fused_steps, &pairs, &dim);
+    float *b = features(path, input, count, false, &unfused_steps, &pairs2, &dim2);
+    printf("  MobileNetV2: %d 1x1 -> depthwise pairs in the graph, %d fused steps (%d with the fusion off)\n", pairs,
+           fused_steps, unfused_steps);
+    CHECK(pairs >= 10); /* the stride-1 inverted residual blocks (stride 2 pads asymmetrically in this export) */
+    /* oneDNN has a fused kernel for some shapes only (the rest run as two steps) */
+    CHECK(fused_steps >= 1 && fused_steps <= pairs);
+    CHECK_EQ_INT(unfused_steps, 0);
+    if (a && b && dim == dim2) nn_check_close(__FILE__, __LINE__, "fused vs separate convolutions", a, b, count * dim, 1e-5);
+    free(a);
+    free(b);
+    free(input);
+    free(path);
+}
