@@ -7,7 +7,7 @@ all three ("expected scalar type BFloat16 but found Float": layer_norm given fp3
 and ViT's native attention fast path), so a model that fails runs with its weights and input cast to bf16
 instead (mode bf16_cast). Each also exported to ONNX (opset 13, dynamic batch) for ftl. Timing as the CNN peer does:
 a warm-up of >= 1 s, then reps of >= 1 s; prints one JSON line per model and mode with the median images/s.
-usage: torch_peer.py OUTDIR --models vit_b_16,swin_t,convnext_tiny --batch 16 --threads 2 [--reps 3]
+usage: torch_peer.py OUTDIR --models vit_b_16,swin_t,convnext_tiny --batch 16 --threads 2 [--reps 3] [--export-only]
 """
 import argparse
 import json
@@ -69,6 +69,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--export-only", action="store_true", help="write the ONNX files, time nothing")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -81,6 +82,8 @@ def main():
             torch.onnx.export(m, x[:1], path + ".tmp", opset_version=13, input_names=["input"], output_names=["features"],
                               dynamic_axes={"input": {0: "N"}, "features": {0: "N"}})
             os.replace(path + ".tmp", path)
+        if a.export_only:
+            continue
         with torch.no_grad():
             jit = torch.jit.freeze(torch.jit.trace(m, x))
             r = rate(lambda: jit(x), a.batch, a.reps)
