@@ -185,10 +185,12 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
     return found;
 }
 
-/* fp32 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels). */
+/* fp32 on AVX-512 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels), and
+ * the blocked layout it needs is nChw16c, AVX-512's. */
 static bool depthwise_fusion_on(const nn_plan *p) {
     const char *env = getenv("FTL_NN_DEPTHWISE_FUSION"); /* 0: separate convs (A/B, tests) */
-    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && !(env && strcmp(env, "0") == 0);
+    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && !(env && strcmp(env, "0") == 0) &&
+           __builtin_cpu_supports("avx512f");
 }
 
 int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g) {
@@ -1134,6 +1136,113 @@ static ftl_status emit_split(nn_plan *p, nn_graph *g, const nn_node *n) {
     return FTL_OK;
 }
 
+/* The node that alone reads t (not a graph output, not a summand), at the current micro-batch; -1 else. */
+static int sole_reader(const nn_plan *p, const nn_graph *g, int t) {
+    int found = -1;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == t) return -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *r = &g->nodes[i];
+        for (int k = 0; k < r->n_in; k++)
+            if (r->in[k] == t) {
+                if (found >= 0 && found != i) return -1;
+                found = i;
+            }
+        for (int k = 0; k < r->n_post; k++)
+            if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return -1;
+    }
+    if (found < 0 || p->node_fused[found] != -1) return -1;
+    if (p->node_mb && p->node_mb[found] != p->node_mb[p->cur_node]) return -1;
+    return found;
+}
+
+/* ConvNeXt's block tail after its second linear layer: y = x + scale * transpose(product), the
+ * product [N,H,W,C] permuted to [N,C,H,W], scaled per channel (layer scale) and added to the block's
+ * input x. Found, it runs as the product's post-ops (x scale, + x), its three nodes emit nothing. */
+typedef struct layer_tail {
+    int transpose, mul, add;  /* nodes */
+    int residual;             /* tensor x */
+    const float *scale;       /* C values */
+} layer_tail;
+
+static bool find_layer_tail(const nn_plan *p, const nn_graph *g, const nn_node *n, layer_tail *t) {
+    const nn_shape *ys = shape_of(g, n->out[0]);
+    if (ys->rank != 4 || has_sum_post(n)) return false;
+    int64_t c = ys->d[3];
+    t->transpose = sole_reader(p, g, n->out[0]);
+    if (t->transpose < 0) return false;
+    const nn_node *tr = &g->nodes[t->transpose];
+    if (tr->op != NN_OP_TRANSPOSE || tr->p.axes[0] != 0 || tr->p.axes[1] != 3 || tr->p.axes[2] != 1 || tr->p.axes[3] != 2)
+        return false;
+    t->mul = sole_reader(p, g, tr->out[0]);
+    if (t->mul < 0) return false;
+    const nn_node *mul = &g->nodes[t->mul];
+    if (mul->op != NN_OP_MUL || mul->n_post > 0 || mul->n_in != 2) return false;
+    int sc = mul->in[0] == tr->out[0] ? mul->in[1] : mul->in[0];
+    const nn_tensor *st = &g->tensors[sc];
+    if (!nn_is_const(g, sc) || st->dtype != NN_F32 || st->count != c) return false;
+    nn_shape e = expand_rank(&st->shape, 4); /* [1, C, 1, 1] */
+    if (e.d[0] != 1 || e.d[1] != c || e.d[2] != 1 || e.d[3] != 1) return false;
+    t->add = sole_reader(p, g, mul->out[0]);
+    if (t->add < 0) return false;
+    const nn_node *add = &g->nodes[t->add];
+    if (add->op != NN_OP_ADD || add->n_post > 0 || add->n_in != 2) return false;
+    t->residual = add->in[0] == mul->out[0] ? add->in[1] : add->in[0];
+    if (nn_is_const(g, t->residual) || !same_dims(shape_of(g, t->residual), shape_of(g, tr->out[0])) ||
+        p->tval[t->residual] < 0)
+        return false;
+    t->scale = st->data;
+    return true;
+}
+
+/* Whether the product may write over x's buffer: x has no reader left but the tail's Add, and no node
+ * before that Add reads the buffer. */
+static bool residual_overwritable(const nn_plan *p, const nn_graph *g, const layer_tail *t, int xv) {
+    int b = p->vals[xv].buf;
+    if (b < 0 || p->vals[xv].md.offset0 != 0 || p->bufs[b].last_node > t->add) return false;
+    for (int i = p->cur_node + 1; i <= t->add; i++) {
+        const nn_node *r = &g->nodes[i];
+        if (i == t->add) continue;
+        for (int k = 0; k < r->n_in; k++)
+            if (r->in[k] >= 0 && p->tval[r->in[k]] >= 0 && p->vals[p->tval[r->in[k]]].buf == b) return false;
+    }
+    return true;
+}
+
+/* The product's step with its tail (find_layer_tail): the destination starts as x (in the channels-last
+ * layout whose bytes are the product's [N*H*W, C] rows), the post-ops scale and add it. */
+static ftl_status emit_product_with_tail(nn_plan *p, nn_graph *g, dnnl_primitive_desc_t pd,
+                                         const layer_tail *t, int src_v, int wei_v, int bias_v,
+                                         const dnnl_memory_desc_t *scale_md, int scale_index, const char *label) {
+    const nn_shape *xs4 = shape_of(g, t->residual);
+    dnnl_dims_t d4;
+    dims_of(xs4, d4);
+    dnnl_memory_desc_t x_cl, dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    dnnl_memory_desc_init_by_tag(&x_cl, 4, d4, dnnl_f32, dnnl_acdb);
+    int xv, scale_v, b;
+    FTL_TRY(cpu_rebatch(p, t->residual));
+    ftl_status st = cpu_ensure(p, t->residual, &x_cl, &xv);
+    if (st == FTL_OK) st = cpu_const_value(p, t->scale, scale_md, scale_md, &scale_v);
+    if (st == FTL_OK && residual_overwritable(p, g, t, xv) && p->vals[xv].buf != p->vals[src_v].buf) {
+        b = p->vals[xv].buf;
+    } else if (st == FTL_OK) { /* x is still read: the product starts from a copy of it */
+        b = cpu_new_buf(p, 0, p->last_node[g->nodes[t->add].out[0]]);
+        st = cpu_emit_reorder(p, xv, cpu_new_value(p, &x_cl, b), label);
+    }
+    if (st != FTL_OK) {
+        dnnl_primitive_desc_destroy(pd);
+        return st;
+    }
+    int dst_v = cpu_new_value(p, &dst_md, b);
+    int keys[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_ATTR_MULTIPLE_POST_OP(scale_index) | DNNL_ARG_SRC_1,
+                   DNNL_ARG_BIAS};
+    int vals[5] = {src_v, wei_v, dst_v, scale_v, bias_v};
+    FTL_TRY(cpu_emit_prim(p, pd, keys, vals, bias_v >= 0 ? 5 : 4, 2, label));
+    cpu_bind(p, g->nodes[t->add].out[0], cpu_new_value(p, &x_cl, b));
+    p->node_fused[t->transpose] = p->node_fused[t->mul] = p->node_fused[t->add] = -2;
+    return FTL_OK;
+}
+
 /* Gemm and MatMul with constant B: an inner product over the last axis. */
 static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
@@ -1204,8 +1313,17 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
                                                                         bias ? &bias_md : NULL, &dst_any);
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
+    layer_tail tail = {0};
+    bool has_tail = !q && use_matmul && dt == dnnl_f32 && find_layer_tail(p, g, n, &tail);
+    dnnl_memory_desc_t scale_md;
+    dnnl_dims_t scale_dims = {1, outs};
+    dnnl_memory_desc_init_by_tag(&scale_md, 2, scale_dims, dnnl_f32, dnnl_ab);
+    int scale_index = -1;
     ftl_status st = cpu_check(s, label);
-    if (st == FTL_OK) st = q ? cpu_make_attr_int8(n, &attr, qscales, outs, 1.0f, zsrc, 0) : cpu_make_attr(n, &attr, false);
+    if (st == FTL_OK)
+        st = q          ? cpu_make_attr_int8(n, &attr, qscales, outs, 1.0f, zsrc, 0)
+             : has_tail ? cpu_make_attr_scaled_sum(n, &scale_md, &attr, &scale_index)
+                        : cpu_make_attr(n, &attr, false);
     if (st == FTL_OK) {
         s = dnnl_primitive_desc_create(&pd, use_matmul ? (const void *)&mmd : (const void *)&ipd, attr, p->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
@@ -1236,6 +1354,7 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
     }
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), plain_y;
     cpu_plain_md(&plain_y, ys, dnnl_f32);
+    if (has_tail) return emit_product_with_tail(p, g, pd, &tail, src_v, wei_v, bias_v, &scale_md, scale_index, label);
     int sum_t = -1;
     for (int k = 0; k < n->n_post; k++)
         if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;

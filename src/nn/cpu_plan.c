@@ -369,6 +369,21 @@ ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool neg
     return cpu_check(s, "post-ops");
 }
 
+ftl_status cpu_make_attr_scaled_sum(const nn_node *n, const dnnl_memory_desc_t *scale_md, dnnl_primitive_attr_t *attr,
+                                    int *binary_index) {
+    CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
+    dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    dnnl_post_ops_t po;
+    CPU_TRY(dnnl_post_ops_create(&po), "post-ops");
+    for (int k = 0; k < n->n_post; k++) append_act(po, &n->post[k].act, 1.0f);
+    *binary_index = dnnl_post_ops_len(po);
+    dnnl_status_t s = dnnl_post_ops_append_binary(po, dnnl_binary_mul, scale_md);
+    if (s == dnnl_success) s = dnnl_post_ops_append_sum(po, 1.0f);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
+    dnnl_post_ops_destroy(po);
+    return cpu_check(s, "scale and sum post-ops");
+}
+
 ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnnl_primitive_attr_t *attr) {
     CPU_TRY(dnnl_primitive_attr_create(attr), "attributes");
     dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);

@@ -169,6 +169,10 @@ void cpu_bind(nn_plan *p, int t, int v);
 /* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
  * starting with y = -y (a swapped Sub). */
 ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool negate_first);
+/* The attributes of a product n (activations only) followed by x scale (scale_md, broadcast over
+ * rows) and + the destination's prior contents (a residual); *binary_index: the scale's post-op index. */
+ftl_status cpu_make_attr_scaled_sum(const nn_node *n, const dnnl_memory_desc_t *scale_md, dnnl_primitive_attr_t *attr,
+                                    int *binary_index);
 /* The attributes of a 1x1 convolution n that runs the 3x3 depthwise convolution dw (stride 1 or 2,
  * padding 1) on its output as a post-op: n's activations, the depthwise conv, dw's activations (fp32). */
 ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnnl_primitive_attr_t *attr);

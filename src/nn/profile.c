@@ -52,7 +52,8 @@ static const char *step_kind(const nn_graph *g, const nn_step_info *si) {
     if (si->reorder) return "Reorder";
     if (si->fill) return "Fill";
     if (si->kind) return si->kind;
-    return si->node >= 0 && si->node < g->n_nodes ? g->nodes[si->node].op_type : "Output";
+    /* the op the node is now: a fused LayerNormalization keeps the name and ONNX type of the Add it was */
+    return si->node >= 0 && si->node < g->n_nodes ? nn_op_name(g->nodes[si->node].op) : "Output";
 }
 
 static void add_kind(ftl_profile *p, const ftl_profile_step *s) {

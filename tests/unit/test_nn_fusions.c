@@ -1,7 +1,10 @@
-/* A 1x1 convolution with the 3x3 depthwise convolution after it fused as oneDNN's post-op: every
+/* Fusions of the CPU plan, each against the unfused computation or PyTorch.
+ * A 1x1 convolution with the 3x3 depthwise convolution after it fused as oneDNN's post-op: every
  * pair of the real MobileNetV2 that oneDNN has a fused kernel for runs as one step (at most the pairs the
  * graph has, counted here from the graph itself), and
- * the features equal those of the separate convolutions (FTL_NN_DEPTHWISE_FUSION=0) within 1e-5. */
+ * the features equal those of the separate convolutions (FTL_NN_DEPTHWISE_FUSION=0) within 1e-5.
+ * ConvNeXt's block tail (second linear layer, permute back, layer scale, residual add) as the product's
+ * post-ops: no Mul step is left, and the features equal PyTorch's. */
 #include "nn_testutil.h"
 #include "test.h"
 #include "nn/model_parts.h"
@@ -93,4 +96,47 @@ TEST(nn_depthwise_fusion_mobilenet_v2) {
     free(b);
     free(input);
     free(path);
+}
+
+TEST(nn_layer_scale_tail_convnext) {
+    char *base = ftl_format("%s/ref/nn/torchvision/convnext_small_cfg", ftl_test_build_dir());
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    ftl_model *m = NULL;
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = 3;
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y)) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data missing: run tests/ref/gen_nn.sh");
+    } else if (ftl_model_load(onnx, &o, &m) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", onnx, ftl_last_error());
+    } else {
+        nn_model_parts parts;
+        nn_model_get_parts(m, &parts);
+        int muls = 0, adds = 0, blocks = 0;
+        for (int i = 0; i < parts.graph->n_nodes; i++) blocks += parts.graph->nodes[i].op == NN_OP_MUL;
+        for (int i = 0; i < parts.backend->step_count(parts.plan); i++) {
+            nn_step_info si;
+            parts.backend->step_info(parts.plan, i, &si);
+            if (si.node < 0 || si.node >= parts.graph->n_nodes || si.reorder || si.kind) continue;
+            muls += parts.graph->nodes[si.node].op == NN_OP_MUL;
+            adds += parts.graph->nodes[si.node].op == NN_OP_ADD;
+        }
+        printf("  ConvNeXt (small configuration): %d layer-scale Muls in the graph, %d Mul and %d Add steps in the plan\n",
+               blocks, muls, adds);
+        CHECK(blocks >= 4);
+        CHECK_EQ_INT(muls, 0);
+        CHECK_EQ_INT(adds, 0);
+        float *out = malloc((size_t)y.count * sizeof *out);
+        if (ftl_model_run(m, x.data, 3, out) == FTL_OK) nn_check_close(__FILE__, __LINE__, "vs PyTorch", out, y.data, y.count, 2e-5);
+        else ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+        free(out);
+    }
+    ftl_model_free(m);
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
 }
