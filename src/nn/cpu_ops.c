@@ -187,14 +187,14 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
 
 /* fp32 on AVX-512 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels), and
  * the blocked layout it needs is nChw16c, AVX-512's. */
-static bool depthwise_fusion_on(const nn_plan *p) {
+bool cpu_depthwise_fusion_on(const nn_plan *p) {
     const char *env = getenv("FTL_NN_DEPTHWISE_FUSION"); /* 0: separate convs (A/B, tests) */
     return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && !(env && strcmp(env, "0") == 0) &&
            __builtin_cpu_supports("avx512f");
 }
 
 int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g) {
-    if (!depthwise_fusion_on(p)) return 0;
+    if (!cpu_depthwise_fusion_on(p)) return 0;
     int pairs = 0;
     for (int i = 0; i < g->n_nodes; i++) pairs += depthwise_reader(g, &g->nodes[i]) >= 0;
     return pairs;
@@ -202,7 +202,7 @@ int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g) {
 
 /* The depthwise reader of n when the plan fuses it here (same micro-batch, not taken yet). */
 static int depthwise_follower(const nn_plan *p, const nn_graph *g, const nn_node *n) {
-    if (!p->depthwise_pairs || cpu_conv_layout(p) != dnnl_aBcd16b) return -1;
+    if (!p->depthwise_pairs || !p->blocked_layout || cpu_conv_layout(p) != dnnl_aBcd16b) return -1;
     int d = depthwise_reader(g, n);
     if (d < 0 || p->node_fused[d] != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
     return d;

@@ -34,7 +34,7 @@ dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
     if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
     if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
     if (e && strcmp(e, "blocked") == 0) return dnnl_aBcd16b;
-    return p->precision == NN_PREC_BF16 || p->depthwise_pairs ? dnnl_aBcd16b : dnnl_acdb;
+    return p->precision == NN_PREC_BF16 || p->blocked_layout ? dnnl_aBcd16b : dnnl_acdb;
 }
 
 /* Winograd pays when there are enough channels and enough pixels per run (bench/backbone/convbench.c,
@@ -695,7 +695,8 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
     }
     p->observe_fn = o->observe_fn;
     p->observe_ctx = o->observe_ctx;
-    p->depthwise_pairs = cpu_depthwise_pairs(p, g);
+    p->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
+    p->blocked_layout = g->pointwise_depthwise && cpu_depthwise_fusion_on(p);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;

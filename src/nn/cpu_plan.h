@@ -129,8 +129,10 @@ struct nn_plan {
     int *int8_zero;           /* per tensor, NULL: all 0 */
     nn_observe_fn observe_fn;
     void *observe_ctx;
-    int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs); then every conv
-                                 runs blocked (nChw16c), the layout oneDNN's fused kernel is right in */
+    int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */
+    bool blocked_layout;      /* fp32 convs run blocked (nChw16c), the layout oneDNN's fused kernel is right in:
+                                 for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
+                                 cut halves included, so they give the whole backbone's bits */
     cpu_attention_op *attn;   /* fused attentions */
     int n_attn, cap_attn;
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
@@ -238,6 +240,8 @@ bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int de
 /* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
  * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */
 int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g);
+/* Whether this plan fuses depthwise pairs at all (fp32, AVX-512, not calibrating, not turned off). */
+bool cpu_depthwise_fusion_on(const nn_plan *p);
 
 /* cpu_ops.c: emits the steps of one node. */
 ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);

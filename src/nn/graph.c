@@ -30,6 +30,34 @@ static const char *const op_names[NN_OP_COUNT] = {
     [NN_OP_FAKEQUANT] = "FakeQuantize",
 };
 
+static bool elementwise_pass(nn_op op) {
+    return op == NN_OP_BATCHNORM || op == NN_OP_RELU || op == NN_OP_CLIP || op == NN_OP_LEAKYRELU ||
+           op == NN_OP_SIGMOID || op == NN_OP_HARDSIGMOID || op == NN_OP_HARDSWISH || op == NN_OP_TANH;
+}
+
+bool nn_graph_find_pointwise_depthwise(const nn_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *d = &g->nodes[i];
+        if (d->dead || d->op != NN_OP_CONV || d->p.group <= 1 || d->n_in < 2 || d->in[0] < 0 || d->in[1] < 0) continue;
+        const nn_shape *w = &g->tensors[d->in[1]].shape; /* depthwise 3x3: [group, 1, 3, 3] */
+        if (w->rank != 4 || w->d[0] != d->p.group || w->d[1] != 1 || w->d[2] != 3 || w->d[3] != 3) continue;
+        int t = d->in[0];
+        for (int hops = 0; hops < 4 && t >= 0; hops++) {
+            int pr = g->tensors[t].producer;
+            if (pr < 0) break;
+            const nn_node *n = &g->nodes[pr];
+            if (n->op == NN_OP_CONV) {
+                const nn_shape *pw = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]].shape : NULL;
+                if (pw && pw->rank == 4 && pw->d[2] == 1 && pw->d[3] == 1 && n->p.group <= 1) return true;
+                break;
+            }
+            if (!elementwise_pass(n->op) || n->n_in < 1) break;
+            t = n->in[0];
+        }
+    }
+    return false;
+}
+
 const char *nn_op_name(nn_op op) { return op >= 0 && op < NN_OP_COUNT ? op_names[op] : "?"; }
 
 nn_graph *nn_graph_new(void) {

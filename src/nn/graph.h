@@ -187,8 +187,14 @@ typedef struct nn_graph {
     bool quantized;           /* a quantized model (QuantizeLinear / QLinear ops): runs with its own scales */
     int64_t batch_locked;     /* > 0: the graph only works at this batch (the export baked it into
                                  constants); every shape inference then uses it */
+    bool pointwise_depthwise; /* the whole backbone (before any cut) has a 1x1 conv feeding a 3x3 depthwise
+                                 conv (nn_graph_find_pointwise_depthwise): its CPU plans, and those of its
+                                 cut's halves alike, run blocked so they give the same bits */
 } nn_graph;
 
+/* Whether a 3x3 depthwise convolution reads a 1x1 convolution's output, directly or through
+ * BatchNormalization and activation nodes (MobileNetV2's expand -> depthwise). */
+bool nn_graph_find_pointwise_depthwise(const nn_graph *g);
 nn_graph *nn_graph_new(void);
 void nn_graph_free(nn_graph *g);
 /* The tensor called `name`, or -1. */
