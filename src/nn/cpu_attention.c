@@ -293,20 +293,13 @@ static ftl_status strided_value(nn_plan *p, const nn_graph *g, int t, int *val) 
 
 /* The Transpose node that is the only reader of t (at the current micro-batch), or NULL. */
 static const nn_node *sole_transpose_reader(const nn_plan *p, const nn_graph *g, int t) {
-    const nn_node *found = NULL;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] == t) {
-                if (found || n->op != NN_OP_TRANSPOSE || k != 0 || n->n_post > 0 ||
-                    (p->node_mb ? p->node_mb[i] : p->batch) != (p->node_mb ? p->node_mb[p->cur_node] : p->batch))
-                    return NULL;
-                found = n;
-            }
-    }
-    for (int i = 0; found && i < g->n_outputs; i++)
-        if (g->outputs[i] == t) return NULL;
-    return found;
+    int slot, i = nn_graph_sole_reader(g, t, &slot);
+    if (i < 0) return NULL;
+    const nn_node *n = &g->nodes[i];
+    if (n->op != NN_OP_TRANSPOSE || slot != 0 || n->n_post > 0 ||
+        (p->node_mb ? p->node_mb[i] : p->batch) != (p->node_mb ? p->node_mb[p->cur_node] : p->batch))
+        return NULL;
+    return n;
 }
 
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node) {

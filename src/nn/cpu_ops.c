@@ -160,19 +160,8 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
         pp->stride[0] != 1 || pp->stride[1] != 1 || pp->pad_begin[0] || pp->pad_begin[1] || pp->pad_end[0] ||
         pp->pad_end[1] || has_sum_post(n) || nn_is_const(g, n->in[0]))
         return -1;
-    int t = n->out[0], found = -1;
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == t) return -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *r = &g->nodes[i];
-        if (r->dead) continue;
-        for (int k = 0; k < r->n_in; k++)
-            if (r->in[k] == t && (found >= 0 || k != 0)) return -1;
-        for (int k = 0; k < r->n_post; k++)
-            if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return -1;
-        if (r->n_in > 0 && r->in[0] == t) found = i;
-    }
-    if (found < 0) return -1;
+    int t = n->out[0], slot, found = nn_graph_sole_reader(g, t, &slot);
+    if (found < 0 || slot != 0) return -1;
     const nn_node *d = &g->nodes[found];
     const nn_params *dp = &d->p;
     int64_t c = shape_of(g, t)->d[1];
@@ -1138,19 +1127,7 @@ static ftl_status emit_split(nn_plan *p, nn_graph *g, const nn_node *n) {
 
 /* The node that alone reads t (not a graph output, not a summand), at the current micro-batch; -1 else. */
 static int sole_reader(const nn_plan *p, const nn_graph *g, int t) {
-    int found = -1;
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == t) return -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *r = &g->nodes[i];
-        for (int k = 0; k < r->n_in; k++)
-            if (r->in[k] == t) {
-                if (found >= 0 && found != i) return -1;
-                found = i;
-            }
-        for (int k = 0; k < r->n_post; k++)
-            if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return -1;
-    }
+    int found = nn_graph_sole_reader(g, t, NULL);
     if (found < 0 || p->node_fused[found] != -1) return -1;
     if (p->node_mb && p->node_mb[found] != p->node_mb[p->cur_node]) return -1;
     return found;

@@ -58,6 +58,26 @@ bool nn_graph_find_pointwise_depthwise(const nn_graph *g) {
     return false;
 }
 
+int nn_graph_sole_reader(const nn_graph *g, int t, int *slot) {
+    int found = -1, found_slot = -1;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == t) return -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *r = &g->nodes[i];
+        if (r->dead) continue;
+        for (int k = 0; k < r->n_in; k++)
+            if (r->in[k] == t) {
+                if (found >= 0) return -1;
+                found = i;
+                found_slot = k;
+            }
+        for (int k = 0; k < r->n_post; k++)
+            if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return -1;
+    }
+    if (slot) *slot = found_slot;
+    return found;
+}
+
 const char *nn_op_name(nn_op op) { return op >= 0 && op < NN_OP_COUNT ? op_names[op] : "?"; }
 
 nn_graph *nn_graph_new(void) {

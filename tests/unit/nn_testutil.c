@@ -14,6 +14,39 @@ uint8_t *nn_test_read(const char *path, size_t *size) {
     return data;
 }
 
+bool nn_torchvision_ref_read(const char *name, nn_torchvision_ref *r) {
+    memset(r, 0, sizeof *r);
+    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), name);
+    char *in = ftl_format("%s.in.npy", base), *out = ftl_format("%s.out.npy", base);
+    r->onnx = ftl_format("%s.onnx", base);
+    bool ok = nn_npy_read(in, &r->in) && nn_npy_read(out, &r->out);
+    if (!ok) ftl_test_fail(__FILE__, __LINE__, "reference data for %s missing: run tests/ref/gen_nn.sh", name);
+    free(base);
+    free(in);
+    free(out);
+    return ok;
+}
+
+void nn_torchvision_ref_free(nn_torchvision_ref *r) {
+    nn_npy_free(&r->in);
+    nn_npy_free(&r->out);
+    free(r->onnx);
+    r->onnx = NULL;
+}
+
+ftl_model *nn_test_load(const char *path, int batch, const char *features_from, const char *off_env) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = batch;
+    o.features_from = features_from;
+    if (off_env) setenv(off_env, "0", 1);
+    ftl_model *m = NULL;
+    ftl_status st = ftl_model_load(path, &o, &m);
+    if (off_env) unsetenv(off_env);
+    if (st != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "load %s: %s", path, ftl_last_error());
+    return st == FTL_OK ? m : NULL;
+}
+
 bool nn_npy_read(const char *path, nn_npy *out) {
     memset(out, 0, sizeof *out);
     size_t size;

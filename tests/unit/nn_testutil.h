@@ -19,6 +19,19 @@ void nn_npy_free(nn_npy *a);
 /* Reads a whole file; NULL when missing. */
 uint8_t *nn_test_read(const char *path, size_t *size);
 
+/* A torchvision reference written by tests/ref/gen_nn.sh: NAME.onnx, its input and PyTorch's output. */
+typedef struct nn_torchvision_ref {
+    char *onnx;
+    nn_npy in, out;
+} nn_torchvision_ref;
+/* Reads NAME's reference; false after a test failure naming it (the paths are freed by _free). */
+bool nn_torchvision_ref_read(const char *name, nn_torchvision_ref *r);
+void nn_torchvision_ref_free(nn_torchvision_ref *r);
+/* Loads the model at `path` for `batch` (features_from may be NULL), with the environment switch
+ * `off_env` (e.g. "FTL_NN_FUSED_ATTENTION") set to 0 during the load when not NULL; NULL after a
+ * test failure. */
+ftl_model *nn_test_load(const char *path, int batch, const char *features_from, const char *off_env);
+
 /* One line of a reference manifest (tests/ref: NAME MODEL INPUT.npy OUTPUT.npy TOLERANCE). */
 typedef struct nn_manifest_case {
     char name[128], model[160], input[160], output[160];

@@ -195,13 +195,12 @@ static void check_fused_model(const char *name, int expect_at_least) {
         ftl_test_skip(name, "this CPU has no AVX-512F: the plan keeps attention unfused");
         return;
     }
-    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), name);
-    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
-    nn_npy x = {0}, y = {0};
-    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y)) {
-        ftl_test_fail(__FILE__, __LINE__, "reference data for %s missing: run tests/ref/gen_nn.sh", name);
-        goto done;
+    nn_torchvision_ref r;
+    if (!nn_torchvision_ref_read(name, &r)) {
+        nn_torchvision_ref_free(&r);
+        return;
     }
+    const nn_npy x = r.in, y = r.out;
     int64_t in_per = x.count / 3, out_per = y.count / 3;
     float *x13 = malloc((size_t)(13 * in_per) * sizeof *x13), *y13 = malloc((size_t)(13 * out_per) * sizeof *y13);
     for (int i = 0; i < 13; i++) {
@@ -212,17 +211,8 @@ static void check_fused_model(const char *name, int expect_at_least) {
     int batches[2] = {1, 13};
     for (int bi = 0; bi < 2; bi++) {
         for (int pass = 0; pass < 2; pass++) {
-            if (pass == 1) setenv("FTL_NN_FUSED_ATTENTION", "0", 1);
-            ftl_model_options o;
-            ftl_model_options_init(&o);
-            o.batch = batches[bi];
-            ftl_model *m = NULL;
-            ftl_status st = ftl_model_load(onnx, &o, &m);
-            unsetenv("FTL_NN_FUSED_ATTENTION");
-            if (st != FTL_OK) {
-                ftl_test_fail(__FILE__, __LINE__, "load %s: %s", onnx, ftl_last_error());
-                continue;
-            }
+            ftl_model *m = nn_test_load(r.onnx, batches[bi], NULL, pass == 1 ? "FTL_NN_FUSED_ATTENTION" : NULL);
+            if (!m) continue;
             char *plan = NULL;
             size_t plan_size = 0;
             FILE *f = open_memstream(&plan, &plan_size);
@@ -249,13 +239,7 @@ static void check_fused_model(const char *name, int expect_at_least) {
     free(y13);
     free(fused);
     free(unfused);
-done:
-    nn_npy_free(&x);
-    nn_npy_free(&y);
-    free(base);
-    free(onnx);
-    free(in_p);
-    free(out_p);
+    nn_torchvision_ref_free(&r);
 }
 
 TEST(nn_attention_vit_fused_vs_unfused) { check_fused_model("vit_small", 3); }

@@ -36,17 +36,8 @@ static int fusable_pairs(const nn_graph *g) {
 
 static float *features(const char *path, const float *input, int count, bool fused, int *fused_steps, int *pairs,
                        int64_t *dim) {
-    if (!fused) setenv("FTL_NN_DEPTHWISE_FUSION", "0", 1);
-    ftl_model_options o;
-    ftl_model_options_init(&o);
-    o.batch = count;
-    ftl_model *m = NULL;
-    ftl_status st = ftl_model_load(path, &o, &m);
-    unsetenv("FTL_NN_DEPTHWISE_FUSION");
-    if (st != FTL_OK) {
-        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", path, ftl_last_error());
-        return NULL;
-    }
+    ftl_model *m = nn_test_load(path, count, NULL, fused ? NULL : "FTL_NN_DEPTHWISE_FUSION");
+    if (!m) return NULL;
     nn_model_parts parts;
     nn_model_get_parts(m, &parts);
     *fused_steps = 0;
@@ -99,18 +90,10 @@ TEST(nn_depthwise_fusion_mobilenet_v2) {
 }
 
 TEST(nn_layer_scale_tail_convnext) {
-    char *base = ftl_format("%s/ref/nn/torchvision/convnext_small_cfg", ftl_test_build_dir());
-    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
-    nn_npy x = {0}, y = {0};
+    nn_torchvision_ref r;
     ftl_model *m = NULL;
-    ftl_model_options o;
-    ftl_model_options_init(&o);
-    o.batch = 3;
-    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y)) {
-        ftl_test_fail(__FILE__, __LINE__, "reference data missing: run tests/ref/gen_nn.sh");
-    } else if (ftl_model_load(onnx, &o, &m) != FTL_OK) {
-        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", onnx, ftl_last_error());
-    } else {
+    if (nn_torchvision_ref_read("convnext_small_cfg", &r) && (m = nn_test_load(r.onnx, 3, NULL, NULL)) != NULL) {
+        const nn_npy x = r.in, y = r.out;
         nn_model_parts parts;
         nn_model_get_parts(m, &parts);
         int muls = 0, adds = 0, blocks = 0;
@@ -133,10 +116,5 @@ TEST(nn_layer_scale_tail_convnext) {
         free(out);
     }
     ftl_model_free(m);
-    nn_npy_free(&x);
-    nn_npy_free(&y);
-    free(base);
-    free(onnx);
-    free(in_p);
-    free(out_p);
+    nn_torchvision_ref_free(&r);
 }

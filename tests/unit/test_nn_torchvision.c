@@ -15,13 +15,7 @@ static void compare(const char *what, const float *got, const nn_npy *ref, doubl
 }
 
 static ftl_model *load(const char *path, int batch, const char *features_from) {
-    ftl_model_options o;
-    ftl_model_options_init(&o);
-    o.batch = batch;
-    o.features_from = features_from;
-    ftl_model *m = NULL;
-    if (ftl_model_load(path, &o, &m) != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "load %s: %s", path, ftl_last_error());
-    return m;
+    return nn_test_load(path, batch, features_from, NULL);
 }
 
 static void check_model(const char *name) {
