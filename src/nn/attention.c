@@ -13,7 +13,9 @@
 
 enum { MR = 6, ROW_BLOCK = 48, LANES = 16, MAX_NV = 4 };
 
-bool nn_attention_available(void) { return __builtin_cpu_supports("avx512f"); }
+bool nn_attention_available(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
 
 static float bf16_to_f32(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
@@ -44,7 +46,7 @@ static int64_t lead_offset(const nn_attention *a, const nn_attn_operand *o, int6
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 #pragma GCC push_options
-#pragma GCC target("avx512f")
+#pragma GCC target("avx512f,avx512bw,avx512vl")
 
 /* e^x for x <= 0 (scores minus their row maximum): 2^n e^r with |r| <= ln2 / 2 and e^r as
  * 1 + r + r^2 p(r), p of degree 5 (Cephes' expf coefficients; about 1 ulp). */
@@ -187,13 +189,45 @@ static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const
     for (int64_t i = 0; i < rows; i++) inv[i] = 1.0f / inv[i];
 }
 
-/* dst[r * dst_stride + c] = operand rows x cols at base, zero-padded to dst_stride columns: rows
- * copied when contiguous, else 16 columns at a time by a gather (a transposed K's columns are
- * depth apart). */
+/* 16 (or fewer, under m) bf16 values widened to f32: the 16 bits become the top half. */
+static inline __m512 load_bf16(__mmask16 m, const uint16_t *src) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+/* 16 (or fewer) f32 rounded to nearest even bf16, as f32_to_bf16 does. */
+static inline void store_bf16(uint16_t *dst, __mmask16 m, __m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(u));
+}
+
+/* dst[r * dst_stride + c] = operand rows x cols at base (the tiles never read the padding columns):
+ * rows copied (or widened from bf16) when contiguous; a transposed bf16 operand (K^T over K's rows)
+ * by its contiguous source columns, scattered; other f32 strides 16 columns at a time by a gather. */
 static void pack(const nn_attn_operand *o, int64_t base, int64_t rows, int64_t cols, float *dst, int64_t dst_stride) {
     if (!o->bf16 && o->col_stride == 1) {
         const float *src = (const float *)o->data + base;
         for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * o->row_stride, (size_t)cols * sizeof *dst);
+    } else if (o->bf16 && o->col_stride == 1) {
+        const uint16_t *src = (const uint16_t *)o->data + base;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c += LANES) {
+                __mmask16 m = tail_mask(cols - c);
+                _mm512_mask_storeu_ps(dst + r * dst_stride + c, m, load_bf16(m, src + r * o->row_stride + c));
+            }
+    } else if (o->bf16 && o->row_stride == 1 && rows * dst_stride <= INT32_MAX) {
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)dst_stride));
+        for (int64_t c = 0; c < cols; c++)
+            for (int64_t r = 0; r < rows; r += LANES) {
+                __mmask16 m = tail_mask(rows - r);
+                int64_t at = base + c * o->col_stride + r;
+                __m512 x = o->bf16 ? load_bf16(m, (const uint16_t *)o->data + at)
+                                   : _mm512_maskz_loadu_ps(m, (const float *)o->data + at);
+                _mm512_mask_i32scatter_ps(dst + r * dst_stride + c, m, idx, x, 4);
+            }
     } else if (!o->bf16 && o->col_stride <= INT32_MAX / LANES) {
         const float *src = (const float *)o->data + base;
         __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -210,6 +244,15 @@ static void pack(const nn_attn_operand *o, int64_t base, int64_t rows, int64_t c
     }
 }
 
+/* Rows of the tile buffer to a bf16 output with unit column stride. */
+static void write_bf16_rows(uint16_t *out, int64_t row_stride, const float *obuf, int64_t op, int64_t n, int64_t cols) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < cols; c += LANES) {
+            __mmask16 m = tail_mask(cols - c);
+            store_bf16(out + i * row_stride + c, m, _mm512_maskz_loadu_ps(m, obuf + i * op + c));
+        }
+}
+
 #pragma GCC pop_options
 
 /* An operand read in place (f32, unit column stride) or packed into buf (row stride `packed`). */
@@ -223,6 +266,10 @@ typedef struct workspace {
 /* Writes rows [r0, r0 + n) of the tile buffer to the output (its strides and type). */
 static void write_rows(const nn_attention *a, int64_t base, int64_t r0, int64_t n, const float *obuf, int64_t op) {
     const nn_attn_operand *o = &a->out;
+    if (o->bf16 && o->col_stride == 1) {
+        write_bf16_rows((uint16_t *)o->data + base + r0 * o->row_stride, o->row_stride, obuf, op, n, a->vdepth);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t at = base + (r0 + i) * o->row_stride;
         const float *src = obuf + i * op;

@@ -239,8 +239,7 @@ static bool match(nn_plan *p, const nn_graph *g, const int *uses, const bool *ob
 ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe) {
     p->node_fused = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_fused);
     for (int i = 0; i < g->n_nodes; i++) p->node_fused[i] = -1;
-    const char *env = getenv("FTL_NN_FUSED_ATTENTION");
-    if ((env && strcmp(env, "0") == 0) || !nn_attention_available() || p->int8_zero) return FTL_OK;
+    if (!cpu_switch_on("FTL_NN_FUSED_ATTENTION") || !nn_attention_available() || p->int8_zero) return FTL_OK;
     int *uses = nn_graph_use_counts(g);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].op != NN_OP_SOFTMAX || g->nodes[i].dead) continue;

@@ -1,5 +1,5 @@
-/* Copies between strided layouts of one data type (transposes, window partitions, slices, pads),
- * done as runs of contiguous bytes spread over the backbone's OpenMP threads. oneDNN 2.6 runs such
+/* Copies between strided layouts of one data type, or f32 to bf16 (transposes, window partitions,
+ * slices, pads), done as runs of contiguous elements spread over the backbone's OpenMP threads. oneDNN 2.6 runs such
  * permutations through its scalar `simple:any` reorder, one element at a time: Swin-T's window
  * shifts and partitions alone are over a hundred of them per forward pass. Built with -fopenmp. */
 #include "nn/cpu_plan.h"
@@ -20,7 +20,8 @@ struct cpu_copy_plan {
     int64_t src_stride[MAX_COPY_DIMS];  /* bytes */
     int64_t dst_stride[MAX_COPY_DIMS];
     int64_t outer;                      /* product of dims */
-    size_t run;                         /* bytes copied at a time */
+    size_t run;                         /* elements copied at a time */
+    size_t src_elem, dst_elem;          /* bytes per element: equal, or 4 -> 2 (f32 rounded to bf16) */
     int64_t src_offset, dst_offset;     /* bytes (the mds' offset0) */
 };
 
@@ -31,12 +32,14 @@ static bool plain_strided(const dnnl_memory_desc_t *md) {
 
 bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **out) {
     *out = NULL;
-    if (!plain_strided(src) || !plain_strided(dst) || src->data_type != dst->data_type || src->ndims != dst->ndims)
+    bool to_bf16 = src->data_type == dnnl_f32 && dst->data_type == dnnl_bf16;
+    if (!plain_strided(src) || !plain_strided(dst) || (src->data_type != dst->data_type && !to_bf16) ||
+        src->ndims != dst->ndims)
         return false;
     for (int i = 0; i < src->ndims; i++)
         if (src->dims[i] != dst->dims[i] || src->padded_dims[i] != src->dims[i] || dst->padded_dims[i] != dst->dims[i])
             return false;
-    int64_t elem = (int64_t)dnnl_data_type_size(src->data_type);
+    int64_t elem = (int64_t)dnnl_data_type_size(src->data_type), delem = (int64_t)dnnl_data_type_size(dst->data_type);
     /* dims ordered by the destination's strides, outermost first (dst is written in order) */
     int order[MAX_COPY_DIMS], n = src->ndims;
     for (int i = 0; i < n; i++) order[i] = i;
@@ -53,16 +56,17 @@ bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t 
         if (src->dims[a] == 1) continue;
         c.dims[c.ndims] = src->dims[a];
         c.src_stride[c.ndims] = (*ss)[a] * elem;
-        c.dst_stride[c.ndims] = (*ds)[a] * elem;
+        c.dst_stride[c.ndims] = (*ds)[a] * delem;
         c.ndims++;
     }
     /* the run: innermost dims contiguous in both */
-    size_t run = (size_t)elem;
-    while (c.ndims > 0 && c.src_stride[c.ndims - 1] == (int64_t)run && c.dst_stride[c.ndims - 1] == (int64_t)run) {
+    size_t run = 1;
+    while (c.ndims > 0 && c.src_stride[c.ndims - 1] == (int64_t)run * elem &&
+           c.dst_stride[c.ndims - 1] == (int64_t)run * delem) {
         run *= (size_t)c.dims[c.ndims - 1];
         c.ndims--;
     }
-    if (run < MIN_RUN_BYTES && c.ndims > 0) return false;
+    if (run * (size_t)elem < MIN_RUN_BYTES && c.ndims > 0) return false;
     /* merge neighbours that are contiguous with each other in both layouts */
     int m = 0;
     for (int i = 0; i < c.ndims; i++) {
@@ -81,11 +85,31 @@ bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t 
     c.outer = 1;
     for (int i = 0; i < c.ndims; i++) c.outer *= c.dims[i];
     c.run = run;
+    c.src_elem = (size_t)elem;
+    c.dst_elem = (size_t)delem;
     c.src_offset = src->offset0 * elem;
-    c.dst_offset = dst->offset0 * elem;
+    c.dst_offset = dst->offset0 * delem;
     *out = ftl_xmalloc(sizeof **out);
     **out = c;
     return true;
+}
+
+/* The element loops below vectorise only under GCC's dynamic cost model (-O2's "very cheap" one leaves
+ * them scalar: 5 GB/s on a 112x112 feature map); on x86-64 a second, AVX-512 copy is picked at load. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VECTOR_LOOP __attribute__((target_clones("arch=x86-64-v4", "default"), optimize("vect-cost-model=dynamic")))
+#else
+#define VECTOR_LOOP
+#endif
+
+/* f32 -> bf16, rounding to nearest even as oneDNN's reorders do; a NaN stays a (quiet) NaN. */
+VECTOR_LOOP static void round_to_bf16(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        y[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+    }
 }
 
 void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, int threads) {
@@ -93,9 +117,21 @@ void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, 
     char *dst = (char *)dst_base + c->dst_offset;
     int64_t outer = c->outer;
     /* a thread for every ~64 KiB, at most `threads` */
-    int64_t want = (int64_t)((double)outer * (double)c->run / 65536.0) + 1;
+    size_t run_bytes = c->run * c->src_elem;
+    bool convert = c->src_elem != c->dst_elem;
+    int64_t want = (int64_t)((double)outer * (double)run_bytes / 65536.0) + 1;
     int team = want < threads ? (int)want : threads;
     if (team < 1) team = 1;
+    if (c->ndims == 0) { /* one contiguous run (a plain conversion): split it between the threads */
+#pragma omp parallel num_threads(team)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            size_t begin = c->run * (size_t)t / (size_t)nt, end = c->run * (size_t)(t + 1) / (size_t)nt;
+            if (convert) round_to_bf16((const float *)(const void *)src + begin, (uint16_t *)(void *)dst + begin, end - begin);
+            else memcpy(dst + begin * c->src_elem, src + begin * c->src_elem, (end - begin) * c->src_elem);
+        }
+        return;
+    }
 #pragma omp parallel num_threads(team)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -109,7 +145,8 @@ void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, 
             dof += idx[d] * c->dst_stride[d];
         }
         for (int64_t i = begin; i < end; i++) {
-            memcpy(dst + dof, src + so, c->run);
+            if (convert) round_to_bf16((const float *)(const void *)(src + so), (uint16_t *)(void *)(dst + dof), c->run);
+            else memcpy(dst + dof, src + so, run_bytes);
             for (int d = c->ndims - 1; d >= 0; d--) { /* odometer step */
                 so += c->src_stride[d];
                 dof += c->dst_stride[d];
@@ -134,14 +171,6 @@ bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_de
            dnnl_memory_desc_get_size(src) / dnnl_data_type_size(src->data_type) ==
                dnnl_memory_desc_get_size(dst) / dnnl_data_type_size(dst->data_type);
 }
-
-/* The element loops below vectorise only under GCC's dynamic cost model (-O2's "very cheap" one leaves
- * them scalar: 5 GB/s on a 112x112 feature map); on x86-64 a second, AVX-512 copy is picked at load. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define VECTOR_LOOP __attribute__((target_clones("arch=x86-64-v4", "default"), optimize("vect-cost-model=dynamic")))
-#else
-#define VECTOR_LOOP
-#endif
 
 /* Saturates, then rounds half to even (as oneDNN's reorders do under the default rounding mode):
  * adding and subtracting 1.5 x 2^23 leaves the nearest integer of any |v| <= 2^22 and vectorises,

@@ -177,8 +177,7 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
 /* fp32 on AVX-512 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels), and
  * the blocked layout it needs is nChw16c, AVX-512's. */
 bool cpu_depthwise_fusion_on(const nn_plan *p) {
-    const char *env = getenv("FTL_NN_DEPTHWISE_FUSION"); /* 0: separate convs (A/B, tests) */
-    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && !(env && strcmp(env, "0") == 0) &&
+    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
            __builtin_cpu_supports("avx512f");
 }
 
@@ -710,6 +709,52 @@ static ftl_status emit_view(nn_plan *p, nn_graph *g, const nn_node *n) {
     return FTL_OK;
 }
 
+/* Whether every use of tensor t in a bf16 plan reads it as bf16 anyway: linear layers with constant
+ * weights (they convert their input) and fused attentions' operands, through view-like nodes. Such a
+ * product is written as bf16 directly: half the bytes, and no f32 -> bf16 reorder before each use. */
+static bool read_as_bf16_only(const nn_plan *p, const nn_graph *g, int t, int depth) {
+    if (depth > 6) return false;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == t) return false;
+    int readers = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *r = &g->nodes[i];
+        if (r->dead) continue;
+        bool reads = false;
+        for (int k = 0; k < r->n_post; k++)
+            if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return false;
+        for (int k = 0; k < r->n_in; k++)
+            if (r->in[k] == t) {
+                if (k != 0 && !(p->node_fused && p->node_fused[i] != -1)) return false;
+                reads = true;
+            }
+        if (!reads) continue;
+        readers++;
+        if (p->node_fused && p->node_fused[i] != -1) continue; /* Q (maybe scaled), K^T or V of a fused attention */
+        switch (r->op) {
+        case NN_OP_GEMM: case NN_OP_MATMUL:
+            if (r->n_in < 2 || !nn_is_const(g, r->in[1]) || cpu_node_int8(p, r)) return false;
+            break;
+        case NN_OP_RESHAPE: case NN_OP_FLATTEN: case NN_OP_SQUEEZE: case NN_OP_UNSQUEEZE: case NN_OP_IDENTITY:
+        case NN_OP_TRANSPOSE: case NN_OP_SLICE: case NN_OP_GATHER: case NN_OP_SPLIT:
+            if (r->n_post > 0) return false;
+            for (int k = 0; k < r->n_out; k++)
+                if (r->out[k] >= 0 && !read_as_bf16_only(p, g, r->out[k], depth + 1)) return false;
+            break;
+        default: return false;
+        }
+    }
+    return readers > 0;
+}
+
+/* The type of a copy of tensor t whose source has type dt: bf16 when only bf16 readers take it. */
+static dnnl_data_type_t copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t) {
+    return dt == dnnl_f32 && p->precision == NN_PREC_BF16 && !p->int8_scale && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
+                   read_as_bf16_only(p, g, t, 0)
+               ? dnnl_bf16
+               : dt;
+}
+
 static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -733,7 +778,7 @@ static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
         cpu_bind(p, n->out[0], vv);
         return FTL_OK;
     }
-    cpu_plain_md(&plain, shape_of(g, n->out[0]), p->vals[v].md.data_type);
+    cpu_plain_md(&plain, shape_of(g, n->out[0]), copy_type(p, g, p->vals[v].md.data_type, n->out[0]));
     int out = new_output(p, n->out[0], &plain);
     return cpu_emit_reorder(p, vv, out, label);
 }
@@ -1282,7 +1327,9 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
         dnnl_memory_desc_init_by_tag(&wei_plain, 2, wd, wplain, dnnl_ab);
         dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
     }
-    dnnl_memory_desc_init_by_tag(&dst_any, 2, dd, dnnl_f32, dnnl_ab);
+    bool bf16_out = dt == dnnl_bf16 && !has_sum_post(n) && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
+                    read_as_bf16_only(p, g, n->out[0], 0);
+    dnnl_memory_desc_init_by_tag(&dst_any, 2, dd, bf16_out ? dnnl_bf16 : dnnl_f32, dnnl_ab);
     dnnl_inner_product_desc_t ipd;
     dnnl_matmul_desc_t mmd;
     dnnl_status_t s = use_matmul ? dnnl_matmul_desc_init(&mmd, &src_md, &wei_any, bias ? &bias_md : NULL, &dst_any)
@@ -1330,7 +1377,7 @@ static ftl_status emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) 
         return st;
     }
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), plain_y;
-    cpu_plain_md(&plain_y, ys, dnnl_f32);
+    cpu_plain_md(&plain_y, ys, bf16_out ? dnnl_bf16 : dnnl_f32);
     if (has_tail) return emit_product_with_tail(p, g, pd, &tail, src_v, wei_v, bias_v, &scale_md, scale_index, label);
     int sum_t = -1;
     for (int k = 0; k < n->n_post; k++)

@@ -27,6 +27,11 @@ ftl_status cpu_check(dnnl_status_t s, const char *what) {
     return ftl_fail(s == dnnl_out_of_memory ? FTL_E_NOMEM : FTL_E_UNSUPPORTED, "%s: %s (dnnl status %d)", what, why, (int)s);
 }
 
+bool cpu_switch_on(const char *name) {
+    const char *e = getenv(name);
+    return !(e && strcmp(e, "0") == 0);
+}
+
 dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
 
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {

@@ -235,6 +235,8 @@ void cpu_attention_free(nn_plan *p);
 /* Whether tensor t (produced by the current node) is read only by fused attentions, directly or
  * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
  * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
+/* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
+bool cpu_switch_on(const char *name);
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
 
 /* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or

@@ -184,6 +184,9 @@ TEST(nn_attention_kernel_odd_shapes) {
         {"100 queries (blocks of 48), values 80 (> 64)", 2, 2, 100, 61, 16, 80, 0, true, false, true, false},
         {"bf16: Swin window", 2, 3, 49, 49, 32, 32, 3, true, false, false, true},
         {"bf16: ViT 197, QKV interleaved", 2, 2, 197, 197, 64, 64, 0, false, true, true, true},
+        /* tails in every direction: depth 24 = 16 + 8, keys 23, values 40 */
+        {"bf16: 17 x 23, depth 24, values 40, K^T rows", 3, 2, 17, 23, 24, 40, 2, false, false, false, true},
+        {"bf16: 17 x 23, depth 24, values 40, K rows", 3, 2, 17, 23, 24, 40, 2, true, false, true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 }

@@ -118,3 +118,60 @@ TEST(nn_layer_scale_tail_convnext) {
     ftl_model_free(m);
     nn_torchvision_ref_free(&r);
 }
+
+/* bf16 plans of a transformer write the linear products that only bf16 readers take (Q/K/V into the
+ * fused attention, fc1 into fc2) as bf16: the plan has such steps and fewer reorders, and the
+ * features stay those of PyTorch's fp32 model (row cosine >= 0.999) and of the plan without it. */
+TEST(nn_bf16_products_vit) {
+    if (ftl_test_no_avx512_reason()) {
+        ftl_test_skip("nn_bf16_products_vit", "%s", ftl_test_no_avx512_reason());
+        return;
+    }
+    nn_torchvision_ref r;
+    if (!nn_torchvision_ref_read("vit_small", &r)) {
+        nn_torchvision_ref_free(&r);
+        return;
+    }
+    int bf16_products[2] = {0, 0}, steps[2] = {0, 0};
+    float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) setenv("FTL_NN_BF16_PRODUCTS", "0", 1);
+        ftl_model_options o;
+        ftl_model_options_init(&o);
+        o.batch = 3;
+        o.precision = FTL_NN_BF16;
+        ftl_model *m = NULL;
+        ftl_status st = ftl_model_load(r.onnx, &o, &m);
+        unsetenv("FTL_NN_BF16_PRODUCTS");
+        if (st != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "load %s: %s", r.onnx, ftl_last_error());
+            continue;
+        }
+        char *plan = NULL;
+        size_t plan_size = 0;
+        FILE *f = open_memstream(&plan, &plan_size);
+        ftl_model_print_plan(m, f);
+        fclose(f);
+        /* a step line: "  index label impl  in-type dims layout -> out-type dims layout" */
+        for (char *line = strtok(plan, "\n"); line; line = strtok(NULL, "\n")) {
+            steps[pass] += strstr(line, " -> ") != NULL;
+            bf16_products[pass] += strstr(line, "brg:") && strstr(line, "-> bf16") && !strstr(line, "reorder of");
+        }
+        free(plan);
+        if (ftl_model_run(m, r.in.data, 3, out[pass]) != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+        ftl_model_free(m);
+    }
+    int64_t dim = r.out.count / 3;
+    double to_torch = nn_min_row_cosine(out[0], r.out.data, 3, dim), to_f32_products = nn_min_row_cosine(out[0], out[1], 3, dim);
+    printf("  ViT (small configuration), bf16: %d linear products written as bf16, %d steps (%d without); row cosine "
+           "%.6f to PyTorch fp32, %.6f to the plan without\n",
+           bf16_products[0], steps[0], steps[1], to_torch, to_f32_products);
+    CHECK(bf16_products[0] >= 2);
+    CHECK_EQ_INT(bf16_products[1], 0);
+    CHECK(steps[0] < steps[1]);
+    CHECK(to_torch >= 0.999);
+    CHECK(to_f32_products >= 0.999);
+    free(out[0]);
+    free(out[1]);
+    nn_torchvision_ref_free(&r);
+}
