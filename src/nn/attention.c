@@ -261,6 +261,11 @@ static bool in_place(const nn_attn_operand *o) { return !o->bf16 && o->col_strid
 typedef struct workspace {
     float *kpack, *vpack, *qpack, *s, *obuf, *inv, *mx, *zero;
     int64_t kp, vp, sp;
+    /* the bf16 dot-product path: K^T and V as pairs (of depth, of keys) in 32-bit words, Q rows and
+     * the probabilities as bf16 with an even number of columns */
+    uint32_t *k2, *v2;
+    uint16_t *q2, *p2, *zero2;
+    int64_t dp, sp2;
 } workspace;
 
 /* Writes rows [r0, r0 + n) of the tile buffer to the output (its strides and type). */
@@ -282,6 +287,177 @@ static void write_rows(const nn_attention *a, int64_t base, int64_t r0, int64_t 
         }
     }
 }
+
+/* bf16 operands on a CPU with AVX512-BF16: each dot-product instruction takes a pair of depths
+ * (Q K^T) or of keys (P V) in 16 lanes, twice the fp32 FMA rate; the probabilities are rounded to
+ * bf16 before P V, as PyTorch's bf16 attention does. Accumulation stays fp32. */
+static bool bf16_dot_products(const nn_attention *a) {
+    static int native = -1;
+    if (native < 0) native = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    const char *e = getenv("FTL_NN_ATTENTION_BF16_DOT"); /* 0: widen to fp32 instead (A/B, tests) */
+    return native && a->q.bf16 && a->kt.bf16 && a->v.bf16 && !(e && strcmp(e, "0") == 0);
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+
+static inline uint32_t pair_at(const uint16_t *row, int64_t i) {
+    uint32_t w;
+    memcpy(&w, row + 2 * i, sizeof w);
+    return w;
+}
+
+/* s[MR][NV x 16] = scale x q[MR rows of `pairs` depth pairs] k2[pairs][NV x 16 keys] */
+#define QK2_TILE(NV)                                                                                           \
+    static void qk2_tile_##NV(const uint16_t *const *q, int64_t pairs, const uint32_t *k, int64_t ks, float *s, \
+                              int64_t sp, float scale) {                                                       \
+        __m512 acc[MR][NV];                                                                                    \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();              \
+        for (int64_t d = 0; d < pairs; d++) {                                                                  \
+            __m512bh kv[NV];                                                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) kv[v] =                                       \
+                (__m512bh)_mm512_loadu_si512(k + d * ks + LANES * v);                                          \
+            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+                __m512bh qi = (__m512bh)_mm512_set1_epi32((int)pair_at(q[i], d));                              \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], qi, kv[v]); \
+            }                                                                                                  \
+        }                                                                                                      \
+        __m512 sc = _mm512_set1_ps(scale);                                                                     \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                               \
+                _mm512_storeu_ps(s + i * sp + LANES * v, _mm512_mul_ps(acc[i][v], sc));                       \
+    }
+QK2_TILE(1)
+QK2_TILE(2)
+QK2_TILE(3)
+QK2_TILE(4)
+
+/* o[MR][NV x 16] = (p[MR rows of `pairs` key pairs] v2[pairs][NV x 16]) x inv[row] */
+#define PV2_TILE(NV)                                                                                           \
+    static void pv2_tile_##NV(const uint16_t *p, int64_t pp, int64_t pairs, const uint32_t *v, int64_t vs,     \
+                              const float *inv, float *o, int64_t op) {                                        \
+        __m512 acc[MR][NV];                                                                                    \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_setzero_ps();              \
+        for (int64_t j = 0; j < pairs; j++) {                                                                  \
+            __m512bh vv[NV];                                                                                   \
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) vv[c] =                                       \
+                (__m512bh)_mm512_loadu_si512(v + j * vs + LANES * c);                                          \
+            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+                __m512bh pi = (__m512bh)_mm512_set1_epi32((int)pair_at(p + i * pp, j));                        \
+                _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], pi, vv[c]); \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                                 \
+            __m512 r = _mm512_set1_ps(inv[i]);                                                                 \
+            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)                                               \
+                _mm512_storeu_ps(o + i * op + LANES * c, _mm512_mul_ps(acc[i][c], r));                        \
+        }                                                                                                      \
+    }
+PV2_TILE(1)
+PV2_TILE(2)
+PV2_TILE(3)
+PV2_TILE(4)
+
+/* Pairs (x(r, c), x(r + 1, c)) of a bf16 operand's rows r, r + 1 as 32-bit words: dst[(r / 2) * ds + c],
+ * rows x cols padded with zeros to even rows and ds (a multiple of 16) columns. */
+static void pack_pairs(const nn_attn_operand *o, int64_t base, int64_t rows, int64_t cols, uint32_t *dst, int64_t ds) {
+    const uint16_t *x = (const uint16_t *)o->data + base;
+    int64_t pairs = (rows + 1) / 2;
+    if (o->col_stride == 1) { /* rows contiguous: widen two rows and interleave them */
+        for (int64_t r2 = 0; r2 < pairs; r2++) {
+            const uint16_t *lo = x + 2 * r2 * o->row_stride, *hi = lo + o->row_stride;
+            bool has_hi = 2 * r2 + 1 < rows;
+            for (int64_t c = 0; c < ds; c += LANES) {
+                __mmask16 m = c < cols ? tail_mask(cols - c) : 0;
+                __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo + c));
+                if (has_hi) w = _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, hi + c)), 16));
+                _mm512_storeu_si512(dst + r2 * ds + c, w);
+            }
+        }
+    } else if (o->row_stride == 1 && rows % 2 == 0 && o->col_stride <= INT32_MAX / (2 * LANES)) {
+        /* columns contiguous (K^T over K's rows): each pair is one 32-bit word of a column, gathered */
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)(2 * o->col_stride)));
+        for (int64_t r2 = 0; r2 < pairs; r2++)
+            for (int64_t c = 0; c < ds; c += LANES) {
+                __mmask16 m = c < cols ? tail_mask(cols - c) : 0;
+                __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, x + 2 * r2 + c * o->col_stride, 1);
+                _mm512_storeu_si512(dst + r2 * ds + c, w);
+            }
+    } else {
+        for (int64_t r2 = 0; r2 < pairs; r2++)
+            for (int64_t c = 0; c < ds; c++) {
+                uint32_t w = 0;
+                if (c < cols) {
+                    w = x[2 * r2 * o->row_stride + c * o->col_stride];
+                    if (2 * r2 + 1 < rows) w |= (uint32_t)x[(2 * r2 + 1) * o->row_stride + c * o->col_stride] << 16;
+                }
+                dst[r2 * ds + c] = w;
+            }
+    }
+}
+
+/* The block's probabilities (e^(s - max), fp32) as bf16 rows of sp2 (even) columns, zero-padded. */
+static void probabilities_to_bf16(const float *s, int64_t sp, int64_t rows, int64_t keys, uint16_t *p, int64_t sp2) {
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t j = 0; j < keys; j += LANES) {
+            __mmask16 m = tail_mask(keys - j);
+            store_bf16(p + i * sp2 + j, m, _mm512_maskz_loadu_ps(m, s + i * sp + j));
+        }
+        for (int64_t j = keys; j < sp2; j++) p[i * sp2 + j] = 0;
+    }
+}
+
+static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows) {
+    int64_t padded = round_up(nrows, MR), qbase = lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
+    bool q_in_place = a->q.col_stride == 1 && a->depth % 2 == 0;
+    if (!q_in_place) { /* Q rows as bf16 with an even number of columns */
+        const uint16_t *x = (const uint16_t *)a->q.data + qbase;
+        for (int64_t r = 0; r < nrows; r++)
+            for (int64_t d = 0; d < w->dp; d++)
+                w->q2[r * w->dp + d] = d < a->depth ? x[r * a->q.row_stride + d * a->q.col_stride] : 0;
+    }
+    int64_t pairs = w->dp / 2;
+    for (int64_t i = 0; i < padded; i += MR) {
+        const uint16_t *rows[MR];
+        for (int r = 0; r < MR; r++)
+            rows[r] = i + r >= nrows ? w->zero2
+                      : q_in_place   ? (const uint16_t *)a->q.data + qbase + (i + r) * a->q.row_stride
+                                     : w->q2 + (i + r) * w->dp;
+        float *si = w->s + i * w->sp;
+        for (int64_t j = 0; j < w->kp; j += MAX_NV * LANES) {
+            int64_t nv = (w->kp - j) / LANES;
+            switch (nv) {
+            case 1: qk2_tile_1(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
+            case 2: qk2_tile_2(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
+            case 3: qk2_tile_3(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
+            default: qk2_tile_4(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
+            }
+        }
+    }
+    const float *bias = a->bias ? a->bias + ((l % a->bias_period) * a->rows + r0) * a->keys : NULL;
+    softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
+    for (int64_t i = nrows; i < padded; i++) w->inv[i] = 0.0f;
+    probabilities_to_bf16(w->s, w->sp, nrows, a->keys, w->p2, w->sp2);
+    int64_t out_base = lead_offset(a, &a->out, l), kpairs = w->sp2 / 2;
+    for (int64_t i = 0; i < padded; i += MR) {
+        for (int64_t c = 0; c < w->vp; c += MAX_NV * LANES) {
+            int64_t nv = (w->vp - c) / LANES;
+            const uint16_t *pi = w->p2 + i * w->sp2;
+            switch (nv) {
+            case 1: pv2_tile_1(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
+            case 2: pv2_tile_2(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
+            case 3: pv2_tile_3(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
+            default: pv2_tile_4(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
+            }
+        }
+        write_rows(a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
+    }
+}
+
+#pragma GCC pop_options
 
 static void run_item(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
                      int64_t ks, const float *v, int64_t vs) {
@@ -325,9 +501,19 @@ void nn_attention_run(const nn_attention *a, int threads) {
         workspace w = {.kp = round_up(a->keys, LANES), .vp = round_up(a->vdepth, LANES)};
         w.sp = w.kp;
         int64_t padded_block = round_up(block, MR);
-        w.kpack = in_place(&a->kt) ? NULL : ftl_xmalloc((size_t)(a->depth * w.kp) * sizeof(float));
-        w.vpack = in_place(&a->v) ? NULL : ftl_xmalloc((size_t)(a->keys * w.vp) * sizeof(float));
-        w.qpack = in_place(&a->q) ? NULL : ftl_xmalloc((size_t)(padded_block * a->depth) * sizeof(float));
+        bool dot2 = bf16_dot_products(a);
+        w.dp = round_up(a->depth, 2);
+        w.sp2 = round_up(a->keys, 2);
+        if (dot2) {
+            w.k2 = ftl_xmalloc((size_t)(w.dp / 2 * w.kp) * sizeof *w.k2);
+            w.v2 = ftl_xmalloc((size_t)(w.sp2 / 2 * w.vp) * sizeof *w.v2);
+            w.q2 = ftl_xmalloc((size_t)(padded_block * w.dp) * sizeof *w.q2);
+            w.p2 = ftl_xcalloc((size_t)(padded_block * w.sp2), sizeof *w.p2);
+            w.zero2 = ftl_xcalloc((size_t)w.dp, sizeof *w.zero2);
+        }
+        w.kpack = dot2 || in_place(&a->kt) ? NULL : ftl_xmalloc((size_t)(a->depth * w.kp) * sizeof(float));
+        w.vpack = dot2 || in_place(&a->v) ? NULL : ftl_xmalloc((size_t)(a->keys * w.vp) * sizeof(float));
+        w.qpack = dot2 || in_place(&a->q) ? NULL : ftl_xmalloc((size_t)(padded_block * a->depth) * sizeof(float));
         w.s = ftl_xmalloc((size_t)(padded_block * w.sp) * sizeof(float));
         w.obuf = ftl_xmalloc((size_t)(MR * w.vp) * sizeof(float));
         w.inv = ftl_xmalloc((size_t)padded_block * sizeof(float));
@@ -338,6 +524,15 @@ void nn_attention_run(const nn_attention *a, int threads) {
         int64_t ks = 0, vs = 0;
         for (int64_t it = begin; it < end; it++) {
             int64_t l = it / blocks, r0 = (it % blocks) * block;
+            if (dot2) {
+                if (l != packed) {
+                    pack_pairs(&a->kt, lead_offset(a, &a->kt, l), a->depth, a->keys, w.k2, w.kp);
+                    pack_pairs(&a->v, lead_offset(a, &a->v, l), a->keys, a->vdepth, w.v2, w.vp);
+                    packed = l;
+                }
+                run_item_bf16(a, &w, l, r0, a->rows - r0 < block ? a->rows - r0 : block);
+                continue;
+            }
             if (l != packed) { /* this thread's items run in order, so each l is packed once */
                 if (w.kpack) {
                     pack(&a->kt, lead_offset(a, &a->kt, l), a->depth, a->keys, w.kpack, w.kp);
@@ -363,5 +558,10 @@ void nn_attention_run(const nn_attention *a, int threads) {
         free(w.inv);
         free(w.mx);
         free(w.zero);
+        free(w.k2);
+        free(w.v2);
+        free(w.q2);
+        free(w.p2);
+        free(w.zero2);
     }
 }

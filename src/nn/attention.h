@@ -4,8 +4,9 @@
  *
  * in one pass per block of query rows, the T x T scores kept in a per-thread buffer (cache) instead
  * of written out and read back by separate matmul, add and softmax steps. Operands are read through
- * their strides, so a transposed K or a head sliced out of a QKV tensor costs no copy. fp32 math;
- * bf16 operands are widened on load and the output rounded to bf16 when it is bf16. */
+ * their strides, so a transposed K or a head sliced out of a QKV tensor costs no copy. fp32
+ * accumulation; bf16 operands run as bf16 dot products (pairs per instruction) where the CPU has
+ * AVX512-BF16, else widened on load; a bf16 output is rounded to bf16. */
 #ifndef FTL_NN_ATTENTION_H
 #define FTL_NN_ATTENTION_H
 

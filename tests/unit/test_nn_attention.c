@@ -187,8 +187,20 @@ TEST(nn_attention_kernel_odd_shapes) {
         /* tails in every direction: depth 24 = 16 + 8, keys 23, values 40 */
         {"bf16: 17 x 23, depth 24, values 40, K^T rows", 3, 2, 17, 23, 24, 40, 2, false, false, false, true},
         {"bf16: 17 x 23, depth 24, values 40, K rows", 3, 2, 17, 23, 24, 40, 2, true, false, true, true},
+        {"bf16: odd depth 23, 31 keys, values 17", 2, 2, 17, 31, 23, 17, 0, true, false, false, true},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_case(&cases[i]);
+        if (cases[i].bf16) { /* again with the operands widened to fp32 (the path without AVX512-BF16) */
+            attn_case widened = cases[i];
+            char name[96];
+            snprintf(name, sizeof name, "%s (widened)", cases[i].name);
+            widened.name = name;
+            setenv("FTL_NN_ATTENTION_BF16_DOT", "0", 1);
+            run_case(&widened);
+            unsetenv("FTL_NN_ATTENTION_BF16_DOT");
+        }
+    }
 }
 
 /* Features of torchvision's ViT and Swin (small configurations) with the fusion on vs PyTorch, and vs
