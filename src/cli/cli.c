@@ -59,6 +59,8 @@ void cli_print_help(const cli_command *cmd, const cli_flag *flags, int flag_coun
         const char *dashes = flags[i].name[0] && !flags[i].name[1] ? "-" : "--";
         if (flags[i].kind == CLI_BOOL)
             snprintf(left, sizeof left, "%s%s", dashes, flags[i].name);
+        else if (flags[i].kind == CLI_LIST) /* repeatable */
+            snprintf(left, sizeof left, "%s%s %s ...", dashes, flags[i].name, flags[i].value_name ? flags[i].value_name : "VALUE");
         else
             snprintf(left, sizeof left, "%s%s %s", dashes, flags[i].name, flags[i].value_name ? flags[i].value_name : "VALUE");
         printf("  %-30s %s\n", left, flags[i].help);
@@ -109,6 +111,12 @@ static bool set_flag_value(const cli_flag *f, const char *value) {
         return true;
     case CLI_BYTES:
         return cli_parse_bytes(value, (int64_t *)f->target);
+    case CLI_LIST: {
+        cli_list *l = f->target;
+        if (l->count >= CLI_LIST_MAX) return false;
+        l->values[l->count++] = value;
+        return true;
+    }
     case CLI_BOOL:
         return false;
     }
@@ -176,6 +184,10 @@ int cli_parse(const cli_command *cmd, const cli_flag *flags, int flag_count, int
         if (!value) {
             if (i + 1 >= argc) return usage_error(cmd, "option '%s' needs a value", arg);
             value = argv[++i];
+        }
+        if (match->kind == CLI_LIST && ((cli_list *)match->target)->count >= CLI_LIST_MAX) {
+            fprintf(stderr, "ftl %s: error: --%s is given more than %d times\n", cmd->name, match->name, CLI_LIST_MAX);
+            return 2;
         }
         if (!set_flag_value(match, value)) {
             fprintf(stderr, "ftl %s: error: invalid value '%s' for --%s (expected %s)\n", cmd->name, value,

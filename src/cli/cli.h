@@ -14,7 +14,15 @@ typedef enum cli_flag_kind {
     CLI_DOUBLE,  /* double */
     CLI_STRING,  /* const char * (points into argv) */
     CLI_BYTES,   /* int64_t, accepts K/M/G/KiB/MiB/GiB suffixes */
+    CLI_LIST,    /* cli_list: a flag that may be repeated; every occurrence appends its value */
 } cli_flag_kind;
+
+enum { CLI_LIST_MAX = 64 };
+
+typedef struct cli_list {
+    const char *values[CLI_LIST_MAX]; /* point into argv, in command-line order */
+    int count;
+} cli_list;
 
 typedef struct cli_flag {
     const char *name;       /* without the leading dashes */

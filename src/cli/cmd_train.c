@@ -12,7 +12,7 @@ int cli_cmd_train(int argc, char **argv) {
     ftl_train_options_init(&o);
     const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *calibration_method = NULL, *device = "auto", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
     const char *early = NULL, *augment = "none";
-    double lr = NAN, momentum = NAN, dropout = 0;
+    double lr = NAN, momentum = NAN, dropout = 0, weight_decay = 0;
     int64_t batch = o.fit.batch_size, epochs = o.fit.epochs, steps = 0, seed = (int64_t)o.fit.seed, base_batch = 0;
     int64_t eval_batch = o.fit.eval_batch_size;
     bool nesterov = false, restore_best = true, drop_remainder = true, quiet = false;
@@ -48,6 +48,7 @@ int cli_cmd_train(int argc, char **argv) {
         {"lr", CLI_DOUBLE, &lr, "LR", "learning rate (default 0.001 for nadam/adam, 0.01 for sgd)"},
         {"momentum", CLI_DOUBLE, &momentum, "M", "sgd momentum (default 0, as Keras' SGD)"},
         {"nesterov", CLI_BOOL, &nesterov, NULL, "sgd with Nesterov momentum"},
+        {"weight-decay", CLI_DOUBLE, &weight_decay, "WD", "L2 penalty added to every gradient (torch.optim's weight_decay, not AdamW's); default 0"},
         {"scale-lr", CLI_STRING, &scale_lr, "none|linear|sqrt", "scale the learning rate with the batch size relative to --base-batch"},
         {"base-batch", CLI_INT64, &base_batch, "B0", "the batch size --lr was tuned for"},
         {"warmup-epochs", CLI_DOUBLE, &o.fit.warmup_epochs, "N", "ramp the learning rate up linearly over N epochs (Goyal et al.)"},
@@ -106,9 +107,11 @@ int cli_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (batch < 1 || batch > FTL_LOADER_MAX_BATCH || eval_batch < 1 || eval_batch > FTL_LOADER_MAX_BATCH || epochs < 1 ||
-        steps < 0 || seed < 0 || keep_last < 0 || !(dropout >= 0 && dropout < 1) || o.shuffle_buffer < 0) {
+        steps < 0 || seed < 0 || keep_last < 0 || !(dropout >= 0 && dropout < 1) || o.shuffle_buffer < 0 ||
+        !(weight_decay >= 0)) {
         fprintf(stderr, "ftl train: error: --batch and --eval-batch must be 1..%d, --epochs positive, --steps-per-epoch, "
-                        "--seed, --keep-last and --shuffle-buffer non-negative, --dropout in [0, 1)\n", FTL_LOADER_MAX_BATCH);
+                        "--seed, --keep-last, --shuffle-buffer and --weight-decay non-negative, --dropout in [0, 1)\n",
+                FTL_LOADER_MAX_BATCH);
         return 2;
     }
     o.train_path = pos[0];
@@ -141,6 +144,7 @@ int cli_cmd_train(int argc, char **argv) {
         if (!isnan(lr)) o.fit.optimizer.lr = lr;
         if (!isnan(momentum)) o.fit.optimizer.momentum = momentum;
         o.fit.optimizer.nesterov = nesterov;
+        o.fit.optimizer.weight_decay = weight_decay;
         st = ftl_lr_scaling_parse(scale_lr, &o.fit.lr_scaling);
     }
     if (st == FTL_OK && o.fit.lr_scaling != FTL_LR_SCALE_NONE && base_batch < 1) {

@@ -812,9 +812,60 @@ static void concat_dst_md(dnnl_memory_desc_t *md, const nn_shape *s, dnnl_data_t
 
 /* Concat of any number of inputs (DenseNet's grow with depth): oneDNN takes up to
  * CPU_MAX_ARGS - 1 per primitive, so longer lists are concatenated in a chain of partial results. */
+/* Whether a Concat that copies from strided views (concat_by_copies) alone reads t, in this chunk:
+ * Swin's rolls (two slices of a tensor joined the other way round) and patch merging (four strided
+ * slices side by side) then copy each element once instead of twice. */
+static bool copied_by_concat(const nn_plan *p, const nn_graph *g, int t) {
+    int slot, r = nn_graph_sole_reader(g, t, &slot);
+    if (r < 0 || g->nodes[r].op != NN_OP_CONCAT || g->nodes[r].n_post > 0 || !cpu_switch_on("FTL_NN_CONCAT_COPIES"))
+        return false;
+    if (p->node_fused && p->node_fused[r] != -1) return false;
+    if (p->node_mb && p->node_mb[r] != p->node_mb[p->cur_node]) return false;
+    return cpu_one_chunk_until_read(p, t);
+}
+
+/* A concat as one copy per input into its place in a plain output: when every input is a plain
+ * strided value (ftl's strided copies), or when one is a view a Slice left for it (copied_by_concat;
+ * the other inputs then go through oneDNN's reorder). *done false, nothing emitted, otherwise (a
+ * constant input, or channel-blocked inputs that oneDNN's concat keeps blocked). */
+static ftl_status concat_by_copies(nn_plan *p, nn_graph *g, const nn_node *n, const char *label, bool *done) {
+    *done = false;
+    const nn_shape *ys = shape_of(g, n->out[0]);
+    dnnl_data_type_t dt = dnnl_data_type_undef;
+    bool all_strided = true, a_view = false;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        if (nn_is_const(g, n->in[k]) || !cpu_switch_on("FTL_NN_CONCAT_COPIES")) return FTL_OK;
+        const dnnl_memory_desc_t *md = &p->vals[p->tval[n->in[k]]].md;
+        if (md->ndims != ys->rank || (dt != dnnl_data_type_undef && md->data_type != dt)) return FTL_OK;
+        dt = md->data_type;
+        all_strided = all_strided && strided_md(md);
+        a_view = a_view || (strided_md(md) && (md->offset0 != 0 || dnnl_memory_desc_get_size(md) !=
+                                                                    (size_t)nn_shape_count(shape_of(g, n->in[k])) * dnnl_data_type_size(dt)));
+    }
+    if (dt == dnnl_data_type_undef || !(all_strided || a_view)) return FTL_OK;
+    dnnl_memory_desc_t plain_out;
+    cpu_plain_md(&plain_out, ys, dt);
+    int out = new_output(p, n->out[0], &plain_out);
+    dnnl_dims_t offsets = {0};
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        int v = p->tval[n->in[k]];
+        dnnl_memory_desc_t place;
+        CPU_TRY(dnnl_memory_desc_init_submemory(&place, &plain_out, p->vals[v].md.dims, offsets), label);
+        FTL_TRY(cpu_emit_reorder(p, v, cpu_new_value(p, &place, p->vals[out].buf), label));
+        offsets[n->p.axis] += p->vals[v].md.dims[n->p.axis];
+    }
+    *done = true;
+    return FTL_OK;
+}
+
 static ftl_status emit_concat(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
+    bool done;
+    FTL_TRY(concat_by_copies(p, g, n, label, &done));
+    if (done) return FTL_OK;
     int nin = 0;
     int *vals = ftl_xmalloc((size_t)(n->n_in + 1) * sizeof *vals);
     dnnl_memory_desc_t *mds = ftl_xmalloc((size_t)(n->n_in + 1) * sizeof *mds);
@@ -925,7 +976,8 @@ static ftl_status emit_slice(nn_plan *p, nn_graph *g, const nn_node *n) {
     bool forward = true;
     for (int i = 0; i < xs->rank; i++) forward = forward && n->p.slice_step[i] > 0;
     if (forward && strided_md(im) && im->ndims == xs->rank && p->vals[v].buf >= 0 &&
-        cpu_attention_reads_only(p, g, n->out[0], 0)) { /* the attention reads the strides: no copy */
+        (cpu_attention_reads_only(p, g, n->out[0], 0) || copied_by_concat(p, g, n->out[0]))) {
+        /* the attention reads the strides, or the concat copies from them: no copy here */
         dnnl_dims_t dims, strides;
         dnnl_dim_t first = im->offset0;
         for (int i = 0; i < xs->rank; i++) {

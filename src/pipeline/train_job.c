@@ -84,6 +84,13 @@ static char *training_args_json(const ftl_train_options *o) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"optimizer\": \"%s\", \"lr\": ", ftl_optimizer_kind_name(f->optimizer.kind));
     ftl_json_append_number(&b, f->optimizer.lr);
+    if (f->optimizer.kind == FTL_OPTIMIZER_SGD) {
+        ftl_strbuf_append(&b, ", \"momentum\": ", 14);
+        ftl_json_append_number(&b, f->optimizer.momentum);
+        ftl_strbuf_printf(&b, ", \"nesterov\": %s", f->optimizer.nesterov ? "true" : "false");
+    }
+    ftl_strbuf_append(&b, ", \"weight_decay\": ", 18);
+    ftl_json_append_number(&b, f->optimizer.weight_decay);
     ftl_strbuf_printf(&b, ", \"batch\": %lld, \"epochs\": %lld, \"steps_per_epoch\": %lld, \"seed\": %llu, \"dropout\": ",
                       (long long)f->batch_size, (long long)f->epochs, (long long)f->steps_per_epoch, (unsigned long long)f->seed);
     ftl_json_append_number(&b, f->dropout);

@@ -175,3 +175,49 @@ TEST(nn_bf16_products_vit) {
     free(out[1]);
     nn_torchvision_ref_free(&r);
 }
+
+/* Concats of slices (Swin's rolls and patch merging, ShuffleNet's channel split) as copies into
+ * place, the slices left as views: the same bits as oneDNN's concat of copied slices, and at most
+ * 1 in 2 slice copies left (Swin: 1 in 10). */
+static void check_concat_copies(const char *name, int batch, int at_most_one_in) {
+    nn_torchvision_ref r;
+    if (!nn_torchvision_ref_read(name, &r)) {
+        nn_torchvision_ref_free(&r);
+        return;
+    }
+    float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
+    int slice_steps[2] = {0, 0};
+    bool ran = true;
+    for (int pass = 0; pass < 2; pass++) {
+        ftl_model *m = nn_test_load(r.onnx, batch, NULL, pass == 1 ? "FTL_NN_CONCAT_COPIES" : NULL);
+        if (!m) {
+            ran = false;
+            continue;
+        }
+        nn_model_parts parts;
+        nn_model_get_parts(m, &parts);
+        for (int i = 0; i < parts.backend->step_count(parts.plan); i++) { /* slices copied out */
+            nn_step_info si;
+            parts.backend->step_info(parts.plan, i, &si);
+            slice_steps[pass] += si.node >= 0 && si.node < parts.graph->n_nodes && parts.graph->nodes[si.node].op == NN_OP_SLICE;
+        }
+        if (ftl_model_run(m, r.in.data, 3, out[pass]) != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
+            ran = false;
+        }
+        ftl_model_free(m);
+    }
+    if (ran) {
+        double d = nn_max_abs_diff(out[0], out[1], r.out.count);
+        printf("  %-20s slice copies %d -> %d; max |copies - oneDNN concat| %.3g\n", name, slice_steps[1], slice_steps[0], d);
+        CHECK(d == 0);
+        nn_check_close(__FILE__, __LINE__, "copies vs PyTorch", out[0], r.out.data, r.out.count, 2e-5);
+        CHECK(slice_steps[0] * at_most_one_in <= slice_steps[1]);
+    }
+    free(out[0]);
+    free(out[1]);
+    nn_torchvision_ref_free(&r);
+}
+
+TEST(nn_concat_copies_swin) { check_concat_copies("swin_small_cfg", 3, 10); }
+TEST(nn_concat_copies_shufflenet) { check_concat_copies("shufflenet_v2_x0_5", 2, 2); }
