@@ -1,7 +1,9 @@
 /* The ceiling of a plan's compute steps: each convolution, matmul or inner product rebuilt from
  * its own descriptor with every layout left to oneDNN (format any), its attributes (post-ops,
  * scales) kept, and run alone on fresh buffers until its best time settles. What the plan loses
- * against that (layouts, reorders, cache state after other layers) is then visible per step. */
+ * against that (layouts, reorders, cache state after other layers) is then visible per step. A fused
+ * attention's ceiling is its two products (Q K^T and P V) as oneDNN batched matmuls alone: what the
+ * graph's two MatMul nodes would cost on the library, the softmax between them not counted. */
 #include "nn/cpu_plan.h"
 #include "util/error.h"
 #include "util/timing.h"
@@ -72,25 +74,16 @@ static void fill_small(dnnl_memory_t mem, const dnnl_memory_desc_t *md) {
     }
 }
 
-ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed) {
-    *timed = false;
-    *seconds = 0;
-    if (step < 0 || step >= p->n_steps) return ftl_fail(FTL_E_INVALID_ARG, "no step %d in the plan", step);
-    cpu_step *st = &p->steps[step];
-    dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
-    if (!cpu_is_compute_step(st, &kind)) return FTL_OK;
-    const_dnnl_primitive_desc_t opd;
-    CPU_TRY(dnnl_primitive_get_primitive_desc(st->prim, &opd), st->label);
-    const_dnnl_primitive_attr_t attr = NULL;
-    CPU_TRY(dnnl_primitive_desc_get_attr(opd, &attr), st->label);
-    dnnl_primitive_desc_t pd = NULL;
-    CPU_TRY(preferred_pd(opd, kind, attr, p->engine, &pd), st->label);
+/* The best time of primitive pd alone on fresh buffers (its arguments: keys[0..nkeys) and the
+ * scratchpad): warm-up, then at least 5 timed runs and min_seconds in all. Takes pd. */
+static dnnl_status_t best_time(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, int nkeys, double min_seconds,
+                               double *best_out) {
     dnnl_primitive_t prim = NULL;
     dnnl_exec_arg_t args[CPU_MAX_ARGS + 1];
     int nargs = 0;
     dnnl_status_t s = dnnl_primitive_create(&prim, pd);
-    for (int k = 0; s == dnnl_success && k <= st->nargs; k++) {
-        int key = k < st->nargs ? st->arg_key[k] : DNNL_ARG_SCRATCHPAD;
+    for (int k = 0; s == dnnl_success && k <= nkeys; k++) {
+        int key = k < nkeys ? keys[k] : DNNL_ARG_SCRATCHPAD;
         const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, key);
         if (!md || md->ndims == 0) continue;
         dnnl_memory_t mem;
@@ -101,7 +94,6 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
     }
     double best = 0;
     if (s == dnnl_success) {
-        /* warm up (caches, pages), then at least 5 timed runs and min_seconds in all */
         for (int w = 0; w < 2 && s == dnnl_success; w++) s = dnnl_primitive_execute(prim, p->stream, nargs, args);
         double spent = 0;
         for (int r = 0; s == dnnl_success && (r < 5 || spent < min_seconds) && r < 100000; r++) {
@@ -116,7 +108,67 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
     for (int k = 0; k < nargs; k++) dnnl_memory_destroy(args[k].memory);
     if (prim) dnnl_primitive_destroy(prim);
     dnnl_primitive_desc_destroy(pd);
-    CPU_TRY(s, st->label);
+    *best_out = best;
+    return s;
+}
+
+/* One batched product [L, m, k] x [L, k, n] -> [L, m, n] of type dt (dst f32 for the scores) alone. */
+static dnnl_status_t time_batched_product(nn_plan *p, int64_t L, int64_t m, int64_t k, int64_t n, dnnl_data_type_t dt,
+                                          dnnl_data_type_t dst_dt, double min_seconds, double *best) {
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t ad = {L, m, k}, bd = {L, k, n}, cd = {L, m, n};
+    dnnl_memory_desc_init_by_tag(&a, 3, ad, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&b, 3, bd, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&c, 3, cd, dst_dt, dnnl_format_tag_any);
+    dnnl_matmul_desc_t d;
+    dnnl_status_t s = dnnl_matmul_desc_init(&d, &a, &b, NULL, &c);
+    dnnl_primitive_attr_t attr = NULL;
+    if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, p->engine, NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return s;
+    const int keys[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    return best_time(p, pd, keys, 3, min_seconds, best);
+}
+
+static ftl_status time_attention_alone(nn_plan *p, const cpu_step *st, double min_seconds, double *seconds) {
+    const dnnl_memory_desc_t *q = &p->vals[st->arg_val[0]].md, *kt = &p->vals[st->arg_val[1]].md;
+    const dnnl_memory_desc_t *v = &p->vals[st->arg_val[2]].md;
+    int r = q->ndims;
+    int64_t L = 1;
+    for (int i = 0; i < r - 2; i++) L *= q->dims[i];
+    int64_t rows = q->dims[r - 2], depth = q->dims[r - 1], keys = kt->dims[r - 1], vdepth = v->dims[r - 1];
+    double qk = 0, pv = 0;
+    CPU_TRY(time_batched_product(p, L, rows, depth, keys, q->data_type, dnnl_f32, min_seconds / 2, &qk), st->label);
+    CPU_TRY(time_batched_product(p, L, rows, keys, vdepth, v->data_type, v->data_type, min_seconds / 2, &pv), st->label);
+    *seconds = qk + pv;
+    return FTL_OK;
+}
+
+ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed) {
+    *timed = false;
+    *seconds = 0;
+    if (step < 0 || step >= p->n_steps) return ftl_fail(FTL_E_INVALID_ARG, "no step %d in the plan", step);
+    cpu_step *st = &p->steps[step];
+    if (st->kind == CPU_STEP_ATTENTION) {
+        FTL_TRY(time_attention_alone(p, st, min_seconds, seconds));
+        *timed = true;
+        return FTL_OK;
+    }
+    dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
+    if (!cpu_is_compute_step(st, &kind)) return FTL_OK;
+    const_dnnl_primitive_desc_t opd;
+    CPU_TRY(dnnl_primitive_get_primitive_desc(st->prim, &opd), st->label);
+    const_dnnl_primitive_attr_t attr = NULL;
+    CPU_TRY(dnnl_primitive_desc_get_attr(opd, &attr), st->label);
+    dnnl_primitive_desc_t pd = NULL;
+    CPU_TRY(preferred_pd(opd, kind, attr, p->engine, &pd), st->label);
+    int keys[CPU_MAX_ARGS];
+    for (int k = 0; k < st->nargs; k++) keys[k] = st->arg_key[k];
+    double best = 0;
+    CPU_TRY(best_time(p, pd, keys, st->nargs, min_seconds, &best), st->label);
     *seconds = best;
     *timed = true;
     return FTL_OK;

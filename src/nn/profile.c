@@ -1,7 +1,7 @@
 /* `ftl inspect MODEL.onnx --profile`: the model's compiled plan run on synthetic input with every
  * step timed, beside plain runs for the total; FLOPs from the graph (2 x its multiply-adds), the
  * measured peak of the plan's precision, and optionally each convolution and matmul alone (the
- * model's ceiling). Medians over runs, since a shared machine adds spikes. */
+ * model's ceiling; a fused attention's two products as oneDNN matmuls). Medians over runs, since a shared machine adds spikes. */
 #include "ftl/profile.h"
 #include "nn/load.h"
 #include "nn/model_parts.h"
