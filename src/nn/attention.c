@@ -70,6 +70,13 @@ static inline __mmask16 tail_mask(int64_t remaining) {
     return remaining >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1u);
 }
 
+/* s[i][...] = acc[i][...] x scale: the end both Q K^T tiles share. */
+#define QK_SCALED_STORE(NV)                                                                                    \
+    __m512 sc = _mm512_set1_ps(scale);                                                                         \
+    _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                       \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                                   \
+            _mm512_storeu_ps(s + i * sp + LANES * v, _mm512_mul_ps(acc[i][v], sc));
+
 /* s[MR rows][NV x 16] = scale x q[MR rows][depth] k[depth][NV x 16]: q by row pointers, k rows ks apart
  * (its last vector loaded under `last`), s rows sp apart. Written out per NV so the accumulators stay
  * in registers. */
@@ -88,15 +95,20 @@ static inline __mmask16 tail_mask(int64_t remaining) {
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(qi, kv[v], acc[i][v]); \
             }                                                                                                  \
         }                                                                                                      \
-        __m512 sc = _mm512_set1_ps(scale);                                                                     \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                               \
-                _mm512_storeu_ps(s + i * sp + LANES * v, _mm512_mul_ps(acc[i][v], sc));                       \
+        QK_SCALED_STORE(NV)                                                                                    \
     }
 QK_TILE(1)
 QK_TILE(2)
 QK_TILE(3)
 QK_TILE(4)
+
+/* o[i][...] = acc[i][...] x inv[i]: the end both P V tiles share. */
+#define PV_SCALED_STORE(NV)                                                                                    \
+    _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                                     \
+        __m512 r = _mm512_set1_ps(inv[i]);                                                                     \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)                                                   \
+            _mm512_storeu_ps(o + i * op + LANES * c, _mm512_mul_ps(acc[i][c], r));                             \
+    }
 
 /* o[MR][NV x 16] = (s[MR][keys] v[keys][NV x 16]) x inv[row]: v rows vs apart (last vector under
  * `last`), o rows op apart. */
@@ -115,11 +127,7 @@ QK_TILE(4)
                 _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_fmadd_ps(si, vv[c], acc[i][c]); \
             }                                                                                                  \
         }                                                                                                      \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                                 \
-            __m512 r = _mm512_set1_ps(inv[i]);                                                                 \
-            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)                                               \
-                _mm512_storeu_ps(o + i * op + LANES * c, _mm512_mul_ps(acc[i][c], r));                         \
-        }                                                                                                      \
+        PV_SCALED_STORE(NV)                                                                                    \
     }
 PV_TILE(1)
 PV_TILE(2)
@@ -323,10 +331,7 @@ static inline uint32_t pair_at(const uint16_t *row, int64_t i) {
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], qi, kv[v]); \
             }                                                                                                  \
         }                                                                                                      \
-        __m512 sc = _mm512_set1_ps(scale);                                                                     \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                               \
-                _mm512_storeu_ps(s + i * sp + LANES * v, _mm512_mul_ps(acc[i][v], sc));                       \
+        QK_SCALED_STORE(NV)                                                                                    \
     }
 QK2_TILE(1)
 QK2_TILE(2)
@@ -349,11 +354,7 @@ QK2_TILE(4)
                 _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], pi, vv[c]); \
             }                                                                                                  \
         }                                                                                                      \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                                 \
-            __m512 r = _mm512_set1_ps(inv[i]);                                                                 \
-            _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)                                               \
-                _mm512_storeu_ps(o + i * op + LANES * c, _mm512_mul_ps(acc[i][c], r));                        \
-        }                                                                                                      \
+        PV_SCALED_STORE(NV)                                                                                    \
     }
 PV2_TILE(1)
 PV2_TILE(2)
