@@ -20,6 +20,7 @@
 #include "ftl/train.h"
 #include "ftl/pipeline.h"
 #include "ftl/report.h"
+#include "ftl/sweep.h"
 #include "ftl/export.h"
 
 #endif
