@@ -75,18 +75,20 @@ static ftl_status parse_value(ftl_sweep_param p, const char *text, size_t len, c
     return FTL_OK;
 }
 
-static ftl_status check_new(const ftl_sweep_space *s, ftl_sweep_param p, const char *spec, const char *flag) {
-    if (s->grid_count[p] || s->ranged[p])
+/* The parameter a new --grid / --range spec names, not given before. */
+static ftl_status new_param(const ftl_sweep_space *s, const char *spec, const char *flag, ftl_sweep_param *p,
+                            const char **rest) {
+    FTL_TRY(param_of(spec, flag, p, rest));
+    if (s->grid_count[*p] || s->ranged[*p])
         return ftl_fail(FTL_E_INVALID_ARG, "%s %s: %s is already given (one --grid or --range per hyperparameter)", flag,
-                        spec, names[p]);
+                        spec, names[*p]);
     return FTL_OK;
 }
 
 ftl_status ftl_sweep_space_add_grid(ftl_sweep_space *s, const char *spec) {
     ftl_sweep_param p;
     const char *rest;
-    FTL_TRY(param_of(spec, "--grid", &p, &rest));
-    FTL_TRY(check_new(s, p, spec, "--grid"));
+    FTL_TRY(new_param(s, spec, "--grid", &p, &rest));
     int n = 0;
     for (const char *at = rest;;) {
         const char *comma = strchr(at, ',');
@@ -108,8 +110,7 @@ ftl_status ftl_sweep_space_add_grid(ftl_sweep_space *s, const char *spec) {
 ftl_status ftl_sweep_space_add_range(ftl_sweep_space *s, const char *spec) {
     ftl_sweep_param p;
     const char *rest;
-    FTL_TRY(param_of(spec, "--range", &p, &rest));
-    FTL_TRY(check_new(s, p, spec, "--range"));
+    FTL_TRY(new_param(s, spec, "--range", &p, &rest));
     if (p == FTL_SWEEP_BATCH || p == FTL_SWEEP_OPTIMIZER)
         return ftl_fail(FTL_E_INVALID_ARG, "--range %s: %s takes a --grid of values", spec, names[p]);
     const char *c1 = strchr(rest, ':');
