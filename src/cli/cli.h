@@ -76,5 +76,6 @@ int cli_cmd_predict(int argc, char **argv);
 int cli_cmd_inspect_model(int argc, char **argv); /* ftl inspect MODEL.onnx */
 int cli_cmd_report(int argc, char **argv);
 int cli_cmd_export(int argc, char **argv);
+int cli_cmd_sweep(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static const subcommand subcommands[] = {
     {"prep", cli_cmd_prep, "image folders -> Parquet dataset (the article's thumbnail recipe)"},
     {"embed", cli_cmd_embed, "dataset -> feature vectors through a frozen ONNX backbone (the feature cache)"},
     {"train", cli_cmd_train, "train a softmax head on a frozen backbone (feature cache, early stopping, checkpoints)"},
+    {"sweep", cli_cmd_sweep, "train the head over a grid or random search of its settings, keep the best"},
     {"eval", cli_cmd_eval, "loss, top-1/top-5, per-class accuracy and confusion matrix of a trained model"},
     {"predict", cli_cmd_predict, "classify image files with a trained model"},
     {"export", cli_cmd_export, "a trained model as one ONNX graph (preprocessing, backbone, head) for any runtime"},

@@ -1,0 +1,329 @@
+/* ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid lr=1e-3,4e-3 ...: trials of
+ * `ftl train` over a search space. Every option that is not the sweep's own goes to each trial as
+ * `ftl train` takes it, so each trial's model is the one `ftl train` alone gives with its settings
+ * (byte for byte); the features are embedded once (the first trial fills the shared feature cache).
+ * This runner trains the trials one after the other; trials sharing a pass over the data are for the
+ * stacked runner to come. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct trial_result {
+    int id;
+    ftl_sweep_trial settings;
+    double val_acc, val_loss, acc, loss, seconds;
+    long long best_epoch, epochs_run;
+    char *model;
+} trial_result;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A number field of the flat JSON object text (ftl.metrics, written by ftl train); NAN when absent. */
+static double json_number(const char *json, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *at = json ? strstr(json, pat) : NULL;
+    return at ? strtod(at + strlen(pat), NULL) : NAN;
+}
+
+static void setting_text(const ftl_sweep_trial *t, int p, char *buf, size_t size) {
+    if (!t->set[p]) snprintf(buf, size, "%s", "");
+    else if (p == FTL_SWEEP_OPTIMIZER) snprintf(buf, size, "%s", ftl_optimizer_kind_name((ftl_optimizer_kind)t->value[p]));
+    else snprintf(buf, size, "%.9g", t->value[p]);
+}
+
+/* The trial's `ftl train` flags, after the forwarded ones (a later flag wins). */
+static int trial_flags(const ftl_sweep_trial *t, char flags[][40], const char **argv_out) {
+    static const char *const train_flag[FTL_SWEEP_PARAM_COUNT] = {"--lr", "--dropout", "--batch", "--optimizer",
+                                                                  "--momentum", "--warmup-epochs", "--weight-decay"};
+    int n = 0;
+    for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++) {
+        if (!t->set[p]) continue;
+        argv_out[n++] = train_flag[p];
+        setting_text(t, p, flags[p], sizeof flags[p]);
+        argv_out[n++] = flags[p];
+    }
+    return n;
+}
+
+/* Best first: val_acc (acc without --val), then val_loss, then the trial's number. */
+static int by_val_acc(const void *a, const void *b) {
+    const trial_result *x = a, *y = b;
+    double vx = isnan(x->val_acc) ? x->acc : x->val_acc, vy = isnan(y->val_acc) ? y->acc : y->val_acc;
+    if (vx != vy) return vx > vy ? -1 : 1;
+    double lx = isnan(x->val_loss) ? x->loss : x->val_loss, ly = isnan(y->val_loss) ? y->loss : y->val_loss;
+    if (lx != ly) return lx < ly ? -1 : 1; /* a tie on accuracy: the lower loss first */
+    return x->id - y->id;
+}
+
+/* Writes text to path through a temporary name, synced, then renamed. */
+static int write_whole(const char *path, const char *text, size_t size) {
+    char *tmp = malloc(strlen(path) + 16);
+    sprintf(tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(text, 1, size, f) == size && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) {
+        fprintf(stderr, "ftl sweep: error: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : 1;
+}
+
+static int copy_file(const char *from, const char *to) {
+    FILE *f = fopen(from, "rb");
+    if (!f) {
+        fprintf(stderr, "ftl sweep: error: cannot read %s: %s\n", from, strerror(errno));
+        return 1;
+    }
+    char *data = NULL;
+    size_t size = 0, cap = 0, got;
+    do {
+        if (size + 65536 > cap) data = realloc(data, cap = 2 * cap + 65536);
+        got = fread(data + size, 1, cap - size, f);
+        size += got;
+    } while (got > 0);
+    fclose(f);
+    int rc = write_whole(to, data, size);
+    free(data);
+    return rc;
+}
+
+int cli_cmd_sweep(int argc, char **argv) {
+    ftl_sweep_space space;
+    ftl_sweep_space_init(&space);
+    cli_list grids = {0}, ranges = {0};
+    int random = 0, max_trials = 1024;
+    int64_t search_seed = 42;
+    const char *out = NULL, *table = NULL, *trials_dir = NULL;
+    bool overwrite = false, help = false;
+    /* the sweep's own options; everything else goes to every trial's `ftl train` */
+    const cli_flag flags[] = {
+        {"grid", CLI_LIST, &grids, "NAME=V1,V2,...", "values of a hyperparameter, every combination tried (repeatable): lr, dropout, batch, optimizer, momentum, warmup, weight-decay"},
+        {"range", CLI_LIST, &ranges, "NAME=LO:HI[:log]", "a range drawn from for --random N (repeatable)"},
+        {"random", CLI_INT, &random, "N", "N trials drawn from the ranges and grids instead of every combination"},
+        {"search-seed", CLI_INT64, &search_seed, "S", "the random search's draws (default 42)"},
+        {"max-trials", CLI_INT, &max_trials, "N", "refuse a search space of more trials (default 1024)"},
+        {"out", CLI_STRING, &out, "BEST.ftl", "the best trial's model (required)"},
+        {"table", CLI_STRING, &table, "RESULTS.csv", "the trials sorted by val_acc (default BEST.trials/results.csv; a .json beside it)"},
+        {"trials-dir", CLI_STRING, &trials_dir, "DIR", "every trial's model and log (default BEST.trials next to --out)"},
+        {"overwrite", CLI_BOOL, &overwrite, NULL, "replace an existing --out and trial files"},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    const cli_command cmd = {"sweep", "ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid NAME=V1,V2 ... [ftl train options]",
+                             "Trains the head for every point of a search space (ftl train's options, not swept, apply to all\n"
+                             "trials; each trial's model equals ftl train's alone), embedding the images once, and keeps the\n"
+                             "best by val_acc. The trials run one after the other.",
+                             0, 0};
+    /* split argv: the sweep's flags parsed here, the rest forwarded */
+    char **own = calloc((size_t)argc + 1, sizeof *own), **rest = calloc((size_t)argc + 8, sizeof *rest);
+    int n_own = 1, n_rest = 0;
+    own[0] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) help = true;
+        const char *name = a[0] == '-' ? a + (a[1] == '-' ? 2 : 1) : NULL;
+        size_t len = name ? strcspn(name, "=") : 0;
+        int k = -1;
+        for (int f = 0; name && f < n_flags; f++)
+            if (strlen(flags[f].name) == len && strncmp(flags[f].name, name, len) == 0) k = f;
+        if (k >= 0) {
+            own[n_own++] = argv[i];
+            if (flags[k].kind != CLI_BOOL && !strchr(name, '=') && i + 1 < argc) own[n_own++] = argv[++i];
+        } else { /* the dataset and ftl train's options, in order: its parser reads them */
+            rest[n_rest++] = argv[i];
+        }
+    }
+    if (help) {
+        cli_print_help(&cmd, flags, n_flags);
+        printf("\nevery other option is ftl train's (ftl train --help), given to each trial\n");
+        free(own), free(rest);
+        return 0;
+    }
+    const char *pos[1];
+    int npos = 0;
+    int rc = cli_parse(&cmd, flags, n_flags, n_own, own, pos, &npos);
+    if (rc == 0 && n_rest == 0) {
+        fprintf(stderr, "ftl sweep: error: missing the training dataset\nusage: %s\n", cmd.usage);
+        rc = 2;
+    }
+    if (rc != 0) {
+        free(own), free(rest);
+        return rc < 0 ? 0 : rc;
+    }
+    char why[512] = "";
+    ftl_status st = FTL_OK;
+    for (int i = 0; i < grids.count && st == FTL_OK; i++) st = ftl_sweep_space_add_grid(&space, grids.values[i]);
+    for (int i = 0; i < ranges.count && st == FTL_OK; i++) st = ftl_sweep_space_add_range(&space, ranges.values[i]);
+    ftl_sweep_trial *trials = NULL;
+    int count = 0;
+    if (st != FTL_OK) snprintf(why, sizeof why, "%s", ftl_last_error());
+    else if (!out) snprintf(why, sizeof why, "--out BEST.ftl is required");
+    else if (grids.count + ranges.count == 0)
+        snprintf(why, sizeof why, "nothing to search: give --grid NAME=V1,V2,... (or --range with --random N)");
+    else if (random < 0 || max_trials < 1) snprintf(why, sizeof why, "--random must be >= 0 and --max-trials >= 1");
+    else if (ftl_sweep_space_trials(&space, random, (uint64_t)search_seed, max_trials, &trials, &count) != FTL_OK)
+        snprintf(why, sizeof why, "%s", ftl_last_error());
+    for (int i = 0; i < n_rest && !why[0]; i++) { /* the sweep writes these itself, per trial */
+        static const char *const owned[] = {"--log", "--resume", "--checkpoint", "--report", "--keep-last", "--save-best-only"};
+        for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {
+            size_t n = strlen(owned[k]);
+            if (strncmp(rest[i], owned[k], n) == 0 && (rest[i][n] == '\0' || rest[i][n] == '='))
+                snprintf(why, sizeof why, "%s is not taken by ftl sweep yet (each trial's model and log go to --trials-dir)",
+                         owned[k]);
+        }
+    }
+    if (!why[0] && access(out, F_OK) == 0 && !overwrite)
+        snprintf(why, sizeof why, "%s already exists (use --overwrite to replace it)", out);
+    if (why[0]) {
+        free(own), free(rest), free(trials);
+        fprintf(stderr, "ftl sweep: error: %s\n", why);
+        return 2;
+    }
+    char *dir = trials_dir ? strdup(trials_dir) : NULL;
+    if (!dir) {
+        size_t n = strlen(out);
+        const char *ext = n > 4 && strcmp(out + n - 4, ".ftl") == 0 ? out + n - 4 : out + n;
+        dir = malloc(n + 16);
+        sprintf(dir, "%.*s.trials", (int)(ext - out), out);
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ftl sweep: error: cannot make %s: %s\n", dir, strerror(errno));
+        free(own), free(rest), free(trials), free(dir);
+        return 1;
+    }
+    printf("sweep: %d trials -> %s\n", count, dir);
+    fflush(stdout);
+    trial_result *res = calloc((size_t)count, sizeof *res);
+    int failed = 0;
+    for (int t = 0; t < count; t++) {
+        trial_result *r = &res[t];
+        r->id = t + 1;
+        r->settings = trials[t];
+        r->model = malloc(strlen(dir) + 32);
+        sprintf(r->model, "%s/trial-%04d.ftl", dir, t + 1);
+        char *log = malloc(strlen(dir) + 32);
+        sprintf(log, "%s/trial-%04d.jsonl", dir, t + 1);
+        char values[FTL_SWEEP_PARAM_COUNT][40];
+        const char *tf[2 * FTL_SWEEP_PARAM_COUNT];
+        int n_tf = trial_flags(&trials[t], values, tf);
+        char **targv = calloc((size_t)(n_rest + n_tf + 12), sizeof *targv);
+        int ta = 0;
+        targv[ta++] = (char *)"train";
+        for (int i = 0; i < n_rest; i++) targv[ta++] = rest[i];
+        targv[ta++] = (char *)"--out";
+        targv[ta++] = r->model;
+        targv[ta++] = (char *)"--log";
+        targv[ta++] = log;
+        if (overwrite) targv[ta++] = (char *)"--overwrite";
+        for (int i = 0; i < n_tf; i++) targv[ta++] = (char *)tf[i];
+        printf("sweep: trial %d/%d:", t + 1, count);
+        for (int i = 0; i < n_tf; i += 2) printf(" %s %s", tf[i], tf[i + 1]);
+        printf("\n");
+        fflush(stdout);
+        double t0 = now_seconds();
+        int trc = cli_cmd_train(ta, targv);
+        r->seconds = now_seconds() - t0;
+        free(targv);
+        free(log);
+        if (trc != 0) { /* a trial's own error is printed; the sweep stops with it (the settings are checked alike) */
+            fprintf(stderr, "ftl sweep: error: trial %d failed (exit %d); the trials before it are in %s\n", t + 1, trc, dir);
+            failed = trc;
+            count = t;
+            break;
+        }
+        ftl_classifier m;
+        if (ftl_classifier_load(r->model, &m) != FTL_OK) {
+            fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
+            failed = 1;
+            count = t;
+            break;
+        }
+        const char *metrics = ftl_classifier_metadata(&m, "ftl.metrics");
+        r->val_acc = json_number(metrics, "val_acc");
+        r->val_loss = json_number(metrics, "val_loss");
+        r->acc = json_number(metrics, "acc");
+        r->loss = json_number(metrics, "loss");
+        r->best_epoch = (long long)json_number(metrics, "best_epoch");
+        r->epochs_run = (long long)json_number(metrics, "epochs_run");
+        ftl_classifier_free(&m);
+    }
+    int rc_out = failed;
+    if (!failed && count > 0) {
+        qsort(res, (size_t)count, sizeof *res, by_val_acc);
+        /* the table, CSV and JSON, every swept setting a column */
+        size_t cap = 4096 + (size_t)count * 512;
+        char *csv = malloc(cap), *json = malloc(cap);
+        size_t nc = 0, nj = 0;
+        nc += (size_t)snprintf(csv + nc, cap - nc, "rank,trial");
+        for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++)
+            if (trials[0].set[p]) nc += (size_t)snprintf(csv + nc, cap - nc, ",%s", ftl_sweep_param_name((ftl_sweep_param)p));
+        nc += (size_t)snprintf(csv + nc, cap - nc, ",best_epoch,epochs,val_acc,val_loss,acc,loss,seconds,model\n");
+        nj += (size_t)snprintf(json + nj, cap - nj, "[\n");
+        for (int i = 0; i < count; i++) {
+            const trial_result *r = &res[i];
+            nc += (size_t)snprintf(csv + nc, cap - nc, "%d,%d", i + 1, r->id);
+            nj += (size_t)snprintf(json + nj, cap - nj, "  {\"rank\": %d, \"trial\": %d, \"settings\": {", i + 1, r->id);
+            bool first = true;
+            for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++) {
+                if (!r->settings.set[p]) continue;
+                char v[40];
+                setting_text(&r->settings, p, v, sizeof v);
+                nc += (size_t)snprintf(csv + nc, cap - nc, ",%s", v);
+                nj += (size_t)snprintf(json + nj, cap - nj, "%s\"%s\": %s%s%s", first ? "" : ", ",
+                                       ftl_sweep_param_name((ftl_sweep_param)p), p == FTL_SWEEP_OPTIMIZER ? "\"" : "", v,
+                                       p == FTL_SWEEP_OPTIMIZER ? "\"" : "");
+                first = false;
+            }
+            nc += (size_t)snprintf(csv + nc, cap - nc, ",%lld,%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%s\n", r->best_epoch,
+                                   r->epochs_run, r->val_acc, r->val_loss, r->acc, r->loss, r->seconds, r->model);
+            nj += (size_t)snprintf(json + nj, cap - nj,
+                                   "}, \"best_epoch\": %lld, \"epochs\": %lld, \"val_acc\": %.9g, \"val_loss\": %.9g, "
+                                   "\"acc\": %.9g, \"loss\": %.9g, \"seconds\": %.3f, \"model\": \"%s\"}%s\n",
+                                   r->best_epoch, r->epochs_run, r->val_acc, r->val_loss, r->acc, r->loss, r->seconds,
+                                   r->model, i + 1 < count ? "," : "");
+        }
+        nj += (size_t)snprintf(json + nj, cap - nj, "]\n");
+        char *csv_path = table ? strdup(table) : NULL;
+        if (!csv_path) {
+            csv_path = malloc(strlen(dir) + 16);
+            sprintf(csv_path, "%s/results.csv", dir);
+        }
+        size_t lp = strlen(csv_path);
+        char *json_path = malloc(lp + 8);
+        if (lp > 4 && strcmp(csv_path + lp - 4, ".csv") == 0) sprintf(json_path, "%.*s.json", (int)(lp - 4), csv_path);
+        else sprintf(json_path, "%s.json", csv_path);
+        rc_out = write_whole(csv_path, csv, nc) || write_whole(json_path, json, nj) || copy_file(res[0].model, out);
+        if (rc_out == 0) {
+            printf("sweep: %d trials; best: trial %d (val_acc %.4f, val_loss %.4f) -> %s; table %s\n", count, res[0].id,
+                   res[0].val_acc, res[0].val_loss, out, csv_path);
+            for (int i = 0; i < count && i < 10; i++) {
+                printf("  %2d. trial %d:", i + 1, res[i].id);
+                for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++) {
+                    if (!res[i].settings.set[p]) continue;
+                    char v[40];
+                    setting_text(&res[i].settings, p, v, sizeof v);
+                    printf(" %s=%s", ftl_sweep_param_name((ftl_sweep_param)p), v);
+                }
+                printf("  val_acc %.4f  val_loss %.4f  best epoch %lld\n", res[i].val_acc, res[i].val_loss, res[i].best_epoch);
+            }
+        }
+        free(csv), free(json), free(csv_path), free(json_path);
+    }
+    for (int i = 0; i < count; i++) free(res[i].model);
+    free(res), free(trials), free(own), free(rest), free(dir);
+    return rc_out;
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# ftl sweep: every trial's model is the one `ftl train` gives alone with its settings (byte for byte),
+# the table is sorted by val_acc (read back from the models), BEST.ftl is the best trial's model and
+# loads in eval; the features are embedded once; bad search spaces are refused before any work.
+source "$(dirname "$0")/lib.sh"
+d=$(scratch sweep)
+MODEL="$SHARED/models/mobilenet_v1_1.0_224_embedding.onnx"
+"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --quiet 2>/dev/null || fail sweep_prep "prep failed"
+T="$d/ds/train.parquet"
+V="$d/ds/val.parquet"
+COMMON=(--val "$V" --backbone "$MODEL" --epochs 4 --early-stopping monitor=val_acc,patience=1,min_delta=0.02 --seed 7)
+
+# 2 lr x 2 dropout x 2 optimizers; early stopping at patience 1 stops some trials early
+if "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid optimizer=nadam,sgd \
+    --out "$d/best.ftl" >"$d/sweep.out" 2>"$d/sweep.err"; then
+    pass sweep_runs
+else
+    fail sweep_runs "$(tail -5 "$d/sweep.err")"
+fi
+n_embeds=$(grep -c "features .* s, from the cache" "$d/sweep.out")
+check sweep_embeds_once test "$n_embeds" -eq 7
+
+# each trial alone, as ftl train (its settings from the sweep's table), byte for byte
+"$PY" - "$d/best.trials/results.json" >"$d/trials.txt" <<'PYEOF'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    s = r["settings"]
+    print(r["trial"], s["lr"], s["dropout"], s["optimizer"])
+PYEOF
+same=0 total=0
+while read -r trial lr dropout optimizer; do
+    total=$((total + 1))
+    "$FTL" train "$T" "${COMMON[@]}" --lr "$lr" --dropout "$dropout" --optimizer "$optimizer" \
+        --out "$d/alone-$trial.ftl" --cache-dir "$d/best.trials/ftl-feature-cache" >/dev/null 2>"$d/alone-$trial.err" &&
+        cmp -s "$d/alone-$trial.ftl" "$(printf '%s/best.trials/trial-%04d.ftl' "$d" "$trial")" && same=$((same + 1))
+done <"$d/trials.txt"
+echo "trials equal to ftl train alone: $same of $total"
+check sweep_trials_equal_ftl_train_alone test "$same" -eq 8 -a "$total" -eq 8
+
+# the table: sorted by val_acc (then val_loss) as the models record them; BEST is the first row's model
+"$PY" - "$d" "$PY" <<'PYEOF' && pass sweep_table_sorted_and_best_model || fail sweep_table_sorted_and_best_model "see log"
+import csv, json, struct, sys
+d = sys.argv[1]
+def metrics(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(json.loads(raw[8:8 + n])["__metadata__"]["ftl.metrics"])
+rows = list(csv.DictReader(open(d + "/best.trials/results.csv")))
+js = json.load(open(d + "/best.trials/results.json"))
+assert len(rows) == 8 and len(js) == 8, (len(rows), len(js))
+keys = []
+for r, j in zip(rows, js):
+    m = metrics(d + "/best.trials/trial-%04d.ftl" % int(r["trial"]))
+    assert abs(float(r["val_acc"]) - m["val_acc"]) < 1e-6 and abs(j["val_acc"] - m["val_acc"]) < 1e-9, (r, m)
+    assert int(r["best_epoch"]) == m["best_epoch"] and int(r["epochs"]) == m["epochs_run"], (r, m)
+    keys.append((-m["val_acc"], m["val_loss"], int(r["trial"])))
+assert keys == sorted(keys), keys
+assert sorted(int(r["trial"]) for r in rows) == list(range(1, 9))
+assert any(int(r["epochs"]) < 4 for r in rows), "no trial stopped early"
+best = open(d + "/best.ftl", "rb").read()
+assert best == open(d + "/best.trials/trial-%04d.ftl" % int(rows[0]["trial"]), "rb").read()
+print("best: trial", rows[0]["trial"], rows[0])
+PYEOF
+check sweep_best_model_evaluates "$FTL" eval "$d/best.ftl" "$V"
+
+# a seeded random search: the trials drawn within the range, the same draws again with the same seed
+for run in a b; do
+    "$FTL" sweep "$T" "${COMMON[@]}" --random 3 --range lr=1e-3:1e-1:log --grid dropout=0,0.5 --search-seed 5 \
+        --out "$d/rand-$run.ftl" >/dev/null 2>"$d/rand-$run.err" || fail sweep_random_runs "$(tail -3 "$d/rand-$run.err")"
+done
+"$PY" - "$d" <<'PYEOF' && pass sweep_random_search_seeded_within_range || fail sweep_random_search_seeded_within_range "see log"
+import json, sys
+d = sys.argv[1]
+a = sorted((r["trial"], r["settings"]["lr"], r["settings"]["dropout"]) for r in json.load(open(d + "/rand-a.trials/results.json")))
+b = sorted((r["trial"], r["settings"]["lr"], r["settings"]["dropout"]) for r in json.load(open(d + "/rand-b.trials/results.json")))
+print(a)
+assert a == b and len(a) == 3, (a, b)
+assert all(1e-3 <= lr < 1e-1 and dr in (0, 0.5) for _, lr, dr in a), a
+PYEOF
+
+# bad search spaces: refused before any trial, naming what is wrong
+expect_error sweep_unknown_hyperparameter 2 'unknown hyperparameter "learning_rate"' \
+    "$FTL_SAN" sweep "$T" "${COMMON[@]}" --grid learning_rate=1e-3 --out "$d/x.ftl"
+expect_error sweep_negative_lr 2 'lr -0.1 is out of range' \
+    "$FTL_SAN" sweep "$T" "${COMMON[@]}" --grid lr=-0.1,1e-3 --out "$d/x.ftl"
+expect_error sweep_dropout_one 2 'dropout 1 is out of range' \
+    "$FTL_SAN" sweep "$T" "${COMMON[@]}" --grid dropout=0,1 --out "$d/x.ftl"
+expect_error sweep_malformed_range 2 'an empty range' \
+    "$FTL_SAN" sweep "$T" "${COMMON[@]}" --range lr=1e-2:1e-3 --random 4 --out "$d/x.ftl"
+expect_error sweep_too_many_trials 2 'makes 12 trials, more than --max-trials 10' \
+    "$FTL_SAN" sweep "$T" "${COMMON[@]}" --grid lr=1,2,3 --grid dropout=0,0.1,0.2,0.3 --max-trials 10 --out "$d/x.ftl"
+expect_error sweep_nothing_to_search 2 'nothing to search' "$FTL_SAN" sweep "$T" "${COMMON[@]}" --out "$d/x.ftl"
+expect_error sweep_existing_out 2 'best.ftl already exists' \
+    "$FTL_SAN" sweep "$T" "${COMMON[@]}" --grid lr=1e-3 --out "$d/best.ftl"
+test ! -e "$d/x.trials" && pass sweep_refused_before_any_work || fail sweep_refused_before_any_work "x.trials was made"
+finish
