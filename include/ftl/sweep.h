@@ -1,13 +1,16 @@
-/* ftl public API: the search space of a hyperparameter sweep over the head's settings, as
+/* ftl public API: a hyperparameter sweep over the head's settings. The search space, as
  * `--grid lr=1e-3,4e-3,1e-2` (every combination) or `--range lr=1e-4:1e-1:log` (drawn for a seeded
- * random search), validated before any work and expanded into trials. The runner that trains the
- * trials (stacked heads on the cached features) builds on this. */
+ * random search), validated before any work and expanded into trials; and the runner that trains
+ * the trials on features embedded once, in stacks that share batches, each trial equal to
+ * ftl_train_run alone with its settings. */
 #ifndef FTL_SWEEP_H
 #define FTL_SWEEP_H
 
 #include "ftl/base.h"
+#include "ftl/pipeline.h"
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +57,35 @@ ftl_status ftl_sweep_space_add_range(ftl_sweep_space *space, const char *spec);
  * error saying how many; *trials is malloc'ed. */
 ftl_status ftl_sweep_space_trials(const ftl_sweep_space *space, int random, uint64_t seed, int max_trials,
                                   ftl_sweep_trial **trials, int *count);
+
+/* ---- the runner ---- */
+
+typedef struct ftl_sweep_run_options {
+    int threads;               /* stacks trained at once, one per thread (0: ftl_train_threads()) */
+    int stack_size;            /* most trials per stack (0: 16) */
+    FILE *progress;            /* a line as each trial ends (NULL: quiet) */
+    const char *const *labels; /* per trial, its settings for the progress lines (optional) */
+} ftl_sweep_run_options;
+
+void ftl_sweep_run_options_init(ftl_sweep_run_options *options);
+
+typedef struct ftl_sweep_trial_result {
+    bool done;                 /* trained and its model written */
+    ftl_fit_result fit;        /* as ftl_train_run's summary has it */
+    double seconds;            /* the trial's own compute: its steps, validations and share of the fetches */
+} ftl_sweep_trial_result;
+
+/* Whether ftl_sweep_run can train these trials together: one process, the CPU, the feature cache,
+ * no fine-tuning, resume, checkpoints or timeline, and trials that differ only in the head's
+ * settings (batch, dropout, optimizer, lr, momentum, weight decay, warmup) and their out and log
+ * paths. If not, *why says what stands in the way (the caller then runs ftl_train_run per trial). */
+bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, size_t why_size);
+/* Trains every trial: the features are embedded (or found in the cache) once, then trials with the
+ * same batch size and dropout rate train together over shared batches, stacks in parallel. Each
+ * trial writes its out_path and fit.log_path as ftl_train_run would, byte for byte the same model.
+ * results[count] say how each went; on an error, trials already done keep their files. */
+ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *options,
+                         ftl_sweep_trial_result *results);
 
 #ifdef __cplusplus
 }

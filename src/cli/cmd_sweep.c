@@ -1,9 +1,9 @@
 /* ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid lr=1e-3,4e-3 ...: trials of
  * `ftl train` over a search space. Every option that is not the sweep's own goes to each trial as
- * `ftl train` takes it, so each trial's model is the one `ftl train` alone gives with its settings
- * (byte for byte); the features are embedded once (the first trial fills the shared feature cache).
- * This runner trains the trials one after the other; trials sharing a pass over the data are for the
- * stacked runner to come. */
+ * `ftl train` takes it (each trial's options are parsed by ftl train's own parser), so each trial's
+ * model is the one `ftl train` alone gives with its settings, byte for byte. The library's runner
+ * trains them on features embedded once, in stacks sharing batches (ftl_sweep_run); what it cannot
+ * stack (fine-tuning, mpirun, a GPU head, ...) runs as one ftl_train_run per trial. */
 #include "cli.h"
 
 #include <errno.h>
@@ -23,18 +23,18 @@ typedef struct trial_result {
     char *model;
 } trial_result;
 
+/* One trial's command line for ftl train's parser: the forwarded options, then its own. */
+typedef struct trial_args {
+    char **argv;
+    int argc;
+    char model[4096], log[4096];
+    char values[FTL_SWEEP_PARAM_COUNT][40];
+} trial_args;
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A number field of the flat JSON object text (ftl.metrics, written by ftl train); NAN when absent. */
-static double json_number(const char *json, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *at = json ? strstr(json, pat) : NULL;
-    return at ? strtod(at + strlen(pat), NULL) : NAN;
 }
 
 static void setting_text(const ftl_sweep_trial *t, int p, char *buf, size_t size) {
@@ -106,7 +106,7 @@ int cli_cmd_sweep(int argc, char **argv) {
     ftl_sweep_space space;
     ftl_sweep_space_init(&space);
     cli_list grids = {0}, ranges = {0};
-    int random = 0, max_trials = 1024;
+    int random = 0, max_trials = 1024, workers = 0, stack_size = 0;
     int64_t search_seed = 42;
     const char *out = NULL, *table = NULL, *trials_dir = NULL;
     bool overwrite = false, help = false;
@@ -121,12 +121,15 @@ int cli_cmd_sweep(int argc, char **argv) {
         {"table", CLI_STRING, &table, "RESULTS.csv", "the trials sorted by val_acc (default BEST.trials/results.csv; a .json beside it)"},
         {"trials-dir", CLI_STRING, &trials_dir, "DIR", "every trial's model and log (default BEST.trials next to --out)"},
         {"overwrite", CLI_BOOL, &overwrite, NULL, "replace an existing --out and trial files"},
+        {"workers", CLI_INT, &workers, "N", "stacks of trials trained at once, a thread each (default: one per core)"},
+        {"stack-size", CLI_INT, &stack_size, "K", "most trials trained together over shared batches (default 16)"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     const cli_command cmd = {"sweep", "ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid NAME=V1,V2 ... [ftl train options]",
                              "Trains the head for every point of a search space (ftl train's options, not swept, apply to all\n"
                              "trials; each trial's model equals ftl train's alone), embedding the images once, and keeps the\n"
-                             "best by val_acc. The trials run one after the other.",
+                             "best by val_acc. Trials with the same batch size and dropout train together over shared batches\n"
+                             "(a stack), stacks in parallel, one per core.",
                              0, 0};
     /* split argv: the sweep's flags parsed here, the rest forwarded */
     char **own = calloc((size_t)argc + 1, sizeof *own), **rest = calloc((size_t)argc + 8, sizeof *rest);
@@ -200,67 +203,95 @@ int cli_cmd_sweep(int argc, char **argv) {
         dir = malloc(n + 16);
         sprintf(dir, "%.*s.trials", (int)(ext - out), out);
     }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ftl sweep: error: cannot make %s: %s\n", dir, strerror(errno));
-        free(own), free(rest), free(trials), free(dir);
-        return 1;
-    }
-    printf("sweep: %d trials -> %s\n", count, dir);
-    fflush(stdout);
+    /* every trial's options, parsed (and so checked) before any work */
+    trial_args *ta = calloc((size_t)count, sizeof *ta);
+    ftl_train_options *opts = calloc((size_t)count, sizeof *opts);
+    char **labels = calloc((size_t)count, sizeof *labels);
     trial_result *res = calloc((size_t)count, sizeof *res);
     int failed = 0;
+    for (int t = 0; t < count && !failed; t++) {
+        trial_args *a = &ta[t];
+        snprintf(a->model, sizeof a->model, "%s/trial-%04d.ftl", dir, t + 1);
+        snprintf(a->log, sizeof a->log, "%s/trial-%04d.jsonl", dir, t + 1);
+        const char *tf[2 * FTL_SWEEP_PARAM_COUNT];
+        int n_tf = trial_flags(&trials[t], a->values, tf);
+        a->argv = calloc((size_t)(n_rest + n_tf + 12), sizeof *a->argv);
+        a->argv[a->argc++] = (char *)"train";
+        for (int i = 0; i < n_rest; i++) a->argv[a->argc++] = rest[i];
+        a->argv[a->argc++] = (char *)"--out";
+        a->argv[a->argc++] = a->model;
+        a->argv[a->argc++] = (char *)"--log";
+        a->argv[a->argc++] = a->log;
+        if (overwrite) a->argv[a->argc++] = (char *)"--overwrite";
+        for (int i = 0; i < n_tf; i++) a->argv[a->argc++] = (char *)tf[i];
+        size_t len = 1;
+        for (int i = 0; i < n_tf; i += 2) len += strlen(tf[i]) + strlen(tf[i + 1]) + 2;
+        labels[t] = calloc(len, 1);
+        for (int i = 0; i < n_tf; i += 2)
+            sprintf(labels[t] + strlen(labels[t]), "%s%s=%s", i ? " " : "", tf[i] + 2, tf[i + 1]);
+        const char *report = NULL;
+        int prc = cli_train_parse(a->argc, a->argv, &opts[t], &report);
+        if (prc != 0) {
+            fprintf(stderr, "ftl sweep: error: trial %d (%s) is not a valid ftl train run\n", t + 1, labels[t]);
+            failed = prc < 0 ? 2 : prc;
+        }
+    }
+    if (!failed && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ftl sweep: error: cannot make %s: %s\n", dir, strerror(errno));
+        failed = 1;
+    }
+    why[0] = 0;
+    bool stacked = !failed && ftl_sweep_stackable(opts, count, why, sizeof why);
+    if (!failed) {
+        printf("sweep: %d trials -> %s%s%s\n", count, dir, stacked ? "" : "; one after the other: ", why);
+        fflush(stdout);
+    }
+    ftl_sweep_trial_result *out_res = calloc((size_t)count, sizeof *out_res);
+    if (!failed && stacked) {
+        ftl_sweep_run_options ro;
+        ftl_sweep_run_options_init(&ro);
+        ro.threads = workers;
+        ro.stack_size = stack_size;
+        ro.progress = stdout;
+        ro.labels = (const char *const *)labels;
+        ftl_status st = ftl_sweep_run(opts, count, &ro, out_res);
+        if (st != FTL_OK) {
+            fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
+            fprintf(stderr, "ftl sweep: the trials that ended are in %s\n", dir);
+            failed = cli_report(st);
+        }
+    }
+    for (int t = 0; !failed && !stacked && t < count; t++) {
+        printf("sweep: trial %d/%d: %s\n", t + 1, count, labels[t]);
+        fflush(stdout);
+        ftl_train_summary sum;
+        double t0 = now_seconds();
+        ftl_status st = ftl_train_run(&opts[t], &sum);
+        if (st != FTL_OK) { /* the sweep stops with it (the settings are checked alike) */
+            fprintf(stderr, "ftl sweep: error: trial %d: %s\n", t + 1, ftl_last_error());
+            fprintf(stderr, "ftl sweep: the trials before it are in %s\n", dir);
+            failed = cli_report(st);
+            break;
+        }
+        out_res[t] = (ftl_sweep_trial_result){.done = true, .fit = sum.fit, .seconds = now_seconds() - t0};
+    }
     for (int t = 0; t < count; t++) {
         trial_result *r = &res[t];
         r->id = t + 1;
         r->settings = trials[t];
-        r->model = malloc(strlen(dir) + 32);
-        sprintf(r->model, "%s/trial-%04d.ftl", dir, t + 1);
-        char *log = malloc(strlen(dir) + 32);
-        sprintf(log, "%s/trial-%04d.jsonl", dir, t + 1);
-        char values[FTL_SWEEP_PARAM_COUNT][40];
-        const char *tf[2 * FTL_SWEEP_PARAM_COUNT];
-        int n_tf = trial_flags(&trials[t], values, tf);
-        char **targv = calloc((size_t)(n_rest + n_tf + 12), sizeof *targv);
-        int ta = 0;
-        targv[ta++] = (char *)"train";
-        for (int i = 0; i < n_rest; i++) targv[ta++] = rest[i];
-        targv[ta++] = (char *)"--out";
-        targv[ta++] = r->model;
-        targv[ta++] = (char *)"--log";
-        targv[ta++] = log;
-        if (overwrite) targv[ta++] = (char *)"--overwrite";
-        for (int i = 0; i < n_tf; i++) targv[ta++] = (char *)tf[i];
-        printf("sweep: trial %d/%d:", t + 1, count);
-        for (int i = 0; i < n_tf; i += 2) printf(" %s %s", tf[i], tf[i + 1]);
-        printf("\n");
-        fflush(stdout);
-        double t0 = now_seconds();
-        int trc = cli_cmd_train(ta, targv);
-        r->seconds = now_seconds() - t0;
-        free(targv);
-        free(log);
-        if (trc != 0) { /* a trial's own error is printed; the sweep stops with it (the settings are checked alike) */
-            fprintf(stderr, "ftl sweep: error: trial %d failed (exit %d); the trials before it are in %s\n", t + 1, trc, dir);
-            failed = trc;
-            count = t;
-            break;
-        }
-        ftl_classifier m;
-        if (ftl_classifier_load(r->model, &m) != FTL_OK) {
-            fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
-            failed = 1;
-            count = t;
-            break;
-        }
-        const char *metrics = ftl_classifier_metadata(&m, "ftl.metrics");
-        r->val_acc = json_number(metrics, "val_acc");
-        r->val_loss = json_number(metrics, "val_loss");
-        r->acc = json_number(metrics, "acc");
-        r->loss = json_number(metrics, "loss");
-        r->best_epoch = (long long)json_number(metrics, "best_epoch");
-        r->epochs_run = (long long)json_number(metrics, "epochs_run");
-        ftl_classifier_free(&m);
+        r->model = strdup(ta[t].model);
+        const ftl_fit_result *f = &out_res[t].fit;
+        r->val_acc = f->final_val_acc;
+        r->val_loss = f->final_val_loss;
+        r->acc = f->final_acc;
+        r->loss = f->final_loss;
+        r->best_epoch = f->best_epoch;
+        r->epochs_run = f->epochs_run;
+        r->seconds = out_res[t].seconds;
     }
+    free(out_res);
+    for (int t = 0; t < count; t++) free(ta[t].argv), free(labels[t]);
+    free(ta), free(opts), free(labels);
     int rc_out = failed;
     if (!failed && count > 0) {
         qsort(res, (size_t)count, sizeof *res, by_val_acc);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-int cli_cmd_train(int argc, char **argv) {
+int cli_train_parse(int argc, char **argv, ftl_train_options *out, const char **report_out) {
     ftl_train_options o;
     ftl_train_options_init(&o);
     const char *scale = NULL, *mean = NULL, *std = NULL, *precision = "fp32", *calibration_method = NULL, *device = "auto", *conv_algorithm = "auto", *optimizer = "nadam", *scale_lr = "none";
@@ -101,7 +101,7 @@ int cli_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
-    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (rc != 0) return rc < 0 ? -1 : rc;
     if (!o.embed.backbone_path || !o.out_path) {
         fprintf(stderr, "ftl train: error: --backbone MODEL.onnx and --out MODEL.ftl are required\n");
         return 2;
@@ -182,8 +182,18 @@ int cli_cmd_train(int argc, char **argv) {
     o.fit.collectives = *ftl_dist_world();
     o.argc = argc;
     o.argv = argv;
+    *out = o;
+    *report_out = report;
+    return 0;
+}
+
+int cli_cmd_train(int argc, char **argv) {
+    ftl_train_options o;
+    const char *report = NULL;
+    int rc = cli_train_parse(argc, argv, &o, &report);
+    if (rc != 0) return rc < 0 ? 0 : rc;
     ftl_train_summary s;
-    st = ftl_train_run(&o, &s);
+    ftl_status st = ftl_train_run(&o, &s);
     if (st == FTL_OK && report && ftl_dist_rank(ftl_dist_world()) == 0) {
         const char *logs[1] = {o.fit.log_path};
         ftl_report_options ro = {.logs = logs, .log_count = 1, .timeline = o.fit.timeline_path, .output_path = report,

@@ -44,7 +44,7 @@ static int64_t default_max_memory(void) {
 
 /* The image loader a run reads (or would read) its training data through: its order is the
  * training order in every mode. */
-static ftl_loader_options train_order(const ftl_train_options *o, const char *const *sources) {
+ftl_loader_options train_run_order(const ftl_train_options *o, const char *const *sources) {
     ftl_loader_options lo;
     ftl_loader_options_init(&lo);
     lo.sources = sources;
@@ -70,7 +70,7 @@ static ftl_loader_options train_order(const ftl_train_options *o, const char *co
 }
 
 static ftl_loader_options val_order(const ftl_train_options *o, const char *const *sources) {
-    ftl_loader_options lo = train_order(o, sources);
+    ftl_loader_options lo = train_run_order(o, sources);
     lo.batch_size = (int)(o->fit.eval_batch_size > 0 ? o->fit.eval_batch_size : 256);
     lo.drop_remainder = false;
     lo.shuffle = false;
@@ -79,7 +79,7 @@ static ftl_loader_options val_order(const ftl_train_options *o, const char *cons
     return lo;
 }
 
-static char *training_args_json(const ftl_train_options *o) {
+char *train_run_args_json(const ftl_train_options *o) {
     const ftl_fit_config *f = &o->fit;
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"optimizer\": \"%s\", \"lr\": ", ftl_optimizer_kind_name(f->optimizer.kind));
@@ -122,8 +122,8 @@ static char *training_args_json(const ftl_train_options *o) {
 
 /* The log's first line for this run: what ran, on what data and backbone, where; `resume`: the
  * checkpoint this part of the run continues, or NULL. */
-static char *run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info,
-                             const char *head_device, const char *resume) {
+char *train_run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info,
+                            const char *head_device, const char *resume) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"record\":\"run\",\"ftl_version\":\"%s\",\"command\":[\"ftl\"", FTL_VERSION);
     for (int i = 0; i < o->argc; i++) {
@@ -177,7 +177,7 @@ static char *run_record_json(const ftl_train_options *o, int64_t dim, const char
     return b.data;
 }
 
-static char *metrics_json(const ftl_fit_result *r) {
+char *train_run_metrics_json(const ftl_fit_result *r) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"epochs_run\": %lld, \"best_epoch\": %lld, \"stopped_early\": %s, \"restored_best\": %s",
                       (long long)r->epochs_run, (long long)r->best_epoch, r->stopped_early ? "true" : "false",
@@ -241,7 +241,7 @@ static void rank_rows(const ftl_collectives *c, int64_t total, int64_t *begin, i
 static ftl_status sources_over_stores(train_run *r, const ftl_train_options *o, feature_store *train, feature_store *flipped,
                                       feature_store *val, int64_t train_total, int64_t dim) {
     const char *train_src[1] = {o->train_path};
-    ftl_loader_options torder = train_order(o, train_src);
+    ftl_loader_options torder = train_run_order(o, train_src);
     train->dim = dim; /* a rank with no rows has no part to learn it from */
     if (flipped) flipped->dim = dim;
     FTL_TRY(global_order_source_init(&r->train_global, &torder, train, flipped, o->fit.seed, train_total,
@@ -329,7 +329,7 @@ ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_
 /* The image loaders with `model` run on every training and validation batch. */
 static ftl_status open_streams(train_run *r, const ftl_train_options *o, ftl_model *model, ftl_train_summary *s) {
     const char *train_src[1] = {o->train_path}, *val_src[1] = {o->val_path};
-    ftl_loader_options torder = train_order(o, train_src), vorder = val_order(o, val_src);
+    ftl_loader_options torder = train_run_order(o, train_src), vorder = val_order(o, val_src);
     int64_t dim = ftl_model_get_info(model)->feature_dim;
     r->preprocess = o->embed.preprocess;
     FTL_TRY(loader_source_open(&r->train_stream, &torder, model, &r->preprocess, dim));
@@ -419,8 +419,8 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     char *size = ftl_format("%d", r->image_size);
     char *dropout = ftl_format("%.9g", o->fit.dropout);
     char *offset = ftl_format("%d", o->embed.label_offset);
-    char *args = training_args_json(o);
-    char *metrics = metrics_json(res);
+    char *args = train_run_args_json(o);
+    char *metrics = train_run_metrics_json(res);
     char *abs_backbone = realpath(o->embed.backbone_path, NULL);
     char *scales = o->embed.int8_scales ? ftl_nn_int8_scales_json(o->embed.int8_scales) : ftl_strdup("");
     ftl_kv meta[] = {
@@ -456,6 +456,87 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
 /* The trainer's per-epoch device figures from the GPU monitor. */
 static bool gpu_usage(void *ctx, double *util_percent, double *memory_bytes) {
     return ftl_device_monitor_take(ctx, util_percent, memory_bytes);
+}
+
+/* The start of a run, shared by ftl train and ftl sweep: the classes (val's checked against train's),
+ * the image size, the int8 calibration (*op then points at *calibrated, which holds the scales), the
+ * backbone, and under mpirun the checks that every rank has the same backbone and data. */
+ftl_status train_run_prepare(train_run *r, const ftl_train_options **op, ftl_train_options *calibrated,
+                             ftl_nn_int8_scales **own_scales) {
+    const ftl_train_options *o = *op;
+    bool ft = fine_tuning(o);
+    const char *train_src[1] = {o->train_path};
+    ftl_status st = dataset_read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
+                                         o->embed.label_offset, &r->class_names, &r->class_count);
+    if (st == FTL_OK && o->val_path) {
+        const char *val_src[1] = {o->val_path};
+        char *what = ftl_format("the training set %s", o->train_path);
+        st = dataset_check_classes(val_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
+                                   o->embed.label_offset, r->class_names,
+                                   r->class_count, what);
+        free(what);
+        int val_size = 0;
+        if (st == FTL_OK) st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r->image_size);
+        if (st == FTL_OK) st = loader_dataset_image_size(val_src, 1, o->embed.image_size, &val_size);
+        if (st == FTL_OK && val_size != r->image_size)
+            st = ftl_fail(FTL_E_INVALID_ARG, "%s holds %dx%d images but %s holds %dx%d: prep both with the same --size",
+                          o->val_path, val_size, val_size, o->train_path, r->image_size, r->image_size);
+    } else if (st == FTL_OK) {
+        st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r->image_size);
+    }
+    /* int8: one calibration on the training images (rank 0's, broadcast) before any cache key; with a
+     * cut, of the frozen bottom only, so the tuned top runs fp32 in every graph it is part of */
+    if (st == FTL_OK && o->embed.precision == FTL_NN_INT8 && !o->embed.int8_scales) {
+        ftl_embed_options eo = o->embed;
+        eo.sources = train_src;
+        eo.source_count = 1;
+        eo.collectives = &o->fit.collectives;
+        if (ft) eo.bottom_of = &o->fine_tune;
+        char *cache = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
+        eo.calibration_cache_dir = cache; /* beside the features it keys: a rerun or resume skips it */
+        st = ftl_embed_calibrate(&eo, own_scales);
+        free(cache);
+        *calibrated = *o;
+        calibrated->embed.int8_scales = *own_scales;
+        o = calibrated;
+        *op = o;
+    }
+    ftl_model_options mo;
+    ftl_model_options_init(&mo);
+    mo.features_from = o->embed.features_from;
+    mo.precision = o->embed.precision;
+    mo.int8_scales = o->embed.int8_scales;
+    mo.device = o->embed.device;
+    mo.deterministic = o->embed.deterministic;
+    mo.conv_algorithm = o->embed.conv_algorithm;
+    mo.threads = o->embed.threads;
+    mo.batch = o->embed.batch;
+    if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &mo, &r->backbone);
+    /* Every rank must train on the same data with the same backbone: compared with rank 0's. */
+    const ftl_collectives *col = &o->fit.collectives;
+    if (st == FTL_OK && ftl_dist_active(col)) {
+        ftl_dist_set_context(col, -1, "the start-up checks");
+        st = ftl_dist_check_same(col, "the backbone (sha256)", ftl_model_get_info(r->backbone)->sha256);
+        char *ti = dataset_quick_identity(train_src, 1);
+        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset", ti);
+        free(ti);
+        if (st == FTL_OK && o->val_path) {
+            const char *val_src[1] = {o->val_path};
+            char *vi = dataset_quick_identity(val_src, 1);
+            st = ftl_dist_check_same(col, "the validation dataset", vi);
+            free(vi);
+        }
+        /* Sizes can agree while the rows differ (a re-prep with another seed): the content too. */
+        if (st == FTL_OK) st = ftl_dataset_fingerprint(train_src, 1, r->train_fingerprint);
+        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset's content fingerprint", r->train_fingerprint);
+    }
+    if (st == FTL_OK) {
+        r->preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r->backbone, r->image_size);
+        r->classes_json = ftl_json_string_array(r->class_names, r->class_count);
+        r->cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
+        r->dim = ftl_model_get_info(r->backbone)->feature_dim;
+    }
+    return st;
 }
 
 ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
@@ -498,73 +579,10 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     train_run r, bottom; /* bottom: the cut's frozen bottom, when fine-tuning */
     memset(&r, 0, sizeof r);
     memset(&bottom, 0, sizeof bottom);
-    const char *train_src[1] = {o->train_path};
-    ftl_status st = dataset_read_classes(train_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
-                                         o->embed.label_offset, &r.class_names, &r.class_count);
-    if (st == FTL_OK && o->val_path) {
-        const char *val_src[1] = {o->val_path};
-        char *what = ftl_format("the training set %s", o->train_path);
-        st = dataset_check_classes(val_src, o->embed.label_column ? o->embed.label_column : FTL_COLUMN_LABEL,
-                                   o->embed.label_offset, r.class_names,
-                                   r.class_count, what);
-        free(what);
-        int val_size = 0;
-        if (st == FTL_OK) st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
-        if (st == FTL_OK) st = loader_dataset_image_size(val_src, 1, o->embed.image_size, &val_size);
-        if (st == FTL_OK && val_size != r.image_size)
-            st = ftl_fail(FTL_E_INVALID_ARG, "%s holds %dx%d images but %s holds %dx%d: prep both with the same --size",
-                          o->val_path, val_size, val_size, o->train_path, r.image_size, r.image_size);
-    } else if (st == FTL_OK) {
-        st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r.image_size);
-    }
-    /* int8: one calibration on the training images (rank 0's, broadcast) before any cache key; with a
-     * cut, of the frozen bottom only, so the tuned top runs fp32 in every graph it is part of */
     ftl_train_options calibrated;
     ftl_nn_int8_scales *own_scales = NULL;
-    if (st == FTL_OK && o->embed.precision == FTL_NN_INT8 && !o->embed.int8_scales) {
-        ftl_embed_options eo = o->embed;
-        eo.sources = train_src;
-        eo.source_count = 1;
-        eo.collectives = &o->fit.collectives;
-        if (ft) eo.bottom_of = &o->fine_tune;
-        char *cache = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
-        eo.calibration_cache_dir = cache; /* beside the features it keys: a rerun or resume skips it */
-        st = ftl_embed_calibrate(&eo, &own_scales);
-        free(cache);
-        calibrated = *o;
-        calibrated.embed.int8_scales = own_scales;
-        o = &calibrated;
-    }
+    ftl_status st = train_run_prepare(&r, &o, &calibrated, &own_scales);
     char *scales_json = o->embed.int8_scales ? ftl_nn_int8_scales_json(o->embed.int8_scales) : ftl_strdup("");
-    ftl_model_options mo;
-    ftl_model_options_init(&mo);
-    mo.features_from = o->embed.features_from;
-    mo.precision = o->embed.precision;
-    mo.int8_scales = o->embed.int8_scales;
-    mo.device = o->embed.device;
-    mo.deterministic = o->embed.deterministic;
-    mo.conv_algorithm = o->embed.conv_algorithm;
-    mo.threads = o->embed.threads;
-    mo.batch = o->embed.batch;
-    if (st == FTL_OK) st = ftl_model_load(o->embed.backbone_path, &mo, &r.backbone);
-    /* Every rank must train on the same data with the same backbone: compared with rank 0's. */
-    const ftl_collectives *col = &o->fit.collectives;
-    if (st == FTL_OK && ftl_dist_active(col)) {
-        ftl_dist_set_context(col, -1, "the start-up checks");
-        st = ftl_dist_check_same(col, "the backbone (sha256)", ftl_model_get_info(r.backbone)->sha256);
-        char *ti = dataset_quick_identity(train_src, 1);
-        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset", ti);
-        free(ti);
-        if (st == FTL_OK && o->val_path) {
-            const char *val_src[1] = {o->val_path};
-            char *vi = dataset_quick_identity(val_src, 1);
-            st = ftl_dist_check_same(col, "the validation dataset", vi);
-            free(vi);
-        }
-        /* Sizes can agree while the rows differ (a re-prep with another seed): the content too. */
-        if (st == FTL_OK) st = ftl_dataset_fingerprint(train_src, 1, r.train_fingerprint);
-        if (st == FTL_OK) st = ftl_dist_check_same(col, "the training dataset's content fingerprint", r.train_fingerprint);
-    }
     /* A resume continues the phase its checkpoint comes from; phase 2 then needs no phase 1. */
     int resume_phase = 1;
     ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
@@ -574,11 +592,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                       "--fine-tune-last/--fine-tune-from as the run that wrote it", o->resume_path);
     bool run_phase1 = st == FTL_OK && !o->fine_tune_only && resume_phase == 1;
     if (st == FTL_OK) {
-        r.preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r.backbone, r.image_size);
-        r.classes_json = ftl_json_string_array(r.class_names, r.class_count);
-        r.cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
         s->features_cached = o->feature_cache;
-        r.dim = ftl_model_get_info(r.backbone)->feature_dim;
         /* with a cut, phase 1's features come from the boundary rows phase 2 trains on: one bottom pass */
         if (run_phase1 && ft) st = train_run_setup_through_cut(&r, o, &bottom, s);
         else if (run_phase1) st = o->feature_cache ? train_run_setup_cached(&r, o, s) : train_run_setup_per_batch(&r, o, s);
@@ -636,10 +650,10 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
         }
     }
     char *run_record =
-        info && fit.log_path ? run_record_json(o, r.dim, r.classes_json, info, s->head_device, o->resume_path) : NULL;
+        info && fit.log_path ? train_run_record_json(o, r.dim, r.classes_json, info, s->head_device, o->resume_path) : NULL;
     /* phase 2's record is a resume only when phase 2 itself resumes (a resumed phase 1 starts it afresh) */
     char *phase2_record = info && fit.log_path && ft
-                              ? run_record_json(o, r.dim, r.classes_json, info, s->head_device,
+                              ? train_run_record_json(o, r.dim, r.classes_json, info, s->head_device,
                                                 resume_phase == 2 ? o->resume_path : NULL)
                               : NULL;
     fit.run_record = run_record;

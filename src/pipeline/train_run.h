@@ -32,6 +32,20 @@ typedef struct train_run {
 } train_run;
 
 void train_run_free(train_run *r);
+/* The start of a run, shared by ftl train and ftl sweep: the classes (val's checked against train's),
+ * the image size, the int8 calibration (*o then points at *calibrated, which holds the scales, freed
+ * by the caller), the backbone, and under mpirun the checks that every rank has the same backbone and
+ * data; then the names, preprocessing, cache folder and feature size the run records. */
+ftl_status train_run_prepare(train_run *r, const ftl_train_options **o, ftl_train_options *calibrated,
+                             ftl_nn_int8_scales **own_scales);
+/* What a run records: its training arguments (the model's ftl.training_args), the log's first line,
+ * and the fit's result (ftl.metrics). All malloc'ed. */
+char *train_run_args_json(const ftl_train_options *o);
+char *train_run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info,
+                            const char *head_device, const char *resume);
+char *train_run_metrics_json(const ftl_fit_result *r);
+/* The image loader whose order the training batches follow. */
+ftl_loader_options train_run_order(const ftl_train_options *o, const char *const *sources);
 /* The training (and validation) sources over r->backbone's outputs: cached (each rank embeds or reuses
  * its rows) or recomputed every batch (--no-feature-cache). */
 ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s);

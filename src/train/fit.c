@@ -424,61 +424,71 @@ ftl_status ftl_trainer_evaluate(ftl_trainer *t, ftl_batch_source *source, ftl_me
     return reduce_counts(&t->config.collectives, out);
 }
 
-static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, int64_t steps, bool wrap,
-                            const ftl_lr_schedule *sched, ftl_epoch_log *log) {
+ftl_row_draws ftl_trainer_draws(const ftl_trainer *t, const ftl_feature_batch *b) {
+    return (ftl_row_draws){.seed = t->dropout_seed, .step = t->step, .positions = b->positions,
+                           .position_base = b->position_base};
+}
+
+void ftl_fit_run_epoch_begin(ftl_trainer *t, ftl_fit_run *run) {
+    memset(&run->counts, 0, sizeof run->counts);
+    run->fetch_s = run->fetch_backbone_s = run->backbone_s = run->head_s = run->allreduce_s = run->lr = 0;
+    run->step_in_epoch = 0;
+    run->log = (ftl_epoch_log){.epoch = t->epoch + 1, .epochs = t->config.epochs, .gpu_util_percent = NAN,
+                               .gpu_memory_bytes = NAN};
+    run->epoch_start = ftl_now();
+}
+
+ftl_status ftl_fit_run_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, const float *x_dropped,
+                            double fetch_start, double fetch_end) {
+    const ftl_collectives *col = &t->config.collectives;
+    int64_t epoch = run->log.epoch, batch = run->step_in_epoch + 1;
+    run->fetch_s += fetch_end - fetch_start;
+    run->fetch_backbone_s += b->backbone_seconds;
+    run->backbone_s += b->backbone_seconds;
+    ftl_timeline_span(&t->timeline, "data wait", fetch_start, fetch_end - b->backbone_seconds, t->step);
+    if (b->backbone_seconds > 0) ftl_timeline_span(&t->timeline, "backbone", fetch_end - b->backbone_seconds, fetch_end, t->step);
+    if (b->global_count == 0)
+        return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld", (long long)batch - 1,
+                        (long long)run->steps, (long long)epoch);
+    /* The gradient of the global batch's mean loss: each rank sums its rows' gradients scaled
+     * by 1 / (rows of the global batch), and the allreduce adds the ranks' parts. */
+    ftl_row_draws draws = ftl_trainer_draws(t, b);
+    double top_s = 0;
+    ftl_status st;
+    if (x_dropped) /* the rows through this step's dropout masks, drawn once for a sweep's stack */
+        st = ftl_head_train_batch_dropped(&t->head, x_dropped, b->labels, b->count, (float)(1.0 / (double)b->global_count),
+                                          &run->counts);
+    else
+        st = train_step(t, b, &draws, &run->counts, &top_s);
+    if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)epoch, (long long)batch);
+    run->backbone_s += top_s;
+    double t1 = fetch_end, t2 = ftl_now();
+    if (ftl_dist_active(col)) {
+        /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
+        ftl_dist_set_context(col, t->step, "the gradient allreduce");
+        st = allreduce_grads(t);
+        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)epoch, (long long)batch);
+    }
+    double t3 = ftl_now();
+    run->lr = ftl_lr_schedule_at(&run->sched, t->step);
+    st = optimizer_step(t, run->lr);
+    if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)epoch, (long long)batch);
+    t->step++;
+    run->step_in_epoch++;
+    double t4 = ftl_now();
+    run->head_s += (t2 - t1 - top_s) + (t4 - t3);
+    run->allreduce_s += t3 - t2;
+    ftl_timeline_span(&t->timeline, "head", t1, t2, t->step - 1);
+    if (ftl_dist_active(col)) ftl_timeline_span(&t->timeline, "allreduce", t2, t3, t->step - 1);
+    ftl_timeline_span(&t->timeline, "optimizer", t3, t4, t->step - 1);
+    return FTL_OK;
+}
+
+/* The epoch's training metrics and validation (the first half of its end). */
+static ftl_status measure_epoch(ftl_trainer *t, ftl_fit_run *run) {
     const ftl_fit_config *c = &t->config;
     const ftl_collectives *col = &c->collectives;
-    double start = ftl_now();
-    if (!wrap && train->begin_pass) {
-        ftl_status st = train->begin_pass(train->ctx);
-        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld", (long long)log->epoch);
-    }
-    ftl_metric_counts counts = {0};
-    /* fetch_s holds the data wait and the frozen backbone's time in the source (fetch_backbone_s);
-     * a trained top's time (top_s) is spent in the step, so it adds to the backbone part only. */
-    double fetch_s = 0, fetch_backbone_s = 0, backbone_s = 0, head_s = 0, allreduce_s = 0, lr = 0;
-    for (int64_t s = 0; s < steps; s++) {
-        test_hooks(ftl_dist_rank(col), t->step);
-        double t0 = ftl_now();
-        ftl_feature_batch b = {0};
-        ftl_status st = train->next_batch(train->ctx, (size_t)c->batch_size, wrap, &b);
-        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
-        double t1 = ftl_now();
-        fetch_s += t1 - t0;
-        fetch_backbone_s += b.backbone_seconds;
-        backbone_s += b.backbone_seconds;
-        ftl_timeline_span(&t->timeline, "data wait", t0, t1 - b.backbone_seconds, t->step);
-        if (b.backbone_seconds > 0) ftl_timeline_span(&t->timeline, "backbone", t1 - b.backbone_seconds, t1, t->step);
-        if (b.global_count == 0)
-            return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld", (long long)s,
-                            (long long)steps, (long long)log->epoch);
-        /* The gradient of the global batch's mean loss: each rank sums its rows' gradients scaled
-         * by 1 / (rows of the global batch), and the allreduce adds the ranks' parts. */
-        ftl_row_draws draws = {.seed = t->dropout_seed, .step = t->step, .positions = b.positions,
-                               .position_base = b.position_base};
-        double top_s = 0;
-        st = train_step(t, &b, &draws, &counts, &top_s);
-        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
-        backbone_s += top_s;
-        double t2 = ftl_now();
-        if (ftl_dist_active(col)) {
-            /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
-            ftl_dist_set_context(col, t->step, "the gradient allreduce");
-            st = allreduce_grads(t);
-            if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
-        }
-        double t3 = ftl_now();
-        lr = ftl_lr_schedule_at(sched, t->step);
-        st = optimizer_step(t, lr);
-        if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)log->epoch, (long long)s + 1);
-        t->step++;
-        double t4 = ftl_now();
-        head_s += (t2 - t1 - top_s) + (t4 - t3);
-        allreduce_s += t3 - t2;
-        ftl_timeline_span(&t->timeline, "head", t1, t2, t->step - 1);
-        if (ftl_dist_active(col)) ftl_timeline_span(&t->timeline, "allreduce", t2, t3, t->step - 1);
-        ftl_timeline_span(&t->timeline, "optimizer", t3, t4, t->step - 1);
-    }
+    ftl_epoch_log *log = &run->log;
     /* The host blocks are the record (validation, early stopping, checkpoints). */
     const ftl_head_engine *e = c->head_engine;
     if (e) {
@@ -486,26 +496,26 @@ static ftl_status run_epoch(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
         if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld: copying the head back from the device", (long long)log->epoch);
     }
     ftl_dist_set_context(col, t->step, "the training metrics");
-    FTL_TRY(reduce_counts(col, &counts));
-    log->steps = steps;
-    log->examples = (int64_t)counts.count;
-    log->loss = ftl_metric_loss(&counts);
-    log->acc = ftl_metric_accuracy(&counts);
-    log->lr = lr;
-    log->data_wait_s = fmax(0, fetch_s - fetch_backbone_s);
-    log->backbone_s = backbone_s;
-    log->head_s = head_s;
-    log->allreduce_s = allreduce_s;
-    double train_s = ftl_now() - start;
-    log->images_per_second = train_s > 0 ? counts.count / train_s : 0;
+    FTL_TRY(reduce_counts(col, &run->counts));
+    log->steps = run->step_in_epoch;
+    log->examples = (int64_t)run->counts.count;
+    log->loss = ftl_metric_loss(&run->counts);
+    log->acc = ftl_metric_accuracy(&run->counts);
+    log->lr = run->lr;
+    log->data_wait_s = fmax(0, run->fetch_s - run->fetch_backbone_s);
+    log->backbone_s = run->backbone_s;
+    log->head_s = run->head_s;
+    log->allreduce_s = run->allreduce_s;
+    double train_s = ftl_now() - run->epoch_start;
+    log->images_per_second = train_s > 0 ? run->counts.count / train_s : 0;
     if (!isfinite(log->loss))
         return ftl_fail(FTL_E_INTERNAL, "training diverged: the loss is %s in epoch %lld (lower --lr?)",
                         isnan(log->loss) ? "NaN" : "infinite", (long long)log->epoch);
     log->val_loss = log->val_acc = NAN;
-    if (val) {
+    if (run->val) {
         double v0 = ftl_now();
         ftl_metric_counts vc;
-        ftl_status st = evaluate_pass(t, val, true, &vc);
+        ftl_status st = evaluate_pass(t, run->val, true, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
         ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));
@@ -543,32 +553,28 @@ static void fill_result(const ftl_trainer *t, bool restored, ftl_fit_result *r) 
     r->final_val_acc = f->val_acc;
 }
 
-ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, ftl_fit_result *result) {
+ftl_status ftl_fit_run_open(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, ftl_fit_run *run) {
     const ftl_fit_config *c = &t->config;
     const ftl_collectives *col = &c->collectives;
-    bool rank0 = col->rank == 0;
-    ftl_fit_result local_result;
-    if (!result) result = &local_result;
-    memset(result, 0, sizeof *result);
+    memset(run, 0, sizeof *run);
+    run->train = train;
+    run->val = val;
     ftl_monitor m = c->early_stopping.monitor;
     bool val_metric = m == FTL_MONITOR_VAL_ACC || m == FTL_MONITOR_VAL_LOSS;
     if (val_metric && !val && c->early_stopping.stop)
         return ftl_fail(FTL_E_INVALID_ARG, "early stopping monitors %s but there is no validation data", ftl_monitor_name(m));
     t->tracking = !(val_metric && !val);
-    int64_t steps;
-    bool wrap;
-    FTL_TRY(plan_epochs(t, train, &steps, &wrap));
-    if (t->steps_per_epoch && t->steps_per_epoch != steps && t->epoch > 0)
+    FTL_TRY(plan_epochs(t, train, &run->steps, &run->wrap));
+    if (t->steps_per_epoch && t->steps_per_epoch != run->steps && t->epoch > 0)
         ftl_log_warn("resumed with %lld steps per epoch instead of %lld: the run differs from an uninterrupted one",
-                     (long long)steps, (long long)t->steps_per_epoch);
-    t->steps_per_epoch = steps;
-    ftl_lr_schedule sched = {.lr = c->optimizer.lr, .scaling = c->lr_scaling,
-                             .batch = c->batch_size * ftl_dist_size(col), .base_batch = c->base_batch,
-                             .warmup_epochs = c->warmup_epochs, .steps_per_epoch = steps,
-                             .warmup_start_factor = c->warmup_start_factor};
-    FILE *jsonl = NULL;
-    if (c->log_path && rank0) {
-        jsonl = fopen(c->log_path, "a");
+                     (long long)run->steps, (long long)t->steps_per_epoch);
+    t->steps_per_epoch = run->steps;
+    run->sched = (ftl_lr_schedule){.lr = c->optimizer.lr, .scaling = c->lr_scaling,
+                                   .batch = c->batch_size * ftl_dist_size(col), .base_batch = c->base_batch,
+                                   .warmup_epochs = c->warmup_epochs, .steps_per_epoch = run->steps,
+                                   .warmup_start_factor = c->warmup_start_factor};
+    if (c->log_path && col->rank == 0) {
+        FILE *jsonl = fopen(c->log_path, "a");
         if (!jsonl) return ftl_fail(FTL_E_IO, "cannot open the log %s: %s", c->log_path, strerror(errno));
         /* A run killed while writing left half a line: end it, so the next record is a line of its own. */
         long size = (fseek(jsonl, 0, SEEK_END) == 0) ? ftell(jsonl) : -1;
@@ -584,81 +590,102 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
             fclose(jsonl);
             return ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
         }
+        run->jsonl = jsonl;
     }
     /* Epoch 0: the starting weights' measured value (unless a resume brought its own state). */
     if (c->initial && t->tracking && t->epoch == 0 && !t->finished)
         ftl_early_stopping_seed(&t->es, monitored_value(m, c->initial), t->params);
     ftl_status s = ftl_timeline_open(&t->timeline, c->timeline_path, col);
-    if (s == FTL_OK && c->head_engine && !t->finished && t->epoch < c->epochs)
+    if (s == FTL_OK && c->head_engine && ftl_fit_run_more(t))
         s = c->head_engine->load(c->head_engine->ctx, t->params, t->opt.state, t->opt.slot_count);
-    while (s == FTL_OK && !t->finished && t->epoch < c->epochs) {
-        ftl_epoch_log log = {.epoch = t->epoch + 1, .epochs = c->epochs, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
-        double start = ftl_now();
-        s = run_epoch(t, train, val, steps, wrap, &sched, &log);
-        if (s != FTL_OK) break;
-        if (!c->device_usage || !c->device_usage(c->device_usage_ctx, &log.gpu_util_percent, &log.gpu_memory_bytes))
-            log.gpu_util_percent = log.gpu_memory_bytes = NAN;
-        ftl_timeline_counter(&t->timeline, "GPU busy %", ftl_now(), log.gpu_util_percent);
-        ftl_timeline_counter(&t->timeline, "GPU memory GiB", ftl_now(), log.gpu_memory_bytes / 1073741824.0);
-        t->epoch = log.epoch;
-        bool stop = false;
-        if (t->tracking) {
-            stop = ftl_early_stopping_update(&t->es, log.epoch, monitored_value(m, &log), t->params);
-            log.improved = t->es.has_best && t->es.best_epoch == log.epoch;
-            log.best_epoch = t->es.best_epoch;
-        }
-        if (stop) t->finished = true;
-        /* Hooks first may stop too; the checkpoint then records the finished state. */
-        log.seconds = ftl_now() - start;
-        if (c->on_epoch_end) {
-            bool hook_stop = false;
-            s = c->on_epoch_end(c->on_epoch_end_ctx, &log, &hook_stop);
-            if (s != FTL_OK) break;
-            if (hook_stop) t->finished = true;
-        }
-        char *ckpt = NULL;
-        /* Every rank takes part (the streaming path gathers their loader positions); rank 0 writes. */
-        if (c->checkpoint_pattern && (!c->save_best_only || log.improved)) {
-            double c0 = ftl_now();
-            ckpt = ftl_train_expand_pattern(c->checkpoint_pattern, t->epoch);
-            if (!ckpt) {
-                s = FTL_E_INVALID_ARG;
-                break;
-            }
-            log.checkpoint = ckpt;
-            ftl_train_history_append(t, &log); /* the checkpoint carries this epoch's record too */
-            s = write_epoch_checkpoint(t, train, ckpt);
-            t->history_count--;
-            free((char *)t->history[t->history_count].checkpoint);
-            if (s != FTL_OK) {
-                free(ckpt);
-                break;
-            }
-            log.checkpoint_s = ftl_now() - c0;
-            ftl_timeline_span(&t->timeline, "checkpoint", c0, c0 + log.checkpoint_s, t->step);
-        }
-        if (s == FTL_OK) s = ftl_timeline_flush(&t->timeline);
-        log.seconds = ftl_now() - start;
-        /* What no part covers: the pass set-up, count reductions, early stopping, hooks, the flush. */
-        log.other_s = fmax(0, log.seconds - (log.data_wait_s + log.backbone_s + log.head_s + log.allreduce_s +
-                                             log.validation_s + log.checkpoint_s));
-        ftl_train_history_append(t, &log);
-        if (rank0 && c->epoch_out) print_epoch_line(c->epoch_out, &log, val != NULL);
-        if (jsonl) {
-            ftl_strbuf b = {0};
-            ftl_train_append_epoch_json(&b, &log);
-            ftl_strbuf_append(&b, "\n", 1);
-            if (fputs(b.data, jsonl) == EOF || fflush(jsonl) != 0)
-                s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
-            ftl_strbuf_free(&b);
-        }
-        free(ckpt);
-        if (t->finished && rank0 && c->epoch_out && t->es.stopped_epoch == log.epoch)
-            fprintf(c->epoch_out, "Early stopping after epoch %lld: %s did not improve by more than %g for %d epochs\n",
-                    (long long)log.epoch, ftl_monitor_name(m), t->es.config.min_delta, t->es.config.patience);
+    if (s != FTL_OK) {
+        if (run->jsonl) fclose(run->jsonl);
+        run->jsonl = NULL;
+        ftl_timeline_close(&t->timeline, false);
     }
-    if (jsonl && fclose(jsonl) != 0 && s == FTL_OK)
+    return s;
+}
+
+bool ftl_fit_run_more(const ftl_trainer *t) { return !t->finished && t->epoch < t->config.epochs; }
+
+ftl_status ftl_fit_run_epoch_end(ftl_trainer *t, ftl_fit_run *run) {
+    const ftl_fit_config *c = &t->config;
+    bool rank0 = c->collectives.rank == 0;
+    ftl_monitor m = c->early_stopping.monitor;
+    ftl_epoch_log *logp = &run->log;
+    FTL_TRY(measure_epoch(t, run));
+    ftl_epoch_log log = *logp;
+    double start = run->epoch_start;
+    if (!c->device_usage || !c->device_usage(c->device_usage_ctx, &log.gpu_util_percent, &log.gpu_memory_bytes))
+        log.gpu_util_percent = log.gpu_memory_bytes = NAN;
+    ftl_timeline_counter(&t->timeline, "GPU busy %", ftl_now(), log.gpu_util_percent);
+    ftl_timeline_counter(&t->timeline, "GPU memory GiB", ftl_now(), log.gpu_memory_bytes / 1073741824.0);
+    t->epoch = log.epoch;
+    bool stop = false;
+    if (t->tracking) {
+        stop = ftl_early_stopping_update(&t->es, log.epoch, monitored_value(m, &log), t->params);
+        log.improved = t->es.has_best && t->es.best_epoch == log.epoch;
+        log.best_epoch = t->es.best_epoch;
+    }
+    if (stop) t->finished = true;
+    /* Hooks first may stop too; the checkpoint then records the finished state. */
+    log.seconds = ftl_now() - start;
+    ftl_status s = FTL_OK;
+    if (c->on_epoch_end) {
+        bool hook_stop = false;
+        s = c->on_epoch_end(c->on_epoch_end_ctx, &log, &hook_stop);
+        if (s != FTL_OK) return s;
+        if (hook_stop) t->finished = true;
+    }
+    char *ckpt = NULL;
+    /* Every rank takes part (the streaming path gathers their loader positions); rank 0 writes. */
+    if (c->checkpoint_pattern && (!c->save_best_only || log.improved)) {
+        double c0 = ftl_now();
+        ckpt = ftl_train_expand_pattern(c->checkpoint_pattern, t->epoch);
+        if (!ckpt) return FTL_E_INVALID_ARG;
+        log.checkpoint = ckpt;
+        ftl_train_history_append(t, &log); /* the checkpoint carries this epoch's record too */
+        s = write_epoch_checkpoint(t, run->train, ckpt);
+        t->history_count--;
+        free((char *)t->history[t->history_count].checkpoint);
+        if (s != FTL_OK) {
+            free(ckpt);
+            return s;
+        }
+        log.checkpoint_s = ftl_now() - c0;
+        ftl_timeline_span(&t->timeline, "checkpoint", c0, c0 + log.checkpoint_s, t->step);
+    }
+    s = ftl_timeline_flush(&t->timeline);
+    log.seconds = ftl_now() - start;
+    /* What no part covers: the pass set-up, count reductions, early stopping, hooks, the flush. */
+    log.other_s = fmax(0, log.seconds - (log.data_wait_s + log.backbone_s + log.head_s + log.allreduce_s +
+                                         log.validation_s + log.checkpoint_s));
+    ftl_train_history_append(t, &log);
+    if (rank0 && c->epoch_out) print_epoch_line(c->epoch_out, &log, run->val != NULL);
+    if (run->jsonl) {
+        ftl_strbuf b = {0};
+        ftl_train_append_epoch_json(&b, &log);
+        ftl_strbuf_append(&b, "\n", 1);
+        if (fputs(b.data, run->jsonl) == EOF || fflush(run->jsonl) != 0)
+            s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+        ftl_strbuf_free(&b);
+    }
+    free(ckpt);
+    *logp = log;
+    logp->checkpoint = NULL;
+    if (t->finished && rank0 && c->epoch_out && t->es.stopped_epoch == log.epoch)
+        fprintf(c->epoch_out, "Early stopping after epoch %lld: %s did not improve by more than %g for %d epochs\n",
+                (long long)log.epoch, ftl_monitor_name(m), t->es.config.min_delta, t->es.config.patience);
+    return s;
+}
+
+ftl_status ftl_fit_run_close(ftl_trainer *t, ftl_fit_run *run, ftl_status s, ftl_fit_result *result) {
+    const ftl_fit_config *c = &t->config;
+    bool rank0 = c->collectives.rank == 0;
+    ftl_monitor m = c->early_stopping.monitor;
+    if (run->jsonl && fclose(run->jsonl) != 0 && s == FTL_OK)
         s = ftl_fail(FTL_E_IO, "cannot write the log %s: %s", c->log_path, strerror(errno));
+    run->jsonl = NULL;
     /* A failed epoch leaves the engine ahead of the host copies: bring them level where it still
      * answers, so what the caller reads next (params, a checkpoint) matches the step counters. */
     if (s != FTL_OK && c->head_engine) {
@@ -677,6 +704,32 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
     else if (restored && rank0 && c->epoch_out && t->es.best_epoch != t->epoch)
         fprintf(c->epoch_out, "Restoring the weights of epoch %lld (best %s: %.4f)\n", (long long)t->es.best_epoch,
                 ftl_monitor_name(m), t->es.best);
-    fill_result(t, restored, result);
+    ftl_fit_result local;
+    fill_result(t, restored, result ? result : &local);
     return FTL_OK;
+}
+
+ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, ftl_fit_result *result) {
+    if (result) memset(result, 0, sizeof *result);
+    ftl_fit_run run;
+    FTL_TRY(ftl_fit_run_open(t, train, val, &run));
+    const ftl_fit_config *c = &t->config;
+    ftl_status s = FTL_OK;
+    while (s == FTL_OK && ftl_fit_run_more(t)) {
+        ftl_fit_run_epoch_begin(t, &run);
+        if (!run.wrap && train->begin_pass) {
+            s = train->begin_pass(train->ctx);
+            if (s != FTL_OK) s = ftl_fail_context(s, "epoch %lld", (long long)run.log.epoch);
+        }
+        for (int64_t i = 0; s == FTL_OK && i < run.steps; i++) {
+            test_hooks(ftl_dist_rank(&c->collectives), t->step);
+            double t0 = ftl_now();
+            ftl_feature_batch b = {0};
+            s = train->next_batch(train->ctx, (size_t)c->batch_size, run.wrap, &b);
+            if (s != FTL_OK) s = ftl_fail_context(s, "epoch %lld, batch %lld", (long long)run.log.epoch, (long long)i + 1);
+            else s = ftl_fit_run_step(t, &run, &b, NULL, t0, ftl_now());
+        }
+        if (s == FTL_OK) s = ftl_fit_run_epoch_end(t, &run);
+    }
+    return ftl_fit_run_close(t, &run, s, result);
 }

@@ -186,10 +186,8 @@ static void row_stream(const ftl_row_draws *d, size_t i, ftl_rng *rng) {
  * element takes 16 bits of a xoshiro256** output (four per output, low bits first) of its row's
  * stream and is kept when they are below round((1 - p) * 65536): p is honoured to 1/65536, and
  * drawing the masks costs a quarter of one RNG call per input, which matters at D = 2048. */
-static const float *apply_dropout(ftl_head *head, const float *x, size_t n, const ftl_row_draws *draws) {
-    float p = head->dropout;
-    size_t D = (size_t)head->dim;
-    float *out = head->ws->x_dropped;
+void ftl_head_dropout_rows(float p, int64_t dim, const float *x, size_t n, const ftl_row_draws *draws, float *out) {
+    size_t D = (size_t)dim;
     const uint32_t threshold = (uint32_t)lround((1.0 - (double)p) * 65536.0);
     const float scale = (float)(1.0 / (1.0 - (double)p));
     /* A table instead of `keep ? x * scale : 0`: a coin-flip branch mispredicts half the time. */
@@ -209,25 +207,20 @@ static const float *apply_dropout(ftl_head *head, const float *x, size_t n, cons
             for (int k = 0; i < D; i++, k++) o[i] = xr[i] * factor[((r >> (16 * k)) & 0xFFFF) < threshold];
         }
     }
-    return out;
 }
 
-ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
-                                const ftl_row_draws *draws, float grad_scale, ftl_metric_counts *counts) {
+static ftl_status check_train_args(const ftl_head *head, float grad_scale) {
     if (!(head->dropout >= 0.0f && head->dropout < 1.0f))
         return ftl_fail(FTL_E_INVALID_ARG, "dropout %g is outside [0, 1)", (double)head->dropout);
     if (!(grad_scale > 0.0f) || !isfinite(grad_scale))
         return ftl_fail(FTL_E_INVALID_ARG, "gradient scale %g must be positive", (double)grad_scale);
+    return FTL_OK;
+}
+
+/* The step on rows that went through the dropout already (or need none). */
+static void train_rows(ftl_head *head, const float *xin, const int32_t *labels, size_t n, float grad_scale,
+                       ftl_metric_counts *counts) {
     size_t C = (size_t)head->classes, D = (size_t)head->dim;
-    if (n == 0) { /* none of the global batch's rows are here: this rank adds nothing */
-        memset(head->grads, 0, head->param_count * sizeof(float));
-        return FTL_OK;
-    }
-    FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
-    bool dropout = head->dropout > 0.0f;
-    if (dropout && !draws) return ftl_fail(FTL_E_INVALID_ARG, "dropout needs the rows' random draws");
-    ensure_capacity(head, n, dropout);
-    const float *xin = dropout ? apply_dropout(head, x, n, draws) : x;
     forward(head, xin, n, &head->ws->train_site);
     softmax_cross_entropy(head->ws->logits, n, C, labels, grad_scale, head->ws->dlogits, NULL, counts);
     /* dW = x^T dZ: A[d][b] = x[b][d], so rows of A have stride 1 and columns stride D. */
@@ -239,6 +232,34 @@ ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *l
     memcpy(head->grad_bias, dz, C * sizeof(float));
     for (size_t i = 1; i < n; i++)
         for (size_t j = 0; j < C; j++) head->grad_bias[j] += dz[i * C + j];
+}
+
+ftl_status ftl_head_train_batch(ftl_head *head, const float *x, const int32_t *labels, size_t n,
+                                const ftl_row_draws *draws, float grad_scale, ftl_metric_counts *counts) {
+    FTL_TRY(check_train_args(head, grad_scale));
+    if (n == 0) { /* none of the global batch's rows are here: this rank adds nothing */
+        memset(head->grads, 0, head->param_count * sizeof(float));
+        return FTL_OK;
+    }
+    FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
+    bool dropout = head->dropout > 0.0f;
+    if (dropout && !draws) return ftl_fail(FTL_E_INVALID_ARG, "dropout needs the rows' random draws");
+    ensure_capacity(head, n, dropout);
+    if (dropout) ftl_head_dropout_rows(head->dropout, head->dim, x, n, draws, head->ws->x_dropped);
+    train_rows(head, dropout ? head->ws->x_dropped : x, labels, n, grad_scale, counts);
+    return FTL_OK;
+}
+
+ftl_status ftl_head_train_batch_dropped(ftl_head *head, const float *x_dropped, const int32_t *labels, size_t n,
+                                        float grad_scale, ftl_metric_counts *counts) {
+    FTL_TRY(check_train_args(head, grad_scale));
+    if (n == 0) {
+        memset(head->grads, 0, head->param_count * sizeof(float));
+        return FTL_OK;
+    }
+    FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
+    ensure_capacity(head, n, false);
+    train_rows(head, x_dropped, labels, n, grad_scale, counts);
     return FTL_OK;
 }
 

@@ -36,6 +36,10 @@ static int started_workers;          /* guarded by run_lock */
 static ftl_pool_fn task_fn;
 static void *task_ctx;
 static int task_parts;
+/* A sweep's workers each train their own trials: their tasks run on the calling thread only. */
+static _Thread_local bool caller_only;
+
+void ftl_pool_set_caller_only(bool on) { caller_only = on; }
 
 void ftl_train_set_threads(int threads) {
     if (threads < 0) threads = 0;
@@ -52,7 +56,7 @@ int ftl_pool_threads(void) {
 int ftl_train_threads(void) { return ftl_pool_threads(); }
 
 int ftl_pool_parts_for(double work, double min_work_per_part) {
-    int threads = ftl_pool_threads();
+    int threads = caller_only ? 1 : ftl_pool_threads();
     if (threads <= 1) return 1;
     double parts = min_work_per_part > 0 ? work / min_work_per_part : 4.0 * threads;
     if (parts < 2) return 1;
@@ -121,6 +125,10 @@ void ftl_pool_run(int parts, ftl_pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    if (caller_only) { /* the same parts, in order: results never depend on who runs a part */
+        for (int i = 0; i < parts; i++) fn(ctx, i, parts);
+        return;
+    }
     pthread_mutex_lock(&run_lock);
     ensure_workers(ftl_pool_threads());
     task_fn = fn;
@@ -151,7 +159,7 @@ void ftl_pool_run(int parts, ftl_pool_fn fn, void *ctx) {
 enum { SITE_WARMUP = 4, SITE_PROBE_EVERY = 64 };
 
 void ftl_pool_run_adaptive(ftl_pool_site *site, int parts, ftl_pool_fn fn, void *ctx, double work) {
-    if (parts <= 1 || !site || !(work > 0)) {
+    if (parts <= 1 || !site || !(work > 0) || caller_only) {
         ftl_pool_run(parts, fn, ctx);
         return;
     }

@@ -7,6 +7,7 @@
 #ifndef FTL_TRAIN_POOL_H
 #define FTL_TRAIN_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* fn(ctx, part, parts) is called once for each part in [0, parts), by whichever thread claims it. */
@@ -17,6 +18,9 @@ int ftl_pool_threads(void);
 /* Runs fn on `parts` parts and returns when all are done. Parts may outnumber threads: on a busy
  * machine a descheduled worker then holds up only one small part. */
 void ftl_pool_run(int parts, ftl_pool_fn fn, void *ctx);
+/* On: tasks run from the calling thread run on it alone (a sweep's worker threads each train their
+ * own trials, so sharing a step would only make them wait for each other). Per thread. */
+void ftl_pool_set_caller_only(bool on);
 /* How many parts a task of `work` units should be cut into: 1 when it is too small to share
  * (below 2 x min_work_per_part), else up to 4 per thread, each at least min_work_per_part. */
 int ftl_pool_parts_for(double work, double min_work_per_part);

@@ -40,6 +40,46 @@ struct ftl_trainer {
     size_t checkpoint_count;
 };
 
+/* One fit in progress, between its calls: ftl_trainer_fit is open, then per epoch epoch_begin, the
+ * source's begin_pass, `steps` x (next_batch, step), epoch_end, and close. A sweep's stack runs
+ * several trainers through the same calls over batches it fetches once (src/pipeline/sweep_job.c). */
+typedef struct ftl_fit_run {
+    ftl_batch_source *train, *val;
+    int64_t steps;            /* per epoch */
+    bool wrap;                /* batches stream across passes (--steps-per-epoch): no begin_pass */
+    ftl_lr_schedule sched;
+    FILE *jsonl;              /* --log, rank 0 */
+    /* the epoch in progress */
+    ftl_epoch_log log;
+    double epoch_start;
+    int64_t step_in_epoch;
+    ftl_metric_counts counts;
+    double fetch_s, fetch_backbone_s, backbone_s, head_s, allreduce_s, lr;
+} ftl_fit_run;
+
+ftl_status ftl_fit_run_open(ftl_trainer *t, ftl_batch_source *train, ftl_batch_source *val, ftl_fit_run *run);
+/* Another epoch is due (not finished, not at --epochs). */
+bool ftl_fit_run_more(const ftl_trainer *t);
+void ftl_fit_run_epoch_begin(ftl_trainer *t, ftl_fit_run *run);
+/* One optimizer step on batch b, fetched between fetch_start and fetch_end. x_dropped: b's rows
+ * through this step's dropout masks when the caller drew them (ftl_head_dropout_rows with the
+ * trainer's draws), else NULL. */
+ftl_status ftl_fit_run_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, const float *x_dropped,
+                            double fetch_start, double fetch_end);
+/* Metrics, validation, early stopping, hooks, checkpoint, history, epoch line and log record. */
+ftl_status ftl_fit_run_epoch_end(ftl_trainer *t, ftl_fit_run *run);
+/* Closes the log and timeline; on success restores the best weights and fills *result. s: the
+ * run's status so far (returned unless closing fails first). */
+ftl_status ftl_fit_run_close(ftl_trainer *t, ftl_fit_run *run, ftl_status s, ftl_fit_result *result);
+/* The trainer's dropout draws for the step it takes next on batch b. */
+ftl_row_draws ftl_trainer_draws(const ftl_trainer *t, const ftl_feature_batch *b);
+
+/* The head's dropout on n rows (as ftl_head_train_batch applies it) into out [n x D]. */
+void ftl_head_dropout_rows(float dropout, int64_t dim, const float *x, size_t n, const ftl_row_draws *draws, float *out);
+/* ftl_head_train_batch on rows already through the dropout (x_dropped), the same result. */
+ftl_status ftl_head_train_batch_dropped(ftl_head *head, const float *x_dropped, const int32_t *labels, size_t n,
+                                        float grad_scale, ftl_metric_counts *counts);
+
 /* D*C + C after checking the sizes (the errors ftl_head_init gives). */
 ftl_status ftl_head_param_count(int64_t dim, int64_t classes, size_t *count);
 /* A head whose parameter and gradient blocks are the caller's (the trainer's one block). */

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ftl sweep: every trial's model is the one `ftl train` gives alone with its settings (byte for byte),
-# the table is sorted by val_acc (read back from the models), BEST.ftl is the best trial's model and
-# loads in eval; the features are embedded once; bad search spaces are refused before any work.
+# ftl sweep: every trial's model and epoch records are the ones `ftl train` gives alone with its
+# settings (byte for byte), for trials trained in stacks over shared batches, any number of workers and
+# any stack size; the table is sorted by val_acc (read back from the models), BEST.ftl is the best
+# trial's model and loads in eval; the features are embedded once; what cannot be stacked runs trial
+# by trial; bad search spaces are refused before any work.
 source "$(dirname "$0")/lib.sh"
 d=$(scratch sweep)
 MODEL="$SHARED/models/mobilenet_v1_1.0_224_embedding.onnx"
@@ -10,32 +12,73 @@ T="$d/ds/train.parquet"
 V="$d/ds/val.parquet"
 COMMON=(--val "$V" --backbone "$MODEL" --epochs 4 --early-stopping monitor=val_acc,patience=1,min_delta=0.02 --seed 7)
 
-# 2 lr x 2 dropout x 2 optimizers; early stopping at patience 1 stops some trials early
-if "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid optimizer=nadam,sgd \
-    --out "$d/best.ftl" >"$d/sweep.out" 2>"$d/sweep.err"; then
+# 2 lr x 2 dropout x 2 batch sizes x 2 optimizers: 4 stacks (batch x dropout) trained over shared
+# batches; early stopping at patience 1 stops some trials early
+if "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32 \
+    --grid optimizer=nadam,sgd --out "$d/best.ftl" >"$d/sweep.out" 2>"$d/sweep.err"; then
     pass sweep_runs
 else
     fail sweep_runs "$(tail -5 "$d/sweep.err")"
 fi
-n_embeds=$(grep -c "features .* s, from the cache" "$d/sweep.out")
-check sweep_embeds_once test "$n_embeds" -eq 7
+check sweep_stacks_by_batch_and_dropout grep -q "16 trials in 4 stacks" "$d/sweep.out"
+# the features are embedded once: one train and one val file in the shared cache
+n_files=$(find "$d/best.trials/ftl-feature-cache" -name '*.features.parquet' | wc -l)
+check sweep_embeds_once test "$n_files" -eq 2 -a "$(grep -c 'embedded once' "$d/sweep.out")" -eq 1
 
-# each trial alone, as ftl train (its settings from the sweep's table), byte for byte
+# each trial alone, as ftl train (its settings from the sweep's table): the model byte for byte,
+# and the log's epoch records (loss, acc, val_loss, val_acc, lr, best epoch) exactly
 "$PY" - "$d/best.trials/results.json" >"$d/trials.txt" <<'PYEOF'
 import json, sys
 for r in json.load(open(sys.argv[1])):
     s = r["settings"]
-    print(r["trial"], s["lr"], s["dropout"], s["optimizer"])
+    print(r["trial"], s["lr"], s["dropout"], s["batch"], s["optimizer"])
 PYEOF
 same=0 total=0
-while read -r trial lr dropout optimizer; do
+while read -r trial lr dropout batch optimizer; do
     total=$((total + 1))
-    "$FTL" train "$T" "${COMMON[@]}" --lr "$lr" --dropout "$dropout" --optimizer "$optimizer" \
-        --out "$d/alone-$trial.ftl" --cache-dir "$d/best.trials/ftl-feature-cache" >/dev/null 2>"$d/alone-$trial.err" &&
+    "$FTL" train "$T" "${COMMON[@]}" --lr "$lr" --dropout "$dropout" --batch "$batch" --optimizer "$optimizer" \
+        --out "$d/alone-$trial.ftl" --log "$d/alone-$trial.jsonl" --cache-dir "$d/best.trials/ftl-feature-cache" \
+        >/dev/null 2>"$d/alone-$trial.err" &&
         cmp -s "$d/alone-$trial.ftl" "$(printf '%s/best.trials/trial-%04d.ftl' "$d" "$trial")" && same=$((same + 1))
 done <"$d/trials.txt"
 echo "trials equal to ftl train alone: $same of $total"
-check sweep_trials_equal_ftl_train_alone test "$same" -eq 8 -a "$total" -eq 8
+check sweep_trials_equal_ftl_train_alone test "$same" -eq 16 -a "$total" -eq 16
+"$PY" - "$d" <<'PYEOF' && pass sweep_trial_logs_equal_ftl_train_alone || fail sweep_trial_logs_equal_ftl_train_alone "see log"
+import json, sys
+d = sys.argv[1]
+keys = ("epoch", "steps", "examples", "loss", "acc", "val_loss", "val_acc", "lr", "improved", "best_epoch")
+early = dropout = 0
+for t in range(1, 17):
+    def epochs(path):
+        return [tuple(r[k] for k in keys) for r in map(json.loads, open(path)) if r.get("record") == "epoch"]
+    mine, alone = epochs("%s/best.trials/trial-%04d.jsonl" % (d, t)), epochs("%s/alone-%d.jsonl" % (d, t))
+    assert mine == alone and mine, (t, mine, alone)
+    early += len(mine) < 4
+runs = [json.loads(l) for l in open(d + "/best.trials/trial-0003.jsonl")]
+cmd = runs[0]["command"]  # trial 3: lr 1e-3, dropout 0, batch 32, nadam (the grid's order)
+assert runs[0]["record"] == "run" and cmd[len(cmd) - 1 - cmd[::-1].index("--batch") + 1] == "32", cmd
+print("16 trial logs equal;", early, "stopped early")
+assert early > 0
+PYEOF
+
+# the same sweep one stack at a time, at most 3 trials a stack: the same models (no trial depends
+# on which others share its stack or thread)
+"$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32 --grid optimizer=nadam,sgd \
+    --workers 1 --stack-size 3 --out "$d/serial.ftl" --cache-dir "$d/best.trials/ftl-feature-cache" \
+    >"$d/serial.out" 2>&1 || fail sweep_serial_runs "$(tail -3 "$d/serial.out")"
+same=0
+for t in $(seq 1 16); do
+    f=$(printf 'trial-%04d.ftl' "$t")
+    cmp -s "$d/best.trials/$f" "$d/serial.trials/$f" && same=$((same + 1))
+done
+check sweep_same_models_for_any_workers_and_stack_size test "$same" -eq 16 -a "$(grep -c 'in 8 stacks' "$d/serial.out")" -eq 1
+
+# what cannot share the cached features runs trial by trial, as ftl train does (here: no feature cache)
+"$FTL" sweep "$T" "${COMMON[@]}" --epochs 1 --grid lr=1e-3,1e-2 --no-feature-cache --out "$d/seq.ftl" \
+    >"$d/seq.out" 2>"$d/seq.err" || fail sweep_sequential_fallback "$(tail -3 "$d/seq.err")"
+"$FTL" train "$T" "${COMMON[@]}" --epochs 1 --lr 1e-2 --no-feature-cache --out "$d/seq-alone.ftl" >/dev/null 2>&1
+check sweep_sequential_fallback_equals_alone cmp "$d/seq-alone.ftl" "$d/seq.trials/trial-0002.ftl"
+check sweep_sequential_fallback_says_why grep -q "one after the other: --no-feature-cache" "$d/seq.out"
 
 # the table: sorted by val_acc (then val_loss) as the models record them; BEST is the first row's model
 "$PY" - "$d" "$PY" <<'PYEOF' && pass sweep_table_sorted_and_best_model || fail sweep_table_sorted_and_best_model "see log"
@@ -47,7 +90,7 @@ def metrics(path):
     return json.loads(json.loads(raw[8:8 + n])["__metadata__"]["ftl.metrics"])
 rows = list(csv.DictReader(open(d + "/best.trials/results.csv")))
 js = json.load(open(d + "/best.trials/results.json"))
-assert len(rows) == 8 and len(js) == 8, (len(rows), len(js))
+assert len(rows) == 16 and len(js) == 16, (len(rows), len(js))
 keys = []
 for r, j in zip(rows, js):
     m = metrics(d + "/best.trials/trial-%04d.ftl" % int(r["trial"]))
@@ -55,7 +98,7 @@ for r, j in zip(rows, js):
     assert int(r["best_epoch"]) == m["best_epoch"] and int(r["epochs"]) == m["epochs_run"], (r, m)
     keys.append((-m["val_acc"], m["val_loss"], int(r["trial"])))
 assert keys == sorted(keys), keys
-assert sorted(int(r["trial"]) for r in rows) == list(range(1, 9))
+assert sorted(int(r["trial"]) for r in rows) == list(range(1, 17))
 assert any(int(r["epochs"]) < 4 for r in rows), "no trial stopped early"
 best = open(d + "/best.ftl", "rb").read()
 assert best == open(d + "/best.trials/trial-%04d.ftl" % int(rows[0]["trial"]), "rb").read()
