@@ -63,6 +63,14 @@ ftl_status ftl_sweep_space_trials(const ftl_sweep_space *space, int random, uint
 typedef struct ftl_sweep_run_options {
     int threads;               /* stacks trained at once, one per thread (0: ftl_train_threads()) */
     int stack_size;            /* most trials per stack (0: 16) */
+    int halving_eta;           /* >= 2: successive halving, after each rung only the best 1/eta go on (0: off) */
+    bool checkpoints;          /* each trial's state after every epoch, beside its model (.ckpt): what resume needs */
+    bool resume;               /* continue an interrupted sweep: trials with a result file are done, the others
+                                  continue from their checkpoints (bit-identical to an uninterrupted sweep) */
+    const char *log_path;      /* the sweep's log: log_record, then per trial and epoch a record with its
+                                  settings, and one as each trial ends (NULL: none) */
+    const char *log_record;    /* the log's first line (a JSON object; NULL: none) */
+    const char *const *settings_json; /* per trial, its swept settings as a JSON object (for the log) */
     FILE *progress;            /* a line as each trial ends (NULL: quiet) */
     const char *const *labels; /* per trial, its settings for the progress lines (optional) */
 } ftl_sweep_run_options;
@@ -71,7 +79,10 @@ void ftl_sweep_run_options_init(ftl_sweep_run_options *options);
 
 typedef struct ftl_sweep_trial_result {
     bool done;                 /* trained and its model written */
+    bool resumed;              /* done before a resume (fit holds what its result file records) */
     ftl_fit_result fit;        /* as ftl_train_run's summary has it */
+    int64_t halted_at;         /* successive halving ended it after this epoch (0: it was not halted) */
+    double score;              /* what halving ranks by: the monitored metric's best, negated for losses */
     double seconds;            /* the trial's own compute: its steps, validations and share of the fetches */
 } ftl_sweep_trial_result;
 
@@ -82,8 +93,10 @@ typedef struct ftl_sweep_trial_result {
 bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, size_t why_size);
 /* Trains every trial: the features are embedded (or found in the cache) once, then trials with the
  * same batch size and dropout rate train together over shared batches, stacks in parallel. Each
- * trial writes its out_path and fit.log_path as ftl_train_run would, byte for byte the same model.
- * results[count] say how each went; on an error, trials already done keep their files. */
+ * trial writes its out_path and fit.log_path as ftl_train_run would, byte for byte the same model
+ * (a halted trial: as ftl_train_run with --epochs at its rung), then OUT.result.json (its result;
+ * its presence marks the trial done). results[count] say how each went; on an error, trials already
+ * done keep their files and the others their checkpoints. */
 ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *options,
                          ftl_sweep_trial_result *results);
 

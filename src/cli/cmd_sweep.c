@@ -19,7 +19,7 @@ typedef struct trial_result {
     int id;
     ftl_sweep_trial settings;
     double val_acc, val_loss, acc, loss, seconds;
-    long long best_epoch, epochs_run;
+    long long best_epoch, epochs_run, halted_at;
     char *model;
 } trial_result;
 
@@ -106,10 +106,10 @@ int cli_cmd_sweep(int argc, char **argv) {
     ftl_sweep_space space;
     ftl_sweep_space_init(&space);
     cli_list grids = {0}, ranges = {0};
-    int random = 0, max_trials = 1024, workers = 0, stack_size = 0;
+    int random = 0, max_trials = 1024, workers = 0, stack_size = 0, halving = 0;
     int64_t search_seed = 42;
-    const char *out = NULL, *table = NULL, *trials_dir = NULL;
-    bool overwrite = false, help = false;
+    const char *out = NULL, *table = NULL, *trials_dir = NULL, *log_path = NULL;
+    bool overwrite = false, help = false, resume = false, checkpoints = true;
     /* the sweep's own options; everything else goes to every trial's `ftl train` */
     const cli_flag flags[] = {
         {"grid", CLI_LIST, &grids, "NAME=V1,V2,...", "values of a hyperparameter, every combination tried (repeatable): lr, dropout, batch, optimizer, momentum, warmup, weight-decay"},
@@ -123,6 +123,10 @@ int cli_cmd_sweep(int argc, char **argv) {
         {"overwrite", CLI_BOOL, &overwrite, NULL, "replace an existing --out and trial files"},
         {"workers", CLI_INT, &workers, "N", "stacks of trials trained at once, a thread each (default: one per core)"},
         {"stack-size", CLI_INT, &stack_size, "K", "most trials trained together over shared batches (default 16)"},
+        {"halving", CLI_INT, &halving, "ETA", "successive halving: at rungs of --epochs/ETA^k epochs only the best 1/ETA of the trials go on"},
+        {"log", CLI_STRING, &log_path, "SWEEP.jsonl", "the sweep's log: a record per trial and epoch with its settings (ftl report draws it)"},
+        {"checkpoints", CLI_BOOL, &checkpoints, NULL, "each trial's state after every epoch, for --resume (default; --no-checkpoints)"},
+        {"resume", CLI_BOOL, &resume, NULL, "continue an interrupted sweep in its --trials-dir: done trials kept, the others from their last epoch"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     const cli_command cmd = {"sweep", "ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid NAME=V1,V2 ... [ftl train options]",
@@ -181,15 +185,17 @@ int cli_cmd_sweep(int argc, char **argv) {
     else if (ftl_sweep_space_trials(&space, random, (uint64_t)search_seed, max_trials, &trials, &count) != FTL_OK)
         snprintf(why, sizeof why, "%s", ftl_last_error());
     for (int i = 0; i < n_rest && !why[0]; i++) { /* the sweep writes these itself, per trial */
-        static const char *const owned[] = {"--log", "--resume", "--checkpoint", "--report", "--keep-last", "--save-best-only"};
+        static const char *const owned[] = {"--checkpoint", "--report", "--keep-last", "--save-best-only", "--timeline"};
         for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {
             size_t n = strlen(owned[k]);
             if (strncmp(rest[i], owned[k], n) == 0 && (rest[i][n] == '\0' || rest[i][n] == '='))
-                snprintf(why, sizeof why, "%s is not taken by ftl sweep yet (each trial's model and log go to --trials-dir)",
+                snprintf(why, sizeof why, "%s is not taken by ftl sweep (each trial's model, log and checkpoint go to "
+                                          "--trials-dir; --resume continues the sweep; ftl report draws its --log)",
                          owned[k]);
         }
     }
-    if (!why[0] && access(out, F_OK) == 0 && !overwrite)
+    if (!why[0] && halving != 0 && halving < 2) snprintf(why, sizeof why, "--halving %d: the rate must be at least 2", halving);
+    if (!why[0] && access(out, F_OK) == 0 && !overwrite && !resume)
         snprintf(why, sizeof why, "%s already exists (use --overwrite to replace it)", out);
     if (why[0]) {
         free(own), free(rest), free(trials);
@@ -236,12 +242,77 @@ int cli_cmd_sweep(int argc, char **argv) {
             failed = prc < 0 ? 2 : prc;
         }
     }
+    why[0] = 0;
+    bool stacked = !failed && ftl_sweep_stackable(opts, count, why, sizeof why);
+    if (!failed && !stacked && (halving || resume || log_path)) {
+        fprintf(stderr, "ftl sweep: error: --halving, --resume and --log need the trials trained together, and these "
+                        "cannot be: %s\n", why);
+        failed = 2;
+    }
+    if (!failed && resume && access(dir, F_OK) != 0) {
+        fprintf(stderr, "ftl sweep: error: --resume: there is no sweep in %s to continue\n", dir);
+        failed = 2;
+    }
     if (!failed && mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "ftl sweep: error: cannot make %s: %s\n", dir, strerror(errno));
         failed = 1;
     }
-    why[0] = 0;
-    bool stacked = !failed && ftl_sweep_stackable(opts, count, why, sizeof why);
+    /* The sweep's command line (less --resume and --overwrite) beside its trials: --resume continues
+     * only the same sweep. */
+    char *args_path = malloc(strlen(dir) + 16);
+    sprintf(args_path, "%s/sweep.args", dir);
+    size_t args_len = 1;
+    for (int i = 1; i < argc; i++) args_len += strlen(argv[i]) + 1;
+    char *args_text = calloc(args_len, 1);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--resume") != 0 && strcmp(argv[i], "--overwrite") != 0)
+            strcat(strcat(args_text, argv[i]), "\n");
+    if (!failed && resume) {
+        FILE *f = fopen(args_path, "rb");
+        char *before = calloc(args_len + 2, 1);
+        size_t got = f ? fread(before, 1, args_len + 1, f) : 0;
+        if (f) fclose(f);
+        if (!f || got != strlen(args_text) || memcmp(before, args_text, got) != 0) {
+            fprintf(stderr, "ftl sweep: error: --resume continues the same sweep, but %s %s; run it with the same options "
+                            "(or without --resume and with --overwrite to start again)\n",
+                    args_path, f ? "records other options" : "is missing");
+            failed = 2;
+        }
+        free(before);
+    } else if (!failed && stacked) {
+        failed = write_whole(args_path, args_text, strlen(args_text));
+    }
+    /* the log's first line and each trial's settings as JSON */
+    char **settings = calloc((size_t)count, sizeof *settings);
+    for (int t = 0; t < count; t++) {
+        size_t cap = 64 + FTL_SWEEP_PARAM_COUNT * 64, n = 0;
+        settings[t] = malloc(cap);
+        n += (size_t)snprintf(settings[t] + n, cap - n, "{");
+        for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++) {
+            if (!trials[t].set[p]) continue;
+            char v[40];
+            setting_text(&trials[t], p, v, sizeof v);
+            bool text = p == FTL_SWEEP_OPTIMIZER;
+            n += (size_t)snprintf(settings[t] + n, cap - n, "%s\"%s\":%s%s%s", n > 1 ? "," : "",
+                                  ftl_sweep_param_name((ftl_sweep_param)p), text ? "\"" : "", v, text ? "\"" : "");
+        }
+        snprintf(settings[t] + n, cap - n, "}");
+    }
+    size_t record_cap = 256 + args_len * 2;
+    char *record = malloc(record_cap);
+    {
+        size_t n = (size_t)snprintf(record, record_cap, "{\"record\":\"sweep\",\"trials\":%d,\"halving\":%d,\"command\":[\"ftl\"",
+                                    count, halving);
+        for (int i = 0; i < argc && n < record_cap; i++) {
+            n += (size_t)snprintf(record + n, record_cap - n, ",\"");
+            for (const char *c = argv[i]; *c && n + 8 < record_cap; c++) {
+                if (*c == '"' || *c == '\\') record[n++] = '\\';
+                record[n++] = (unsigned char)*c < 0x20 ? ' ' : *c;
+            }
+            n += (size_t)snprintf(record + n, record_cap - n, "\"");
+        }
+        snprintf(record + n, record_cap - n, "]}");
+    }
     if (!failed) {
         printf("sweep: %d trials -> %s%s%s\n", count, dir, stacked ? "" : "; one after the other: ", why);
         fflush(stdout);
@@ -252,6 +323,12 @@ int cli_cmd_sweep(int argc, char **argv) {
         ftl_sweep_run_options_init(&ro);
         ro.threads = workers;
         ro.stack_size = stack_size;
+        ro.halving_eta = halving;
+        ro.checkpoints = checkpoints;
+        ro.resume = resume;
+        ro.log_path = log_path;
+        ro.log_record = record;
+        ro.settings_json = (const char *const *)settings;
         ro.progress = stdout;
         ro.labels = (const char *const *)labels;
         ftl_status st = ftl_sweep_run(opts, count, &ro, out_res);
@@ -275,6 +352,8 @@ int cli_cmd_sweep(int argc, char **argv) {
         }
         out_res[t] = (ftl_sweep_trial_result){.done = true, .fit = sum.fit, .seconds = now_seconds() - t0};
     }
+    for (int t = 0; t < count; t++) free(settings[t]);
+    free(settings), free(record), free(args_text), free(args_path);
     for (int t = 0; t < count; t++) {
         trial_result *r = &res[t];
         r->id = t + 1;
@@ -288,6 +367,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         r->best_epoch = f->best_epoch;
         r->epochs_run = f->epochs_run;
         r->seconds = out_res[t].seconds;
+        r->halted_at = out_res[t].halted_at;
     }
     free(out_res);
     for (int t = 0; t < count; t++) free(ta[t].argv), free(labels[t]);
@@ -302,7 +382,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         nc += (size_t)snprintf(csv + nc, cap - nc, "rank,trial");
         for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++)
             if (trials[0].set[p]) nc += (size_t)snprintf(csv + nc, cap - nc, ",%s", ftl_sweep_param_name((ftl_sweep_param)p));
-        nc += (size_t)snprintf(csv + nc, cap - nc, ",best_epoch,epochs,val_acc,val_loss,acc,loss,seconds,model\n");
+        nc += (size_t)snprintf(csv + nc, cap - nc, ",best_epoch,epochs,halted_at,val_acc,val_loss,acc,loss,seconds,model\n");
         nj += (size_t)snprintf(json + nj, cap - nj, "[\n");
         for (int i = 0; i < count; i++) {
             const trial_result *r = &res[i];
@@ -319,12 +399,12 @@ int cli_cmd_sweep(int argc, char **argv) {
                                        p == FTL_SWEEP_OPTIMIZER ? "\"" : "");
                 first = false;
             }
-            nc += (size_t)snprintf(csv + nc, cap - nc, ",%lld,%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%s\n", r->best_epoch,
-                                   r->epochs_run, r->val_acc, r->val_loss, r->acc, r->loss, r->seconds, r->model);
+            nc += (size_t)snprintf(csv + nc, cap - nc, ",%lld,%lld,%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%s\n", r->best_epoch,
+                                   r->epochs_run, r->halted_at, r->val_acc, r->val_loss, r->acc, r->loss, r->seconds, r->model);
             nj += (size_t)snprintf(json + nj, cap - nj,
-                                   "}, \"best_epoch\": %lld, \"epochs\": %lld, \"val_acc\": %.9g, \"val_loss\": %.9g, "
-                                   "\"acc\": %.9g, \"loss\": %.9g, \"seconds\": %.3f, \"model\": \"%s\"}%s\n",
-                                   r->best_epoch, r->epochs_run, r->val_acc, r->val_loss, r->acc, r->loss, r->seconds,
+                                   "}, \"best_epoch\": %lld, \"epochs\": %lld, \"halted_at\": %lld, \"val_acc\": %.9g, "
+                                   "\"val_loss\": %.9g, \"acc\": %.9g, \"loss\": %.9g, \"seconds\": %.3f, \"model\": \"%s\"}%s\n",
+                                   r->best_epoch, r->epochs_run, r->halted_at, r->val_acc, r->val_loss, r->acc, r->loss, r->seconds,
                                    r->model, i + 1 < count ? "," : "");
         }
         nj += (size_t)snprintf(json + nj, cap - nj, "]\n");

@@ -3,12 +3,17 @@
  * Trials that share the batch size and dropout rate (and, checked, every other setting but the
  * optimizer's) see the same batches in the same order and the same dropout masks. A stack of them
  * takes each chunk of batches once from the feature store, draws the chunk's masks once, then runs
- * each of its trials through the chunk's steps in turn; between chunks a trial's weights and
+ * each of its trials through the chunk's steps in turn; within a chunk a trial's weights and
  * optimizer state stay in the cache for its steps (at 2048 x 257 one trial's blocks are ~8 MB, so
  * stepping every trial on every batch would stream them all from memory each step). Stacks run at
  * once on the worker threads, each trial's arithmetic on its own thread. Every trial goes through
  * ftl_trainer_fit's own steps (ftl_fit_run_*), so its epochs, metrics, weights, log and model
- * equal `ftl train` alone with its settings, bit for bit: nothing is approximated. */
+ * equal `ftl train` alone with its settings, bit for bit: nothing is approximated.
+ *
+ * The sweep runs in phases up to each rung of successive halving (one phase without it): trials
+ * persist between phases and the stacks are formed afresh from the trials still training, grouped
+ * by (batch, dropout, epoch), their batch order continued from where it stopped. Each trial's
+ * epoch-end checkpoint, model and result file make the sweep resumable after a kill. */
 #include "ftl/sweep.h"
 #include "pipeline/train_run.h"
 #include "train/pool.h"
@@ -18,10 +23,12 @@
 #include "util/timing.h"
 
 #include <math.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void ftl_sweep_run_options_init(ftl_sweep_run_options *o) {
     memset(o, 0, sizeof *o);
@@ -66,10 +73,22 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
     return reason == NULL;
 }
 
-/* ---------------------------------------------------------------- stacks and workers */
+/* ---------------------------------------------------------------- trials, stacks, workers */
+
+typedef struct sweep_trial {
+    ftl_trainer *t;
+    ftl_fit_run fr;
+    bool open;             /* trainer made, its fit open */
+    bool ended;            /* its model and result are written */
+    int64_t epoch;         /* completed epochs */
+    uint8_t *position;     /* its batch order's position after its last epoch (NULL: the start) */
+    size_t position_size;
+    double seconds;
+    char *checkpoint, *result_path;
+} sweep_trial;
 
 typedef struct sweep_stack {
-    int *trials; /* indices into the trial list, ascending */
+    int *trials; /* indices, ascending */
     int count;
 } sweep_stack;
 
@@ -78,13 +97,17 @@ typedef struct sweep_shared {
     const ftl_train_options *options; /* per trial, with the run's int8 scales */
     const ftl_sweep_run_options *ro;
     ftl_sweep_trial_result *results;
+    sweep_trial *trials;
     int trial_count;
     int64_t train_rows;
+    train_run_meta meta;
+    FILE *log;             /* the sweep's log (guarded by lock) */
     sweep_stack *stacks;
     int stack_count;
+    int64_t until_epoch;   /* this phase trains up to here */
     atomic_int next_stack;
     atomic_bool failed;
-    pthread_mutex_t lock; /* model files, progress lines, the first error */
+    pthread_mutex_t lock;  /* model and result files, progress lines, the log, the first error */
     ftl_status status;
     char error[2048];
     int finished;
@@ -149,49 +172,184 @@ static ftl_status fetch_batch(ftl_batch_source *src, chunk_batches *c, int j, bo
     return FTL_OK;
 }
 
-/* The trial's log's first line, its trainer and its fit. */
-static ftl_status open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val,
-                             ftl_trainer **t, ftl_fit_run *fr) {
+/* The score successive halving ranks by: the best of the monitored metric over the trial's epochs up
+ * to `epoch`, larger is better (losses negated); from the history, which a resume restores too. */
+static double score_at(const ftl_trainer *t, int64_t epoch) {
+    const ftl_epoch_log *h;
+    size_t n = ftl_trainer_history(t, &h);
+    const ftl_early_stopping *es = &t->es;
+    double best = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (h[i].epoch > epoch) continue;
+        double v = NAN;
+        switch (es->config.monitor) {
+        case FTL_MONITOR_VAL_ACC: v = h[i].val_acc; break;
+        case FTL_MONITOR_VAL_LOSS: v = h[i].val_loss; break;
+        case FTL_MONITOR_ACC: v = h[i].acc; break;
+        case FTL_MONITOR_LOSS: v = h[i].loss; break;
+        }
+        if (!isnan(v) && (es->maximize ? v : -v) > best) best = es->maximize ? v : -v;
+    }
+    return best;
+}
+
+static void append_result_json(ftl_strbuf *b, int trial, const ftl_sweep_trial_result *r) {
+    const ftl_fit_result *f = &r->fit;
+    ftl_strbuf_printf(b, "{\"record\":\"trial\",\"trial\":%d,\"epochs_run\":%lld,\"best_epoch\":%lld,\"stopped_early\":%s,"
+                         "\"halted_at\":%lld,\"score\":",
+                      trial + 1, (long long)f->epochs_run, (long long)f->best_epoch, f->stopped_early ? "true" : "false",
+                      (long long)r->halted_at);
+    ftl_json_append_number(b, r->score);
+    const char *names[] = {"loss", "acc", "val_loss", "val_acc", "best_value", "seconds"};
+    double values[] = {f->final_loss, f->final_acc, f->final_val_loss, f->final_val_acc, f->best_value, r->seconds};
+    for (int i = 0; i < 6; i++) {
+        ftl_strbuf_printf(b, ",\"%s\":", names[i]);
+        ftl_json_append_number(b, values[i]);
+    }
+    ftl_strbuf_append(b, "}", 1);
+}
+
+static double json_number_or_nan(const ftl_json *v, const char *key) {
+    double x;
+    return ftl_json_get_number(v, key, &x) ? x : NAN;
+}
+
+/* A result file of an earlier (interrupted) run of the sweep: the trial is done. */
+static ftl_status read_result(const char *path, ftl_sweep_trial_result *r) {
+    uint8_t *data = NULL;
+    size_t size = 0;
+    FTL_TRY(ftl_read_file(path, &data, &size));
+    ftl_json *v = NULL;
+    ftl_status st = ftl_json_parse((const char *)data, size, &v);
+    free(data);
+    if (st != FTL_OK) return ftl_fail_context(st, "%s (delete it to train the trial again)", path);
+    ftl_fit_result *f = &r->fit;
+    memset(r, 0, sizeof *r);
+    f->epochs_run = (int64_t)json_number_or_nan(v, "epochs_run");
+    f->best_epoch = (int64_t)json_number_or_nan(v, "best_epoch");
+    const ftl_json *se = ftl_json_get(v, "stopped_early");
+    f->stopped_early = se && se->type == FTL_JSON_BOOL && se->boolean;
+    r->halted_at = (int64_t)json_number_or_nan(v, "halted_at");
+    r->score = json_number_or_nan(v, "score");
+    if (isnan(r->score)) r->score = -INFINITY;
+    f->final_loss = json_number_or_nan(v, "loss");
+    f->final_acc = json_number_or_nan(v, "acc");
+    f->final_val_loss = json_number_or_nan(v, "val_loss");
+    f->final_val_acc = json_number_or_nan(v, "val_acc");
+    f->best_value = json_number_or_nan(v, "best_value");
+    r->seconds = json_number_or_nan(v, "seconds");
+    r->done = true;
+    r->resumed = true;
+    ftl_json_free(v);
+    return FTL_OK;
+}
+
+/* One line of the sweep's log (under the lock). */
+static ftl_status log_line(sweep_shared *sh, const char *text) {
+    if (!sh->log) return FTL_OK;
+    if (fputs(text, sh->log) == EOF || fputc('\n', sh->log) == EOF || fflush(sh->log) != 0)
+        return ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", sh->ro->log_path, strerror(errno));
+    return FTL_OK;
+}
+
+/* The trial's epoch record for the sweep's log: its settings and the epoch's metrics. */
+static ftl_status log_epoch(sweep_shared *sh, int trial) {
+    const ftl_epoch_log *h;
+    size_t n = ftl_trainer_history(sh->trials[trial].t, &h);
+    if (!sh->log || n == 0) return FTL_OK;
+    ftl_strbuf b = {0};
+    ftl_strbuf_printf(&b, "{\"record\":\"trial_epoch\",\"trial\":%d,\"settings\":%s,\"log\":", trial + 1,
+                      sh->ro->settings_json ? sh->ro->settings_json[trial] : "{}");
+    ftl_train_append_epoch_json(&b, &h[n - 1]);
+    ftl_strbuf_append(&b, "}", 1);
+    pthread_mutex_lock(&sh->lock);
+    ftl_status st = log_line(sh, b.data);
+    pthread_mutex_unlock(&sh->lock);
+    ftl_strbuf_free(&b);
+    return st;
+}
+
+/* Opens a trial: its trainer (from its checkpoint when resuming), its log's first line and its fit.
+ * train: a source of the trial's order the checkpoint's position goes into. */
+static ftl_status open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val) {
     const ftl_train_options *o = &sh->options[trial];
+    sweep_trial *tr = &sh->trials[trial];
     train_run *r = sh->run;
+    bool resume = sh->ro->resume && ftl_path_exists(tr->checkpoint);
     ftl_fit_config fit = o->fit;
     fit.epoch_out = NULL; /* the sweep prints a line per trial */
-    char *record = fit.log_path ? train_run_record_json(o, r->dim, r->classes_json, ftl_model_get_info(r->backbone), "cpu", NULL)
+    fit.checkpoint_meta = sh->meta.kv;
+    fit.checkpoint_meta_count = TRAIN_RUN_META_COUNT;
+    ftl_train_options with_resume = *o;
+    with_resume.resume_path = resume ? tr->checkpoint : NULL;
+    char *record = fit.log_path ? train_run_record_json(&with_resume, r->dim, r->classes_json,
+                                                        ftl_model_get_info(r->backbone), "cpu", with_resume.resume_path)
                                 : NULL;
     fit.run_record = record;
-    ftl_status st = ftl_trainer_init(t, &fit, r->dim, r->class_count);
-    if (st == FTL_OK) st = ftl_fit_run_open(*t, train, val, fr);
-    if (st == FTL_OK) (*t)->config.run_record = NULL; /* written: the trainer keeps no pointer to it */
+    ftl_status st = ftl_trainer_init(&tr->t, &fit, r->dim, r->class_count);
+    if (st == FTL_OK && resume) st = ftl_trainer_resume(tr->t, tr->checkpoint, train);
+    if (st == FTL_OK) st = ftl_fit_run_open(tr->t, train, val, &tr->fr);
+    if (st == FTL_OK) {
+        tr->t->config.run_record = NULL; /* written: the trainer keeps no pointer to it */
+        tr->open = true;
+        tr->epoch = ftl_trainer_epoch(tr->t);
+        if (resume) {
+            free(tr->position);
+            tr->position = NULL;
+            if (train->save_position) st = train->save_position(train->ctx, &tr->position, &tr->position_size);
+        }
+    } else {
+        ftl_trainer_free(tr->t);
+        tr->t = NULL;
+    }
     free(record);
     return st;
 }
 
-static ftl_status finish_trial(sweep_shared *sh, int trial, ftl_trainer *t, ftl_fit_run *fr, double seconds) {
+/* The trial is over (stopped early, at --epochs, or halted at a rung): best weights, model, result. */
+static ftl_status finish_trial(sweep_shared *sh, int trial, int64_t halted_at) {
+    sweep_trial *tr = &sh->trials[trial];
     ftl_sweep_trial_result *res = &sh->results[trial];
-    FTL_TRY(ftl_fit_run_close(t, fr, FTL_OK, &res->fit));
-    res->seconds = seconds;
-    res->done = true;
+    res->score = score_at(tr->t, halted_at > 0 ? halted_at : INT64_MAX);
+    ftl_status st = ftl_fit_run_close(tr->t, &tr->fr, FTL_OK, &res->fit);
+    tr->open = false;
+    res->seconds = tr->seconds;
+    res->halted_at = halted_at;
     pthread_mutex_lock(&sh->lock);
-    ftl_status st = train_run_save_model(sh->run, &sh->options[trial], t, &res->fit, NULL, 0, NULL, 0);
+    if (st == FTL_OK) st = train_run_save_model(sh->run, &sh->options[trial], tr->t, &res->fit, NULL, 0, NULL, 0);
+    ftl_strbuf b = {0};
+    append_result_json(&b, trial, res);
+    if (st == FTL_OK) st = ftl_write_file_atomic(tr->result_path, b.data, b.len); /* after the model: "done" */
+    if (st == FTL_OK) st = log_line(sh, b.data);
+    ftl_strbuf_free(&b);
     if (st == FTL_OK) {
+        res->done = true;
+        tr->ended = true;
+        if (ftl_path_exists(tr->checkpoint)) unlink(tr->checkpoint); /* the model and result stand for it now */
         sh->finished++;
         FILE *out = sh->ro->progress;
         if (out) {
             const char *label = sh->ro->labels ? sh->ro->labels[trial] : "";
-            fprintf(out, "sweep: trial %d done (%d/%d):%s%s  %lld epochs, best %lld: val_acc %.4f, val_loss %.4f (%.1f s)\n",
+            char how[64] = "";
+            if (halted_at > 0) snprintf(how, sizeof how, ", halted at rung epoch %lld", (long long)halted_at);
+            else if (res->fit.stopped_early) snprintf(how, sizeof how, ", stopped early");
+            fprintf(out, "sweep: trial %d done (%d/%d):%s%s  %lld epochs%s, best %lld: val_acc %.4f, val_loss %.4f (%.1f s)\n",
                     trial + 1, sh->finished, sh->trial_count, label[0] ? " " : "", label, (long long)res->fit.epochs_run,
-                    (long long)res->fit.best_epoch, res->fit.final_val_acc, res->fit.final_val_loss, seconds);
+                    how, (long long)res->fit.best_epoch, res->fit.final_val_acc, res->fit.final_val_loss, tr->seconds);
             fflush(out);
         }
     }
     pthread_mutex_unlock(&sh->lock);
+    ftl_trainer_free(tr->t);
+    tr->t = NULL;
     return st;
 }
 
-/* Trains one stack: its trials in lockstep over shared chunks of batches. */
+/* Trains one stack up to sh->until_epoch: its trials in lockstep over shared chunks of batches. */
 static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
     train_run *r = sh->run;
     const ftl_train_options *o0 = &sh->options[stack->trials[0]];
+    sweep_trial *first = &sh->trials[stack->trials[0]];
     const char *src[1] = {o0->train_path};
     ftl_loader_options order = train_run_order(o0, src);
     global_order_source gs;
@@ -206,105 +364,116 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
         valp = &val;
     }
     int n = stack->count;
-    ftl_trainer **t = ftl_xcalloc((size_t)n, sizeof *t);
-    ftl_fit_run *fr = ftl_xcalloc((size_t)n, sizeof *fr);
-    bool *active = ftl_xcalloc((size_t)n, sizeof *active), *open = ftl_xcalloc((size_t)n, sizeof *open);
-    double *seconds = ftl_xcalloc((size_t)n, sizeof *seconds);
     ftl_status st = FTL_OK;
-    int opened = 0;
-    for (int k = 0; k < n && st == FTL_OK; k++, opened++) {
+    /* where the stack's order stands: the members are at the same epoch, so at the same position */
+    if (first->position) st = train.restore_position(train.ctx, first->position, first->position_size);
+    for (int k = 0; k < n && st == FTL_OK; k++) {
+        sweep_trial *tr = &sh->trials[stack->trials[k]];
         double t0 = ftl_now();
-        st = open_trial(sh, stack->trials[k], &train, valp, &t[k], &fr[k]);
-        open[k] = st == FTL_OK;
-        if (st == FTL_OK) active[k] = ftl_fit_run_more(t[k]);
-        if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
-        seconds[k] += ftl_now() - t0;
+        if (!tr->open) {
+            st = open_trial(sh, stack->trials[k], &train, valp);
+            if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
+        } else {
+            tr->fr.train = &train;
+            tr->fr.val = valp;
+        }
+        tr->seconds += ftl_now() - t0;
     }
-    /* Chunks of about 2 MB of rows (twice that with the masked copy): small beside the L2/L3 share a
-     * trial's blocks need, long enough that each trial's blocks are brought in once per chunk. */
     size_t rows = (size_t)o0->fit.batch_size;
     double dropout = o0->fit.dropout;
+    /* Chunks of about 32 MB of rows (measured at 2048 x 257: shorter chunks bring each trial's
+     * blocks back into the cache too often; one trial's blocks are reread once per chunk). */
     double batch_bytes = (double)rows * (double)r->dim * 4.0 * (dropout > 0 ? 2 : 1);
-    int chunk_steps = (int)fmax(1.0, fmin(64.0, (2 << 20) / batch_bytes));
+    int chunk_steps = (int)fmax(1.0, fmin(256.0, (32 << 20) / batch_bytes));
     chunk_batches chunk;
     chunk_init(&chunk, chunk_steps, rows, r->dim, dropout > 0);
     int live = 0;
-    for (int k = 0; k < n; k++) live += active[k];
-    /* Trials that end before their first epoch (--epochs 0 is refused; a finished resume is not here) are saved below. */
+    for (int k = 0; k < n && st == FTL_OK; k++) {
+        sweep_trial *tr = &sh->trials[stack->trials[k]];
+        if (ftl_fit_run_more(tr->t)) live++;
+        else st = finish_trial(sh, stack->trials[k], 0); /* nothing left to train (a resumed, finished fit) */
+    }
     while (st == FTL_OK && live > 0 && !atomic_load(&sh->failed)) {
         int lead = -1; /* every active trial is at the same step: the first one's counters stand for all */
-        for (int k = 0; k < n; k++)
-            if (active[k]) {
-                ftl_fit_run_epoch_begin(t[k], &fr[k]);
-                if (lead < 0) lead = k;
-            }
-        int64_t steps = fr[lead].steps;
-        bool wrap = fr[lead].wrap;
+        for (int k = 0; k < n; k++) {
+            sweep_trial *tr = &sh->trials[stack->trials[k]];
+            if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
+            ftl_fit_run_epoch_begin(tr->t, &tr->fr);
+            if (lead < 0) lead = k;
+        }
+        sweep_trial *lt = &sh->trials[stack->trials[lead]];
+        if (lt->epoch >= sh->until_epoch) break;
+        int64_t steps = lt->fr.steps;
+        bool wrap = lt->fr.wrap;
         if (!wrap && train.begin_pass) {
             st = train.begin_pass(train.ctx);
-            if (st != FTL_OK) st = ftl_fail_context(st, "epoch %lld", (long long)fr[lead].log.epoch);
+            if (st != FTL_OK) st = ftl_fail_context(st, "epoch %lld", (long long)lt->fr.log.epoch);
         }
         for (int64_t i = 0; i < steps && st == FTL_OK; i += chunk_steps) {
             int m = (int)(steps - i < chunk_steps ? steps - i : chunk_steps);
             double f0 = ftl_now();
             for (int j = 0; j < m && st == FTL_OK; j++) {
                 st = fetch_batch(&train, &chunk, j, wrap);
-                if (st != FTL_OK) st = ftl_fail_context(st, "epoch %lld, batch %lld", (long long)fr[lead].log.epoch, (long long)(i + j + 1));
+                if (st != FTL_OK) st = ftl_fail_context(st, "epoch %lld, batch %lld", (long long)lt->fr.log.epoch, (long long)(i + j + 1));
             }
-            if (st == FTL_OK && dropout > 0) /* the masks of steps step..step+m-1, the same for every trial here */
+            if (st == FTL_OK && dropout > 0) /* the masks of the chunk's steps, the same for every trial here */
                 for (int j = 0; j < m; j++) {
-                    ftl_row_draws d = ftl_trainer_draws(t[lead], &chunk.batches[j]);
+                    ftl_row_draws d = ftl_trainer_draws(lt->t, &chunk.batches[j]);
                     d.step += j;
                     ftl_head_dropout_rows((float)dropout, r->dim, chunk.batches[j].features, chunk.batches[j].count, &d,
                                           chunk.dropped + (size_t)j * rows * (size_t)r->dim);
                 }
             double shared_s = (ftl_now() - f0) / live;
             for (int k = 0; k < n && st == FTL_OK; k++) {
-                if (!active[k]) continue;
+                sweep_trial *tr = &sh->trials[stack->trials[k]];
+                if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
                 double k0 = ftl_now();
                 for (int j = 0; j < m && st == FTL_OK; j++) {
+                    ftl_fit_test_hooks(0, ftl_trainer_step(tr->t));
                     double now = ftl_now();
-                    st = ftl_fit_run_step(t[k], &fr[k], &chunk.batches[j],
+                    st = ftl_fit_run_step(tr->t, &tr->fr, &chunk.batches[j],
                                           dropout > 0 ? chunk.dropped + (size_t)j * rows * (size_t)r->dim : NULL,
                                           now - chunk.fetch_seconds[j] / live, now);
                 }
                 if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
-                seconds[k] += ftl_now() - k0 + shared_s;
+                tr->seconds += ftl_now() - k0 + shared_s;
             }
         }
         for (int k = 0; k < n && st == FTL_OK; k++) {
-            if (!active[k]) continue;
+            int trial = stack->trials[k];
+            sweep_trial *tr = &sh->trials[trial];
+            if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
             double k0 = ftl_now();
-            st = ftl_fit_run_epoch_end(t[k], &fr[k]);
-            if (st != FTL_OK) {
-                st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
-                break;
-            }
-            seconds[k] += ftl_now() - k0;
-            if (!ftl_fit_run_more(t[k])) { /* stopped early or at --epochs: it leaves the stack */
-                active[k] = false;
+            st = ftl_fit_run_epoch_end(tr->t, &tr->fr);
+            tr->epoch = ftl_trainer_epoch(tr->t);
+            /* the log first, then the checkpoint: a kill between them repeats the epoch (the
+             * report keeps a trial's last record of each epoch) rather than losing its record */
+            if (st == FTL_OK) st = log_epoch(sh, trial);
+            if (st == FTL_OK && ftl_fit_run_more(tr->t) && sh->ro->checkpoints)
+                st = ftl_trainer_save_checkpoint(tr->t, tr->checkpoint, &train);
+            tr->seconds += ftl_now() - k0;
+            if (st == FTL_OK && !ftl_fit_run_more(tr->t)) { /* stopped early or at --epochs: it leaves the stack */
                 live--;
-                st = finish_trial(sh, stack->trials[k], t[k], &fr[k], seconds[k]);
-                if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
-                ftl_trainer_free(t[k]);
-                t[k] = NULL;
+                st = finish_trial(sh, trial, 0);
             }
+            if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", trial + 1);
         }
     }
-    for (int k = 0; k < opened; k++) {
-        if (!t[k]) continue;
-        if (st == FTL_OK && !active[k]) { /* no epoch was due */
-            st = finish_trial(sh, stack->trials[k], t[k], &fr[k], seconds[k]);
-        } else if (open[k]) { /* stopped with the sweep: close its log */
-            char kept[2048];
-            snprintf(kept, sizeof kept, "%s", ftl_last_error());
-            ftl_fit_run_close(t[k], &fr[k], FTL_E_INTERRUPTED, NULL);
-            if (st != FTL_OK) ftl_fail(st, "%s", kept);
-        }
-        ftl_trainer_free(t[k]);
+    /* where each member's order stands, for the next phase's stacks */
+    uint8_t *blob = NULL;
+    size_t blob_size = 0;
+    if (st == FTL_OK && train.save_position) st = train.save_position(train.ctx, &blob, &blob_size);
+    for (int k = 0; k < n && st == FTL_OK; k++) {
+        sweep_trial *tr = &sh->trials[stack->trials[k]];
+        if (!tr->t) continue;
+        free(tr->position);
+        tr->position = ftl_xmalloc(blob_size ? blob_size : 1);
+        memcpy(tr->position, blob, blob_size);
+        tr->position_size = blob_size;
+        tr->fr.train = tr->fr.val = NULL; /* this phase's sources end here */
     }
+    free(blob);
     chunk_free(&chunk);
-    free(t), free(fr), free(active), free(open), free(seconds);
     if (r->have_val_store) file_order_source_free(&vs);
     global_order_source_free(&gs);
     return st;
@@ -323,25 +492,35 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Stacks: trials with the same batch size and dropout rate, at most stack_size each, split further
- * until every worker has one; the largest first (each worker takes the next when it is done). */
-static int build_stacks(const ftl_train_options *trials, int count, int stack_size, int workers, sweep_stack **out) {
+static bool same_group(const sweep_shared *sh, int a, int b) {
+    const ftl_fit_config *x = &sh->options[a].fit, *y = &sh->options[b].fit;
+    return x->batch_size == y->batch_size && x->dropout == y->dropout && sh->trials[a].epoch == sh->trials[b].epoch;
+}
+
+static void free_stacks(sweep_shared *sh) {
+    for (int i = 0; i < sh->stack_count; i++) free(sh->stacks[i].trials);
+    free(sh->stacks);
+    sh->stacks = NULL;
+    sh->stack_count = 0;
+}
+
+/* This phase's stacks: the trials still training, grouped by batch size, dropout and epoch, at most
+ * stack_size each, split further until every worker has one; the largest first. */
+static void build_stacks(sweep_shared *sh, int stack_size, int workers) {
+    int count = sh->trial_count;
     sweep_stack *stacks = ftl_xcalloc((size_t)count, sizeof *stacks);
     int n = 0;
     bool *taken = ftl_xcalloc((size_t)count, sizeof *taken);
     for (int i = 0; i < count; i++) {
-        if (taken[i]) continue;
+        if (taken[i] || sh->trials[i].ended) continue;
         int members = 0;
+        int *list = ftl_xcalloc((size_t)count, sizeof *list);
         for (int j = i; j < count; j++)
-            if (!taken[j] && trials[j].fit.batch_size == trials[i].fit.batch_size && trials[j].fit.dropout == trials[i].fit.dropout)
-                members++;
-        int parts = (members + stack_size - 1) / stack_size, at = 0;
-        int *list = ftl_xcalloc((size_t)members, sizeof *list);
-        for (int j = i; j < count; j++)
-            if (!taken[j] && trials[j].fit.batch_size == trials[i].fit.batch_size && trials[j].fit.dropout == trials[i].fit.dropout) {
-                list[at++] = j;
+            if (!taken[j] && !sh->trials[j].ended && same_group(sh, i, j)) {
+                list[members++] = j;
                 taken[j] = true;
             }
+        int parts = (members + stack_size - 1) / stack_size;
         for (int p = 0; p < parts; p++) { /* even parts */
             int b = p * members / parts, e = (p + 1) * members / parts;
             stacks[n].trials = ftl_xcalloc((size_t)(e - b), sizeof(int));
@@ -355,7 +534,7 @@ static int build_stacks(const ftl_train_options *trials, int count, int stack_si
         int big = 0;
         for (int i = 1; i < n; i++)
             if (stacks[i].count > stacks[big].count) big = i;
-        if (n >= workers || stacks[big].count < 2) break;
+        if (n == 0 || n >= workers || stacks[big].count < 2) break;
         int half = stacks[big].count / 2;
         stacks[n].trials = ftl_xcalloc((size_t)half, sizeof(int));
         memcpy(stacks[n].trials, stacks[big].trials + stacks[big].count - half, (size_t)half * sizeof(int));
@@ -370,8 +549,72 @@ static int build_stacks(const ftl_train_options *trials, int count, int stack_si
             stacks[j] = stacks[j - 1];
             stacks[j - 1] = tmp;
         }
-    *out = stacks;
+    sh->stacks = stacks;
+    sh->stack_count = n;
+}
+
+/* Successive halving's rungs for E epochs and rate eta: E / eta^k rounded down (at least 1), k from
+ * the largest that leaves a rung >= 1 down to 0, without repeats; one rung (E) without halving. */
+static int halving_rungs(int64_t epochs, int eta, int64_t *rungs, int capacity) {
+    int n = 0;
+    if (eta < 2) {
+        rungs[n++] = epochs;
+        return n;
+    }
+    int64_t scale = 1;
+    int k = 0;
+    while (scale * eta <= epochs && k < capacity - 1) scale *= eta, k++;
+    for (; scale >= 1; scale /= eta) {
+        int64_t e = epochs / scale < 1 ? 1 : epochs / scale;
+        if (n == 0 || e > rungs[n - 1]) rungs[n++] = e;
+        if (scale == 1) break;
+    }
     return n;
+}
+
+/* After rung `epoch`: of the trials that reached it still training (their score: the monitored
+ * metric's best by the rung), only the best ceil(n / eta) go on; the others end here, as halted. Ties:
+ * the earlier trial. After a resume the trials halted here before the interruption count again, with
+ * the score they ended with, so the same trials go on. */
+static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
+    int n = 0;
+    int *ranked = ftl_xcalloc((size_t)sh->trial_count, sizeof *ranked);
+    double *score = ftl_xcalloc((size_t)sh->trial_count, sizeof *score);
+    for (int i = 0; i < sh->trial_count; i++) {
+        const sweep_trial *tr = &sh->trials[i];
+        if (!tr->ended && tr->t && tr->epoch >= epoch) score[i] = score_at(tr->t, epoch), ranked[n++] = i;
+        else if (tr->ended && sh->results[i].halted_at == epoch) score[i] = sh->results[i].score, ranked[n++] = i;
+    }
+    for (int i = 1; i < n; i++) /* by score, descending; stable */
+        for (int j = i; j > 0 && score[ranked[j]] > score[ranked[j - 1]]; j--) {
+            int tmp = ranked[j];
+            ranked[j] = ranked[j - 1];
+            ranked[j - 1] = tmp;
+        }
+    int keep = (n + eta - 1) / eta;
+    ftl_status st = FTL_OK;
+    for (int i = keep; i < n && st == FTL_OK; i++) {
+        sweep_trial *tr = &sh->trials[ranked[i]];
+        if (tr->ended) continue;
+        if (tr->epoch > epoch) { /* cannot happen: the ranking is a function of what the files record */
+            st = ftl_fail(FTL_E_INTERNAL, "trial %d went past rung %lld but ranks below it", ranked[i] + 1, (long long)epoch);
+            break;
+        }
+        tr->t->finished = true; /* ends as early stopping would: its best weights restored, its model written */
+        st = finish_trial(sh, ranked[i], epoch);
+    }
+    if (sh->ro->progress && n > 0) {
+        fprintf(sh->ro->progress, "sweep: rung at epoch %lld: %d of %d trials go on\n", (long long)epoch, keep, n);
+        fflush(sh->ro->progress);
+    }
+    free(ranked), free(score);
+    return st;
+}
+
+static char *with_suffix(const char *path, const char *suffix) {
+    size_t n = strlen(path);
+    if (n > 4 && strcmp(path + n - 4, ".ftl") == 0) n -= 4;
+    return ftl_format("%.*s%s", (int)n, path, suffix);
 }
 
 ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro,
@@ -384,11 +627,16 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     char why[256];
     if (!ftl_sweep_stackable(trials, count, why, sizeof why))
         return ftl_fail(FTL_E_UNSUPPORTED, "these trials cannot share the cached features: %s", why);
+    if (ro->halving_eta == 1 || ro->halving_eta < 0)
+        return ftl_fail(FTL_E_INVALID_ARG, "--halving %d: the rate must be at least 2", ro->halving_eta);
     for (int i = 0; i < count; i++) {
         const ftl_train_options *o = &trials[i];
         if (!o->train_path || !o->out_path || !o->embed.backbone_path)
             return ftl_fail(FTL_E_INVALID_ARG, "trial %d needs a training dataset, a backbone and an output path", i + 1);
-        if (ftl_path_exists(o->out_path) && !o->overwrite)
+        char *result_path = with_suffix(o->out_path, ".result.json");
+        bool done_before = ro->resume && ftl_path_exists(result_path);
+        free(result_path);
+        if (!done_before && ftl_path_exists(o->out_path) && !o->overwrite && !ro->resume)
             return ftl_fail(FTL_E_EXISTS, "trial %d: model %s already exists (use --overwrite to replace it)", i + 1, o->out_path);
         if (!o->val_path && (o->fit.early_stopping.monitor == FTL_MONITOR_VAL_ACC || o->fit.early_stopping.monitor == FTL_MONITOR_VAL_LOSS) &&
             o->fit.early_stopping.stop)
@@ -413,39 +661,106 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
     if (st == FTL_OK) st = train_run_setup_cached(&r, o, &summary);
     ftl_train_options *per = ftl_xcalloc((size_t)count, sizeof *per);
+    sweep_trial *state = ftl_xcalloc((size_t)count, sizeof *state);
     for (int i = 0; i < count; i++) {
         per[i] = trials[i];
         per[i].embed.int8_scales = o->embed.int8_scales; /* the one calibration */
+        state[i].checkpoint = with_suffix(trials[i].out_path, ".ckpt");
+        state[i].result_path = with_suffix(trials[i].out_path, ".result.json");
     }
-    sweep_shared sh = {.run = &r, .options = per, .ro = ro, .results = results, .trial_count = count,
+    sweep_shared sh = {.run = &r, .options = per, .ro = ro, .results = results, .trials = state, .trial_count = count,
                        .train_rows = summary.train_rows};
     pthread_mutex_init(&sh.lock, NULL);
-    if (st == FTL_OK) {
-        int workers = ro->threads > 0 ? ro->threads : ftl_train_threads();
-        if (!summary.features_in_memory) workers = 1; /* a streamed store reads through one cache of row groups */
-        int stack_size = ro->stack_size > 0 ? ro->stack_size : 16;
-        sh.stack_count = build_stacks(per, count, stack_size, workers, &sh.stacks);
-        if (workers > sh.stack_count) workers = sh.stack_count;
-        sh.caller_only = workers > 1;
-        if (ro->progress) {
-            fprintf(ro->progress, "sweep: %d trials in %d stacks (same batch size and dropout), %d at a time; features %s\n",
-                    count, sh.stack_count, workers,
-                    summary.train_cache_reused ? "from the cache" : "embedded once");
+    train_run_meta_init(&sh.meta, &r, o);
+    int resumed_done = 0;
+    for (int i = 0; i < count && st == FTL_OK && ro->resume; i++)
+        if (ftl_path_exists(state[i].result_path)) {
+            st = read_result(state[i].result_path, &results[i]);
+            state[i].ended = st == FTL_OK;
+            resumed_done += state[i].ended;
+        }
+    if (st == FTL_OK && ro->log_path) {
+        sh.log = fopen(ro->log_path, ro->resume ? "a" : "w");
+        if (!sh.log) st = ftl_fail(FTL_E_IO, "cannot open the sweep log %s: %s", ro->log_path, strerror(errno));
+        if (st == FTL_OK && ro->log_record) st = log_line(&sh, ro->log_record);
+    }
+    int64_t rungs[64];
+    int rung_count = halving_rungs(trials[0].fit.epochs, ro->halving_eta, rungs, 64);
+    int workers = ro->threads > 0 ? ro->threads : ftl_train_threads();
+    if (!summary.features_in_memory) workers = 1; /* a streamed store reads through one cache of row groups */
+    int stack_size = ro->stack_size > 0 ? ro->stack_size : 16;
+    if (st == FTL_OK && ro->progress) {
+        fprintf(ro->progress, "sweep: %d trials (stacked by batch size and dropout, %d threads); features %s%s",
+                count, workers, summary.train_cache_reused ? "from the cache" : "embedded once",
+                resumed_done ? "" : "\n");
+        if (resumed_done) fprintf(ro->progress, "; %d trials done before the resume\n", resumed_done);
+        if (rung_count > 1) {
+            fprintf(ro->progress, "sweep: successive halving (eta %d): rungs at epochs", ro->halving_eta);
+            for (int i = 0; i < rung_count; i++) fprintf(ro->progress, " %lld", (long long)rungs[i]);
+            fprintf(ro->progress, "\n");
+        }
+        fflush(ro->progress);
+    }
+    /* On resume the trials with a checkpoint are opened first: their epochs decide their stacks. */
+    for (int i = 0; i < count && st == FTL_OK && ro->resume; i++) {
+        if (state[i].ended || !ftl_path_exists(state[i].checkpoint)) continue;
+        const char *src[1] = {per[i].train_path};
+        ftl_loader_options order = train_run_order(&per[i], src);
+        global_order_source gs;
+        st = global_order_source_init(&gs, &order, &r.train_store, r.have_train_flipped ? &r.train_flipped : NULL,
+                                      per[i].fit.seed, summary.train_rows, 1);
+        ftl_batch_source train = global_order_source_as_batch_source(&gs);
+        file_order_source vs;
+        ftl_batch_source val = {0};
+        if (r.have_val_store) {
+            file_order_source_init(&vs, &r.val_store);
+            val = file_order_source_as_batch_source(&vs);
+        }
+        if (st == FTL_OK) st = open_trial(&sh, i, &train, r.have_val_store ? &val : NULL);
+        if (st != FTL_OK) st = ftl_fail_context(st, "resuming trial %d from %s", i + 1, state[i].checkpoint);
+        if (state[i].open) state[i].fr.train = state[i].fr.val = NULL;
+        if (r.have_val_store) file_order_source_free(&vs);
+        global_order_source_free(&gs);
+    }
+    for (int g = 0; g < rung_count && st == FTL_OK; g++) {
+        sh.until_epoch = rungs[g];
+        build_stacks(&sh, stack_size, workers);
+        int phase_workers = workers < sh.stack_count ? workers : sh.stack_count;
+        sh.caller_only = phase_workers > 1;
+        if (ro->progress && sh.stack_count > 0) {
+            int live = 0;
+            for (int i = 0; i < sh.stack_count; i++) live += sh.stacks[i].count;
+            fprintf(ro->progress, "sweep: %d trials in %d stacks, %d at a time, up to epoch %lld\n", live, sh.stack_count,
+                    phase_workers, (long long)rungs[g]);
             fflush(ro->progress);
         }
-        pthread_t *threads = ftl_xcalloc((size_t)workers, sizeof *threads);
+        atomic_store(&sh.next_stack, 0);
+        pthread_t *threads = ftl_xcalloc((size_t)(phase_workers > 0 ? phase_workers : 1), sizeof *threads);
         int started = 0;
-        for (int w = 1; w < workers; w++)
-            if (pthread_create(&threads[w], NULL, worker_main, &sh) == 0) started++;
-        worker_main(&sh);
+        for (int w = 1; w < phase_workers; w++)
+            if (pthread_create(&threads[started + 1], NULL, worker_main, &sh) == 0) started++;
+        if (phase_workers > 0) worker_main(&sh);
         for (int w = 1; w <= started; w++) pthread_join(threads[w], NULL);
         free(threads);
+        free_stacks(&sh);
         if (sh.status != FTL_OK) st = ftl_fail(sh.status, "%s", sh.error);
+        if (st == FTL_OK && g + 1 < rung_count) st = halve(&sh, ro->halving_eta, rungs[g]);
     }
-    for (int i = 0; i < sh.stack_count; i++) free(sh.stacks[i].trials);
-    free(sh.stacks);
+    for (int i = 0; i < count; i++) { /* trials a failure left open: their logs closed, their checkpoints kept */
+        if (state[i].open) {
+            char kept[2048];
+            snprintf(kept, sizeof kept, "%s", ftl_last_error());
+            ftl_fit_run_close(state[i].t, &state[i].fr, FTL_E_INTERRUPTED, NULL);
+            ftl_fail(st, "%s", kept);
+        }
+        ftl_trainer_free(state[i].t);
+        free(state[i].position), free(state[i].checkpoint), free(state[i].result_path);
+    }
+    if (sh.log && fclose(sh.log) != 0 && st == FTL_OK)
+        st = ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", ro->log_path, strerror(errno));
+    train_run_meta_free(&sh.meta);
     pthread_mutex_destroy(&sh.lock);
-    free(per);
+    free(per), free(state);
     train_run_free(&r);
     ftl_nn_int8_scales_free(own_scales);
     return st;

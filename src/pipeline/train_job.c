@@ -453,6 +453,35 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     return st;
 }
 
+void train_run_meta_init(train_run_meta *m, const train_run *r, const ftl_train_options *o) {
+    const ftl_model_info *info = r->backbone ? ftl_model_get_info(r->backbone) : NULL;
+    m->dim = ftl_format("%lld", (long long)r->dim);
+    m->offset = ftl_format("%d", o->embed.label_offset);
+    m->shuffle = ftl_format("%lld", (long long)o->shuffle_buffer);
+    m->scales = o->embed.int8_scales ? ftl_nn_int8_scales_json(o->embed.int8_scales) : ftl_strdup("");
+    ftl_kv kv[TRAIN_RUN_META_COUNT] = {
+        {FTL_MODEL_META_BACKBONE_SHA256, info ? info->sha256 : ""},
+        {FTL_MODEL_META_BACKBONE_PATH, o->embed.backbone_path},
+        {FTL_MODEL_META_CLASSES, r->classes_json ? r->classes_json : "[]"},
+        {FTL_MODEL_META_FEATURE_DIM, m->dim},
+        {FTL_MODEL_META_FEATURE_TENSOR, info ? info->feature_name : ""},
+        {FTL_MODEL_META_INPUT_SCALING, r->preprocess_json ? r->preprocess_json : ""},
+        {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
+        {"ftl.device", info && info->device ? info->device : ""},
+        {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
+        {"ftl.label_offset", m->offset},
+        {"ftl.augment", o->augment_flip ? "flip" : "none"},
+        {"ftl.shuffle_buffer", m->shuffle},
+        {FTL_MODEL_META_INT8_SCALES, m->scales},
+    };
+    memcpy(m->kv, kv, sizeof kv);
+}
+
+void train_run_meta_free(train_run_meta *m) {
+    free(m->dim), free(m->offset), free(m->shuffle), free(m->scales);
+    memset(m, 0, sizeof *m);
+}
+
 /* The trainer's per-epoch device figures from the GPU monitor. */
 static bool gpu_usage(void *ctx, double *util_percent, double *memory_bytes) {
     return ftl_device_monitor_take(ctx, util_percent, memory_bytes);
@@ -582,7 +611,6 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_train_options calibrated;
     ftl_nn_int8_scales *own_scales = NULL;
     ftl_status st = train_run_prepare(&r, &o, &calibrated, &own_scales);
-    char *scales_json = o->embed.int8_scales ? ftl_nn_int8_scales_json(o->embed.int8_scales) : ftl_strdup("");
     /* A resume continues the phase its checkpoint comes from; phase 2 then needs no phase 1. */
     int resume_phase = 1;
     ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
@@ -601,25 +629,9 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     s->classes = r.class_count;
 
     ftl_trainer *trainer = NULL;
-    char *dim_text = ftl_format("%lld", (long long)r.dim);
-    char *offset_text = ftl_format("%d", o->embed.label_offset);
-    char *shuffle_text = ftl_format("%lld", (long long)o->shuffle_buffer);
+    train_run_meta meta;
+    train_run_meta_init(&meta, &r, o);
     const ftl_model_info *info = st == FTL_OK ? ftl_model_get_info(r.backbone) : NULL;
-    ftl_kv ckpt_meta[] = {
-        {FTL_MODEL_META_BACKBONE_SHA256, info ? info->sha256 : ""},
-        {FTL_MODEL_META_BACKBONE_PATH, o->embed.backbone_path},
-        {FTL_MODEL_META_CLASSES, r.classes_json ? r.classes_json : "[]"},
-        {FTL_MODEL_META_FEATURE_DIM, dim_text},
-        {FTL_MODEL_META_FEATURE_TENSOR, info ? info->feature_name : ""},
-        {FTL_MODEL_META_INPUT_SCALING, r.preprocess_json ? r.preprocess_json : ""},
-        {"ftl.precision", ftl_nn_precision_name(o->embed.precision)},
-        {"ftl.device", info && info->device ? info->device : ""},
-        {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
-        {"ftl.label_offset", offset_text},
-        {"ftl.augment", o->augment_flip ? "flip" : "none"},
-        {"ftl.shuffle_buffer", shuffle_text},
-        {FTL_MODEL_META_INT8_SCALES, scales_json},
-    };
     ftl_fit_config fit = o->fit;
     /* The head trains where the backbone runs: on a GPU, on the GPU engine (fine-tuning's phase 2
      * keeps its head on the CPU, with the top). */
@@ -657,8 +669,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                                                 resume_phase == 2 ? o->resume_path : NULL)
                               : NULL;
     fit.run_record = run_record;
-    fit.checkpoint_meta = ckpt_meta;
-    fit.checkpoint_meta_count = sizeof ckpt_meta / sizeof ckpt_meta[0];
+    fit.checkpoint_meta = meta.kv;
+    fit.checkpoint_meta_count = TRAIN_RUN_META_COUNT;
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
     ftl_device_monitor *monitor = NULL;
     if (on_gpu) monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
@@ -682,18 +694,15 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                                     .val_acc = s->fit.final_val_acc, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
         }
         st = fine_tune_phase(&r, &bottom, o, run_phase1 ? ftl_trainer_head(trainer)->params : NULL, epoch0, resume_phase == 2,
-                             ckpt_meta, sizeof ckpt_meta / sizeof ckpt_meta[0], phase2_record, s);
+                             meta.kv, TRAIN_RUN_META_COUNT, phase2_record, s);
     }
     ftl_trainer_free(trainer);
     ftl_device_monitor_stop(monitor);
-    free(dim_text);
-    free(offset_text);
-    free(shuffle_text);
+    train_run_meta_free(&meta);
     free(run_record);
     free(phase2_record);
     train_run_free(&bottom);
     train_run_free(&r);
-    free(scales_json);
     ftl_nn_int8_scales_free(own_scales);
     s->seconds = ftl_now() - start;
     return st;

@@ -44,6 +44,15 @@ char *train_run_args_json(const ftl_train_options *o);
 char *train_run_record_json(const ftl_train_options *o, int64_t dim, const char *classes_json, const ftl_model_info *info,
                             const char *head_device, const char *resume);
 char *train_run_metrics_json(const ftl_fit_result *r);
+/* The identity a run's checkpoints carry (a resume compares it): backbone, classes, features,
+ * preprocessing, precision, labels, augmentation, shuffle buffer, int8 scales. */
+enum { TRAIN_RUN_META_COUNT = 13 };
+typedef struct train_run_meta {
+    ftl_kv kv[TRAIN_RUN_META_COUNT];
+    char *dim, *offset, *shuffle, *scales;
+} train_run_meta;
+void train_run_meta_init(train_run_meta *m, const train_run *r, const ftl_train_options *o);
+void train_run_meta_free(train_run_meta *m);
 /* The image loader whose order the training batches follow. */
 ftl_loader_options train_run_order(const ftl_train_options *o, const char *const *sources);
 /* The training (and validation) sources over r->backbone's outputs: cached (each rank embeds or reuses

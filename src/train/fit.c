@@ -317,7 +317,7 @@ static ftl_status plan_epochs(const ftl_trainer *t, const ftl_batch_source *trai
  * FTL_TEST_STALL_RANK=R with FTL_TEST_STALL_STEP=S makes rank R sleep FTL_TEST_STALL_SECONDS
  * before global step S (the stall inspector must name it); FTL_TEST_STEP_SLEEP_MS slows every
  * step, so a test can kill a rank in the middle of an epoch. */
-static void test_hooks(int rank, int64_t step) {
+void ftl_fit_test_hooks(int rank, int64_t step) {
     static int loaded, stall_rank = -1, step_sleep_ms;
     static long long stall_step;
     static double stall_seconds;
@@ -722,7 +722,7 @@ ftl_status ftl_trainer_fit(ftl_trainer *t, ftl_batch_source *train, ftl_batch_so
             if (s != FTL_OK) s = ftl_fail_context(s, "epoch %lld", (long long)run.log.epoch);
         }
         for (int64_t i = 0; s == FTL_OK && i < run.steps; i++) {
-            test_hooks(ftl_dist_rank(&c->collectives), t->step);
+            ftl_fit_test_hooks(ftl_dist_rank(&c->collectives), t->step);
             double t0 = ftl_now();
             ftl_feature_batch b = {0};
             s = train->next_batch(train->ctx, (size_t)c->batch_size, run.wrap, &b);

@@ -71,6 +71,8 @@ ftl_status ftl_fit_run_epoch_end(ftl_trainer *t, ftl_fit_run *run);
 /* Closes the log and timeline; on success restores the best weights and fills *result. s: the
  * run's status so far (returned unless closing fails first). */
 ftl_status ftl_fit_run_close(ftl_trainer *t, ftl_fit_run *run, ftl_status s, ftl_fit_result *result);
+/* The fault tests' hooks (FTL_TEST_STALL_RANK/STEP/SECONDS, FTL_TEST_STEP_SLEEP_MS), before a step. */
+void ftl_fit_test_hooks(int rank, int64_t step);
 /* The trainer's dropout draws for the step it takes next on batch b. */
 ftl_row_draws ftl_trainer_draws(const ftl_trainer *t, const ftl_feature_batch *b);
 

@@ -121,6 +121,99 @@ assert a == b and len(a) == 3, (a, b)
 assert all(1e-3 <= lr < 1e-1 and dr in (0, 0.5) for _, lr, dr in a), a
 PYEOF
 
+# successive halving: 12 trials, --epochs 9, eta 3: rungs at epochs 1, 3, 9; 12 -> 4 -> 2 trials. A
+# halted trial's weights are ftl train's with --epochs at its rung; a survivor's model is ftl train's
+# alone; the sweep's log has a record per trial and epoch and one per trial
+CACHE=(--cache-dir "$d/best.trials/ftl-feature-cache")
+HALVE=(--val "$V" --backbone "$MODEL" --epochs 9 --seed 7 --grid lr=1e-3,3e-3,1e-2 --grid dropout=0,0.5
+       --grid optimizer=nadam,sgd "${CACHE[@]}")
+"$FTL" sweep "$T" "${HALVE[@]}" --halving 3 --log "$d/halve.jsonl" --out "$d/halve.ftl" >"$d/halve.out" 2>&1 ||
+    fail sweep_halving_runs "$(tail -3 "$d/halve.out")"
+check sweep_halving_rungs grep -q "rungs at epochs 1 3 9" "$d/halve.out"
+"$PY" - "$d" >"$d/halve.txt" <<'PYEOF' && pass sweep_halving_keeps_the_best_third || fail sweep_halving_keeps_the_best_third "$(cat "$d/halve.txt")"
+import json, sys
+d = sys.argv[1]
+rows = json.load(open(d + "/halve.trials/results.json"))
+by_epochs = sorted(r["epochs"] for r in rows)
+assert by_epochs == [1] * 8 + [3] * 2 + [9] * 2, by_epochs
+assert all(r["halted_at"] == r["epochs"] for r in rows if r["epochs"] < 9), rows
+log = [json.loads(l) for l in open(d + "/halve.jsonl")]
+assert log[0]["record"] == "sweep" and log[0]["halving"] == 3
+epochs = {}
+for r in log:
+    if r["record"] == "trial_epoch":
+        epochs.setdefault(r["trial"], []).append(r["log"]["epoch"])
+for r in rows:
+    assert epochs[r["trial"]] == list(range(1, r["epochs"] + 1)), (r["trial"], epochs[r["trial"]])
+# at each rung the survivors had the best val_acc by then
+first = {r["trial"]: r["log"]["val_acc"] for r in log if r["record"] == "trial_epoch" and r["log"]["epoch"] == 1}
+survivors = {r["trial"] for r in rows if r["epochs"] > 1}
+assert min(first[t] for t in survivors) >= max(v for t, v in first.items() if t not in survivors), first
+ends = [r for r in log if r["record"] == "trial"]
+assert len(ends) == 12, len(ends)
+for r in rows:  # each trial's settings and a halted one's rung, for the checks below
+    s = r["settings"]
+    print(r["trial"], r["epochs"], s["lr"], s["dropout"], s["optimizer"])
+PYEOF
+same=0 total=0 ones=0
+while read -r trial epochs lr dropout optimizer; do
+    if [ "$epochs" = 1 ]; then # two of the eight halved at the first rung
+        ones=$((ones + 1))
+        [ "$ones" -gt 2 ] && continue
+    fi
+    total=$((total + 1))
+    "$FTL" train "$T" --val "$V" --backbone "$MODEL" --epochs "$epochs" --seed 7 "${CACHE[@]}" --lr "$lr" \
+        --dropout "$dropout" --optimizer "$optimizer" --out "$d/h-alone-$trial.ftl" >/dev/null 2>&1 &&
+        "$PY" - "$d/h-alone-$trial.ftl" "$(printf '%s/halve.trials/trial-%04d.ftl' "$d" "$trial")" "$epochs" <<'PYEOF' && same=$((same + 1))
+import json, struct, sys
+def tensors(path):  # the safetensors data after the header, and the recorded epochs
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    meta = json.loads(raw[8:8 + n])["__metadata__"]
+    return raw[8 + n:], json.loads(meta["ftl.training_args"])["epochs"]
+(a, ea), (b, eb) = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a == b, "weights differ"
+assert ea == int(sys.argv[3]) and eb == 9, (ea, eb)
+if int(sys.argv[3]) == 9:  # a survivor: the whole file
+    assert open(sys.argv[1], "rb").read() == open(sys.argv[2], "rb").read()
+PYEOF
+done <"$d/halve.txt"
+echo "halving: $same of $total trials equal ftl train alone"
+check sweep_halving_trials_equal_ftl_train_alone test "$same" -eq "$total" -a "$total" -eq 6
+
+# --resume after SIGKILL mid-sweep: the uninterrupted sweep's table and models, exactly
+RES=(--val "$V" --backbone "$MODEL" --epochs 6 --seed 7 --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32
+     --halving 2 "${CACHE[@]}")
+"$FTL" sweep "$T" "${RES[@]}" --log "$d/whole.jsonl" --out "$d/whole.ftl" >"$d/whole.out" 2>&1 ||
+    fail sweep_resume_reference "$(tail -3 "$d/whole.out")"
+FTL_TEST_STEP_SLEEP_MS=60 "$FTL" sweep "$T" "${RES[@]}" --log "$d/cut.jsonl" --out "$d/cut.ftl" >"$d/cut1.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do # until some trials are done and others have a checkpoint
+    [ "$(find "$d/cut.trials" -name '*.result.json' 2>/dev/null | wc -l)" -ge 2 ] &&
+        [ "$(find "$d/cut.trials" -name '*.ckpt' 2>/dev/null | wc -l)" -ge 1 ] && break
+    sleep 0.1
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+done_before=$(find "$d/cut.trials" -name '*.result.json' | wc -l)
+echo "killed with $done_before trials done and $(find "$d/cut.trials" -name '*.ckpt' | wc -l) checkpoints"
+check sweep_killed_mid_sweep test "$done_before" -ge 2 -a "$done_before" -lt 8 -a ! -e "$d/cut.ftl"
+"$FTL" sweep "$T" "${RES[@]}" --log "$d/cut.jsonl" --out "$d/cut.ftl" --resume >"$d/cut2.out" 2>&1 ||
+    fail sweep_resume_runs "$(tail -3 "$d/cut2.out")"
+check sweep_resume_says_what_was_done grep -q "$done_before trials done before the resume" "$d/cut2.out"
+same=0
+for t in $(seq 1 8); do
+    f=$(printf 'trial-%04d.ftl' "$t")
+    cmp -s "$d/whole.trials/$f" "$d/cut.trials/$f" && same=$((same + 1))
+done
+check sweep_resume_models_equal_uninterrupted test "$same" -eq 8
+check sweep_resume_best_equal_uninterrupted cmp "$d/whole.ftl" "$d/cut.ftl"
+check sweep_resume_table_equal_uninterrupted diff <(cut -d, -f1-11 "$d/whole.trials/results.csv") <(cut -d, -f1-11 "$d/cut.trials/results.csv")
+check sweep_resume_leaves_no_checkpoints test "$(find "$d/cut.trials" -name '*.ckpt' | wc -l)" -eq 0
+expect_error sweep_resume_other_options 2 'continues the same sweep' \
+    "$FTL" sweep "$T" "${RES[@]}" --epochs 7 --out "$d/cut.ftl" --resume
+expect_error sweep_resume_nothing_there 2 'no sweep in' "$FTL" sweep "$T" "${RES[@]}" --out "$d/none.ftl" --resume
+
 # bad search spaces: refused before any trial, naming what is wrong
 expect_error sweep_unknown_hyperparameter 2 'unknown hyperparameter "learning_rate"' \
     "$FTL_SAN" sweep "$T" "${COMMON[@]}" --grid learning_rate=1e-3 --out "$d/x.ftl"
