@@ -145,8 +145,12 @@ int cli_cmd_sweep(int argc, char **argv) {
         const char *name = a[0] == '-' ? a + (a[1] == '-' ? 2 : 1) : NULL;
         size_t len = name ? strcspn(name, "=") : 0;
         int k = -1;
-        for (int f = 0; name && f < n_flags; f++)
+        for (int f = 0; name && f < n_flags; f++) {
             if (strlen(flags[f].name) == len && strncmp(flags[f].name, name, len) == 0) k = f;
+            if (flags[f].kind == CLI_BOOL && len == strlen(flags[f].name) + 3 && strncmp(name, "no-", 3) == 0 &&
+                strncmp(flags[f].name, name + 3, len - 3) == 0)
+                k = f; /* --no-NAME turns a switch off */
+        }
         if (k >= 0) {
             own[n_own++] = argv[i];
             if (flags[k].kind != CLI_BOOL && !strchr(name, '=') && i + 1 < argc) own[n_own++] = argv[++i];
