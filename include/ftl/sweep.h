@@ -84,21 +84,29 @@ typedef struct ftl_sweep_trial_result {
     int64_t halted_at;         /* successive halving ended it after this epoch (0: it was not halted) */
     double score;              /* what halving ranks by: the monitored metric's best, negated for losses */
     double seconds;            /* the trial's own compute: its steps, validations and share of the fetches */
+    int rank;                  /* under mpirun: the rank that trained it (its files are on that rank's host) */
 } ftl_sweep_trial_result;
 
-/* Whether ftl_sweep_run can train these trials together: one process, the CPU, the feature cache,
- * no fine-tuning, resume, checkpoints or timeline, and trials that differ only in the head's
+/* Whether ftl_sweep_run can train these trials together: the CPU, the feature cache, no
+ * fine-tuning, resume, checkpoints or timeline, and trials that differ only in the head's
  * settings (batch, dropout, optimizer, lr, momentum, weight decay, warmup) and their out and log
  * paths. If not, *why says what stands in the way (the caller then runs ftl_train_run per trial). */
 bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, size_t why_size);
 /* Trains every trial: the features are embedded (or found in the cache) once, then trials with the
- * same batch size and dropout rate train together over shared batches, stacks in parallel. Each
+ * same batch size and dropout rate train together over shared batches, stacks in parallel. Under
+ * mpirun (the trials' fit.collectives) the ranks embed their shares of the rows and all get every
+ * row; each trial is trained whole by one rank (the same for a resume with as many ranks), so its
+ * results equal one process's exactly, and every rank ends with every trial's results. Each
  * trial writes its out_path and fit.log_path as ftl_train_run would, byte for byte the same model
  * (a halted trial: as ftl_train_run with --epochs at its rung), then OUT.result.json (its result;
  * its presence marks the trial done). results[count] say how each went; on an error, trials already
  * done keep their files and the others their checkpoints. */
 ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *options,
                          ftl_sweep_trial_result *results);
+
+/* Writes trial's model (model_path on the rank `owner` that trained it, its results' rank) to `to`
+ * on rank 0, through a temporary name: under mpirun the owner sends it. Every rank calls it. */
+ftl_status ftl_sweep_copy_model(const ftl_collectives *collectives, const char *model_path, int owner, const char *to);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,9 @@ int cli_cmd_report(int argc, char **argv) {
     };
     const cli_command cmd = {"report", "ftl report RUN.jsonl [RUN2.jsonl ...] -o REPORT.html [options]",
                              "Draws training logs (ftl train --log) as one HTML page: curves (several logs overlay), learning\n"
-                             "rate, where the time went, the run's facts; readable offline, nothing loaded from outside.",
+                             "rate, where the time went, the run's facts; readable offline, nothing loaded from outside.\n"
+                             "A sweep's log (ftl sweep --log) is drawn alone: its trials ranked, the best ones' curves, and\n"
+                             "each swept setting against val_acc.",
                              1, 64};
     const char *pos[64];
     int npos = 0;

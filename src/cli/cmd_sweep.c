@@ -20,6 +20,7 @@ typedef struct trial_result {
     ftl_sweep_trial settings;
     double val_acc, val_loss, acc, loss, seconds;
     long long best_epoch, epochs_run, halted_at;
+    int rank; /* the rank that trained it (under mpirun its files are on that rank's host) */
     char *model;
 } trial_result;
 
@@ -83,25 +84,6 @@ static int write_whole(const char *path, const char *text, size_t size) {
     return ok ? 0 : 1;
 }
 
-static int copy_file(const char *from, const char *to) {
-    FILE *f = fopen(from, "rb");
-    if (!f) {
-        fprintf(stderr, "ftl sweep: error: cannot read %s: %s\n", from, strerror(errno));
-        return 1;
-    }
-    char *data = NULL;
-    size_t size = 0, cap = 0, got;
-    do {
-        if (size + 65536 > cap) data = realloc(data, cap = 2 * cap + 65536);
-        got = fread(data + size, 1, cap - size, f);
-        size += got;
-    } while (got > 0);
-    fclose(f);
-    int rc = write_whole(to, data, size);
-    free(data);
-    return rc;
-}
-
 int cli_cmd_sweep(int argc, char **argv) {
     ftl_sweep_space space;
     ftl_sweep_space_init(&space);
@@ -110,6 +92,7 @@ int cli_cmd_sweep(int argc, char **argv) {
     int64_t search_seed = 42;
     const char *out = NULL, *table = NULL, *trials_dir = NULL, *log_path = NULL;
     bool overwrite = false, help = false, resume = false, checkpoints = true;
+    const bool rank0 = ftl_dist_rank(ftl_dist_world()) == 0; /* under mpirun rank 0 prints and writes the table */
     /* the sweep's own options; everything else goes to every trial's `ftl train` */
     const cli_flag flags[] = {
         {"grid", CLI_LIST, &grids, "NAME=V1,V2,...", "values of a hyperparameter, every combination tried (repeatable): lr, dropout, batch, optimizer, momentum, warmup, weight-decay"},
@@ -318,7 +301,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         snprintf(record + n, record_cap - n, "]}");
     }
     if (!failed) {
-        printf("sweep: %d trials -> %s%s%s\n", count, dir, stacked ? "" : "; one after the other: ", why);
+        if (rank0) printf("sweep: %d trials -> %s%s%s\n", count, dir, stacked ? "" : "; one after the other: ", why);
         fflush(stdout);
     }
     ftl_sweep_trial_result *out_res = calloc((size_t)count, sizeof *out_res);
@@ -333,7 +316,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         ro.log_path = log_path;
         ro.log_record = record;
         ro.settings_json = (const char *const *)settings;
-        ro.progress = stdout;
+        ro.progress = rank0 ? stdout : NULL;
         ro.labels = (const char *const *)labels;
         ftl_status st = ftl_sweep_run(opts, count, &ro, out_res);
         if (st != FTL_OK) {
@@ -343,7 +326,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         }
     }
     for (int t = 0; !failed && !stacked && t < count; t++) {
-        printf("sweep: trial %d/%d: %s\n", t + 1, count, labels[t]);
+        if (rank0) printf("sweep: trial %d/%d: %s\n", t + 1, count, labels[t]);
         fflush(stdout);
         ftl_train_summary sum;
         double t0 = now_seconds();
@@ -372,6 +355,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         r->epochs_run = f->epochs_run;
         r->seconds = out_res[t].seconds;
         r->halted_at = out_res[t].halted_at;
+        r->rank = out_res[t].rank;
     }
     free(out_res);
     for (int t = 0; t < count; t++) free(ta[t].argv), free(labels[t]);
@@ -421,8 +405,14 @@ int cli_cmd_sweep(int argc, char **argv) {
         char *json_path = malloc(lp + 8);
         if (lp > 4 && strcmp(csv_path + lp - 4, ".csv") == 0) sprintf(json_path, "%.*s.json", (int)(lp - 4), csv_path);
         else sprintf(json_path, "%s.json", csv_path);
-        rc_out = write_whole(csv_path, csv, nc) || write_whole(json_path, json, nj) || copy_file(res[0].model, out);
-        if (rc_out == 0) {
+        rc_out = rank0 ? write_whole(csv_path, csv, nc) || write_whole(json_path, json, nj) : 0;
+        /* the best trial's model, from the rank that trained it */
+        ftl_status cs = ftl_sweep_copy_model(ftl_dist_world(), res[0].model, res[0].rank, out);
+        if (cs != FTL_OK) {
+            fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
+            rc_out = cli_report(cs);
+        }
+        if (rc_out == 0 && rank0) {
             printf("sweep: %d trials; best: trial %d (val_acc %.4f, val_loss %.4f) -> %s; table %s\n", count, res[0].id,
                    res[0].val_acc, res[0].val_loss, out, csv_path);
             for (int i = 0; i < count && i < 10; i++) {

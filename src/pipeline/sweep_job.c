@@ -45,7 +45,6 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
         else if (fine_tuning(o) || o->fine_tune_only || o->init_path) reason = "fine-tuning trains the backbone's top";
         else if (o->resume_path) reason = "--resume continues one run";
         else if (f->checkpoint_pattern || f->timeline_path) reason = "--checkpoint and --timeline belong to one run";
-        else if (f->collectives.world_size > 1) reason = "under mpirun each trial trains data-parallel";
         else if (f->top || f->head_engine || f->on_epoch_end) reason = "a trained top, head engine or epoch hook";
         else if (!same_text(o->train_path, z->train_path) || !same_text(o->val_path, z->val_path) ||
                  !same_text(o->embed.backbone_path, z->embed.backbone_path) || !same_text(o->cache_dir, z->cache_dir) ||
@@ -74,6 +73,9 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
 }
 
 /* ---------------------------------------------------------------- trials, stacks, workers */
+
+/* A stack whose kernels together take at most this many bytes trains side by side (one GEMM). */
+enum { SIDE_BY_SIDE_BYTES = 2 << 20 };
 
 typedef struct sweep_trial {
     ftl_trainer *t;
@@ -112,6 +114,8 @@ typedef struct sweep_shared {
     char error[2048];
     int finished;
     bool caller_only;
+    int *owner;            /* the rank that trains each trial (all 0 in one process) */
+    const ftl_collectives *col;
 } sweep_shared;
 
 static void record_error(sweep_shared *sh, ftl_status st) {
@@ -195,9 +199,9 @@ static double score_at(const ftl_trainer *t, int64_t epoch) {
 
 static void append_result_json(ftl_strbuf *b, int trial, const ftl_sweep_trial_result *r) {
     const ftl_fit_result *f = &r->fit;
-    ftl_strbuf_printf(b, "{\"record\":\"trial\",\"trial\":%d,\"epochs_run\":%lld,\"best_epoch\":%lld,\"stopped_early\":%s,"
+    ftl_strbuf_printf(b, "{\"record\":\"trial\",\"trial\":%d,\"rank\":%d,\"epochs_run\":%lld,\"best_epoch\":%lld,\"stopped_early\":%s,"
                          "\"halted_at\":%lld,\"score\":",
-                      trial + 1, (long long)f->epochs_run, (long long)f->best_epoch, f->stopped_early ? "true" : "false",
+                      trial + 1, r->rank, (long long)f->epochs_run, (long long)f->best_epoch, f->stopped_early ? "true" : "false",
                       (long long)r->halted_at);
     ftl_json_append_number(b, r->score);
     const char *names[] = {"loss", "acc", "val_loss", "val_acc", "best_value", "seconds"};
@@ -214,15 +218,11 @@ static double json_number_or_nan(const ftl_json *v, const char *key) {
     return ftl_json_get_number(v, key, &x) ? x : NAN;
 }
 
-/* A result file of an earlier (interrupted) run of the sweep: the trial is done. */
-static ftl_status read_result(const char *path, ftl_sweep_trial_result *r) {
-    uint8_t *data = NULL;
-    size_t size = 0;
-    FTL_TRY(ftl_read_file(path, &data, &size));
+/* A trial's result record (its result file, or a line another rank sent): the trial is done. */
+static ftl_status parse_result(const char *text, size_t size, const char *what, ftl_sweep_trial_result *r) {
     ftl_json *v = NULL;
-    ftl_status st = ftl_json_parse((const char *)data, size, &v);
-    free(data);
-    if (st != FTL_OK) return ftl_fail_context(st, "%s (delete it to train the trial again)", path);
+    ftl_status st = ftl_json_parse(text, size, &v);
+    if (st != FTL_OK) return ftl_fail_context(st, "%s", what);
     ftl_fit_result *f = &r->fit;
     memset(r, 0, sizeof *r);
     f->epochs_run = (int64_t)json_number_or_nan(v, "epochs_run");
@@ -238,10 +238,23 @@ static ftl_status read_result(const char *path, ftl_sweep_trial_result *r) {
     f->final_val_acc = json_number_or_nan(v, "val_acc");
     f->best_value = json_number_or_nan(v, "best_value");
     r->seconds = json_number_or_nan(v, "seconds");
+    r->rank = (int)json_number_or_nan(v, "rank");
     r->done = true;
-    r->resumed = true;
     ftl_json_free(v);
     return FTL_OK;
+}
+
+/* A result file of an earlier (interrupted) run of the sweep. */
+static ftl_status read_result(const char *path, ftl_sweep_trial_result *r) {
+    uint8_t *data = NULL;
+    size_t size = 0;
+    FTL_TRY(ftl_read_file(path, &data, &size));
+    char *what = ftl_format("%s (delete it to train the trial again)", path);
+    ftl_status st = parse_result((const char *)data, size, what, r);
+    free(what);
+    free(data);
+    r->resumed = st == FTL_OK;
+    return st;
 }
 
 /* One line of the sweep's log (under the lock). */
@@ -315,6 +328,7 @@ static ftl_status finish_trial(sweep_shared *sh, int trial, int64_t halted_at) {
     tr->open = false;
     res->seconds = tr->seconds;
     res->halted_at = halted_at;
+    res->rank = ftl_dist_rank(sh->col);
     pthread_mutex_lock(&sh->lock);
     if (st == FTL_OK) st = train_run_save_model(sh->run, &sh->options[trial], tr->t, &res->fit, NULL, 0, NULL, 0);
     ftl_strbuf b = {0};
@@ -343,6 +357,14 @@ static ftl_status finish_trial(sweep_shared *sh, int trial, int64_t halted_at) {
     ftl_trainer_free(tr->t);
     tr->t = NULL;
     return st;
+}
+
+/* FTL_SWEEP_SIDE_BY_SIDE=0 trains every stack one trial at a time per chunk (the tests compare both). */
+static bool trains_side_by_side(const sweep_shared *sh, const sweep_stack *stack) {
+    const char *env = getenv("FTL_SWEEP_SIDE_BY_SIDE");
+    if (env && strcmp(env, "0") == 0) return false;
+    double bytes = (double)stack->count * (double)sh->run->dim * (double)sh->run->class_count * 4.0;
+    return stack->count > 1 && bytes <= (double)SIDE_BY_SIDE_BYTES;
 }
 
 /* Trains one stack up to sh->until_epoch: its trials in lockstep over shared chunks of batches. */
@@ -387,6 +409,13 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
     int chunk_steps = (int)fmax(1.0, fmin(256.0, (32 << 20) / batch_bytes));
     chunk_batches chunk;
     chunk_init(&chunk, chunk_steps, rows, r->dim, dropout > 0);
+    /* Small heads train side by side, one GEMM for the stack (their kernels together fit in the
+     * cache, and a head of a few classes alone would use a sliver of each vector); large ones one at a
+     * time within a chunk, where each keeps its blocks in the cache for its steps. */
+    ftl_head_stack *side_by_side = trains_side_by_side(sh, stack) ? ftl_head_stack_new() : NULL;
+    ftl_head **heads = ftl_xcalloc((size_t)n, sizeof *heads);
+    ftl_metric_counts **counts = ftl_xcalloc((size_t)n, sizeof *counts);
+    int *members = ftl_xcalloc((size_t)n, sizeof *members);
     int live = 0;
     for (int k = 0; k < n && st == FTL_OK; k++) {
         sweep_trial *tr = &sh->trials[stack->trials[k]];
@@ -424,6 +453,33 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
                                           chunk.dropped + (size_t)j * rows * (size_t)r->dim);
                 }
             double shared_s = (ftl_now() - f0) / live;
+            if (side_by_side) { /* step-major: one GEMM each way per step for the whole stack */
+                for (int j = 0; j < m && st == FTL_OK; j++) {
+                    int a = 0;
+                    for (int k = 0; k < n; k++) {
+                        sweep_trial *tr = &sh->trials[stack->trials[k]];
+                        if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
+                        ftl_fit_test_hooks(0, ftl_trainer_step(tr->t));
+                        heads[a] = ftl_trainer_head(tr->t);
+                        counts[a] = &tr->fr.counts;
+                        members[a++] = k;
+                    }
+                    const ftl_feature_batch *b = &chunk.batches[j];
+                    double g0 = ftl_now();
+                    st = ftl_head_stack_train(side_by_side, heads, a,
+                                              dropout > 0 ? chunk.dropped + (size_t)j * rows * (size_t)r->dim : b->features,
+                                              b->labels, b->count, (float)(1.0 / (double)b->global_count), counts);
+                    double g = (ftl_now() - g0) / a;
+                    for (int i = 0; i < a && st == FTL_OK; i++) {
+                        sweep_trial *tr = &sh->trials[stack->trials[members[i]]];
+                        double k0 = ftl_now();
+                        st = ftl_fit_run_step_computed(tr->t, &tr->fr, b, k0 - chunk.fetch_seconds[j] / live, k0, g);
+                        tr->seconds += ftl_now() - k0 + g + shared_s / m;
+                    }
+                    if (st != FTL_OK) st = ftl_fail_context(st, "a stack of trials from %d", stack->trials[0] + 1);
+                }
+                continue;
+            }
             for (int k = 0; k < n && st == FTL_OK; k++) {
                 sweep_trial *tr = &sh->trials[stack->trials[k]];
                 if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
@@ -473,6 +529,8 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
         tr->fr.train = tr->fr.val = NULL; /* this phase's sources end here */
     }
     free(blob);
+    ftl_head_stack_free(side_by_side);
+    free(heads), free(counts), free(members);
     chunk_free(&chunk);
     if (r->have_val_store) file_order_source_free(&vs);
     global_order_source_free(&gs);
@@ -511,12 +569,13 @@ static void build_stacks(sweep_shared *sh, int stack_size, int workers) {
     sweep_stack *stacks = ftl_xcalloc((size_t)count, sizeof *stacks);
     int n = 0;
     bool *taken = ftl_xcalloc((size_t)count, sizeof *taken);
+    int me = ftl_dist_rank(sh->col);
     for (int i = 0; i < count; i++) {
-        if (taken[i] || sh->trials[i].ended) continue;
+        if (taken[i] || sh->trials[i].ended || sh->owner[i] != me) continue;
         int members = 0;
         int *list = ftl_xcalloc((size_t)count, sizeof *list);
         for (int j = i; j < count; j++)
-            if (!taken[j] && !sh->trials[j].ended && same_group(sh, i, j)) {
+            if (!taken[j] && !sh->trials[j].ended && sh->owner[j] == me && same_group(sh, i, j)) {
                 list[members++] = j;
                 taken[j] = true;
             }
@@ -577,14 +636,23 @@ static int halving_rungs(int64_t epochs, int eta, int64_t *rungs, int capacity) 
  * the earlier trial. After a resume the trials halted here before the interruption count again, with
  * the score they ended with, so the same trials go on. */
 static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
-    int n = 0;
-    int *ranked = ftl_xcalloc((size_t)sh->trial_count, sizeof *ranked);
-    double *score = ftl_xcalloc((size_t)sh->trial_count, sizeof *score);
-    for (int i = 0; i < sh->trial_count; i++) {
+    int n = 0, count = sh->trial_count, me = ftl_dist_rank(sh->col);
+    int *ranked = ftl_xcalloc((size_t)count, sizeof *ranked);
+    double *score = ftl_xcalloc((size_t)count * 2, sizeof *score), *in_set = score + count;
+    for (int i = 0; i < count; i++) { /* each trial's rank says its part; the others add 0 */
         const sweep_trial *tr = &sh->trials[i];
-        if (!tr->ended && tr->t && tr->epoch >= epoch) score[i] = score_at(tr->t, epoch), ranked[n++] = i;
-        else if (tr->ended && sh->results[i].halted_at == epoch) score[i] = sh->results[i].score, ranked[n++] = i;
+        if (sh->owner[i] != me) continue;
+        if (!tr->ended && tr->t && tr->epoch >= epoch) score[i] = score_at(tr->t, epoch), in_set[i] = 1;
+        else if (tr->ended && sh->results[i].halted_at == epoch) score[i] = sh->results[i].score, in_set[i] = 1;
     }
+    ftl_dist_set_context(sh->col, -1, "the successive halving's ranking");
+    ftl_status rs = ftl_dist_allreduce_f64(sh->col, score, (size_t)count * 2);
+    if (rs != FTL_OK) {
+        free(ranked), free(score);
+        return rs;
+    }
+    for (int i = 0; i < count; i++)
+        if (in_set[i] > 0.5) ranked[n++] = i;
     for (int i = 1; i < n; i++) /* by score, descending; stable */
         for (int j = i; j > 0 && score[ranked[j]] > score[ranked[j - 1]]; j--) {
             int tmp = ranked[j];
@@ -595,7 +663,7 @@ static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
     ftl_status st = FTL_OK;
     for (int i = keep; i < n && st == FTL_OK; i++) {
         sweep_trial *tr = &sh->trials[ranked[i]];
-        if (tr->ended) continue;
+        if (tr->ended || sh->owner[ranked[i]] != me) continue;
         if (tr->epoch > epoch) { /* cannot happen: the ranking is a function of what the files record */
             st = ftl_fail(FTL_E_INTERNAL, "trial %d went past rung %lld but ranks below it", ranked[i] + 1, (long long)epoch);
             break;
@@ -603,7 +671,7 @@ static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
         tr->t->finished = true; /* ends as early stopping would: its best weights restored, its model written */
         st = finish_trial(sh, ranked[i], epoch);
     }
-    if (sh->ro->progress && n > 0) {
+    if (sh->ro->progress && n > 0 && me == 0) {
         fprintf(sh->ro->progress, "sweep: rung at epoch %lld: %d of %d trials go on\n", (long long)epoch, keep, n);
         fflush(sh->ro->progress);
     }
@@ -615,6 +683,144 @@ static char *with_suffix(const char *path, const char *suffix) {
     size_t n = strlen(path);
     if (n > 4 && strcmp(path + n - 4, ".ftl") == 0) n -= 4;
     return ftl_format("%.*s%s", (int)n, path, suffix);
+}
+
+/* Under mpirun every rank trains whole trials, so every rank needs every row: each embedded (or
+ * found in the cache) its share, and the shares are gathered in rank order into one store. */
+static ftl_status gather_store(const ftl_collectives *col, feature_store *store, int64_t total, int64_t dim) {
+    int64_t rows = store->end - store->begin;
+    uint8_t *features = NULL, *labels = NULL;
+    size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(col), sizeof *sizes);
+    ftl_status st = ftl_dist_allgather(col, store->features, (size_t)(rows * dim) * sizeof(float), &features, sizes);
+    size_t got = 0;
+    for (int i = 0; i < ftl_dist_size(col); i++) got += sizes[i];
+    if (st == FTL_OK && got != (size_t)(total * dim) * sizeof(float))
+        st = ftl_fail(FTL_E_INTERNAL, "the ranks' features add up to %zu bytes, not %lld rows", got, (long long)total);
+    if (st == FTL_OK) st = ftl_dist_allgather(col, store->labels, (size_t)rows * sizeof(int32_t), &labels, sizes);
+    free(sizes);
+    if (st != FTL_OK) {
+        free(features), free(labels);
+        return st;
+    }
+    feature_store_close(store);
+    store->begin = 0;
+    store->end = total;
+    store->dim = dim;
+    store->in_memory = true;
+    store->features = (float *)features;
+    store->labels = (int32_t *)labels;
+    return FTL_OK;
+}
+
+/* Which rank trains each trial: the trials grouped as the first phase's stacks are (batch size and
+ * dropout, at most stack_size, in the trials' order), the largest stack to the least loaded rank.
+ * It depends on the trials and the rank count only, so a resume finds each trial where it was. */
+static void assign_owners(const ftl_train_options *trials, int count, int stack_size, int ranks, int *owner) {
+    int *group = ftl_xcalloc((size_t)count, sizeof *group), *size = ftl_xcalloc((size_t)count, sizeof *size);
+    int *load = ftl_xcalloc((size_t)ranks, sizeof *load), stacks = 0;
+    bool *taken = ftl_xcalloc((size_t)count, sizeof *taken);
+    for (int i = 0; i < count; i++) {
+        if (taken[i]) continue;
+        int members = 0;
+        for (int j = i; j < count; j++)
+            if (!taken[j] && trials[j].fit.batch_size == trials[i].fit.batch_size && trials[j].fit.dropout == trials[i].fit.dropout)
+                members++;
+        int parts = (members + stack_size - 1) / stack_size, at = 0;
+        for (int j = i; j < count; j++)
+            if (!taken[j] && trials[j].fit.batch_size == trials[i].fit.batch_size && trials[j].fit.dropout == trials[i].fit.dropout) {
+                taken[j] = true;
+                int part = at++ * parts / members;
+                group[j] = stacks + part;
+                size[stacks + part]++;
+            }
+        stacks += parts;
+    }
+    int *rank_of = ftl_xcalloc((size_t)(stacks ? stacks : 1), sizeof *rank_of);
+    bool *placed = ftl_xcalloc((size_t)(stacks ? stacks : 1), sizeof *placed);
+    for (int k = 0; k < stacks; k++) {
+        int big = -1, least = 0;
+        for (int g = 0; g < stacks; g++)
+            if (!placed[g] && (big < 0 || size[g] > size[big])) big = g;
+        for (int q = 1; q < ranks; q++)
+            if (load[q] < load[least]) least = q;
+        placed[big] = true;
+        rank_of[big] = least;
+        load[least] += size[big];
+    }
+    for (int i = 0; i < count; i++) owner[i] = rank_of[group[i]];
+    free(group), free(size), free(load), free(taken), free(rank_of), free(placed);
+}
+
+/* Every rank's finished trials' results, to every rank. */
+static ftl_status share_results(sweep_shared *sh) {
+    if (!ftl_dist_active(sh->col)) return FTL_OK;
+    ftl_strbuf b = {0};
+    ftl_strbuf_append(&b, "", 0);
+    int me = ftl_dist_rank(sh->col);
+    for (int i = 0; i < sh->trial_count; i++)
+        if (sh->owner[i] == me && sh->results[i].done) {
+            append_result_json(&b, i, &sh->results[i]);
+            ftl_strbuf_append(&b, "\n", 1);
+        }
+    uint8_t *all = NULL;
+    size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(sh->col), sizeof *sizes);
+    ftl_dist_set_context(sh->col, -1, "gathering the trials' results");
+    ftl_status st = ftl_dist_allgather(sh->col, b.data, b.len, &all, sizes);
+    size_t total = 0;
+    for (int i = 0; i < ftl_dist_size(sh->col); i++) total += sizes[i];
+    for (size_t at = 0; st == FTL_OK && at < total;) {
+        size_t end = at;
+        while (end < total && all[end] != '\n') end++;
+        ftl_sweep_trial_result r;
+        st = parse_result((const char *)all + at, end - at, "a trial's result from another rank", &r);
+        ftl_json *v = NULL;
+        double id = NAN;
+        if (st == FTL_OK && ftl_json_parse((const char *)all + at, end - at, &v) == FTL_OK) id = json_number_or_nan(v, "trial");
+        ftl_json_free(v);
+        if (st == FTL_OK && !(id >= 1 && id <= sh->trial_count)) st = ftl_fail(FTL_E_INTERNAL, "a result of trial %g", id);
+        if (st == FTL_OK && sh->owner[(int)id - 1] != me) {
+            r.resumed = sh->results[(int)id - 1].resumed;
+            sh->results[(int)id - 1] = r;
+        }
+        at = end + 1;
+    }
+    free(all), free(sizes);
+    ftl_strbuf_free(&b);
+    return st;
+}
+
+/* Ranks other than 0 log to LOG.rank-R while the sweep runs; at its end rank 0 appends their parts. */
+static ftl_status merge_logs(sweep_shared *sh, const char *part_path) {
+    if (!ftl_dist_active(sh->col) || !sh->ro->log_path) return FTL_OK;
+    int me = ftl_dist_rank(sh->col);
+    uint8_t *mine = NULL, *all = NULL;
+    size_t size = 0;
+    if (me != 0 && ftl_path_exists(part_path)) FTL_TRY(ftl_read_file(part_path, &mine, &size));
+    size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(sh->col), sizeof *sizes);
+    ftl_dist_set_context(sh->col, -1, "gathering the sweep's log");
+    ftl_status st = ftl_dist_gather(sh->col, mine ? mine : (const uint8_t *)"", size, 0, &all, sizes);
+    if (st == FTL_OK && me == 0 && sh->log) {
+        size_t total = 0;
+        for (int i = 0; i < ftl_dist_size(sh->col); i++) total += sizes[i];
+        if (total && (fwrite(all, 1, total, sh->log) != total || fflush(sh->log) != 0))
+            st = ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", sh->ro->log_path, strerror(errno));
+    }
+    if (st == FTL_OK && me != 0 && mine) unlink(part_path);
+    free(mine), free(all), free(sizes);
+    return st;
+}
+
+/* Whether any rank failed (every rank learns it; the one that failed keeps its message). */
+static ftl_status agree(const ftl_collectives *col, ftl_status st, const char *what) {
+    if (!ftl_dist_active(col)) return st;
+    char kept[2048];
+    snprintf(kept, sizeof kept, "%s", ftl_last_error());
+    bool any = false;
+    ftl_dist_set_context(col, -1, what);
+    ftl_status as = ftl_dist_any_failed(col, st != FTL_OK, &any);
+    if (st != FTL_OK) return ftl_fail(st, "%s", kept);
+    if (as != FTL_OK) return as;
+    return any ? ftl_fail(FTL_E_INTERRUPTED, "another rank failed %s (its message says why)", what) : FTL_OK;
 }
 
 ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro,
@@ -660,40 +866,63 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     if (st == FTL_OK && ftl_model_get_info(r.backbone)->device_kind != FTL_DEVICE_CPU)
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
     if (st == FTL_OK) st = train_run_setup_cached(&r, o, &summary);
+    /* Under mpirun the trials are spread over the ranks, each trained whole by one: every rank
+     * embedded its share of the rows, and gets all of them. */
+    const ftl_collectives *col = &trials[0].fit.collectives;
+    int me = ftl_dist_rank(col), ranks = ftl_dist_size(col);
+    st = agree(col, st, "preparing the features");
+    if (st == FTL_OK && ranks > 1 && !summary.features_in_memory)
+        st = ftl_fail(FTL_E_UNSUPPORTED, "under mpirun every rank of a sweep holds all the features, and this rank's share "
+                      "already exceeds the memory limit: raise --max-memory, or run the sweep in one process");
+    st = agree(col, st, "checking the features' size");
+    if (st == FTL_OK && ranks > 1) {
+        ftl_dist_phase_begin(col, "gathering the features");
+        st = gather_store(col, &r.train_store, summary.train_rows, r.dim);
+        if (st == FTL_OK && r.have_train_flipped) st = gather_store(col, &r.train_flipped, summary.train_rows, r.dim);
+        if (st == FTL_OK && r.have_val_store) st = gather_store(col, &r.val_store, summary.val_rows, r.dim);
+        ftl_dist_phase_end(col);
+    }
     ftl_train_options *per = ftl_xcalloc((size_t)count, sizeof *per);
     sweep_trial *state = ftl_xcalloc((size_t)count, sizeof *state);
     for (int i = 0; i < count; i++) {
         per[i] = trials[i];
         per[i].embed.int8_scales = o->embed.int8_scales; /* the one calibration */
+        per[i].fit.collectives = (ftl_collectives){.rank = 0, .world_size = 1}; /* a trial trains on one rank */
         state[i].checkpoint = with_suffix(trials[i].out_path, ".ckpt");
         state[i].result_path = with_suffix(trials[i].out_path, ".result.json");
     }
+    int stack_size = ro->stack_size > 0 ? ro->stack_size : 16;
+    int *owner = ftl_xcalloc((size_t)count, sizeof *owner);
+    assign_owners(per, count, stack_size, ranks, owner);
     sweep_shared sh = {.run = &r, .options = per, .ro = ro, .results = results, .trials = state, .trial_count = count,
-                       .train_rows = summary.train_rows};
+                       .train_rows = summary.train_rows, .owner = owner, .col = col};
     pthread_mutex_init(&sh.lock, NULL);
     train_run_meta_init(&sh.meta, &r, o);
-    int resumed_done = 0;
+    int64_t resumed_done = 0;
     for (int i = 0; i < count && st == FTL_OK && ro->resume; i++)
-        if (ftl_path_exists(state[i].result_path)) {
+        if (owner[i] == me && ftl_path_exists(state[i].result_path)) {
             st = read_result(state[i].result_path, &results[i]);
             state[i].ended = st == FTL_OK;
             resumed_done += state[i].ended;
         }
-    if (st == FTL_OK && ro->log_path) {
-        sh.log = fopen(ro->log_path, ro->resume ? "a" : "w");
-        if (!sh.log) st = ftl_fail(FTL_E_IO, "cannot open the sweep log %s: %s", ro->log_path, strerror(errno));
-        if (st == FTL_OK && ro->log_record) st = log_line(&sh, ro->log_record);
+    char *log_part = ro->log_path ? ftl_format("%s.rank-%d", ro->log_path, me) : NULL;
+    if (st == FTL_OK && ro->log_path) { /* rank 0 writes the log; the others a part of it, merged at the end */
+        const char *path = me == 0 ? ro->log_path : log_part;
+        sh.log = fopen(path, ro->resume ? "a" : "w");
+        if (!sh.log) st = ftl_fail(FTL_E_IO, "cannot open the sweep log %s: %s", path, strerror(errno));
+        if (st == FTL_OK && ro->log_record && me == 0) st = log_line(&sh, ro->log_record);
     }
+    st = agree(col, st, "opening the sweep's files");
+    if (st == FTL_OK && ranks > 1) st = ftl_dist_allreduce_i64(col, &resumed_done, 1);
     int64_t rungs[64];
     int rung_count = halving_rungs(trials[0].fit.epochs, ro->halving_eta, rungs, 64);
     int workers = ro->threads > 0 ? ro->threads : ftl_train_threads();
     if (!summary.features_in_memory) workers = 1; /* a streamed store reads through one cache of row groups */
-    int stack_size = ro->stack_size > 0 ? ro->stack_size : 16;
-    if (st == FTL_OK && ro->progress) {
-        fprintf(ro->progress, "sweep: %d trials (stacked by batch size and dropout, %d threads); features %s%s",
-                count, workers, summary.train_cache_reused ? "from the cache" : "embedded once",
-                resumed_done ? "" : "\n");
-        if (resumed_done) fprintf(ro->progress, "; %d trials done before the resume\n", resumed_done);
+    if (st == FTL_OK && ro->progress && me == 0) {
+        fprintf(ro->progress, "sweep: %d trials (stacked by batch size and dropout, %d threads%s); features %s%s",
+                count, workers, ranks > 1 ? " per rank, spread over the ranks" : "",
+                summary.train_cache_reused ? "from the cache" : "embedded once", resumed_done ? "" : "\n");
+        if (resumed_done) fprintf(ro->progress, "; %lld trials done before the resume\n", (long long)resumed_done);
         if (rung_count > 1) {
             fprintf(ro->progress, "sweep: successive halving (eta %d): rungs at epochs", ro->halving_eta);
             for (int i = 0; i < rung_count; i++) fprintf(ro->progress, " %lld", (long long)rungs[i]);
@@ -703,7 +932,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     }
     /* On resume the trials with a checkpoint are opened first: their epochs decide their stacks. */
     for (int i = 0; i < count && st == FTL_OK && ro->resume; i++) {
-        if (state[i].ended || !ftl_path_exists(state[i].checkpoint)) continue;
+        if (owner[i] != me || state[i].ended || !ftl_path_exists(state[i].checkpoint)) continue;
         const char *src[1] = {per[i].train_path};
         ftl_loader_options order = train_run_order(&per[i], src);
         global_order_source gs;
@@ -722,19 +951,21 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         if (r.have_val_store) file_order_source_free(&vs);
         global_order_source_free(&gs);
     }
+    st = agree(col, st, "resuming the trials");
     for (int g = 0; g < rung_count && st == FTL_OK; g++) {
         sh.until_epoch = rungs[g];
         build_stacks(&sh, stack_size, workers);
         int phase_workers = workers < sh.stack_count ? workers : sh.stack_count;
         sh.caller_only = phase_workers > 1;
-        if (ro->progress && sh.stack_count > 0) {
-            int live = 0;
-            for (int i = 0; i < sh.stack_count; i++) live += sh.stacks[i].count;
-            fprintf(ro->progress, "sweep: %d trials in %d stacks, %d at a time, up to epoch %lld\n", live, sh.stack_count,
-                    phase_workers, (long long)rungs[g]);
+        if (ro->progress && sh.stack_count > 0 && me == 0) {
+            int live = 0, together = 0;
+            for (int i = 0; i < sh.stack_count; i++) live += sh.stacks[i].count, together += trains_side_by_side(&sh, &sh.stacks[i]);
+            fprintf(ro->progress, "sweep: %d trials in %d stacks (%d side by side, one GEMM per step), %d at a time, up to epoch %lld%s\n",
+                    live, sh.stack_count, together, phase_workers, (long long)rungs[g], ranks > 1 ? " (rank 0's)" : "");
             fflush(ro->progress);
         }
         atomic_store(&sh.next_stack, 0);
+        ftl_dist_phase_begin(col, "training its trials"); /* the ranks meet again at the rung */
         pthread_t *threads = ftl_xcalloc((size_t)(phase_workers > 0 ? phase_workers : 1), sizeof *threads);
         int started = 0;
         for (int w = 1; w < phase_workers; w++)
@@ -743,9 +974,17 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         for (int w = 1; w <= started; w++) pthread_join(threads[w], NULL);
         free(threads);
         free_stacks(&sh);
+        ftl_dist_phase_end(col);
         if (sh.status != FTL_OK) st = ftl_fail(sh.status, "%s", sh.error);
+        st = agree(col, st, "training the trials");
         if (st == FTL_OK && g + 1 < rung_count) st = halve(&sh, ro->halving_eta, rungs[g]);
+        st = agree(col, st, "ending the trials halved at the rung");
     }
+    if (st == FTL_OK) st = share_results(&sh);
+    if (st == FTL_OK && sh.log && fflush(sh.log) != 0)
+        st = ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", me == 0 ? ro->log_path : log_part, strerror(errno));
+    st = agree(col, st, "writing the sweep's log");
+    if (st == FTL_OK) st = merge_logs(&sh, log_part);
     for (int i = 0; i < count; i++) { /* trials a failure left open: their logs closed, their checkpoints kept */
         if (state[i].open) {
             char kept[2048];
@@ -758,10 +997,26 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     }
     if (sh.log && fclose(sh.log) != 0 && st == FTL_OK)
         st = ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", ro->log_path, strerror(errno));
+    free(log_part), free(owner);
     train_run_meta_free(&sh.meta);
     pthread_mutex_destroy(&sh.lock);
     free(per), free(state);
     train_run_free(&r);
     ftl_nn_int8_scales_free(own_scales);
+    return st;
+}
+
+ftl_status ftl_sweep_copy_model(const ftl_collectives *col, const char *model_path, int owner, const char *to) {
+    int me = ftl_dist_rank(col);
+    uint8_t *data = NULL;
+    size_t size = 0;
+    ftl_status st = FTL_OK;
+    if (me == owner) st = ftl_read_file(model_path, &data, &size);
+    if (ftl_dist_active(col)) {
+        st = agree(col, st, "reading the best trial's model");
+        if (st == FTL_OK) st = ftl_dist_broadcast_blob(col, &data, &size, owner);
+    }
+    if (st == FTL_OK && me == 0) st = ftl_write_file_atomic(to, data, size);
+    free(data);
     return st;
 }

@@ -2,6 +2,7 @@
  * confusion heatmap from an eval JSON; per-rank step times from a timeline. */
 #include "ftl/report.h"
 #include "report/run_log.h"
+#include "report/sweep_report.h"
 #include "report/svg_chart.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -501,6 +502,21 @@ ftl_status ftl_report_write(const ftl_report_options *o) {
     if (o->log_count < 1 || !o->output_path) return ftl_fail(FTL_E_INVALID_ARG, "report needs at least one log and an output path");
     if (ftl_path_exists(o->output_path) && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "%s already exists (use --overwrite to replace it)", o->output_path);
+    for (int i = 0; i < o->log_count; i++)
+        if (sweep_report_is_sweep_log(o->logs[i])) {
+            if (o->log_count > 1 || o->eval_json || o->timeline)
+                return ftl_fail(FTL_E_INVALID_ARG, "%s is a sweep's log: its report is drawn alone (no other logs, eval or "
+                                "timeline)", o->logs[i]);
+            ftl_strbuf b = {0};
+            ftl_status st = sweep_report_write(o->logs[i], STYLE, &b);
+            if (st == FTL_OK) {
+                ftl_strbuf_printf(&b, "<p><small>Written by ftl %s: no scripts, nothing loaded from outside.</small></p>"
+                                      "</body></html>\n", FTL_VERSION);
+                st = ftl_write_file_atomic(o->output_path, b.data, b.len);
+            }
+            ftl_strbuf_free(&b);
+            return st;
+        }
     run_log *logs = ftl_xcalloc((size_t)o->log_count, sizeof *logs);
     ftl_status st = FTL_OK;
     int read = 0;

@@ -90,6 +90,7 @@ typedef struct frame {
     bool log_y;
     int height;
     double y_step; /* the linear axis's tick step, which its bounds are multiples of */
+    bool own_x_ticks; /* the chart draws its x ticks itself (a scatter's) */
 } frame;
 
 static double px(const frame *f, double x) {
@@ -223,7 +224,7 @@ static void axes(ftl_strbuf *b, placed *p, const frame *f, const char *title, co
                       LEFT, TOP, PLOT_RIGHT - LEFT, PLOT_H, f->y0, f->y1, f->x0, f->x1);
     place(p, text_box(LEFT, 18, title, 13, 's'));
     y_ticks(b, p, f);
-    x_ticks(b, p, f);
+    if (!f->own_x_ticks) x_ticks(b, p, f);
     ftl_strbuf_printf(b, "<text x=\"%d\" y=\"%d\" class=\"xl\">", (LEFT + PLOT_RIGHT) / 2, PLOT_BOTTOM + 34);
     html_append_escaped(b, x_label);
     ftl_strbuf_printf(b, "</text><text x=\"12\" y=\"%d\" class=\"yl\" transform=\"rotate(-90 12 %d)\">", TOP + PLOT_H / 2,
@@ -272,7 +273,7 @@ static int chart_height(int legend_rows) {
 
 void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const chart_series *s, int ns,
                     const chart_marker *m, int nm, const chart_axis *axis) {
-    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(ns), 0};
+    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(ns), 0, false};
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < ns; i++)
         for (int64_t k = 0; k < s[i].n; k++) {
@@ -334,7 +335,7 @@ void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, con
                       const int64_t *epoch, int64_t n,
                       const double *const *values, const char *const *names, const char *const *colors, int parts,
                       const double *top, const char *unit, const chart_marker *m, int nm, double y_max) {
-    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(parts), 0};
+    frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(parts), 0, false};
     double tallest = 0;
     for (int64_t i = 0; i < n; i++) {
         double sum = 0;
@@ -384,5 +385,68 @@ void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, con
     }
     markers(b, p, &f, m, nm);
     ftl_strbuf_append(b, "</svg>\n", 7);
+    free(p);
+}
+
+void svg_scatter(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const double *x, const double *y,
+                 const int *ids, int n, const char *const *categories, int category_count, const char *color) {
+    /* a numeric x spanning more than 10x of positive values goes on a log axis (learning rates) */
+    double xmin = INFINITY, xmax = -INFINITY, lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (isfinite(x[i])) xmin = fmin(xmin, x[i]), xmax = fmax(xmax, x[i]);
+        if (isfinite(y[i])) lo = fmin(lo, y[i]), hi = fmax(hi, y[i]);
+    }
+    bool log_x = !categories && xmin > 0 && xmax / xmin >= 9.99; /* 1e-3 .. 1e-2 is already a decade */
+    double t0 = log_x ? log10(xmin) : xmin, t1 = log_x ? log10(xmax) : xmax;
+    if (!isfinite(t0)) t0 = 0, t1 = 1;
+    frame f = {t0, t1, 0, 0, false, chart_height(0), 0, true};
+    if (categories) f.x0 = -0.5, f.x1 = category_count - 0.5;
+    else if (log_x) f.x0 = floor(t0 + 1e-9) - 0.25, f.x1 = ceil(t1 - 1e-9) + 0.25;
+    else {
+        double pad = t1 > t0 ? (t1 - t0) * 0.08 : fmax(fabs(t0) * 0.5, 0.5);
+        f.x0 = t0 - pad, f.x1 = t1 + pad;
+    }
+    chart_axis axis = {.non_negative = true, .y_min = NAN, .y_max = NAN};
+    choose_y(&f, lo, hi, &axis);
+    placed *p = ftl_xcalloc(1, sizeof *p);
+    axes(b, p, &f, title, x_label, y_label);
+    ftl_strbuf_printf(b, "<g class=\"xaxis\" data-x-scale=\"%s\">", categories ? "category" : log_x ? "log" : "linear");
+    if (categories) {
+        for (int c = 0; c < category_count; c++) {
+            ftl_strbuf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"xt\">", px(&f, c), PLOT_BOTTOM + 16);
+            html_append_escaped(b, categories[c]);
+            ftl_strbuf_append(b, "</text>", 7);
+        }
+    } else {
+        double step = log_x ? 1 : nice_step(f.x1 - f.x0, 6);
+        for (double v = ceil(f.x0 / step - 1e-9) * step; v <= f.x1 + 1e-9; v += step) {
+            char t[32];
+            if (log_x) snprintf(t, sizeof t, "1e%d", (int)lround(v));
+            else snprintf(t, sizeof t, "%g", fabs(v) < step * 1e-6 ? 0.0 : v);
+            box q = text_box(px(&f, v), PLOT_BOTTOM + 16, t, FONT_TICK, 'm');
+            if (collides(p, q)) continue;
+            place(p, q);
+            ftl_strbuf_printf(b, "<text x=\"%.1f\" y=\"%d\" class=\"xt\">%s</text>", px(&f, v), PLOT_BOTTOM + 16, t);
+        }
+    }
+    ftl_strbuf_append(b, "</g><g class=\"points\">", 22);
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(x[i]) || !isfinite(y[i])) continue;
+        double tx = log_x ? log10(x[i]) : x[i];
+        ftl_strbuf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" fill-opacity=\"0.7\" data-trial=\"%d\" "
+                             "data-x=\"%.17g\" data-value=\"%.17g\"><title>trial %d: ",
+                          px(&f, tx), py(&f, y[i]), color, ids[i], x[i], y[i], ids[i]);
+        char value[40];
+        if (categories) html_append_escaped(b, categories[(int)x[i]]);
+        else {
+            exact_text(value, sizeof value, x[i]);
+            ftl_strbuf_append(b, value, strlen(value));
+        }
+        exact_text(value, sizeof value, y[i]);
+        ftl_strbuf_printf(b, ", %s ", y_label);
+        ftl_strbuf_append(b, value, strlen(value));
+        ftl_strbuf_append(b, "</title></circle>", 17);
+    }
+    ftl_strbuf_append(b, "</g></svg>\n", 11);
     free(p);
 }

@@ -44,6 +44,11 @@ void svg_stacked_bars(ftl_strbuf *b, const char *title, const char *y_label, con
                       const double *const *values, const char *const *names, const char *const *colors, int part_count,
                       const double *top_label, const char *top_label_unit, const chart_marker *markers, int marker_count,
                       double y_max);
+/* Points (x[i], y[i]) named by ids[i] (data-trial): a sweep's settings against a metric. categories:
+ * x holds indices into them (a setting such as the optimizer); else x is numeric, on a log axis when
+ * its positive values span more than 10x. */
+void svg_scatter(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const double *x, const double *y,
+                 const int *ids, int n, const char *const *categories, int category_count, const char *color);
 /* The round axis range that covers [lo, hi] (what svg_stacked_bars would use), for sharing. */
 double svg_nice_top(double hi);
 /* Appends text with &, <, >, " escaped. */

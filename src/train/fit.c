@@ -438,31 +438,26 @@ void ftl_fit_run_epoch_begin(ftl_trainer *t, ftl_fit_run *run) {
     run->epoch_start = ftl_now();
 }
 
-ftl_status ftl_fit_run_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, const float *x_dropped,
-                            double fetch_start, double fetch_end) {
-    const ftl_collectives *col = &t->config.collectives;
-    int64_t epoch = run->log.epoch, batch = run->step_in_epoch + 1;
+/* The step's start: its fetch's account, and the end of the data refused. */
+static ftl_status begin_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, double fetch_start, double fetch_end) {
     run->fetch_s += fetch_end - fetch_start;
     run->fetch_backbone_s += b->backbone_seconds;
     run->backbone_s += b->backbone_seconds;
     ftl_timeline_span(&t->timeline, "data wait", fetch_start, fetch_end - b->backbone_seconds, t->step);
     if (b->backbone_seconds > 0) ftl_timeline_span(&t->timeline, "backbone", fetch_end - b->backbone_seconds, fetch_end, t->step);
     if (b->global_count == 0)
-        return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld", (long long)batch - 1,
-                        (long long)run->steps, (long long)epoch);
-    /* The gradient of the global batch's mean loss: each rank sums its rows' gradients scaled
-     * by 1 / (rows of the global batch), and the allreduce adds the ranks' parts. */
-    ftl_row_draws draws = ftl_trainer_draws(t, b);
-    double top_s = 0;
-    ftl_status st;
-    if (x_dropped) /* the rows through this step's dropout masks, drawn once for a sweep's stack */
-        st = ftl_head_train_batch_dropped(&t->head, x_dropped, b->labels, b->count, (float)(1.0 / (double)b->global_count),
-                                          &run->counts);
-    else
-        st = train_step(t, b, &draws, &run->counts, &top_s);
-    if (st != FTL_OK) return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)epoch, (long long)batch);
+        return ftl_fail(FTL_E_FORMAT, "the training data ended after %lld of %lld batches in epoch %lld",
+                        (long long)run->step_in_epoch, (long long)run->steps, (long long)run->log.epoch);
+    return FTL_OK;
+}
+
+/* The step's end once the gradient is in the block (computed from t1 to t2, top_s of it in a trained
+ * top): the allreduce, the optimizer, the counters. */
+static ftl_status end_step(ftl_trainer *t, ftl_fit_run *run, double t1, double t2, double top_s) {
+    const ftl_collectives *col = &t->config.collectives;
+    int64_t epoch = run->log.epoch, batch = run->step_in_epoch + 1;
     run->backbone_s += top_s;
-    double t1 = fetch_end, t2 = ftl_now();
+    ftl_status st;
     if (ftl_dist_active(col)) {
         /* One allreduce per step over the one contiguous gradient block (Horovod's fusion buffer). */
         ftl_dist_set_context(col, t->step, "the gradient allreduce");
@@ -482,6 +477,30 @@ ftl_status ftl_fit_run_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_
     if (ftl_dist_active(col)) ftl_timeline_span(&t->timeline, "allreduce", t2, t3, t->step - 1);
     ftl_timeline_span(&t->timeline, "optimizer", t3, t4, t->step - 1);
     return FTL_OK;
+}
+
+ftl_status ftl_fit_run_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, const float *x_dropped,
+                            double fetch_start, double fetch_end) {
+    FTL_TRY(begin_step(t, run, b, fetch_start, fetch_end));
+    /* The gradient of the global batch's mean loss: each rank sums its rows' gradients scaled
+     * by 1 / (rows of the global batch), and the allreduce adds the ranks' parts. */
+    ftl_row_draws draws = ftl_trainer_draws(t, b);
+    double top_s = 0;
+    ftl_status st;
+    if (x_dropped) /* the rows through this step's dropout masks, drawn once for a sweep's stack */
+        st = ftl_head_train_batch_dropped(&t->head, x_dropped, b->labels, b->count, (float)(1.0 / (double)b->global_count),
+                                          &run->counts);
+    else
+        st = train_step(t, b, &draws, &run->counts, &top_s);
+    if (st != FTL_OK)
+        return ftl_fail_context(st, "epoch %lld, batch %lld", (long long)run->log.epoch, (long long)run->step_in_epoch + 1);
+    return end_step(t, run, fetch_end, ftl_now(), top_s);
+}
+
+ftl_status ftl_fit_run_step_computed(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, double fetch_start,
+                                     double fetch_end, double gradient_seconds) {
+    FTL_TRY(begin_step(t, run, b, fetch_start, fetch_end));
+    return end_step(t, run, fetch_end, fetch_end + gradient_seconds, 0);
 }
 
 /* The epoch's training metrics and validation (the first half of its end). */

@@ -131,15 +131,15 @@ static void forward(ftl_head *head, const float *x, size_t n, ftl_pool_site *sit
 
 /* Per row: loss = logsumexp(z) - z[y] (max-shifted, so no overflow), argmax (first maximum).
  * If dz is given: dz = (softmax(z) - onehot(y)) * grad_scale; else if probs is given: softmax(z). */
-static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int32_t *labels, float grad_scale,
-                                  float *dz, float *probs, ftl_metric_counts *counts) {
+static void softmax_cross_entropy_strided(const float *z, size_t n, size_t C, size_t ld, const int32_t *labels,
+                                          float grad_scale, float *dz, float *probs, ftl_metric_counts *counts) {
     for (size_t i = 0; i < n; i++) {
-        const float *row = z + i * C;
+        const float *row = z + i * ld;
         size_t arg = 0;
         float m = row[0];
         for (size_t j = 1; j < C; j++)
             if (row[j] > m) m = row[j], arg = j;
-        float *e = dz ? dz + i * C : probs ? probs + i * C : NULL;
+        float *e = dz ? dz + i * ld : probs ? probs + i * ld : NULL;
         double sum = 0;
         /* Terms below e^FTL_SOFTMAX_CUTOFF are 0 (train/denormal_flush.h): next to the maximum's
          * e^0 = 1 they change nothing, and kept they would turn into denormals further on. */
@@ -162,14 +162,19 @@ static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int3
         }
         if (dz) {
             float inv = (float)(1.0 / sum);
-            float *d = dz + i * C;
+            float *d = dz + i * ld;
             for (size_t j = 0; j < C; j++) d[j] = d[j] * inv * grad_scale;
             if (labels) d[labels[i]] -= grad_scale;
         } else if (probs) {
             float inv = (float)(1.0 / sum);
-            for (size_t j = 0; j < C; j++) probs[i * C + j] *= inv;
+            for (size_t j = 0; j < C; j++) probs[i * ld + j] *= inv;
         }
     }
+}
+
+static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int32_t *labels, float grad_scale,
+                                  float *dz, float *probs, ftl_metric_counts *counts) {
+    softmax_cross_entropy_strided(z, n, C, C, labels, grad_scale, dz, probs, counts);
 }
 
 /* The dropout stream of one row: a function of (seed, step, position in the global batch) only. */
@@ -331,4 +336,69 @@ ftl_status ftl_head_evaluate(ftl_head *head, ftl_batch_source *source, size_t ba
         if (b.count == 0) return FTL_OK;
         FTL_TRY(ftl_head_evaluate_batch(head, b.features, b.labels, b.count, out));
     }
+}
+
+/* ---------------------------------------------------------------- heads stepped together */
+
+struct ftl_head_stack {
+    size_t weight_capacity, row_capacity; /* floats of w / dw, and of logits / dlogits */
+    float *w, *dw, *logits, *dlogits;     /* [D x K*C], [n x K*C] */
+    ftl_pool_site forward_site, backward_site;
+};
+
+ftl_head_stack *ftl_head_stack_new(void) { return ftl_xcalloc(1, sizeof(ftl_head_stack)); }
+
+void ftl_head_stack_free(ftl_head_stack *s) {
+    if (!s) return;
+    free(s->w), free(s->dw), free(s->logits), free(s->dlogits);
+    free(s);
+}
+
+static void grow(float **p, size_t *capacity, size_t want) {
+    if (want <= *capacity) return;
+    free(*p);
+    *p = ftl_train_alloc_floats(want);
+    *capacity = want;
+}
+
+ftl_status ftl_head_stack_train(ftl_head_stack *s, ftl_head *const *heads, int k, const float *x, const int32_t *labels,
+                                size_t n, float grad_scale, ftl_metric_counts *const *counts) {
+    if (k < 1 || n == 0) return ftl_fail(FTL_E_INVALID_ARG, "a stacked step needs heads and rows");
+    size_t C = (size_t)heads[0]->classes, D = (size_t)heads[0]->dim, KC = (size_t)k * C;
+    for (int h = 0; h < k; h++) {
+        if ((size_t)heads[h]->classes != C || (size_t)heads[h]->dim != D)
+            return ftl_fail(FTL_E_INVALID_ARG, "stacked heads must share their shape");
+        FTL_TRY(check_train_args(heads[h], grad_scale));
+    }
+    FTL_TRY(ftl_head_check_labels((int64_t)C, labels, n));
+    size_t w_cap = s->weight_capacity, r_cap = s->row_capacity;
+    grow(&s->w, &w_cap, D * KC);
+    grow(&s->dw, &s->weight_capacity, D * KC);
+    grow(&s->logits, &r_cap, n * KC);
+    grow(&s->dlogits, &s->row_capacity, n * KC);
+    /* the heads side by side: row d of the stacked kernel is row d of every head's */
+    for (size_t d = 0; d < D; d++)
+        for (int h = 0; h < k; h++) memcpy(s->w + d * KC + (size_t)h * C, heads[h]->kernel + d * C, C * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        for (int h = 0; h < k; h++) memcpy(s->logits + i * KC + (size_t)h * C, heads[h]->bias, C * sizeof(float));
+    /* One GEMM each way; every element is the same sequence of multiply-adds as in a head's own
+     * GEMM (train/gemm.h), so each head's logits and gradient are bit for bit its own step's. */
+    ftl_gemm_args f = {.M = n, .N = KC, .K = D, .A = x, .a_row_stride = D, .a_col_stride = 1, .B = s->w, .ldb = KC,
+                       .C = s->logits, .ldc = KC, .accumulate = true, .site = &s->forward_site};
+    ftl_gemm(&f);
+    for (int h = 0; h < k; h++)
+        softmax_cross_entropy_strided(s->logits + (size_t)h * C, n, C, KC, labels, grad_scale, s->dlogits + (size_t)h * C,
+                                      NULL, counts[h]);
+    ftl_gemm_args g = {.M = D, .N = KC, .K = n, .A = x, .a_row_stride = 1, .a_col_stride = D, .B = s->dlogits, .ldb = KC,
+                       .C = s->dw, .ldc = KC, .accumulate = false, .site = &s->backward_site};
+    ftl_gemm(&g);
+    for (int h = 0; h < k; h++) {
+        ftl_head *head = heads[h];
+        for (size_t d = 0; d < D; d++) memcpy(head->grad_kernel + d * C, s->dw + d * KC + (size_t)h * C, C * sizeof(float));
+        const float *dz = s->dlogits + (size_t)h * C;
+        memcpy(head->grad_bias, dz, C * sizeof(float));
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = 0; j < C; j++) head->grad_bias[j] += dz[i * KC + j];
+    }
+    return FTL_OK;
 }

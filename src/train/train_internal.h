@@ -66,6 +66,10 @@ void ftl_fit_run_epoch_begin(ftl_trainer *t, ftl_fit_run *run);
  * trainer's draws), else NULL. */
 ftl_status ftl_fit_run_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, const float *x_dropped,
                             double fetch_start, double fetch_end);
+/* The same step when the caller has put the batch's head gradient into the trainer's gradient block
+ * and its metrics into run->counts (a sweep's stacked GEMM), which took gradient_seconds. */
+ftl_status ftl_fit_run_step_computed(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, double fetch_start,
+                                     double fetch_end, double gradient_seconds);
 /* Metrics, validation, early stopping, hooks, checkpoint, history, epoch line and log record. */
 ftl_status ftl_fit_run_epoch_end(ftl_trainer *t, ftl_fit_run *run);
 /* Closes the log and timeline; on success restores the best weights and fills *result. s: the
@@ -81,6 +85,16 @@ void ftl_head_dropout_rows(float dropout, int64_t dim, const float *x, size_t n,
 /* ftl_head_train_batch on rows already through the dropout (x_dropped), the same result. */
 ftl_status ftl_head_train_batch_dropped(ftl_head *head, const float *x_dropped, const int32_t *labels, size_t n,
                                         float grad_scale, ftl_metric_counts *counts);
+
+/* Heads of one shape stepped together on the same rows (a sweep's stack sharing a dropout rate):
+ * one GEMM over their kernels side by side [D x K*C] forward and one backward, instead of K narrow
+ * ones. Each head's gradient and metrics are the ones ftl_head_train_batch_dropped gives it, bit
+ * for bit. The stack holds the side-by-side buffers between steps. */
+typedef struct ftl_head_stack ftl_head_stack;
+ftl_head_stack *ftl_head_stack_new(void);
+void ftl_head_stack_free(ftl_head_stack *stack);
+ftl_status ftl_head_stack_train(ftl_head_stack *stack, ftl_head *const *heads, int k, const float *x_dropped,
+                                const int32_t *labels, size_t n, float grad_scale, ftl_metric_counts *const *counts);
 
 /* D*C + C after checking the sizes (the errors ftl_head_init gives). */
 ftl_status ftl_head_param_count(int64_t dim, int64_t classes, size_t *count);

@@ -20,7 +20,7 @@ if "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --g
 else
     fail sweep_runs "$(tail -5 "$d/sweep.err")"
 fi
-check sweep_stacks_by_batch_and_dropout grep -q "16 trials in 4 stacks" "$d/sweep.out"
+check sweep_stacks_by_batch_and_dropout grep -q "16 trials in 4 stacks (4 side by side, one GEMM per step)" "$d/sweep.out"
 # the features are embedded once: one train and one val file in the shared cache
 n_files=$(find "$d/best.trials/ftl-feature-cache" -name '*.features.parquet' | wc -l)
 check sweep_embeds_once test "$n_files" -eq 2 -a "$(grep -c 'embedded once' "$d/sweep.out")" -eq 1
@@ -61,9 +61,9 @@ print("16 trial logs equal;", early, "stopped early")
 assert early > 0
 PYEOF
 
-# the same sweep one stack at a time, at most 3 trials a stack: the same models (no trial depends
-# on which others share its stack or thread)
-"$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32 --grid optimizer=nadam,sgd \
+# the same sweep one stack at a time, at most 3 trials a stack, each trial stepped on its own (not
+# side by side): the same models (no trial depends on which others share its stack or thread)
+FTL_SWEEP_SIDE_BY_SIDE=0 "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32 --grid optimizer=nadam,sgd \
     --workers 1 --stack-size 3 --out "$d/serial.ftl" --cache-dir "$d/best.trials/ftl-feature-cache" \
     >"$d/serial.out" 2>&1 || fail sweep_serial_runs "$(tail -3 "$d/serial.out")"
 same=0
@@ -71,7 +71,7 @@ for t in $(seq 1 16); do
     f=$(printf 'trial-%04d.ftl' "$t")
     cmp -s "$d/best.trials/$f" "$d/serial.trials/$f" && same=$((same + 1))
 done
-check sweep_same_models_for_any_workers_and_stack_size test "$same" -eq 16 -a "$(grep -c 'in 8 stacks' "$d/serial.out")" -eq 1
+check sweep_same_models_for_any_workers_and_stack_size test "$same" -eq 16 -a "$(grep -c 'in 8 stacks (0 side by side' "$d/serial.out")" -eq 1
 
 # what cannot share the cached features runs trial by trial, as ftl train does (here: no feature cache)
 "$FTL" sweep "$T" "${COMMON[@]}" --epochs 1 --grid lr=1e-3,1e-2 --no-feature-cache --out "$d/seq.ftl" \
@@ -181,6 +181,64 @@ done <"$d/halve.txt"
 echo "halving: $same of $total trials equal ftl train alone"
 check sweep_halving_trials_equal_ftl_train_alone test "$same" -eq "$total" -a "$total" -eq 6
 
+# ftl report of the sweep's log: every trial's final val_acc read back from the table and the
+# scatters, ranked as the sweep's table; in a browser without network
+"$FTL" report "$d/halve.jsonl" -o "$d/halve.html" >/dev/null 2>"$d/halve-report.err" ||
+    fail sweep_report_writes "$(cat "$d/halve-report.err")"
+"$PY" - "$d" <<'PYEOF' && pass sweep_report_reads_back || fail sweep_report_reads_back "see log"
+import json, sys
+from html.parser import HTMLParser
+d = sys.argv[1]
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.rows, self.points, self.setting, self.external, self.script = [], {}, None, [], False
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.external += [a[k] for k in ("src", "href") if k in a]
+        self.script |= tag == "script"
+        if tag == "tr" and a.get("class") == "trial":
+            self.rows.append((int(a["data-trial"]), float(a["data-val-acc"]), a["data-ended"]))
+        if tag == "div" and a.get("class") == "scatter":
+            self.setting = a["data-setting"]
+        if tag == "circle" and "data-trial" in a:
+            self.points.setdefault(self.setting, {})[int(a["data-trial"])] = (float(a["data-x"]), float(a["data-value"]))
+p = Page()
+p.feed(open(d + "/halve.html").read())
+res = json.load(open(d + "/halve.trials/results.json"))
+assert [r["trial"] for r in res] == [t for t, _, _ in p.rows], ([r["trial"] for r in res], p.rows)
+for r, (t, acc, ended) in zip(res, p.rows):
+    assert abs(r["val_acc"] - acc) < 1e-9 and ended == "true", (r, acc)
+    for key, value in r["settings"].items():
+        x, y = p.points[key][t]
+        assert abs(y - r["val_acc"]) < 1e-9, (key, t, y)
+        assert isinstance(value, str) or abs(x - value) <= 1e-12 * abs(value), (key, t, x, value)
+assert set(p.points) == {"lr", "dropout", "optimizer"}, p.points.keys()
+assert not p.external and not p.script
+print(len(p.rows), "trials read back")
+PYEOF
+if ! command -v chromium >/dev/null 2>&1; then
+    skip sweep_report_renders_in_chromium "chromium is not installed (scripts/install_deps.sh test installs it)"
+elif ! unshare -n true 2>/dev/null; then
+    skip sweep_report_renders_in_chromium "cannot make a network namespace here (unshare -n)"
+else
+    timeout 120 unshare -n chromium --headless --no-sandbox --disable-gpu --user-data-dir="$d/chrome" --window-size=1000,2600 \
+        --enable-logging=stderr --v=0 --screenshot="$d/shot.png" "file://$d/halve.html" >"$d/chrome.out" 2>"$d/chrome.err"
+    if [ -s "$d/shot.png" ] && "$PY" - "$d/shot.png" <<'PYEOF' && ! grep -q -i -E 'Refused to (load|connect)|net::ERR_|blocked' "$d/chrome.err"; then
+import sys
+from PIL import Image
+colors = Image.open(sys.argv[1]).convert("RGB").getcolors(1 << 24)
+assert colors and len(colors) > 20 and any(c[1] == (31, 119, 180) for c in colors), "no curves or points drawn"
+PYEOF
+        pass sweep_report_renders_in_chromium
+    else
+        fail sweep_report_renders_in_chromium "$(grep -i -E 'refused|err_|blocked|error' "$d/chrome.err" | head -3)"
+    fi
+fi
+printf '{"record":"sweep","trials":2}\n{"record":"trial_epoch","trial":7,"log":{"epoch":1}}\n' >"$d/bad-sweep.jsonl"
+expect_error sweep_report_trial_out_of_range 1 'line 2 names trial 7, but the sweep has 2 trials' \
+    "$FTL_SAN" report "$d/bad-sweep.jsonl" -o "$d/bad.html"
+
 # --resume after SIGKILL mid-sweep: the uninterrupted sweep's table and models, exactly
 RES=(--val "$V" --backbone "$MODEL" --epochs 6 --seed 7 --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32
      --halving 2 "${CACHE[@]}")
@@ -213,6 +271,71 @@ check sweep_resume_leaves_no_checkpoints test "$(find "$d/cut.trials" -name '*.c
 expect_error sweep_resume_other_options 2 'continues the same sweep' \
     "$FTL" sweep "$T" "${RES[@]}" --epochs 7 --out "$d/cut.ftl" --resume
 expect_error sweep_resume_nothing_there 2 'no sweep in' "$FTL" sweep "$T" "${RES[@]}" --out "$d/none.ftl" --resume
+
+# under mpirun the trials are spread over the ranks, each trained whole by one: np 2 gives np 1's
+# table, models and best model exactly (the any-N tolerance is not needed), halving included; a
+# resume under np 2 after a kill gives the same again
+if ! command -v mpirun >/dev/null 2>&1; then
+    skip sweep_mpirun "mpirun (openmpi-bin) is not installed"
+elif ! "$FTL" --version | grep -q 'Open MPI'; then
+    skip sweep_mpirun "this ftl was built without MPI"
+else
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    MPI=(mpirun --oversubscribe --bind-to none)
+    # its own cache folder: each rank embeds its half of the rows, and gets the other half
+    NP=(--val "$V" --backbone "$MODEL" --epochs 6 --seed 7 --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32
+        --halving 2 --workers 1)
+    "$FTL" sweep "$T" "${NP[@]}" --log "$d/np1.jsonl" --out "$d/np1.ftl" >"$d/np1.out" 2>&1 ||
+        fail sweep_np1_runs "$(tail -3 "$d/np1.out")"
+    timeout 300 "${MPI[@]}" -np 2 "$FTL" sweep "$T" "${NP[@]}" --log "$d/np2.jsonl" --out "$d/np2.ftl" >"$d/np2.out" 2>&1 ||
+        fail sweep_np2_runs "$(tail -5 "$d/np2.out")"
+    check sweep_np2_says_spread grep -q "spread over the ranks" "$d/np2.out"
+    same=0
+    for t in $(seq 1 8); do
+        f=$(printf 'trial-%04d.ftl' "$t")
+        cmp -s "$d/np1.trials/$f" "$d/np2.trials/$f" && same=$((same + 1))
+    done
+    check sweep_np2_models_equal_np1 test "$same" -eq 8
+    check sweep_np2_best_equal_np1 cmp "$d/np1.ftl" "$d/np2.ftl"
+    check sweep_np2_table_equal_np1 diff <(cut -d, -f1-11 "$d/np1.trials/results.csv") <(cut -d, -f1-11 "$d/np2.trials/results.csv")
+    "$PY" - "$d" <<'PYEOF' && pass sweep_np2_log_has_every_trial || fail sweep_np2_log_has_every_trial "see log"
+import json, sys
+d = sys.argv[1]
+def records(path):
+    out = {}
+    for r in map(json.loads, open(path)):
+        if r["record"] == "trial_epoch":
+            out[(r["trial"], r["log"]["epoch"])] = (r["log"]["val_acc"], r["log"]["loss"])
+    return out
+a, b = records(d + "/np1.jsonl"), records(d + "/np2.jsonl")
+assert a == b and a, (len(a), len(b))
+import glob
+assert not glob.glob(d + "/np2.jsonl.rank-*"), "a rank's part of the log was left"
+print(len(a), "trial epochs equal")
+PYEOF
+    # interrupted under np 2 (mpirun stopped), resumed under np 2: np 1's models again
+    FTL_TEST_STEP_SLEEP_MS=60 timeout 300 "${MPI[@]}" -np 2 -x FTL_TEST_STEP_SLEEP_MS "$FTL" sweep "$T" "${NP[@]}" \
+        --out "$d/np2cut.ftl" >"$d/np2cut1.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 300); do
+        [ "$(find "$d/np2cut.trials" -name '*.result.json' 2>/dev/null | wc -l)" -ge 2 ] &&
+            [ "$(find "$d/np2cut.trials" -name '*.ckpt' 2>/dev/null | wc -l)" -ge 1 ] && break
+        sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    sleep 1
+    left=$(find "$d/np2cut.trials" -name '*.result.json' | wc -l)
+    timeout 300 "${MPI[@]}" -np 2 "$FTL" sweep "$T" "${NP[@]}" --out "$d/np2cut.ftl" --resume >"$d/np2cut2.out" 2>&1 ||
+        fail sweep_np2_resume_runs "$(tail -5 "$d/np2cut2.out")"
+    same=0
+    for t in $(seq 1 8); do
+        f=$(printf 'trial-%04d.ftl' "$t")
+        cmp -s "$d/np1.trials/$f" "$d/np2cut.trials/$f" && same=$((same + 1))
+    done
+    echo "np 2 interrupted with $left trials done; after the resume $same of 8 models equal np 1's"
+    check sweep_np2_resume_equals_np1 test "$same" -eq 8 -a "$left" -ge 2 -a "$left" -lt 8
+fi
 
 # bad search spaces: refused before any trial, naming what is wrong
 expect_error sweep_unknown_hyperparameter 2 'unknown hyperparameter "learning_rate"' \
