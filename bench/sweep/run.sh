@@ -6,6 +6,7 @@
 # The grid is the issue's: 4 lr x 4 dropout x 2 batch x 2 optimizers = 64 trials. Rounds alternate
 # the commands (the machine's speed drifts); prints the medians and ratios.
 # usage: bench/sweep/run.sh [ROUNDS=2] [EPOCHS=9] [ETA=3]   (from the repository root, after make)
+# env: SWEEP_ONLY=1 times the sweep and its halving only (no sequential ftl train, no PyTorch)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-2}
@@ -34,7 +35,7 @@ for r in $(seq "$rounds"); do
     "$FTL" sweep "${BASE[@]}" "${GRID[@]}" --halving "$eta" --out "$W/halving.ftl" --overwrite --trials-dir "$W/halving.trials" \
         >"$W/halving-$r.out"
     t2=$(date +%s.%N)
-    for lr in 3e-4 1e-3 3e-3 1e-2; do for dr in 0 0.2 0.4 0.6; do for b in 16 64; do for o in nadam sgd; do
+    [ "${SWEEP_ONLY:-0}" = 1 ] || for lr in 3e-4 1e-3 3e-3 1e-2; do for dr in 0 0.2 0.4 0.6; do for b in 16 64; do for o in nadam sgd; do
         "$FTL" train "${BASE[@]}" --lr $lr --dropout $dr --batch $b --optimizer $o --out "$W/seq.ftl" --overwrite >/dev/null
     done; done; done; done
     t3=$(date +%s.%N)
@@ -42,6 +43,10 @@ for r in $(seq "$rounds"); do
     hbest=$(sed -n 's/.*best: trial [0-9]* (val_acc \([0-9.]*\).*/\1/p' "$W/halving-$r.out")
     echo "$r $(awk "BEGIN{print $t1 - $t0, $t2 - $t1, $t3 - $t2}") $best $hbest" | tee -a "$W/times.txt"
 done
+if [ "${SWEEP_ONLY:-0}" = 1 ]; then
+    "$PY" -c 'import sys, statistics as s; r = [l.split() for l in open(sys.argv[1])]; a = s.median(float(x[1]) for x in r); b = s.median(float(x[2]) for x in r); print(f"median: ftl sweep {a:.1f} s, halving {b:.1f} s ({b / a:.2f} of the sweep)")' "$W/times.txt"
+    exit 0
+fi
 "$PY" bench/sweep/torch_sweep.py 29555 3341 2048 257 "$epochs" 2 3e-4,1e-3,3e-3,1e-2 0,0.2,0.4,0.6 16,64 nadam,sgd |
     tee "$W/torch.json"
 "$PY" - "$W/times.txt" "$W/torch.json" <<'PYEOF'

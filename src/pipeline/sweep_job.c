@@ -632,7 +632,7 @@ static int halving_rungs(int64_t epochs, int eta, int64_t *rungs, int capacity) 
 }
 
 /* After rung `epoch`: of the trials that reached it still training (their score: the monitored
- * metric's best by the rung), only the best ceil(n / eta) go on; the others end here, as halted. Ties:
+ * metric's best by the rung), only the best floor(n / eta) (at least one) go on; the others end here, as halted. Ties:
  * the earlier trial. After a resume the trials halted here before the interruption count again, with
  * the score they ended with, so the same trials go on. */
 static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
@@ -659,7 +659,7 @@ static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
             ranked[j] = ranked[j - 1];
             ranked[j - 1] = tmp;
         }
-    int keep = (n + eta - 1) / eta;
+    int keep = n / eta > 0 ? n / eta : 1; /* floor(n / eta), as Hyperband's successive halving keeps */
     ftl_status st = FTL_OK;
     for (int i = keep; i < n && st == FTL_OK; i++) {
         sweep_trial *tr = &sh->trials[ranked[i]];

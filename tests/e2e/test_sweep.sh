@@ -121,7 +121,7 @@ assert a == b and len(a) == 3, (a, b)
 assert all(1e-3 <= lr < 1e-1 and dr in (0, 0.5) for _, lr, dr in a), a
 PYEOF
 
-# successive halving: 12 trials, --epochs 9, eta 3: rungs at epochs 1, 3, 9; 12 -> 4 -> 2 trials. A
+# successive halving: 12 trials, --epochs 9, eta 3: rungs at epochs 1, 3, 9; 12 -> 4 -> 1 trials. A
 # halted trial's weights are ftl train's with --epochs at its rung; a survivor's model is ftl train's
 # alone; the sweep's log has a record per trial and epoch and one per trial
 CACHE=(--cache-dir "$d/best.trials/ftl-feature-cache")
@@ -135,7 +135,7 @@ import json, sys
 d = sys.argv[1]
 rows = json.load(open(d + "/halve.trials/results.json"))
 by_epochs = sorted(r["epochs"] for r in rows)
-assert by_epochs == [1] * 8 + [3] * 2 + [9] * 2, by_epochs
+assert by_epochs == [1] * 8 + [3] * 3 + [9], by_epochs
 assert all(r["halted_at"] == r["epochs"] for r in rows if r["epochs"] < 9), rows
 log = [json.loads(l) for l in open(d + "/halve.jsonl")]
 assert log[0]["record"] == "sweep" and log[0]["halving"] == 3
