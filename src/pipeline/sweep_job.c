@@ -359,10 +359,12 @@ static ftl_status finish_trial(sweep_shared *sh, int trial, int64_t halted_at) {
     return st;
 }
 
-/* FTL_SWEEP_SIDE_BY_SIDE=0 trains every stack one trial at a time per chunk (the tests compare both). */
+/* FTL_SWEEP_SIDE_BY_SIDE=0 trains every stack one trial at a time per chunk, =1 every stack side by
+ * side whatever its size (the tests compare both; the benchmark measures where each pays). */
 static bool trains_side_by_side(const sweep_shared *sh, const sweep_stack *stack) {
     const char *env = getenv("FTL_SWEEP_SIDE_BY_SIDE");
     if (env && strcmp(env, "0") == 0) return false;
+    if (env && strcmp(env, "1") == 0) return stack->count > 1;
     double bytes = (double)stack->count * (double)sh->run->dim * (double)sh->run->class_count * 4.0;
     return stack->count > 1 && bytes <= (double)SIDE_BY_SIDE_BYTES;
 }
