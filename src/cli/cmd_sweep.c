@@ -58,13 +58,19 @@ static int trial_flags(const ftl_sweep_trial *t, char flags[][40], const char **
     return n;
 }
 
-/* Best first: val_acc (acc without --val), then val_loss, then the trial's number. */
-static int by_val_acc(const void *a, const void *b) {
+/* The table's order: the early-stopping monitor's (val_acc by default), best first, without --val its
+ * training counterpart; ties by the other metric of the pair (accuracy by loss, loss by accuracy),
+ * then by trial number. */
+static ftl_monitor table_monitor = FTL_MONITOR_VAL_ACC;
+
+static int by_monitor(const void *a, const void *b) {
     const trial_result *x = a, *y = b;
-    double vx = isnan(x->val_acc) ? x->acc : x->val_acc, vy = isnan(y->val_acc) ? y->acc : y->val_acc;
-    if (vx != vy) return vx > vy ? -1 : 1;
+    double ax = isnan(x->val_acc) ? x->acc : x->val_acc, ay = isnan(y->val_acc) ? y->acc : y->val_acc;
     double lx = isnan(x->val_loss) ? x->loss : x->val_loss, ly = isnan(y->val_loss) ? y->loss : y->val_loss;
-    if (lx != ly) return lx < ly ? -1 : 1; /* a tie on accuracy: the lower loss first */
+    bool by_loss = table_monitor == FTL_MONITOR_VAL_LOSS || table_monitor == FTL_MONITOR_LOSS;
+    if (by_loss && lx != ly) return lx < ly ? -1 : 1;
+    if (ax != ay) return ax > ay ? -1 : 1;
+    if (!by_loss && lx != ly) return lx < ly ? -1 : 1;
     return x->id - y->id;
 }
 
@@ -101,7 +107,7 @@ int cli_cmd_sweep(int argc, char **argv) {
         {"search-seed", CLI_INT64, &search_seed, "S", "the random search's draws (default 42)"},
         {"max-trials", CLI_INT, &max_trials, "N", "refuse a search space of more trials (default 1024)"},
         {"out", CLI_STRING, &out, "BEST.ftl", "the best trial's model (required)"},
-        {"table", CLI_STRING, &table, "RESULTS.csv", "the trials sorted by val_acc (default BEST.trials/results.csv; a .json beside it)"},
+        {"table", CLI_STRING, &table, "RESULTS.csv", "the trials, best first by the early-stopping monitor (default BEST.trials/results.csv; a .json beside it)"},
         {"trials-dir", CLI_STRING, &trials_dir, "DIR", "every trial's model and log (default BEST.trials next to --out)"},
         {"overwrite", CLI_BOOL, &overwrite, NULL, "replace an existing --out and trial files"},
         {"workers", CLI_INT, &workers, "N", "stacks of trials trained at once, a thread each (default: one per core)"},
@@ -115,7 +121,8 @@ int cli_cmd_sweep(int argc, char **argv) {
     const cli_command cmd = {"sweep", "ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid NAME=V1,V2 ... [ftl train options]",
                              "Trains the head for every point of a search space (ftl train's options, not swept, apply to all\n"
                              "trials; each trial's model equals ftl train's alone), embedding the images once, and keeps the\n"
-                             "best by val_acc. Trials with the same batch size and dropout train together over shared batches\n"
+                             "best by the early-stopping monitor (val_acc by default). Trials with the same batch size and\n"
+                             "dropout train together over shared batches\n"
                              "(a stack), stacks in parallel, one per core.",
                              0, 0};
     /* split argv: the sweep's flags parsed here, the rest forwarded */
@@ -229,6 +236,7 @@ int cli_cmd_sweep(int argc, char **argv) {
             failed = prc < 0 ? 2 : prc;
         }
     }
+    if (!failed) table_monitor = opts[0].fit.early_stopping.monitor;
     why[0] = 0;
     bool stacked = !failed && ftl_sweep_stackable(opts, count, why, sizeof why);
     if (!failed && !stacked && (halving || resume || log_path)) {
@@ -362,7 +370,7 @@ int cli_cmd_sweep(int argc, char **argv) {
     free(ta), free(opts), free(labels);
     int rc_out = failed;
     if (!failed && count > 0) {
-        qsort(res, (size_t)count, sizeof *res, by_val_acc);
+        qsort(res, (size_t)count, sizeof *res, by_monitor);
         /* the table, CSV and JSON, every swept setting a column */
         size_t cap = 4096 + (size_t)count * 512;
         char *csv = malloc(cap), *json = malloc(cap);

@@ -121,10 +121,20 @@ assert a == b and len(a) == 3, (a, b)
 assert all(1e-3 <= lr < 1e-1 and dr in (0, 0.5) for _, lr, dr in a), a
 PYEOF
 
+CACHE=(--cache-dir "$d/best.trials/ftl-feature-cache")
+# the table follows the monitored metric: with monitor=val_loss the lowest val_loss first
+"$FTL" sweep "$T" --val "$V" --backbone "$MODEL" --epochs 2 --seed 7 --early-stopping monitor=val_loss,patience=5 \
+    --grid lr=1e-4,1e-3,1e-2 --grid dropout=0,0.5 --out "$d/byloss.ftl" "${CACHE[@]}" >"$d/byloss.out" 2>&1 ||
+    fail sweep_by_loss_runs "$(tail -3 "$d/byloss.out")"
+"$PY" - "$d/byloss.trials/results.csv" <<'PYEOF' && pass sweep_table_follows_the_monitor || fail sweep_table_follows_the_monitor "see log"
+import csv, sys
+losses = [float(r["val_loss"]) for r in csv.DictReader(open(sys.argv[1]))]
+assert len(losses) == 6 and losses == sorted(losses), losses
+PYEOF
+
 # successive halving: 12 trials, --epochs 9, eta 3: rungs at epochs 1, 3, 9; 12 -> 4 -> 1 trials. A
 # halted trial's weights are ftl train's with --epochs at its rung; a survivor's model is ftl train's
 # alone; the sweep's log has a record per trial and epoch and one per trial
-CACHE=(--cache-dir "$d/best.trials/ftl-feature-cache")
 HALVE=(--val "$V" --backbone "$MODEL" --epochs 9 --seed 7 --grid lr=1e-3,3e-3,1e-2 --grid dropout=0,0.5
        --grid optimizer=nadam,sgd "${CACHE[@]}")
 "$FTL" sweep "$T" "${HALVE[@]}" --halving 3 --log "$d/halve.jsonl" --out "$d/halve.ftl" >"$d/halve.out" 2>&1 ||
