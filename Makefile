@@ -182,7 +182,7 @@ fuzz:
 test:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory test-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(BUILD)/ftl_nocuda $(CUDA_TEST_TARGETS) $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(BUILD)/ftl_unit $(BUILD)/ftl_unit_san $(BUILD)/ftl_san $(BUILD)/ftl_stub $(BUILD)/ftl_nocuda $(CUDA_TEST_TARGETS) $(TOOLS) $(BUILD)/tools/ftl_dist_check_san $(FUZZ_REPLAY) python
 	SHARED=$(SHARED) BUILD=$(abspath $(BUILD)) INTEROP_NODE_DIR=$(INTEROP_NODE_DIR) tests/run_tests.sh
 
 demo: deps
@@ -204,6 +204,22 @@ $(BUILD)/ftl.pc:
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
 	  'Name: ftl' 'Description: fast transfer learning: Parquet datasets, ONNX backbones, a trained softmax head' \
 	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lftl' 'Libs.private: $(LDLIBS)' 'Cflags: -I$${includedir}' >$@
+# The Python package (python/): the C extension over libftl.a and the thin Python layer, in
+# build/python/ftl (PYTHONPATH=build/python). Needs python3-dev (scripts/install_deps.sh python).
+PYTHON      ?= /usr/bin/python3
+PY_INCLUDES  = $(shell $(PYTHON)-config --includes 2>/dev/null)
+PY_EXT       = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_MODULE    = $(BUILD)/python/ftl/_ftl$(PY_EXT)
+.PHONY: python
+python: $(PY_MODULE) $(BUILD)/python/ftl/__init__.py
+$(PY_MODULE): python/ftl/_ftl.c $(BUILD)/libftl.a include/ftl.h Makefile
+	@mkdir -p $(dir $@)
+	@test -n "$(PY_INCLUDES)" || { echo "make python: $(PYTHON)-config not found (scripts/install_deps.sh python installs python3-dev)" >&2; exit 1; }
+	$(CC) $(CFLAGS) -Iinclude $(PY_INCLUDES) -shared -o $@ python/ftl/_ftl.c $(BUILD)/libftl.a $(LDLIBS)
+$(BUILD)/python/ftl/__init__.py: python/ftl/__init__.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 install: all $(BUILD)/ftl.pc
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/ftl $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/ftl $(DESTDIR)$(PREFIX)/bin/ftl

@@ -2,6 +2,7 @@
 # Installs what ftl needs on Debian 12, idempotently: every package is named here.
 #   scripts/install_deps.sh build   libraries and tools to build ftl
 #   scripts/install_deps.sh test    + reference implementations used by the tests
+#   scripts/install_deps.sh python  + what the Python package builds with (make python)
 #   scripts/install_deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
 # Already-installed packages are detected with dpkg-query, so a second run does nothing.
 set -euo pipefail
@@ -18,7 +19,13 @@ build_packages=(
   libopenmpi-dev openmpi-bin              # data-parallel training
   python3 curl ca-certificates            # the demo's data download (when ../shared is absent)
 )
+python_packages=(
+  python3-dev python3-numpy   # the C extension's headers; the arrays it returns
+  python3-setuptools          # pip install --no-build-isolation ./python
+)
 test_packages=(
+  "${python_packages[@]}"
+  python3-pytest              # the Python package's tests
   python3-numpy python3-pil python3-onnx python3-torch python3-torchvision
   libopenblas0-pthread   # BLAS for Debian's PyTorch: without it torch's Linear layers run on the reference BLAS
                          # (~1 GFLOP/s), which made the transformer peer 50x slower than a user's PyTorch
@@ -36,6 +43,7 @@ fuzz_packages=(
 
 packages=("${build_packages[@]}")
 [ "$what" = test ] && packages+=("${test_packages[@]}")
+[ "$what" = python ] && packages+=("${python_packages[@]}")
 [ "$what" = fuzz ] && packages+=("${fuzz_packages[@]}")
 
 missing=()

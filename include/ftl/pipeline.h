@@ -117,6 +117,13 @@ typedef struct ftl_prediction {
 ftl_status ftl_predictor_open(const ftl_predict_options *options, ftl_predictor **out);
 /* Runs the dataset recipe (decode, thumbnail, pad), the backbone and the head on one image file. */
 ftl_status ftl_predictor_run_file(ftl_predictor *p, const char *image_path, ftl_prediction *out);
+/* The backbone and the head on an in-memory batch: count images of image_size x image_size x 3 uint8
+ * RGB, back to back (what the dataset recipe makes of a photo; another size than the model's is
+ * resized as the backbone's input is), into count x classes probabilities. */
+ftl_status ftl_predictor_predict(ftl_predictor *p, const uint8_t *images_hwc, int count, int image_size, float *probs);
+int64_t ftl_predictor_class_count(const ftl_predictor *p);
+const char *ftl_predictor_class_name(const ftl_predictor *p, int64_t index); /* NULL out of range */
+int ftl_predictor_input_size(const ftl_predictor *p); /* the image size the model was trained on */
 void ftl_predictor_close(ftl_predictor *p);
 
 #endif

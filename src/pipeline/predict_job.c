@@ -18,6 +18,7 @@ struct ftl_predictor {
     ftl_image_prepper *prepper;
     uint8_t *canvas;
     float *features, *probs, *logits;
+    int feature_rows; /* rows features holds */
     int top_k;
 };
 
@@ -34,12 +35,37 @@ ftl_status ftl_predictor_open(const ftl_predict_options *o, ftl_predictor **out)
     size_t s = (size_t)p->cb.input_size;
     p->canvas = ftl_xmalloc(s * s * 3);
     p->features = ftl_xmalloc((size_t)p->cb.clf.head.dim * sizeof(float));
+    p->feature_rows = 1;
     p->probs = ftl_xmalloc((size_t)p->cb.clf.head.classes * sizeof(float));
     p->logits = ftl_xmalloc((size_t)p->cb.clf.head.classes * sizeof(float));
     p->top_k = o->top_k < p->cb.clf.head.classes ? o->top_k : (int)p->cb.clf.head.classes;
     *out = p;
     return FTL_OK;
 }
+
+/* Backbone and head on count images; features in p->features (grown as needed). */
+static ftl_status predict_batch(ftl_predictor *p, const uint8_t *images_hwc, int count, int image_size, float *probs,
+                                float *logits) {
+    if (count < 0 || image_size < 1) return ftl_fail(FTL_E_INVALID_ARG, "%d images of %d x %d pixels", count, image_size, image_size);
+    if (count == 0) return FTL_OK;
+    if (count > p->feature_rows) {
+        free(p->features);
+        p->features = ftl_xmalloc((size_t)count * (size_t)p->cb.clf.head.dim * sizeof(float));
+        p->feature_rows = count;
+    }
+    FTL_TRY(ftl_model_extract_features(p->cb.backbone, &p->cb.preprocess, images_hwc, count, image_size, p->features));
+    return ftl_head_predict(&p->cb.clf.head, p->features, (size_t)count, probs, logits);
+}
+
+ftl_status ftl_predictor_predict(ftl_predictor *p, const uint8_t *images_hwc, int count, int image_size, float *probs) {
+    return predict_batch(p, images_hwc, count, image_size, probs, NULL);
+}
+
+int64_t ftl_predictor_class_count(const ftl_predictor *p) { return p->cb.clf.head.classes; }
+const char *ftl_predictor_class_name(const ftl_predictor *p, int64_t index) {
+    return index >= 0 && index < p->cb.clf.head.classes ? p->cb.clf.class_names[index] : NULL;
+}
+int ftl_predictor_input_size(const ftl_predictor *p) { return p->cb.input_size; }
 
 ftl_status ftl_predictor_run_file(ftl_predictor *p, const char *image_path, ftl_prediction *out) {
     memset(out, 0, sizeof *out);
@@ -50,8 +76,7 @@ ftl_status ftl_predictor_run_file(ftl_predictor *p, const char *image_path, ftl_
     ftl_status st = ftl_image_prepper_run(p->prepper, data, size, p->canvas, &info);
     free(data);
     if (st != FTL_OK) return ftl_fail_context(st, "%s", image_path);
-    FTL_TRY(ftl_model_extract_features(p->cb.backbone, &p->cb.preprocess, p->canvas, 1, p->cb.input_size, p->features));
-    FTL_TRY(ftl_head_predict(&p->cb.clf.head, p->features, 1, p->probs, p->logits));
+    FTL_TRY(predict_batch(p, p->canvas, 1, p->cb.input_size, p->probs, p->logits));
     int64_t c = p->cb.clf.head.classes;
     bool *taken = ftl_xcalloc((size_t)c, sizeof *taken);
     for (int r = 0; r < p->top_k; r++) {
