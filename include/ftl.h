@@ -8,6 +8,7 @@
 #define FTL_H
 
 #include "ftl/base.h"
+#include "ftl/args.h"
 #include "ftl/dist.h"
 #include "ftl/parquet.h"
 #include "ftl/image.h"

@@ -2,6 +2,7 @@
 #ifndef FTL_BASE_H
 #define FTL_BASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,10 +54,23 @@ typedef enum ftl_log_level {
 void ftl_log_set_level(ftl_log_level level);
 /* Under data parallelism only rank 0 prints info lines; warnings and errors carry the rank. */
 void ftl_log_set_rank(int rank, int world_size);
+/* Where ftl's messages go instead of stderr and stdout (a notebook shows neither): every warning,
+ * info and progress text, and the result lines the CLI prints on stdout (output: the trainer's epoch
+ * lines). text is as it would be written: a line ending in a newline, or a progress bar's redraw
+ * starting with '\r' (redraw_progress: bars redraw in place; else a line every 10 s). It may be called
+ * from any of ftl's threads, one call at a time per line. NULL: back to stderr and stdout. */
+typedef void (*ftl_log_sink)(void *ctx, ftl_log_level level, bool output, const char *text);
+void ftl_log_set_sink(ftl_log_sink sink, void *ctx, bool redraw_progress);
 
 /* On SIGINT/SIGTERM, delete the temporary files ftl is writing, then exit with 128+signal,
  * so an interrupted command never leaves a half-written output behind. */
 void ftl_install_interrupt_cleanup(void);
+/* Cooperative cancellation for programs that host ftl (the Python package): after ftl_interrupt()
+ * (async-signal-safe: call it from a SIGINT handler) running work stops at its next batch and returns
+ * FTL_E_INTERRUPTED ("interrupted"), its partial outputs removed. The flag stays set until cleared. */
+void ftl_interrupt(void);
+void ftl_interrupt_clear(void);
+bool ftl_interrupt_requested(void);
 
 /* Number of CPU cores this process may use (sched affinity), at least 1. */
 int ftl_cpu_count(void);

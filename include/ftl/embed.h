@@ -75,6 +75,21 @@ ftl_status ftl_embed_run(const ftl_embed_options *options, ftl_embed_summary *su
 /* A fingerprint of a dataset's content (sha256 over each file's size, Parquet footer and CRC-32
  * of all its bytes): any change to the data changes it; a byte-identical rewrite (same prep,
  * same seed) or a renamed copy keeps it. */
+/* Features of images in memory: count images of height x width x 3 uint8 RGB, back to back, into
+ * count x feature_dim floats, in the model's batches (checking ftl_interrupt between them). An image
+ * that is not square is first padded to a square of its longer side, centered on white, as ftl prep
+ * pads its thumbnails; then resized to the model's input like a dataset's images. */
+ftl_status ftl_embed_images(ftl_model *model, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int64_t count,
+                            int height, int width, float *features);
+/* Features of image files (JPEG, PNG): each decoded and made size x size by ftl prep's recipe
+ * (thumbnail, pad), as in a dataset prepped at that size. An unreadable file is an error naming it. */
+ftl_status ftl_embed_files(ftl_model *model, const ftl_nn_preprocess *pp, const char *const *paths, int64_t count,
+                           int size, float *features);
+/* Features and labels of every row of an image dataset (ftl prep's Parquet), in file order; the
+ * caller frees *features and *labels. */
+ftl_status ftl_embed_dataset(ftl_model *model, const ftl_nn_preprocess *pp, const char *path, float **features,
+                             int32_t **labels, int64_t *rows);
+
 ftl_status ftl_dataset_fingerprint(const char *const *sources, int source_count, char hex[65]);
 
 #endif

@@ -18,6 +18,8 @@ typedef enum ftl_export_input {
     FTL_EXPORT_INPUT_UINT8_NHWC = 0,  /* the dataset's bytes; preprocessing inside the graph */
     FTL_EXPORT_INPUT_FLOAT_NCHW,      /* already preprocessed float [N, 3, H, W] at the backbone's size */
 } ftl_export_input;
+/* "uint8-nhwc" or "float-nchw" */
+ftl_status ftl_export_input_parse(const char *text, ftl_export_input *out);
 
 typedef struct ftl_export_options {
     const char *model_path;      /* MODEL.ftl */

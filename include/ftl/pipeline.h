@@ -4,6 +4,7 @@
 #define FTL_PIPELINE_H
 
 #include "ftl/base.h"
+#include "ftl/args.h"
 #include "ftl/embed.h"
 #include "ftl/train.h"
 #include <stdbool.h>
@@ -58,6 +59,28 @@ typedef struct ftl_train_summary {
 
 ftl_status ftl_train_run(const ftl_train_options *options, ftl_train_summary *summary);
 
+/* ftl train's options by name: what the command line's flags and the Python package's keywords
+ * become. Not in the options struct: */
+typedef struct ftl_train_args {
+    bool help_asked;              /* --help: nothing was parsed */
+    bool quiet;                   /* --quiet: the caller lowers the log level to warnings */
+    const char *report_path;      /* --report REPORT.html: draw the log after training (NULL: none) */
+} ftl_train_args;
+/* argv[0] is "train", argv[1..] are `ftl train`'s arguments (TRAIN --val VAL --backbone M --out OUT
+ * ...). Fills *options (its strings point into argv) after every check the command line makes:
+ * ranges, options that cannot take effect together, --precision auto resolved on this CPU (every rank
+ * agreeing). Sets the process's stall timeout (--stall-timeout). Errors name the option. */
+ftl_status ftl_train_args_parse(int argc, char **argv, ftl_train_options *options, ftl_train_args *extra);
+/* The options ftl_train_args_parse takes (names, kinds, value names, help; targets NULL). */
+const ftl_arg *ftl_train_arg_table(int *count);
+/* A --precision value: fp32|bf16|tf32|int8, or auto resolved here to the faster on this device
+ * (every rank agreeing), said in an info line. */
+ftl_status ftl_precision_resolve(const char *text, ftl_device_kind device, int threads, ftl_nn_precision *precision);
+/* --calibration-method (NULL: keep the default) for --precision int8; warns when calibration options
+ * come without int8. */
+ftl_status ftl_calibration_method_resolve(const char *method, ftl_nn_precision precision, const char *calibration_path,
+                                          ftl_nn_calibration_method *out);
+
 /* ---- eval ---- */
 
 typedef struct ftl_eval_options {
@@ -90,6 +113,9 @@ typedef struct ftl_eval_result {
 ftl_status ftl_eval_run(const ftl_eval_options *options, ftl_eval_result *result);
 void ftl_eval_result_free(ftl_eval_result *result);
 void ftl_eval_result_print(const ftl_eval_result *result, FILE *out);
+/* The metrics, per-class accuracy and confusion matrix as JSON (what `ftl eval --json` writes);
+ * free() it. */
+char *ftl_eval_result_json(const ftl_eval_result *result);
 ftl_status ftl_eval_result_write_json(const ftl_eval_result *result, const char *path);
 ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *result, const char *path);
 

@@ -7,30 +7,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum cli_flag_kind {
-    CLI_BOOL,    /* --name sets true; --no-name sets false */
-    CLI_INT,     /* int */
-    CLI_INT64,   /* int64_t */
-    CLI_DOUBLE,  /* double */
-    CLI_STRING,  /* const char * (points into argv) */
-    CLI_BYTES,   /* int64_t, accepts K/M/G/KiB/MiB/GiB suffixes */
-    CLI_LIST,    /* cli_list: a flag that may be repeated; every occurrence appends its value */
-} cli_flag_kind;
-
-enum { CLI_LIST_MAX = 64 };
-
-typedef struct cli_list {
-    const char *values[CLI_LIST_MAX]; /* point into argv, in command-line order */
-    int count;
-} cli_list;
-
-typedef struct cli_flag {
-    const char *name;       /* without the leading dashes */
-    cli_flag_kind kind;
-    void *target;
-    const char *value_name; /* shown in --help, e.g. "N" */
-    const char *help;
-} cli_flag;
+/* The flag table is the library's (ftl/args.h); these are its names in the command files. */
+typedef ftl_arg cli_flag;
+typedef ftl_arg_list cli_list;
+#define CLI_BOOL FTL_ARG_BOOL
+#define CLI_INT FTL_ARG_INT
+#define CLI_INT64 FTL_ARG_INT64
+#define CLI_DOUBLE FTL_ARG_DOUBLE
+#define CLI_STRING FTL_ARG_STRING
+#define CLI_BYTES FTL_ARG_BYTES
+#define CLI_LIST FTL_ARG_LIST
 
 typedef struct cli_command {
     const char *name;
@@ -63,8 +49,9 @@ int cli_parse(const cli_command *cmd, const cli_flag *flags, int flag_count, int
 void cli_print_help(const cli_command *cmd, const cli_flag *flags, int flag_count);
 /* Prints "ftl: error: <last error>" and returns the exit code for the status. */
 int cli_report(ftl_status status);
-/* Parses "1.5MiB", "64K", "1048576" into bytes; false on garbage. */
-bool cli_parse_bytes(const char *text, int64_t *bytes);
+#define cli_parse_bytes ftl_args_parse_bytes
+/* A usage error of `ftl COMMAND` (ftl_last_error()'s message) and the usage line; returns 2. */
+int cli_usage_error(const cli_command *cmd);
 
 /* One function per subcommand; argv[0] is the subcommand name. */
 int cli_cmd_prep(int argc, char **argv);

@@ -35,10 +35,8 @@ int cli_cmd_export(int argc, char **argv) {
     int npos = 0;
     int rc = cli_parse(&cmd, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, pos, &npos);
     if (rc != 0) return rc < 0 ? 0 : rc;
-    if (input && strcmp(input, "uint8-nhwc") == 0) o.input = FTL_EXPORT_INPUT_UINT8_NHWC;
-    else if (input && strcmp(input, "float-nchw") == 0) o.input = FTL_EXPORT_INPUT_FLOAT_NCHW;
-    else if (input) {
-        fprintf(stderr, "ftl export: error: --input '%s': expected uint8-nhwc or float-nchw\n", input);
+    if (input && ftl_export_input_parse(input, &o.input) != FTL_OK) {
+        fprintf(stderr, "ftl export: error: %s\n", ftl_last_error());
         return 2;
     }
     if (max_bytes < 0) {

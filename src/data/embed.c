@@ -14,6 +14,7 @@
 #include "util/progress.h"
 #include "util/sha256.h"
 #include "util/timing.h"
+#include "util/interrupt.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -482,7 +483,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
      * so the copy overlaps the compute; elsewhere (and for a partial last batch) each batch runs at once. */
     started_batch started = {.labels = ftl_xmalloc((size_t)o->batch * sizeof(int32_t)),
                              .paths = ftl_xcalloc((size_t)o->batch, sizeof(char *))};
-    while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
+    while (st == FTL_OK && (st = ftl_interrupt_check()) == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
         const uint8_t *images = b.values;
         if (o->flip) {
             flipped = ftl_xrealloc(flipped, (size_t)(b.rows * b.row_bytes));

@@ -12,6 +12,7 @@
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/timing.h"
+#include "util/interrupt.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -269,6 +270,7 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
         pthread_cond_broadcast(&job->slot_free);
         pthread_mutex_unlock(&job->lock);
         if (o->show_progress) ftl_progress_update(&progress, i + 1);
+        if (st == FTL_OK) st = ftl_interrupt_check();
     }
     if (st == FTL_OK) st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
     if (o->show_progress) ftl_progress_finish(&progress, job->write_pos);

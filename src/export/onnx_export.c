@@ -19,6 +19,13 @@
 
 enum { DEFAULT_OPSET = 13 };
 
+ftl_status ftl_export_input_parse(const char *text, ftl_export_input *out) {
+    if (strcmp(text, "uint8-nhwc") == 0) *out = FTL_EXPORT_INPUT_UINT8_NHWC;
+    else if (strcmp(text, "float-nchw") == 0) *out = FTL_EXPORT_INPUT_FLOAT_NCHW;
+    else return ftl_fail(FTL_E_INVALID_ARG, "--input '%s': expected uint8-nhwc or float-nchw", text);
+    return FTL_OK;
+}
+
 void ftl_export_options_init(ftl_export_options *o) {
     memset(o, 0, sizeof *o);
     o->opset = DEFAULT_OPSET;

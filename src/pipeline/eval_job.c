@@ -14,6 +14,7 @@
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/timing.h"
+#include "util/interrupt.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -292,7 +293,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
             st = ftl_fail(FTL_E_FORMAT, "%s: rows have %lld floats, the model expects %lld", part->path,
                           (long long)ftl_loader_row_bytes(l) / 4, (long long)want);
         ftl_batch b;
-        while (st == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
+        while (st == FTL_OK && (st = ftl_interrupt_check()) == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
             const float *x = (const float *)b.values;
             if (!part) {
                 st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows,
@@ -391,7 +392,7 @@ void ftl_eval_result_print(const ftl_eval_result *r, FILE *out) {
     }
 }
 
-ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path) {
+char *ftl_eval_result_json(const ftl_eval_result *r) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "{\"images\": %lld, \"loss\": ", (long long)r->rows);
     ftl_json_append_number(&b, r->loss);
@@ -416,8 +417,13 @@ ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path
         ftl_strbuf_printf(&b, "]");
     }
     ftl_strbuf_printf(&b, "]}\n");
-    ftl_status st = ftl_write_file_atomic(path, b.data, b.len);
-    ftl_strbuf_free(&b);
+    return b.data;
+}
+
+ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path) {
+    char *json = ftl_eval_result_json(r);
+    ftl_status st = ftl_write_file_atomic(path, json, strlen(json));
+    free(json);
     return st;
 }
 

@@ -7,6 +7,7 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
+#include "util/log.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -237,7 +238,7 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
         record = ft.data;
     }
     fit.run_record = record;
-    if (!fit.epoch_out && rank0) fit.epoch_out = stdout;
+    if (!fit.epoch_out && rank0) fit.epoch_out = ftl_log_output();
     ftl_trainer *t = NULL;
     if (st == FTL_OK) st = ftl_trainer_init(&t, &fit, r->dim, r->class_count);
     if (st == FTL_OK && head_params) {

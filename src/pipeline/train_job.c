@@ -671,7 +671,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     fit.run_record = run_record;
     fit.checkpoint_meta = meta.kv;
     fit.checkpoint_meta_count = TRAIN_RUN_META_COUNT;
-    if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = stdout;
+    if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = ftl_log_output();
     ftl_device_monitor *monitor = NULL;
     if (on_gpu) monitor = ftl_device_monitor_start(&gpu); /* GPU busy % and memory in every epoch line */
     if (engine && fit.epoch_out) fprintf(fit.epoch_out, "Head on %s\n", engine->description);

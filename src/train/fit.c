@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/timing.h"
+#include "util/interrupt.h"
 
 #include <errno.h>
 #include <math.h>
@@ -384,6 +385,7 @@ static ftl_status evaluate_pass(ftl_trainer *t, ftl_batch_source *val, bool on_e
     if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
     for (;;) {
         ftl_feature_batch b = {0};
+        FTL_TRY(ftl_interrupt_check());
         FTL_TRY(val->next_batch(val->ctx, rows, false, &b));
         if (b.count == 0) return FTL_OK;
         if (top) {
@@ -440,6 +442,7 @@ void ftl_fit_run_epoch_begin(ftl_trainer *t, ftl_fit_run *run) {
 
 /* The step's start: its fetch's account, and the end of the data refused. */
 static ftl_status begin_step(ftl_trainer *t, ftl_fit_run *run, const ftl_feature_batch *b, double fetch_start, double fetch_end) {
+    FTL_TRY(ftl_interrupt_check());
     run->fetch_s += fetch_end - fetch_start;
     run->fetch_backbone_s += b->backbone_seconds;
     run->backbone_s += b->backbone_seconds;

@@ -1,4 +1,4 @@
-/* Progress bar / periodic progress lines on stderr. */
+/* Progress bar / periodic progress lines on stderr (or the log sink). */
 #include "util/progress.h"
 #include "util/log.h"
 #include "util/timing.h"
@@ -28,7 +28,7 @@ static void format_duration(double s, char *out, size_t n) {
 static void draw(ftl_progress *p, int64_t done, double now) {
     double elapsed = now - p->start;
     double rate = elapsed > 0 ? (double)done / elapsed : 0;
-    char eta[32] = "?", spent[32];
+    char eta[32] = "?", spent[32], text[512];
     format_duration(elapsed, spent, sizeof spent);
     if (p->total > 0 && rate > 0) format_duration((double)(p->total - done) / rate, eta, sizeof eta);
     if (p->tty) {
@@ -36,14 +36,14 @@ static void draw(ftl_progress *p, int64_t done, double now) {
         int filled = p->total > 0 ? (int)((double)done / (double)p->total * BAR_WIDTH) : 0;
         for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
         bar[BAR_WIDTH] = '\0';
-        fprintf(stderr, "\r%s [%s] %lld/%lld %s  %.1f %s/s  elapsed %s  ETA %s \033[K", p->label, bar,
-                (long long)done, (long long)p->total, p->unit, rate, p->unit, spent, eta);
+        snprintf(text, sizeof text, "\r%s [%s] %lld/%lld %s  %.1f %s/s  elapsed %s  ETA %s \033[K", p->label, bar,
+                 (long long)done, (long long)p->total, p->unit, rate, p->unit, spent, eta);
         p->drew_bar = true;
     } else {
-        fprintf(stderr, "%s: %lld/%lld %s, %.1f %s/s, elapsed %s, ETA %s\n", p->label, (long long)done,
-                (long long)p->total, p->unit, rate, p->unit, spent, eta);
+        snprintf(text, sizeof text, "%s: %lld/%lld %s, %.1f %s/s, elapsed %s, ETA %s\n", p->label, (long long)done,
+                 (long long)p->total, p->unit, rate, p->unit, spent, eta);
     }
-    fflush(stderr);
+    ftl_log_write(FTL_LOG_INFO, false, text);
 }
 
 void ftl_progress_update(ftl_progress *p, int64_t done) {
@@ -58,6 +58,6 @@ void ftl_progress_finish(ftl_progress *p, int64_t done) {
     if (!p->enabled) return;
     if (p->tty) {
         draw(p, done, ftl_now());
-        fprintf(stderr, "\n");
+        ftl_log_write(FTL_LOG_INFO, false, "\n");
     }
 }

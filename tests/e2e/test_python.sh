@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `import ftl` (python/): the package built by `make python`, its tests under pytest against the CLI
-# and independent references (tests/python/test_ftl.py).
+# (the same job run by `ftl prep/train/embed/eval/export`) and independent references
+# (tests/python/test_ftl.py). This script makes the CLI's side; DuckDB reads the Parquet files.
 source "$(dirname "$0")/lib.sh"
 d=$(scratch python)
 TESTS="$(cd "$(dirname "$0")/../python" && pwd)/test_ftl.py"
+TOOLS="$(cd "$(dirname "$0")/../tools" && pwd)"
 if ! "$PY" -c 'import pytest' 2>/dev/null; then
     skip python_package "pytest is not installed (scripts/install_deps.sh test installs python3-pytest)"
     finish
@@ -13,19 +15,37 @@ if ! ls "$BUILD"/python/ftl/_ftl*.so >/dev/null 2>&1; then
     finish
 fi
 MODEL="$SHARED/models/mobilenet_v1_0.25_128.onnx"  # small and fast
-"$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --size 128 --quiet 2>/dev/null || fail python_prep "prep failed"
-"$FTL" train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --out "$d/model.ftl" \
-    --quiet >/dev/null 2>&1 || fail python_train "ftl train failed"
-out=$(cd "$d" && FTL="$FTL" FTL_PY_MODEL="$d/model.ftl" FTL_PY_BACKBONE="$MODEL" FTL_PY_SCRATCH="$d" \
-    PYTHONPATH="$BUILD/python" "$PY" -m pytest -q -p no:cacheprovider "$TESTS" -rA 2>&1)
+SRC="$SHARED/data/hymenoptera"
+# The options the Python test passes as keywords: dropout, early stopping, sgd with momentum.
+TRAIN_FLAGS=(--epochs 4 --batch 8 --optimizer sgd --lr 0.01 --momentum 0.9 --dropout 0.25
+    --early-stopping monitor=val_loss,patience=2)
+"$FTL" prep "$SRC" "$d/ds" --size 128 --quiet 2>/dev/null || fail python_prep "ftl prep failed"
+"$FTL" train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" "${TRAIN_FLAGS[@]}" \
+    --out "$d/cli/model.ftl" --log "$d/cli/run.jsonl" --quiet >/dev/null 2>&1 || fail python_train "ftl train failed"
+"$FTL" embed "$d/ds/val.parquet" --backbone "$MODEL" "$d/val-features.parquet" --quiet >/dev/null 2>&1 ||
+    fail python_embed "ftl embed failed"
+"$FTL" eval "$d/cli/model.ftl" "$d/ds/val.parquet" --json "$d/eval.json" --quiet >/dev/null 2>&1 ||
+    fail python_eval "ftl eval failed"
+"$FTL" export "$d/cli/model.ftl" "$d/cli.onnx" --quiet >/dev/null 2>&1 || fail python_export "ftl export failed"
+# DuckDB's reading of the val images and of ftl embed's features (absent: those tests skip)
+if [ -d "$INTEROP_NODE_DIR/node_modules" ]; then
+    node "$TOOLS/dataset_images_npy.mjs" "$d/ds/val.parquet" "$d/val-images.npy" >"$d/val-rows.json" 2>"$d/duckdb.err" &&
+        node "$TOOLS/dataset_images_npy.mjs" "$d/val-features.parquet" "$d/val-features.npy" features >/dev/null \
+            2>>"$d/duckdb.err" || fail python_duckdb "$(tail -3 "$d/duckdb.err")"
+fi
+out=$(cd "$d" && FTL="$FTL" FTL_PY_MODEL="$d/cli/model.ftl" FTL_PY_BACKBONE="$MODEL" FTL_PY_SCRATCH="$d" \
+    FTL_PY_SOURCE="$SRC" FTL_PY_TRAIN_FLAGS="${TRAIN_FLAGS[*]}" PYTHONPATH="$BUILD/python" \
+    "$PY" -m pytest -q -p no:cacheprovider "$TESTS" -rA 2>&1)
 echo "$out"
 # one line per pytest test, as this runner counts them
-while read -r status name; do
+while read -r status name reason; do
     case "$status" in
     PASSED) pass "python_${name##*::}" ;;
     FAILED | ERROR) fail "python_${name##*::}" "see the pytest output in the log" ;;
-    SKIPPED) skip "python_${name##*::}" "skipped by pytest" ;;
+    SKIPPED) # "SKIPPED [1] .../test_ftl.py:LINE: reason"
+        loc=$(grep -oE 'test_ftl.py:[0-9]+' <<<"$reason")
+        skip "python_${loc:-skipped}" "${reason#*: }" ;;
     esac
-done < <(grep -E '^(PASSED|FAILED|ERROR|SKIPPED) ' <<<"$out" | sed -E 's/ - .*//')
+done < <(grep -E '^(PASSED|FAILED|ERROR|SKIPPED) ' <<<"$out" | sed -E 's/ - (.*)/ \1/')
 grep -q -E '^(PASSED|FAILED|ERROR) ' <<<"$out" || fail python_tests_ran "$(tail -5 <<<"$out")"
 finish

@@ -1,12 +1,13 @@
 // Reads a dataset's images with DuckDB (an independent Parquet reader) into one uint8 .npy
-// [N, S, S, 3] in file row order, and prints the rows' paths and labels as JSON.
-// usage: node dataset_images_npy.mjs DATASET.parquet OUT.npy
+// [N, S, S, 3] in file row order, and prints the rows' paths and labels as JSON. With COLUMN (e.g.
+// features, of `ftl embed`'s output) that binary column's bytes instead, as uint8 [N, bytes].
+// usage: node dataset_images_npy.mjs DATASET.parquet OUT.npy [COLUMN]
 import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
 import path from 'node:path'
 import fs from 'node:fs'
 
-const [file, out] = process.argv.slice(2)
+const [file, out, column] = process.argv.slice(2)
 const dir = process.env.INTEROP_NODE_DIR
 if (!dir || !file || !out) { console.error('usage: INTEROP_NODE_DIR=... node dataset_images_npy.mjs DATASET.parquet OUT.npy'); process.exit(1) }
 const require = createRequire(path.join(dir, 'package.json'))
@@ -15,12 +16,15 @@ const db = await DuckDBInstance.create(':memory:', { threads: '1' })
 const con = await db.connect()
 const quoted = file.replace(/'/g, "''")
 const reader = await con.runAndReadAll(
-  `SELECT image, path, label FROM read_parquet('${quoted}', file_row_number = true) ORDER BY file_row_number`)
+  `SELECT ${column ? '"' + column.replace(/"/g, '""') + '"' : 'image'}, path, label FROM read_parquet('${quoted}', file_row_number = true) ORDER BY file_row_number`)
 const rows = reader.getRows()
 const images = rows.map(r => r[0].bytes)
 const size = Math.round(Math.sqrt(images[0].length / 3))
-if (images.some(b => b.length !== size * size * 3)) { console.error('images of different sizes'); process.exit(1) }
-let header = `{'descr': '|u1', 'fortran_order': False, 'shape': (${images.length}, ${size}, ${size}, 3), }`
+if (column ? images.some(b => b.length !== images[0].length) : images.some(b => b.length !== size * size * 3)) {
+  console.error('rows of different sizes'); process.exit(1)
+}
+const shape = column ? `${images.length}, ${images[0].length}` : `${images.length}, ${size}, ${size}, 3`
+let header = `{'descr': '|u1', 'fortran_order': False, 'shape': (${shape}), }`
 const pad = 64 - ((10 + header.length + 1) % 64)
 header += ' '.repeat(pad % 64) + '\n'
 const head = Buffer.alloc(10)
