@@ -220,7 +220,10 @@ $(BUILD)/python/ftl/__init__.py: python/ftl/__init__.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-install: all $(BUILD)/ftl.pc
+# the Python package goes where this Python looks under PREFIX (Debian: lib/python3.X/dist-packages)
+PY_SITE = $(shell $(PYTHON) -c 'import sys, sysconfig; print("lib/python%d.%d/%s" % (sys.version_info[0], sys.version_info[1], "dist-packages" if sysconfig.get_default_scheme() == "posix_local" else "site-packages"))' 2>/dev/null)
+PY_INSTALL_DIR = $(PREFIX)/$(PY_SITE)/ftl
+install: all $(BUILD)/ftl.pc $(if $(PY_INCLUDES),python)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/ftl $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/ftl $(DESTDIR)$(PREFIX)/bin/ftl
 	install -m 644 $(BUILD)/libftl.a $(DESTDIR)$(LIBDIR)/libftl.a
@@ -231,9 +234,11 @@ install: all $(BUILD)/ftl.pc
 	install -m 644 include/ftl/*.h $(DESTDIR)$(PREFIX)/include/ftl/
 	install -m 644 $(BUILD)/ftl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ftl.pc
 	install -m 644 docs/ftl.1 $(DESTDIR)$(PREFIX)/share/man/man1/ftl.1
+	$(if $(PY_INCLUDES),install -d $(DESTDIR)$(PY_INSTALL_DIR) && install -m 644 $(BUILD)/python/ftl/__init__.py $(DESTDIR)$(PY_INSTALL_DIR)/ && install -m 755 $(PY_MODULE) $(DESTDIR)$(PY_INSTALL_DIR)/,@echo "make install: no $(PYTHON)-config: the Python package is not installed (scripts/install_deps.sh python)")
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	-rmdir $(DESTDIR)$(PREFIX)/include/ftl 2>/dev/null
+	rm -f $(DESTDIR)$(PY_INSTALL_DIR)/__init__.py $(DESTDIR)$(PY_INSTALL_DIR)/_ftl$(PY_EXT)
+	-rmdir $(DESTDIR)$(PY_INSTALL_DIR) $(DESTDIR)$(PREFIX)/$(PY_SITE) $(dir $(DESTDIR)$(PREFIX)/$(PY_SITE)) $(DESTDIR)$(PREFIX)/include/ftl 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -22,6 +22,7 @@ build_packages=(
 python_packages=(
   python3-dev python3-numpy   # the C extension's headers; the arrays it returns
   python3-setuptools          # pip install --no-build-isolation ./python
+  python3-venv python3-pip python3-wheel   # ... into a virtual environment
 )
 test_packages=(
   "${python_packages[@]}"

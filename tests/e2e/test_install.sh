@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make install into a temporary DESTDIR: the files land where they should, a small C program built
 # with `pkg-config --cflags --libs ftl` (static and shared) opens a dataset and prints its rows, the
-# man page renders, and make uninstall removes everything.
+# man page renders, the Python package imports (and pip installs it into a venv), and make
+# uninstall removes everything.
 source "$(dirname "$0")/lib.sh"
 d=$(scratch install)
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,6 +40,27 @@ else
 fi
 man -l "$p/share/man/man1/ftl.1" 2>/dev/null | grep -q 'fast transfer learning' && pass install_man_page_renders ||
     fail install_man_page_renders "man -l failed"
+# the Python package, under the Python site folder of PREFIX: importable, the CLI's version
+want_version=$("$FTL" --version | head -1)
+site=$(ls -d "$p"/lib/python3*/*-packages 2>/dev/null | head -1)
+if [ -n "$site" ] && v=$(cd "$d" && PYTHONPATH="$site" "$PY" -c 'import ftl; print(ftl.__version__, ftl.__file__)' 2>&1) &&
+   grep -q -F "$(cut -d' ' -f1 <<<"$v")" <<<"$want_version" && grep -q -F "$site/ftl/" <<<"$v"; then
+    pass install_python_package_imports_with_the_cli_version
+else
+    fail install_python_package_imports_with_the_cli_version "site '${site}': ${v:-} (ftl --version: $want_version)"
+fi
+# pip into a virtual environment, offline, with Debian's setuptools
+if "$PY" -m venv --system-site-packages "$d/venv" >"$d/venv.log" 2>&1; then
+    if (cd "$root" && FTL_BUILD="$BUILD" "$d/venv/bin/pip" install --no-build-isolation --no-index ./python) >>"$d/venv.log" 2>&1 &&
+       v=$(cd "$d" && "$d/venv/bin/python" -c 'import ftl; print(ftl.__version__, ftl.__file__)' 2>&1) &&
+       grep -q -F "$(cut -d' ' -f1 <<<"$v")" <<<"$want_version" && grep -q -F "$d/venv/" <<<"$v"; then
+        pass install_pip_into_a_venv_gives_the_cli_version
+    else
+        fail install_pip_into_a_venv_gives_the_cli_version "$(tail -5 "$d/venv.log") ${v:-}"
+    fi
+else
+    skip install_pip_into_a_venv_gives_the_cli_version "python3 -m venv is not available: $(tail -1 "$d/venv.log")"
+fi
 make -C "$root" --no-print-directory BUILD="$BUILD" uninstall DESTDIR="$dest" PREFIX=/usr/local >>"$d/install.log" 2>&1
 left=$(find "$dest" -type f -o -type l)
 [ -z "$left" ] && pass uninstall_removes_everything || fail uninstall_removes_everything "left: $left"
