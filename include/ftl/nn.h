@@ -85,7 +85,7 @@ const char *ftl_nn_precision_name(ftl_nn_precision precision);
  * (native with AVX512-BF16 or AMX, emulated on plain AVX-512), none for AVX2. */
 bool ftl_nn_cpu_bf16_available(void);
 /* Whether this CPU has int8 dot-product instructions oneDNN uses (AVX512-VNNI, AVX-VNNI or AMX).
- * Without them --precision int8 still runs, slower than fp32. */
+ * Without them int8 (--precision int8, QDQ models) is refused: oneDNN's kernels there saturate. */
 bool ftl_nn_cpu_int8_fast(void);
 /* "auto" / "direct". */
 ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm);

@@ -417,9 +417,6 @@ static ftl_status model_load(const char *path, const ftl_model_options *options,
         ftl_log_warn("%s: --precision int8 runs on the CPU: the GPU backend has no int8 path yet", path);
         FTL_TRY(ftl_device_select(FTL_DEVICE_CPU, -1, &dev));
     }
-    if (o->precision == FTL_NN_INT8 && !ftl_nn_cpu_int8_fast())
-        ftl_log_warn("%s: this CPU has no int8 dot-product instructions (VNNI) for oneDNN (ISA %s): --precision int8 runs, "
-                     "slower than fp32 here", path, nn_cpu_isa_name());
     if (dev.kind == FTL_DEVICE_CPU && o->precision == FTL_NN_TF32)
         return ftl_fail(FTL_E_INVALID_ARG, "--precision tf32: TensorFloat-32 is a GPU tensor-core mode, and %s runs on the "
                         "CPU: use fp32 or bf16 there%s%s", path, dev.fallback[0] ? "; no GPU: " : "", dev.fallback);
@@ -465,6 +462,14 @@ static ftl_status model_load(const char *path, const ftl_model_options *options,
         st = m->be->compile(m->g, &m->copts, &m->plan);
         if (st != FTL_OK) ftl_fail_context(st, "%s", path);
     }
+    /* Measured on an AVX2 EPYC: oneDNN 2.6's int8 kernels there add u8 x s8 pairs in saturating 16-bit
+     * lanes (and halve the weights to 7 bits), off from the integer result by up to 30% of the output's
+     * range; a wrong int8 is worse than none. */
+    if (st == FTL_OK && m->int8_scale && !observe_fn && dev.kind == FTL_DEVICE_CPU && !ftl_nn_cpu_int8_fast())
+        st = ftl_fail(FTL_E_UNSUPPORTED, "%s: %s: this CPU has no int8 dot-product instructions (VNNI or AMX), and "
+                      "oneDNN's int8 kernels for its ISA (%s) saturate 16-bit sums, which changes the results: ftl "
+                      "runs int8 only where they are exact; use --precision fp32 here", path,
+                      m->g->quantized ? "a quantized (QDQ) model" : "--precision int8", nn_cpu_isa_name());
     if (st != FTL_OK) {
         ftl_model_free(m);
         if (st == FTL_E_UNSUPPORTED && dev.kind == FTL_DEVICE_CUDA && o->device == FTL_DEVICE_AUTO) {

@@ -17,6 +17,16 @@ fail() {
     E2E_FAILED=$((E2E_FAILED + 1))
 }
 
+# Why int8 cannot run here ("" when it can): ftl refuses int8 on CPUs whose oneDNN int8 kernels
+# saturate (no VNNI or AMX), saying so.
+no_int8_reason() {
+    local err
+    err=$("$FTL" inspect "$SHARED/models/mobilenet_v1_0.25_128.onnx" --profile --precision int8 --batch 1 2>&1 >/dev/null)
+    grep -q 'no int8 dot-product instructions' <<<"$err" &&
+        echo "this CPU has no int8 dot-product instructions (VNNI or AMX): oneDNN's int8 kernels saturate there, so ftl refuses int8"
+    return 0
+}
+
 # A fresh scratch folder under the build folder for this script.
 scratch() {
     local d="$BUILD/test-tmp/e2e-$1"

@@ -6,6 +6,18 @@
 # inputs: another image size, a set smaller than a batch, an unknown method, int8 on a GPU.
 source "$(dirname "$0")/lib.sh"
 d=$(scratch int8)
+why=$(no_int8_reason)
+if [ -n "$why" ]; then
+    # the refusal, as a user meets it: a clear error, non-zero exit, nothing written
+    "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --size 128 --quiet 2>/dev/null
+    "$FTL" train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$SHARED/models/mobilenet_v1_0.25_128.onnx" \
+        --precision int8 --epochs 1 --out "$d/int8.ftl" >/dev/null 2>"$d/refused.err"
+    rc=$?
+    [ $rc -ne 0 ] && grep -q 'no int8 dot-product instructions' "$d/refused.err" && [ ! -e "$d/int8.ftl" ] &&
+        pass int8_refused_where_its_kernels_saturate || fail int8_refused_where_its_kernels_saturate "rc $rc: $(tail -2 "$d/refused.err")"
+    skip int8_all "$why"
+    finish
+fi
 M="$SHARED/models/mobilenet_v2_1.0_224_features.onnx"
 "$FTL" prep "$SHARED/data/hymenoptera" "$d/ds" --size 224 --quiet 2>/dev/null || fail int8_prep "prep failed"
 T="$d/ds/train.parquet" V="$d/ds/val.parquet"

@@ -17,6 +17,7 @@ bool ftl_test_fail(const char *file, int line, const char *fmt, ...) __attribute
 void ftl_test_skip(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The reason bf16 cannot run on this CPU, or NULL when it can. */
 const char *ftl_test_no_bf16_reason(void);
+const char *ftl_test_no_int8_reason(void);
 /* Why oneDNN's AVX-512 kernels (bf16, Winograd) cannot run here, or NULL. */
 const char *ftl_test_no_avx512_reason(void);
 /* Paths the tests use: ../shared (SHARED) and a scratch folder under the build folder. */

@@ -127,22 +127,38 @@ static void check_int8_against_fp32(const int8_case *c) {
 }
 
 TEST(nn_int8_mobilenet_v2_features_close_to_fp32) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     int8_case c = {"mobilenet_v2_1.0_224_features", 224, 64, 48, FTL_NN_SCALE_TF, false};
     check_int8_against_fp32(&c);
 }
 
 TEST(nn_int8_mobilenet_v1_embedding_close_to_fp32) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     int8_case c = {"mobilenet_v1_1.0_224_embedding", 224, 64, 48, FTL_NN_SCALE_TF, false};
     check_int8_against_fp32(&c);
 }
 
 /* a ViT (torchvision's, small, random weights): its linear layers in int8, attention products in fp32 */
 TEST(nn_int8_vit_linear_layers_close_to_fp32) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     int8_case c = {"vit_small", 224, 16, 16, FTL_NN_SCALE_TORCH, true};
     check_int8_against_fp32(&c);
 }
 
 TEST(nn_int8_xception_features_close_to_fp32) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     int8_case c = {"xception_random", 299, 16, 16, FTL_NN_SCALE_TF, false};
     check_int8_against_fp32(&c);
 }
@@ -267,6 +283,10 @@ static void check_int8_conv_case(const char *name, bool positive_input) {
 }
 
 TEST(nn_int8_convolutions_equal_their_integer_reference) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     const char *cases[] = {"conv_asym_pads_stride2", "conv_group2_rect_dilated", "conv_depthwise_s2", "conv_depthwise_mult2",
                            "conv_1x1_s2", "conv_same_upper_s2", "conv_same_lower", "conv_bn_relu", "conv_bias_bn"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -386,11 +406,42 @@ static void check_int8_linear_case(const char *name, bool positive_input) {
 }
 
 TEST(nn_int8_matrix_products_equal_their_integer_reference) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     const char *cases[] = {"matmul_2d", "matmul_3d", "matmul_tokens_bias_relu"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         check_int8_linear_case(cases[i], false);
         check_int8_linear_case(cases[i], true);
     }
+}
+
+/* Where oneDNN's int8 kernels are not exact (no VNNI or AMX), int8 is refused with the reason. */
+TEST(nn_int8_is_refused_where_its_kernels_saturate) {
+    if (!ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "this CPU has int8 dot-product instructions: int8 runs (the tests above check it)");
+        return;
+    }
+    char *path = ftl_format("%s/models/mobilenet_v1_0.25_128.onnx", ftl_test_shared_dir());
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.device = FTL_DEVICE_CPU;
+    o.precision = FTL_NN_INT8;
+    ftl_nn_int8_scales *scales = NULL;
+    ftl_nn_preprocess pp;
+    ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
+    ftl_model_options c = o;
+    c.precision = FTL_NN_FP32;
+    CHECK(ftl_nn_calibrate(path, &c, &pp, NULL, 8, 0, FTL_NN_CALIBRATION_PERCENTILE, &scales) == FTL_OK);
+    o.int8_scales = scales;
+    ftl_model *m = NULL;
+    CHECK(ftl_model_load(path, &o, &m) == FTL_E_UNSUPPORTED);
+    CHECK(strstr(ftl_last_error(), "no int8 dot-product instructions") != NULL);
+    CHECK(strstr(ftl_last_error(), "mobilenet_v1_0.25_128.onnx") != NULL);
+    ftl_model_free(m);
+    ftl_nn_int8_scales_free(scales);
+    free(path);
 }
 
 /* ---- the scales table: round trip, and what a model file must not hold ---- */

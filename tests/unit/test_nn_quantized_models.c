@@ -44,6 +44,10 @@ static float *run_quantized(const char *model, const nn_npy *in, int batch, ftl_
 }
 
 TEST(nn_quantized_models_vs_onnxruntime) {
+    if (ftl_test_no_int8_reason()) {
+        ftl_test_skip("all", "%s", ftl_test_no_int8_reason());
+        return;
+    }
     char *dir = ftl_format("%s/ref/nn/qdq", ftl_test_build_dir());
     char *text = nn_manifest_read(dir);
     if (!text) {
