@@ -31,7 +31,7 @@ from . import _ftl
 
 Error = _ftl.Error
 __version__ = _ftl.version()
-__all__ = ["prep", "train", "Backbone", "Model", "History", "Error", "train_options", "__version__"]
+__all__ = ["rank", "world_size", "prep", "train", "Backbone", "Model", "History", "Error", "train_options", "__version__"]
 
 # ---------------------------------------------------------------- messages
 
@@ -58,6 +58,10 @@ class _Quiet(_threading.local):
 
 
 _quiet = _Quiet()
+# Under `mpirun -np N python3 script.py` every rank joins the group here, as `mpirun ftl ...` ranks do:
+# train, prep and evaluate then run data-parallel (rank 0 writes the outputs).
+rank, world_size = _ftl.dist_init()
+_atexit.register(_ftl.dist_finalize)
 _ftl.set_log_sink(_log_sink, bool(_in_notebook() or (_sys.stderr is not None and _sys.stderr.isatty())))
 _atexit.register(_ftl.set_log_sink, None)
 
@@ -164,14 +168,21 @@ class History:
     fine-tuning), epochs (each epoch's full record), best_epoch, model (the trained ftl.Model) and
     summary (rows, feature size, classes, seconds, the final metrics)."""
 
-    def __init__(self, result, model_path, model):
+    def __init__(self, result, model_path):
         self.epochs = result["epochs"]
         keys = ["loss", "acc", "val_loss", "val_acc", "lr"]
         self.history = {k: [e[k] for e in self.epochs] for k in keys if self.epochs and k in self.epochs[0]}
         self.best_epoch = result["fit"]["best_epoch"]
         self.model_path = model_path
-        self.model = model
+        self._model = None
         self.summary = result
+
+    @property
+    def model(self):
+        """The trained ftl.Model, opened on first use (under mpirun rank 0 writes the file)."""
+        if self._model is None:
+            self._model = Model.load(self.model_path)
+        return self._model
 
     def __repr__(self):
         return "ftl.History(epochs=%d, best_epoch=%d, %s)" % (
@@ -210,7 +221,7 @@ def train(train, val=None, backbone=None, out=None, on_epoch_end=None, verbose=1
             result = _ftl.train(argv, on_epoch_end, _main_thread())
         except ValueError as e:  # the library names flags: name the keywords
             raise ValueError(_keyword_names(str(e))) from None
-    return History(result, _os.fspath(out), Model.load(out))
+    return History(result, _os.fspath(out))
 
 
 def _keyword_names(message):

@@ -659,6 +659,29 @@ static PyTypeObject PredictorType = {
 
 /* ---------------------------------------------------------------- module */
 
+/* dist_init() -> (rank, world size): under mpirun every rank that imports ftl joins the group, as
+ * every rank of `mpirun ftl ...` does; a process no launcher started stays single. */
+static PyObject *dist_init(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    const ftl_collectives *world = NULL;
+    ftl_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ftl_dist_init(NULL, &world);
+    Py_END_ALLOW_THREADS
+    if (st != FTL_OK) return raise_ftl(st);
+    return Py_BuildValue("(ii)", ftl_dist_rank(world), ftl_dist_size(world));
+}
+
+static PyObject *dist_finalize(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    ftl_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ftl_dist_finalize();
+    Py_END_ALLOW_THREADS
+    if (st != FTL_OK) return raise_ftl(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *version(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyUnicode_FromString(FTL_VERSION);
@@ -666,6 +689,8 @@ static PyObject *version(PyObject *self, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"version", version, METH_NOARGS, "version() -> the version of libftl this module is built on"},
+    {"dist_init", dist_init, METH_NOARGS, "dist_init() -> (rank, world_size)"},
+    {"dist_finalize", dist_finalize, METH_NOARGS, "dist_finalize(): wait for every rank, shut MPI down"},
     {"set_log_sink", set_log_sink, METH_VARARGS, "set_log_sink(fn(level, output, text) or None, redraw_progress)"},
     {"set_log_level", set_log_level, METH_VARARGS, "set_log_level(0 error .. 3 debug)"},
     {"train_options", train_options, METH_NOARGS, "train_options() -> [(name, kind, value_name, help)] of ftl train"},

@@ -48,4 +48,25 @@ while read -r status name reason; do
     esac
 done < <(grep -E '^(PASSED|FAILED|ERROR|SKIPPED) ' <<<"$out" | sed -E 's/ - (.*)/ \1/')
 grep -q -E '^(PASSED|FAILED|ERROR) ' <<<"$out" || fail python_tests_ran "$(tail -5 <<<"$out")"
+
+# mpirun -np 2 python3: the same call runs data-parallel, giving `mpirun -np 2 ftl train`'s model, byte for byte
+if ! "$FTL" --version | grep -q 'Open MPI'; then
+    skip python_mpirun_np2_equals_the_cli "this ftl was built without MPI"
+else
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    MPI=(mpirun --oversubscribe --bind-to none -np 2)
+    "${MPI[@]}" "$FTL" train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 3 --batch 16 \
+        --cache-dir "$d/mpi-cli-cache" --out "$d/mpi-cli.ftl" --quiet >/dev/null 2>"$d/mpi-cli.err"
+    "${MPI[@]}" env PYTHONPATH="$BUILD/python" "$PY" -c '
+import sys, ftl
+h = ftl.train(sys.argv[1], val=sys.argv[2], backbone=sys.argv[3], out=sys.argv[4], epochs=3, batch=16,
+              cache_dir=sys.argv[5], verbose=0)
+print("rank %d of %d: %d epochs" % (ftl.rank, ftl.world_size, len(h.epochs)))
+' "$d/ds/train.parquet" "$d/ds/val.parquet" "$MODEL" "$d/mpi-py.ftl" "$d/mpi-py-cache" >"$d/mpi-py.out" 2>"$d/mpi-py.err"
+    if cmp -s "$d/mpi-cli.ftl" "$d/mpi-py.ftl" && grep -q "rank 1 of 2: 3 epochs" "$d/mpi-py.out"; then
+        pass python_mpirun_np2_equals_the_cli
+    else
+        fail python_mpirun_np2_equals_the_cli "$(cat "$d/mpi-py.out"; tail -3 "$d/mpi-py.err" "$d/mpi-cli.err")"
+    fi
+fi
 finish
