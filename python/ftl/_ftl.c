@@ -417,8 +417,13 @@ typedef struct {
     ftl_nn_preprocess preprocess;
 } BackboneObject;
 
+/* Freed with the GIL released: a thread of ftl's that is logging (through the Python sink) must be able
+ * to finish while ftl joins it. */
 static void Backbone_dealloc(BackboneObject *self) {
-    ftl_model_free(self->model);
+    ftl_model *m = self->model;
+    Py_BEGIN_ALLOW_THREADS
+    ftl_model_free(m);
+    Py_END_ALLOW_THREADS
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -569,7 +574,10 @@ typedef struct {
 } PredictorObject;
 
 static void Predictor_dealloc(PredictorObject *self) {
-    ftl_predictor_close(self->predictor);
+    ftl_predictor *p = self->predictor;
+    Py_BEGIN_ALLOW_THREADS
+    ftl_predictor_close(p);
+    Py_END_ALLOW_THREADS
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -219,6 +219,26 @@ ftl.train(sys.argv[1], backbone=sys.argv[2], out=sys.argv[3] + "/model.ftl", epo
     assert left == [], left
 
 
+def test_ctrl_c_during_embed_raises_keyboard_interrupt_within_a_batch():
+    script = """
+import sys, numpy as np, ftl
+b = ftl.Backbone(sys.argv[1])
+x = np.zeros((800, 224, 224, 3), np.uint8)
+print("start", flush=True)
+b.embed(x)
+print("finished", flush=True)
+"""
+    big = os.path.join(os.path.dirname(BACKBONE), "mobilenet_v2_1.0_224_features.onnx")  # ~10 s for 800 images
+    p = subprocess.Popen([sys.executable, "-c", script, big], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "start"
+    time.sleep(1)
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert time.monotonic() - sent < 5, "not interrupted within a batch"
+    assert "finished" not in out and "KeyboardInterrupt" in err and "self._impl.embed(" in err, err
+
+
 def test_embed_equals_ftl_embed():
     """The val images as DuckDB reads them, as a torch tensor, as the photo files, and as the Parquet
     path: each gives ftl embed's features (read by DuckDB), exactly."""
