@@ -120,7 +120,7 @@ def prep(src, out, size=299, val_fraction=None, seed=42, stratify=True, codec=No
     OUT/train.parquet and OUT/val.parquet, each photo made a size x size thumbnail on white. Returns a
     summary: classes, train_counts, val_counts, train_rows, val_rows, skipped files with the reason."""
     src = _path(src, "prep: the source folder")
-    with _verbosity(verbose):
+    with _verbosity(verbose), _keyword_errors({"size", "val-fraction", "seed", "codec", "threads"}):
         return _ftl.prep(src, _os.fspath(out), size=int(size), val_fraction=-1.0 if val_fraction is None else float(val_fraction),
                          seed=int(seed), stratify=bool(stratify), codec=codec, threads=int(threads or 0),
                          strict=bool(strict), overwrite=bool(overwrite), verbose=bool(verbose), catch_sigint=_main_thread())
@@ -216,19 +216,27 @@ def train(train, val=None, backbone=None, out=None, on_epoch_end=None, verbose=1
     if not verbose:
         options["quiet"] = True
     argv += _option_args(options)
-    with _verbosity(verbose):
-        try:
-            result = _ftl.train(argv, on_epoch_end, _main_thread())
-        except ValueError as e:  # the library names flags: name the keywords
-            raise ValueError(_keyword_names(str(e))) from None
+    with _verbosity(verbose), _keyword_errors({name for name, _, _, _ in _ftl.train_options()}):
+        result = _ftl.train(argv, on_epoch_end, _main_thread())
     return History(result, _os.fspath(out))
 
 
-def _keyword_names(message):
-    import re
-    known = {name for name, _, _, _ in _ftl.train_options()}
-    return re.sub(r"--(no-)?([a-z0-9-]+)",
-                  lambda m: m.group(2).replace("-", "_") if m.group(2) in known else m.group(0), message)
+class _keyword_errors:
+    """The library names its options as flags (--val-fraction): a ValueError names the keyword instead."""
+
+    def __init__(self, flags):
+        self.flags = flags
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is ValueError:
+            import re
+            message = re.sub(r"--(no-)?([a-z0-9-]+)", lambda m: m.group(2).replace("-", "_")
+                             if m.group(2) in self.flags else m.group(0), str(value))
+            raise ValueError(message) from None
+        return False
 
 
 def _remove_tree(folder):

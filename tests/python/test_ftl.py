@@ -198,6 +198,22 @@ def test_on_epoch_end_can_stop_training():
     assert not os.path.exists(os.path.join(SCRATCH, "boom", "m.ftl"))
 
 
+def test_messages_reach_pythons_streams(capsys):
+    """Epoch lines go to sys.stdout and progress to sys.stderr (what a notebook shows), not to C's streams."""
+    ftl.train(os.path.join(DATA, "train.parquet"), val=os.path.join(DATA, "val.parquet"), backbone=BACKBONE,
+              out=os.path.join(SCRATCH, "streams", "model.ftl"), cache_dir=os.path.join(SCRATCH, "streams", "cache"),
+              epochs=2)
+    out, err = capsys.readouterr()
+    assert "Epoch 1/2 - " in out and "Epoch 2/2 - " in out, out
+    assert "feature cache: computing train features" in err, err
+    ftl.train(os.path.join(DATA, "train.parquet"), backbone=BACKBONE, out=os.path.join(SCRATCH, "streams", "quiet.ftl"),
+              cache_dir=os.path.join(SCRATCH, "streams", "cache"), epochs=2, verbose=0)
+    out, err = capsys.readouterr()
+    assert out == "" and err == "", (out, err)
+    with pytest.raises(ValueError, match="^val_fraction 2 must be in"):
+        ftl.prep(SOURCE, os.path.join(SCRATCH, "never"), val_fraction=2.0)
+
+
 def test_ctrl_c_during_train_raises_keyboard_interrupt_and_leaves_no_files():
     out = os.path.join(SCRATCH, "sigint")
     script = """
