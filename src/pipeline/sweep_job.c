@@ -22,8 +22,8 @@
 #include "util/fsutil.h"
 #include "util/timing.h"
 
-#include <math.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -32,6 +32,13 @@
 
 void ftl_sweep_run_options_init(ftl_sweep_run_options *o) {
     memset(o, 0, sizeof *o);
+}
+
+/* Field by field: the struct's padding bytes are whatever the parser's copies left there. */
+static bool same_early_stopping(const ftl_early_stopping_config *a, const ftl_early_stopping_config *b) {
+    bool same_baseline = a->baseline == b->baseline || (isnan(a->baseline) && isnan(b->baseline));
+    return a->stop == b->stop && a->monitor == b->monitor && a->mode == b->mode && a->patience == b->patience &&
+           a->min_delta == b->min_delta && same_baseline && a->restore_best == b->restore_best;
 }
 
 static bool same_text(const char *a, const char *b) { return (!a && !b) || (a && b && strcmp(a, b) == 0); }
@@ -58,7 +65,7 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
             reason = "the trials read different data or features";
         else if (f->seed != g->seed || f->epochs != g->epochs || f->steps_per_epoch != g->steps_per_epoch ||
                  f->drop_remainder != g->drop_remainder || f->eval_batch_size != g->eval_batch_size ||
-                 memcmp(&f->early_stopping, &g->early_stopping, sizeof f->early_stopping) != 0 ||
+                 !same_early_stopping(&f->early_stopping, &g->early_stopping) ||
                  f->lr_scaling != g->lr_scaling || f->base_batch != g->base_batch)
             reason = "the trials differ in more than the head's settings (batch, dropout, optimizer, lr, momentum, "
                      "weight decay, warmup)";
