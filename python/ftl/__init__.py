@@ -44,25 +44,29 @@ def _in_notebook():
 
 def _log_sink(level, output, text):
     """ftl's messages to Python's streams (a notebook shows those, not C's): epoch lines to stdout as
-    Keras prints them, the rest (warnings, progress) to stderr."""
+    Keras prints them, the rest (warnings, progress) to stderr. Called from any of ftl's threads."""
     if _quiet.active and level >= _INFO:
         return
+    if _notebook:  # Jupyter redraws on '\r' but prints the terminal's erase-line code as is
+        text = text.replace("\x1b[K", "")
     stream = _sys.stdout if output else _sys.stderr
     if stream is not None:
         stream.write(text)
         stream.flush()
 
 
-class _Quiet(_threading.local):
+class _Quiet:
+    """verbose=0 of the running call; process-wide, since ftl's own threads log on its behalf."""
     active = False
 
 
 _quiet = _Quiet()
+_notebook = _in_notebook()
 # Under `mpirun -np N python3 script.py` every rank joins the group here, as `mpirun ftl ...` ranks do:
 # train, prep and evaluate then run data-parallel (rank 0 writes the outputs).
 rank, world_size = _ftl.dist_init()
 _atexit.register(_ftl.dist_finalize)
-_ftl.set_log_sink(_log_sink, bool(_in_notebook() or (_sys.stderr is not None and _sys.stderr.isatty())))
+_ftl.set_log_sink(_log_sink, bool(_notebook or (_sys.stderr is not None and _sys.stderr.isatty())))
 _atexit.register(_ftl.set_log_sink, None)
 
 
