@@ -229,7 +229,7 @@ ftl.train(sys.argv[1], backbone=sys.argv[2], out=sys.argv[3] + "/model.ftl", epo
     sent = time.monotonic()
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
-    assert time.monotonic() - sent < 5, "not interrupted within a batch"
+    assert time.monotonic() - sent < 1.0, "not interrupted within a second"
     assert p.returncode != 0 and "KeyboardInterrupt" in err, err
     left = [f for f in glob.glob(out + "/**", recursive=True) if os.path.isfile(f)]
     assert left == [], left
@@ -251,7 +251,7 @@ print("finished", flush=True)
     sent = time.monotonic()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
-    assert time.monotonic() - sent < 5, "not interrupted within a batch"
+    assert time.monotonic() - sent < 1.0, "not interrupted within a second"
     assert "finished" not in out and "KeyboardInterrupt" in err and "self._impl.embed(" in err, err
 
 
