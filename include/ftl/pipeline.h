@@ -71,6 +71,9 @@ typedef struct ftl_train_args {
  * ranges, options that cannot take effect together, --precision auto resolved on this CPU (every rank
  * agreeing). Sets the process's stall timeout (--stall-timeout). Errors name the option. */
 ftl_status ftl_train_args_parse(int argc, char **argv, ftl_train_options *options, ftl_train_args *extra);
+/* After a successful ftl_train_run: --report's page of the run's log (and timeline), on rank 0 (it
+ * was checked at parse time that --log is given). FTL_OK when report_path is NULL. */
+ftl_status ftl_train_write_report(const ftl_train_options *options, const char *report_path);
 /* The options ftl_train_args_parse takes (names, kinds, value names, help; targets NULL). */
 const ftl_arg *ftl_train_arg_table(int *count);
 /* A --precision value: fp32|bf16|tf32|int8, or auto resolved here to the faster on this device

@@ -239,6 +239,11 @@ static PyObject *train(PyObject *self, PyObject *args) {
     st = ftl_train_run(&o, &s);
     interrupt_guard_end();
     Py_END_ALLOW_THREADS
+    if (st == FTL_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        st = ftl_train_write_report(&o, extra.report_path);
+        Py_END_ALLOW_THREADS
+    }
     if (extra.quiet) ftl_log_set_level(FTL_LOG_INFO);
     free(argv);
     if (hook.error_type) {

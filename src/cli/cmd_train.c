@@ -37,14 +37,7 @@ int cli_cmd_train(int argc, char **argv) {
     if (rc != 0) return rc < 0 ? 0 : rc;
     ftl_train_summary s;
     ftl_status st = ftl_train_run(&o, &s);
-    if (st == FTL_OK && report && ftl_dist_rank(ftl_dist_world()) == 0) {
-        const char *logs[1] = {o.fit.log_path};
-        ftl_report_options ro = {.logs = logs, .log_count = 1, .timeline = o.fit.timeline_path, .output_path = report,
-                                 .overwrite = true};
-        ftl_dist_phase_begin(ftl_dist_world(), "writing the report");
-        st = ftl_report_write(&ro);
-        ftl_dist_phase_end(ftl_dist_world());
-    }
+    if (st == FTL_OK) st = ftl_train_write_report(&o, report);
     if (st == FTL_OK && ftl_dist_rank(ftl_dist_world()) == 0 && s.fine_tuned && !o.fine_tune_only && s.head_phase.epochs_run > 0)
         printf("train: phase 1 (head): %lld epochs, best epoch %lld: val_acc %.4f, val_loss %.4f\n",
                (long long)s.head_phase.epochs_run, (long long)s.head_phase.best_epoch, s.head_phase.final_val_acc,

@@ -6,6 +6,7 @@
 #include "ftl/dist.h"
 #include "ftl/loader.h"
 #include "ftl/profile.h"
+#include "ftl/report.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -226,4 +227,15 @@ ftl_status ftl_train_args_parse(int argc, char **argv, ftl_train_options *out, f
     extra->quiet = v.quiet;
     *out = o;
     return FTL_OK;
+}
+
+ftl_status ftl_train_write_report(const ftl_train_options *o, const char *report_path) {
+    if (!report_path || ftl_dist_rank(ftl_dist_world()) != 0) return FTL_OK;
+    const char *logs[1] = {o->fit.log_path};
+    ftl_report_options ro = {.logs = logs, .log_count = 1, .timeline = o->fit.timeline_path, .output_path = report_path,
+                             .overwrite = true};
+    ftl_dist_phase_begin(ftl_dist_world(), "writing the report");
+    ftl_status st = ftl_report_write(&ro);
+    ftl_dist_phase_end(ftl_dist_world());
+    return st;
 }

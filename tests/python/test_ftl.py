@@ -166,7 +166,7 @@ def test_train_equals_ftl_train():
     out = os.path.join(SCRATCH, "py", "model.ftl")
     seen = []
     h = ftl.train(os.path.join(DATA, "train.parquet"), val=os.path.join(DATA, "val.parquet"), backbone=BACKBONE,
-                  out=out, log=os.path.join(SCRATCH, "py", "run.jsonl"), verbose=0,
+                  out=out, log=os.path.join(SCRATCH, "py", "run.jsonl"), report=os.path.join(SCRATCH, "py", "report.html"), verbose=0,
                   on_epoch_end=lambda epoch, logs: seen.append((epoch, logs["val_loss"])), **keywords(TRAIN_FLAGS))
     assert open(out, "rb").read() == open(MODEL, "rb").read()
     records = [json.loads(line) for line in open(os.path.join(SCRATCH, "cli", "run.jsonl"))]
@@ -176,6 +176,7 @@ def test_train_equals_ftl_train():
         assert h.history[key] == pytest.approx([r[key] for r in epochs], rel=1e-12, abs=0), key
     assert [e for e, _ in seen] == list(range(1, len(epochs) + 1))
     assert h.best_epoch == max(r["best_epoch"] for r in epochs)
+    assert open(os.path.join(SCRATCH, "py", "report.html")).read().count("<svg") >= 1  # report= as --report
     assert isinstance(h.model, ftl.Model) and h.model.classes == ftl.Model.load(MODEL).classes
 
 
