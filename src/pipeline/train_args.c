@@ -142,9 +142,12 @@ static ftl_status check_values(const train_arg_values *v, const ftl_train_option
         return ftl_fail(FTL_E_INVALID_ARG, "--eval-batch must be 1..%d, not %lld", FTL_LOADER_MAX_BATCH,
                         (long long)v->eval_batch);
     if (v->epochs < 1) return ftl_fail(FTL_E_INVALID_ARG, "--epochs must be positive, not %lld", (long long)v->epochs);
-    if (v->steps < 0 || v->seed < 0 || v->keep_last < 0 || o->shuffle_buffer < 0 || !(v->weight_decay >= 0))
-        return ftl_fail(FTL_E_INVALID_ARG, "--steps-per-epoch, --seed, --keep-last, --shuffle-buffer and --weight-decay "
-                                           "must be non-negative");
+    const struct { const char *name; double value; } counts[] = {
+        {"steps-per-epoch", (double)v->steps}, {"seed", (double)v->seed}, {"keep-last", v->keep_last},
+        {"shuffle-buffer", (double)o->shuffle_buffer}, {"weight-decay", v->weight_decay}};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (!(counts[i].value >= 0))
+            return ftl_fail(FTL_E_INVALID_ARG, "--%s must be non-negative, not %g", counts[i].name, counts[i].value);
     if (!(v->dropout >= 0 && v->dropout < 1))
         return ftl_fail(FTL_E_INVALID_ARG, "--dropout must be in [0, 1), not %g", v->dropout);
     if (!isnan(v->lr) && !(v->lr > 0)) return ftl_fail(FTL_E_INVALID_ARG, "--lr must be positive, not %g", v->lr);

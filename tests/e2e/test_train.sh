@@ -328,7 +328,7 @@ n5 = sum(x * x for k in kernel for x in w5[k]) ** 0.5
 print("head weight norm: wd 0 %.4f, wd 0.05 %.4f" % (n0, n5))
 assert n5 < 0.98 * n0, (n0, n5)  # 3 epochs of Adam at 0.004: ~6% smaller
 PYEOF
-expect_error train_negative_weight_decay_refused 2 'weight-decay non-negative' \
+expect_error train_negative_weight_decay_refused 2 '--weight-decay must be non-negative, not -' \
     "$FTL_SAN" train "$T" --backbone "$MODEL" --out "$d/x.ftl" --weight-decay -0.1
 
 # ---- bad usage

@@ -118,6 +118,8 @@ TEST(train_args_refused_with_the_reason) {
         {"--batch 0", "--batch must be 1..65536, not 0"},
         {"--epochs 0", "--epochs must be positive, not 0"},
         {"--dropout 1", "--dropout must be in [0, 1), not 1"},
+        {"--seed -1", "--seed must be non-negative, not -1"},
+        {"--weight-decay -0.5", "--weight-decay must be non-negative, not -0.5"},
         {"--lr -0.1", "--lr must be positive, not -0.1"},
         {"--momentum 0.9", "--momentum and --nesterov apply to --optimizer sgd, not nadam"},
         {"--keep-last 2", "--keep-last and --save-best-only need --checkpoint PATTERN"},
