@@ -12,7 +12,14 @@ OUT=${1:-$BUILD/gpu-bundle}
 command -v nvcc >/dev/null || { echo "gpu_bundle: nvcc not found: the bundle needs the CUDA build" >&2; exit 1; }
 make --no-print-directory -j2 CUDA=1 all "$BUILD/tools/ftl_cuda_check" "$BUILD/tools/ftl_parquet_gen" \
   "$BUILD/bench/backbone/ftl_bench" >/dev/null
-[ -e "$BUILD/ref/nn/ops/manifest.txt" ] || bash tests/ref/gen_nn.sh >/dev/null
+# the per-op references need the pinned Node tools (make test-deps installs them)
+[ -e "$BUILD/ref/nn/ops/manifest.txt" ] || INTEROP_NODE_DIR=${INTEROP_NODE_DIR:-$BUILD/interop-node} \
+  bash tests/ref/gen_nn.sh >"$BUILD/gpu-bundle-refs.log" 2>&1 || {
+  rm -f "$BUILD/ref/nn/ops/manifest.txt"
+  echo "gpu_bundle: making the per-op references failed (tests/ref/gen_nn.sh; it needs the pinned Node tools of" \
+       "make test-deps, or INTEROP_NODE_DIR): $(grep -m3 FAIL "$BUILD/gpu-bundle-refs.log")" >&2
+  exit 1
+}
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/models" "$OUT/ref" "$OUT/data" "$OUT/stage/lib"
 BINS=("$BUILD/ftl" "$BUILD/tools/ftl_cuda_check" "$BUILD/tools/ftl_parquet_gen" "$BUILD/bench/backbone/ftl_bench")
