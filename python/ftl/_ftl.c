@@ -219,7 +219,10 @@ static PyObject *train(PyObject *self, PyObject *args) {
     if (!argv) return NULL;
     ftl_train_options o;
     ftl_train_args extra;
-    ftl_status st = ftl_train_args_parse(argc, argv, &o, &extra);
+    ftl_status st;
+    Py_BEGIN_ALLOW_THREADS /* precision="auto" measures the CPU, and under mpirun agrees with the other ranks */
+    st = ftl_train_args_parse(argc, argv, &o, &extra);
+    Py_END_ALLOW_THREADS
     if (st == FTL_OK && extra.help_asked) st = FTL_E_INVALID_ARG;
     if (st != FTL_OK) {
         free(argv);
