@@ -4,7 +4,7 @@
 FLOPs come from python3-onnx's own shape inference (2 x multiply-adds of every Conv, Gemm and
 MatMul at the profiled batch), independent of ftl's graph code; timings are checked only for
 consistency (the steps, timed one by one, add up to the plain run within --tolerance).
-Usage: profile_check.py PROFILE.json MODEL.onnx --batch B [--tolerance 0.10] [--expect-reference]
+Usage: profile_check.py PROFILE.json MODEL.onnx --batch B [--tolerance 0.10] [--expect-reference] [--no-reference KIND]
 Prints one `ok NAME` / `FAIL NAME: why` line per check."""
 import argparse
 import json
@@ -20,6 +20,8 @@ ap.add_argument("model")
 ap.add_argument("--batch", type=int, required=True)
 ap.add_argument("--tolerance", type=float, default=0.10)
 ap.add_argument("--expect-reference", action="store_true")
+ap.add_argument("--no-reference", action="append", default=[], metavar="KIND",
+                help="no step of this kind may run a reference kernel (e.g. MatMul)")
 ap.add_argument("--name", default="profile")
 a = ap.parse_args()
 
@@ -107,6 +109,9 @@ check("reference-count", prof["reference_steps"] == len(refs), "")
 check("reference-flag-matches-impl", all(s["reference"] == s["impl"].startswith("ref") for s in steps), "")
 if a.expect_reference:
     check("reference-flagged", len(refs) > 0, "no step flagged although one runs a reference kernel")
+for kind in a.no_reference:
+    slow = [s["label"] for s in refs if s["kind"] == kind]
+    check("no-reference-" + kind, not slow, f"{len(slow)} {kind} steps in the reference kernel: {slow[:3]}")
 if "ceiling" in prof:
     c = prof["ceiling"]
     timed = [s for s in steps if s["alone_seconds"] > 0 and s["flops"] > 0]

@@ -28,6 +28,9 @@ run_check() { # NAME MODEL BATCH [extra profile_check args] -- [extra ftl args]
 }
 
 run_check profile-mnv1 "$M/mobilenet_v1_0.25_128.onnx" 16
+# ConvNeXt's products with their layer-scale tail: a fast kernel on every CPU (on AVX2 oneDNN has none
+# for the fused tail, which ran 1,000x slower in its reference kernel)
+run_check profile-convnext-products "$BUILD/ref/nn/torchvision/convnext_small_cfg.onnx" 2 --no-reference MatMul
 run_check profile-mnv2-ceiling "$M/mobilenet_v2_1.0_224_features.onnx" 8 -- --ceiling --reps 3
 run_check profile-attention "$ops/attention_batch_moved.onnx" 13
 # a fused attention's ceiling: its two products timed alone as oneDNN matmuls
