@@ -88,12 +88,3 @@ int cli_check_output(const char *command, const char *path, bool overwrite, cons
 }
 
 bool cli_given(int argc, char **argv, const char *name) { return ftl_args_given(argc, argv, name); }
-
-ftl_status cli_calibration(const char *method, ftl_nn_precision precision, const char *calibration_path,
-                           ftl_nn_calibration_method *out) {
-    return ftl_calibration_method_resolve(method, precision, calibration_path, out);
-}
-
-ftl_status cli_precision(const char *text, ftl_device_kind device, int threads, ftl_nn_precision *precision) {
-    return ftl_precision_resolve(text, device, threads, precision);
-}

@@ -34,13 +34,6 @@ bool cli_given(int argc, char **argv, const char *name);
 int cli_check_output(const char *command, const char *path, bool overwrite, const char *const *inputs, int input_count);
 /* Applies --stall-timeout S (S >= 0; 0 = never): 0, or 2 after a usage error naming the command. */
 int cli_set_stall_timeout(const char *command, double seconds);
-/* --precision fp32|bf16|tf32|auto: auto resolves here, on this CPU (every rank agreeing), to the real
- * precision before anything is keyed or written, and says what it chose (rank 0). */
-/* --calibration-method (NULL: keep the default) for --precision int8; warns when calibration
- * flags come without it. */
-ftl_status cli_calibration(const char *method, ftl_nn_precision precision, const char *calibration_path,
-                           ftl_nn_calibration_method *out);
-ftl_status cli_precision(const char *text, ftl_device_kind device, int threads, ftl_nn_precision *precision);
 /* Parses argv[1..] (argv[0] is the subcommand name). On success fills positional[] (pointers
  * into argv) and *positional_count, returns 0. Prints help and returns -1 for --help; prints
  * an error and returns 2 for bad usage. */

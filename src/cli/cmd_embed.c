@@ -48,8 +48,8 @@ int cli_cmd_embed(int argc, char **argv) {
         return 2;
     }
     ftl_status st = ftl_device_parse(device, &o.device);
-    if (st == FTL_OK) st = cli_precision(precision, o.device, o.threads, &o.precision);
-    if (st == FTL_OK) st = cli_calibration(calibration_method, o.precision, o.calibration_path, &o.calibration_method);
+    if (st == FTL_OK) st = ftl_precision_resolve(precision, o.device, o.threads, &o.precision);
+    if (st == FTL_OK) st = ftl_calibration_method_resolve(calibration_method, o.precision, o.calibration_path, &o.calibration_method);
     if (st == FTL_OK) st = ftl_nn_conv_algorithm_parse(conv_algorithm, &o.conv_algorithm);
     if (st == FTL_OK) st = ftl_nn_preprocess_parse(&o.preprocess, scale, mean, std);
     if (st != FTL_OK) return cli_report(st);

@@ -91,16 +91,12 @@ ftl_status ftl_embed_dataset(ftl_model *m, const ftl_nn_preprocess *pp, const ch
     float *f = malloc((size_t)(total > 0 ? total : 1) * (size_t)dim * sizeof *f);
     int32_t *y = malloc((size_t)(total > 0 ? total : 1) * sizeof *y);
     ftl_status st = f && y ? FTL_OK : ftl_fail(FTL_E_NOMEM, "%s: no memory for %lld feature rows", path, (long long)total);
+    int size = ftl_loader_image_size(l);
+    if (st == FTL_OK && size < 1) st = ftl_fail(FTL_E_FORMAT, "%s: its rows are not square RGB images", path);
     ftl_batch b;
     while (st == FTL_OK && (st = ftl_interrupt_check()) == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
         if (done + b.rows > total) {
             st = ftl_fail(FTL_E_FORMAT, "%s: more rows than the %lld its metadata declares", path, (long long)total);
-            break;
-        }
-        int size = 1;
-        while ((int64_t)size * size * 3 < b.row_bytes) size++;
-        if ((int64_t)size * size * 3 != b.row_bytes) {
-            st = ftl_fail(FTL_E_FORMAT, "%s: rows of %lld bytes are not square RGB images", path, (long long)b.row_bytes);
             break;
         }
         st = ftl_model_extract_features(m, pp, b.values, (int)b.rows, size, f + done * dim);
