@@ -4,6 +4,7 @@
  * tile, bias added and each row's softmax taken in place, then out = S V by the same tile and divided
  * by the row's sum. Built with -fopenmp. */
 #include "nn/attention.h"
+#include "nn/attention_kernels.h"
 #include "util/fsutil.h"
 
 #include <immintrin.h>
@@ -11,27 +12,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MR = 6, ROW_BLOCK = 48, LANES = 16, MAX_NV = 4 };
+enum { MR = NN_ATTN_MR, ROW_BLOCK = 48, LANES = 16, MAX_NV = 4 };
 
-bool nn_attention_available(void) {
+static bool has_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
 
-static float bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+static const nn_attn_kernels *kernels_avx512(void);
+
+/* AVX-512 where the CPU has it, else AVX2; FTL_NN_ATTENTION_ISA=avx2 takes the AVX2 kernels on an
+ * AVX-512 CPU (A/B, and the tests run both). */
+static const nn_attn_kernels *select_kernels(void) {
+    const char *e = getenv("FTL_NN_ATTENTION_ISA");
+    if (has_avx512() && !(e && strcmp(e, "avx2") == 0)) return kernels_avx512();
+    return nn_attn_kernels_avx2();
 }
 
-static uint16_t f32_to_bf16(float f) { /* round to nearest even */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+bool nn_attention_available(void) { return select_kernels() != NULL; }
+
+const char *nn_attention_isa(void) {
+    const nn_attn_kernels *k = select_kernels();
+    return k ? k->isa : "none";
 }
+
 
 static float element(const nn_attn_operand *o, int64_t off) {
-    return o->bf16 ? bf16_to_f32(((const uint16_t *)o->data)[off]) : ((const float *)o->data)[off];
+    return o->bf16 ? nn_attn_bf16_to_f32(((const uint16_t *)o->data)[off]) : ((const float *)o->data)[off];
 }
 
 static int64_t lead_offset(const nn_attention *a, const nn_attn_operand *o, int64_t l) {
@@ -135,8 +141,9 @@ PV_TILE(3)
 PV_TILE(4)
 
 /* The tiles over all columns: chunks of MAX_NV vectors, the last one narrower and masked. */
-static void qk_row_tile(const float *const *q, int64_t depth, const float *k, int64_t ks, int64_t keys, float *s,
-                        int64_t sp, float scale) {
+static void qk_row_tile(const float *const *q, int64_t depth, const float *k, int64_t ks, int64_t keys,
+                        bool k_padded, float *s, int64_t sp, float scale) {
+    (void)k_padded; /* AVX-512's masked loads cost as much as plain ones */
     for (int64_t j = 0; j < keys; j += MAX_NV * LANES) {
         int64_t left = keys - j, nv = (left + LANES - 1) / LANES;
         __mmask16 last = tail_mask(left - (nv > MAX_NV ? MAX_NV - 1 : nv - 1) * LANES);
@@ -263,6 +270,11 @@ static void write_bf16_rows(uint16_t *out, int64_t row_stride, const float *obuf
 
 #pragma GCC pop_options
 
+static const nn_attn_kernels *kernels_avx512(void) {
+    static const nn_attn_kernels k = {"avx512", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows};
+    return &k;
+}
+
 /* An operand read in place (f32, unit column stride) or packed into buf (row stride `packed`). */
 static bool in_place(const nn_attn_operand *o) { return !o->bf16 && o->col_stride == 1; }
 
@@ -277,10 +289,11 @@ typedef struct workspace {
 } workspace;
 
 /* Writes rows [r0, r0 + n) of the tile buffer to the output (its strides and type). */
-static void write_rows(const nn_attention *a, int64_t base, int64_t r0, int64_t n, const float *obuf, int64_t op) {
+static void write_rows(const nn_attn_kernels *K, const nn_attention *a, int64_t base, int64_t r0, int64_t n,
+                       const float *obuf, int64_t op) {
     const nn_attn_operand *o = &a->out;
     if (o->bf16 && o->col_stride == 1) {
-        write_bf16_rows((uint16_t *)o->data + base + r0 * o->row_stride, o->row_stride, obuf, op, n, a->vdepth);
+        K->write_bf16_rows((uint16_t *)o->data + base + r0 * o->row_stride, o->row_stride, obuf, op, n, a->vdepth);
         return;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -291,7 +304,7 @@ static void write_rows(const nn_attention *a, int64_t base, int64_t r0, int64_t 
         } else if (!o->bf16) {
             for (int64_t c = 0; c < a->vdepth; c++) ((float *)o->data)[at + c * o->col_stride] = src[c];
         } else {
-            for (int64_t c = 0; c < a->vdepth; c++) ((uint16_t *)o->data)[at + c * o->col_stride] = f32_to_bf16(src[c]);
+            for (int64_t c = 0; c < a->vdepth; c++) ((uint16_t *)o->data)[at + c * o->col_stride] = nn_attn_f32_to_bf16(src[c]);
         }
     }
 }
@@ -454,13 +467,13 @@ static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_
             default: pv2_tile_4(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
             }
         }
-        write_rows(a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
+        write_rows(kernels_avx512(), a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
     }
 }
 
 #pragma GCC pop_options
 
-static void run_item(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
+static void run_item(const nn_attn_kernels *K, const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
                      int64_t ks, const float *v, int64_t vs) {
     int64_t padded = round_up(nrows, MR);
     const float *q;
@@ -469,22 +482,22 @@ static void run_item(const nn_attention *a, workspace *w, int64_t l, int64_t r0,
         q = (const float *)a->q.data + lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
         qs = a->q.row_stride;
     } else {
-        pack(&a->q, lead_offset(a, &a->q, l) + r0 * a->q.row_stride, nrows, a->depth, w->qpack, a->depth);
+        K->pack(&a->q, lead_offset(a, &a->q, l) + r0 * a->q.row_stride, nrows, a->depth, w->qpack, a->depth);
         q = w->qpack;
         qs = a->depth;
     }
     for (int64_t i = 0; i < padded; i += MR) {
         const float *rows[MR];
         for (int r = 0; r < MR; r++) rows[r] = i + r < nrows ? q + (i + r) * qs : w->zero;
-        qk_row_tile(rows, a->depth, k, ks, a->keys, w->s + i * w->sp, w->sp, a->scale);
+        K->qk_row_tile(rows, a->depth, k, ks, a->keys, k == w->kpack, w->s + i * w->sp, w->sp, a->scale);
     }
     const float *bias = a->bias ? a->bias + ((l % a->bias_period) * a->rows + r0) * a->keys : NULL;
-    softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
+    K->softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
     for (int64_t i = nrows; i < padded; i++) w->inv[i] = 0.0f;
     int64_t out_base = lead_offset(a, &a->out, l);
     for (int64_t i = 0; i < padded; i += MR) {
-        pv_row_tile(w->s + i * w->sp, w->sp, a->keys, v, vs, a->vdepth, w->inv + i, w->obuf, w->vp);
-        write_rows(a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
+        K->pv_row_tile(w->s + i * w->sp, w->sp, a->keys, v, vs, a->vdepth, w->inv + i, w->obuf, w->vp);
+        write_rows(K, a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
     }
 }
 
@@ -496,13 +509,15 @@ void nn_attention_run(const nn_attention *a, int threads) {
     int64_t blocks = (a->rows + block - 1) / block, items = L * blocks;
     if (items == 0) return;
     int team = threads < 1 ? 1 : items < threads ? (int)items : threads;
+    const nn_attn_kernels *K = select_kernels();
+    bool dot2 = K && strcmp(K->isa, "avx512") == 0 && bf16_dot_products(a);
+    if (!K) return; /* callers check nn_attention_available() */
 #pragma omp parallel num_threads(team)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         workspace w = {.kp = round_up(a->keys, LANES), .vp = round_up(a->vdepth, LANES)};
         w.sp = w.kp;
         int64_t padded_block = round_up(block, MR);
-        bool dot2 = bf16_dot_products(a);
         w.dp = round_up(a->depth, 2);
         w.sp2 = round_up(a->keys, 2);
         if (dot2) {
@@ -512,7 +527,8 @@ void nn_attention_run(const nn_attention *a, int threads) {
             w.p2 = ftl_xcalloc((size_t)(padded_block * w.sp2), sizeof *w.p2);
             w.zero2 = ftl_xcalloc((size_t)w.dp, sizeof *w.zero2);
         }
-        w.kpack = dot2 || in_place(&a->kt) ? NULL : ftl_xmalloc((size_t)(a->depth * w.kp) * sizeof(float));
+        /* zeroed: the AVX2 tiles read the padding columns (into the scores' padding) */
+        w.kpack = dot2 || in_place(&a->kt) ? NULL : ftl_xcalloc((size_t)(a->depth * w.kp), sizeof(float));
         w.vpack = dot2 || in_place(&a->v) ? NULL : ftl_xmalloc((size_t)(a->keys * w.vp) * sizeof(float));
         w.qpack = dot2 || in_place(&a->q) ? NULL : ftl_xmalloc((size_t)(padded_block * a->depth) * sizeof(float));
         w.s = ftl_xmalloc((size_t)(padded_block * w.sp) * sizeof(float));
@@ -536,20 +552,20 @@ void nn_attention_run(const nn_attention *a, int threads) {
             }
             if (l != packed) { /* this thread's items run in order, so each l is packed once */
                 if (w.kpack) {
-                    pack(&a->kt, lead_offset(a, &a->kt, l), a->depth, a->keys, w.kpack, w.kp);
+                    K->pack(&a->kt, lead_offset(a, &a->kt, l), a->depth, a->keys, w.kpack, w.kp);
                     k = w.kpack, ks = w.kp;
                 } else {
                     k = (const float *)a->kt.data + lead_offset(a, &a->kt, l), ks = a->kt.row_stride;
                 }
                 if (w.vpack) {
-                    pack(&a->v, lead_offset(a, &a->v, l), a->keys, a->vdepth, w.vpack, w.vp);
+                    K->pack(&a->v, lead_offset(a, &a->v, l), a->keys, a->vdepth, w.vpack, w.vp);
                     v = w.vpack, vs = w.vp;
                 } else {
                     v = (const float *)a->v.data + lead_offset(a, &a->v, l), vs = a->v.row_stride;
                 }
                 packed = l;
             }
-            run_item(a, &w, l, r0, a->rows - r0 < block ? a->rows - r0 : block, k, ks, v, vs);
+            run_item(K, a, &w, l, r0, a->rows - r0 < block ? a->rows - r0 : block, k, ks, v, vs);
         }
         free(w.kpack);
         free(w.vpack);

@@ -34,8 +34,11 @@ typedef struct nn_attention {
     nn_attn_operand q, kt, v, out;
 } nn_attention;
 
-/* Whether this CPU runs the fused kernel (AVX-512F); without it the plan keeps the separate steps. */
+/* Whether this CPU runs the fused kernel (AVX-512F, or AVX2 + FMA); without it the plan keeps the
+ * separate steps. */
 bool nn_attention_available(void);
+/* The kernels' ISA: "avx512", "avx2" (FTL_NN_ATTENTION_ISA=avx2 picks them on an AVX-512 CPU), "none". */
+const char *nn_attention_isa(void);
 /* Runs a on `threads` OpenMP threads; requires nn_attention_available(). */
 void nn_attention_run(const nn_attention *a, int threads);
 

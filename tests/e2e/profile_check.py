@@ -120,4 +120,8 @@ if "ceiling" in prof:
           len(timed) == sum(1 for s in steps if s["flops"] > 0),
           f"{len(timed)} compute steps timed alone")
     check("ceiling-seconds", abs(c["seconds"] - sum(s["alone_seconds"] for s in timed)) <= 1e-9 + 1e-9 * c["seconds"], "")
+    # the share compares the best run with the best times alone (the same statistic on both sides)
+    check("ceiling-share", abs(c["model_share"] - (prof["flops"] / prof["best_seconds"]) / (c["flops"] / c["seconds"]))
+          <= 1e-9 * c["model_share"], f'{c["model_share"]} vs best {prof["best_seconds"]}')
+check("best-run", 0 < prof["best_seconds"] <= tot, f'best {prof["best_seconds"]} vs median {tot}')
 sys.exit(1 if failed else 0)

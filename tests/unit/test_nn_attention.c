@@ -1,8 +1,9 @@
 /* The fused attention: the kernel against an unfused double-precision reference (scores written
  * out, bias added, softmax, product with V) on odd shapes (query and key counts that are no multiple
  * of the kernel's 16-column vectors, 6-row tiles or 48-row blocks, one head, batch 1 and 13, masks
- * with a period as Swin's), operands in strided layouts, bf16 operands; and the torchvision ViT and
- * Swin models with the fusion on against PyTorch and against the same plan with it off. */
+ * with a period as Swin's), operands in strided layouts, bf16 operands, on the AVX-512 and the AVX2
+ * kernels; and the torchvision ViT and Swin models with the fusion on against PyTorch and against
+ * the same plan with it off. */
 #include "nn_testutil.h"
 #include "test.h"
 #include "nn/attention.h"
@@ -169,9 +170,10 @@ static void run_case(const attn_case *c) {
     free(qbuf);
 }
 
+/* The cases on the kernels this CPU picks, and again on the AVX2 kernels where it picked AVX-512. */
 TEST(nn_attention_kernel_odd_shapes) {
     if (!nn_attention_available()) {
-        ftl_test_skip("all", "this CPU has no AVX-512F: the plan keeps attention unfused");
+        ftl_test_skip("all", "this CPU has neither AVX-512F nor AVX2 + FMA: the plan keeps attention unfused");
         return;
     }
     const attn_case cases[] = {
@@ -182,6 +184,7 @@ TEST(nn_attention_kernel_odd_shapes) {
         {"batch 1, 4 heads, QKV interleaved", 1, 4, 50, 50, 24, 24, 0, false, true, true, false},
         {"17 queries x 23 keys, depth 24, values 40", 3, 2, 17, 23, 24, 40, 2, false, false, false, false},
         {"100 queries (blocks of 48), values 80 (> 64)", 2, 2, 100, 61, 16, 80, 0, true, false, true, false},
+        {"7 keys, values 5 (one part-vector)", 2, 1, 9, 7, 3, 5, 0, true, false, false, false},
         {"bf16: Swin window", 2, 3, 49, 49, 32, 32, 3, true, false, false, true},
         {"bf16: ViT 197, QKV interleaved", 2, 2, 197, 197, 64, 64, 0, false, true, true, true},
         /* tails in every direction: depth 24 = 16 + 8, keys 23, values 40 */
@@ -189,17 +192,25 @@ TEST(nn_attention_kernel_odd_shapes) {
         {"bf16: 17 x 23, depth 24, values 40, K rows", 3, 2, 17, 23, 24, 40, 2, true, false, true, true},
         {"bf16: odd depth 23, 31 keys, values 17", 2, 2, 17, 31, 23, 17, 0, true, false, false, true},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        run_case(&cases[i]);
-        if (cases[i].bf16) { /* again with the operands widened to fp32 (the path without AVX512-BF16) */
-            attn_case widened = cases[i];
-            char name[96];
-            snprintf(name, sizeof name, "%s (widened)", cases[i].name);
-            widened.name = name;
-            setenv("FTL_NN_ATTENTION_BF16_DOT", "0", 1);
-            run_case(&widened);
-            unsetenv("FTL_NN_ATTENTION_BF16_DOT");
+    bool both = strcmp(nn_attention_isa(), "avx512") == 0 && __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma");
+    for (int pass = 0; pass < (both ? 2 : 1); pass++) {
+        if (pass == 1) setenv("FTL_NN_ATTENTION_ISA", "avx2", 1);
+        printf("  kernels: %s\n", nn_attention_isa());
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            run_case(&cases[i]);
+            if (cases[i].bf16 && strcmp(nn_attention_isa(), "avx512") == 0) {
+                /* again with the operands widened to fp32 (the path without AVX512-BF16) */
+                attn_case widened = cases[i];
+                char name[96];
+                snprintf(name, sizeof name, "%s (widened)", cases[i].name);
+                widened.name = name;
+                setenv("FTL_NN_ATTENTION_BF16_DOT", "0", 1);
+                run_case(&widened);
+                unsetenv("FTL_NN_ATTENTION_BF16_DOT");
+            }
         }
+        unsetenv("FTL_NN_ATTENTION_ISA");
     }
 }
 
@@ -207,7 +218,7 @@ TEST(nn_attention_kernel_odd_shapes) {
  * the unfused plan, at batch 1 and 13 (13 = the 3 reference inputs repeated). */
 static void check_fused_model(const char *name, int expect_at_least) {
     if (!nn_attention_available()) {
-        ftl_test_skip(name, "this CPU has no AVX-512F: the plan keeps attention unfused");
+        ftl_test_skip(name, "this CPU has neither AVX-512F nor AVX2 + FMA: the plan keeps attention unfused");
         return;
     }
     nn_torchvision_ref r;
