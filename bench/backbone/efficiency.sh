@@ -75,7 +75,8 @@ import json, sys
 d = json.load(sys.stdin)
 print(json.dumps({"round": int(sys.argv[1]), "engine": "ftl_profile", "name": sys.argv[2], "batch": d["batch"],
                   "precision": d["precision"], "peak": d["peak"], "peak_gflops": d["peak_gflops"],
-                  "gflops": d["gflops"], "ceiling_gflops": d["ceiling"]["gflops"]}))' "$r" "$m" | tee -a "$res"
+                  "gflops": d["gflops"], "ceiling_gflops": d["ceiling"]["gflops"],
+                  "ceiling_share": d["ceiling"]["model_share"]}))' "$r" "$m" | tee -a "$res"
                 fi
             done
             if transformer "$m"; then

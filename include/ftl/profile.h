@@ -95,6 +95,7 @@ typedef struct ftl_profile {
     ftl_cpu_peak peak;
     double peak_gflops;       /* the peak of the plan's precision */
     double total_seconds;     /* one batch, plain run (median) */
+    double best_seconds;      /* one batch, the best plain run: what the ceiling (best times) compares with */
     double steps_seconds;     /* sum of the steps' medians (timed one by one) */
     double timed_run_seconds; /* median over the timed runs of each run's step sum: what the steps cover
                                  of a run (a sum of medians leaves out every step's own spikes) */
@@ -106,7 +107,8 @@ typedef struct ftl_profile {
     int n_kinds;
     /* ceiling: convolutions and matmuls alone */
     bool has_ceiling;
-    double ceiling_flops, ceiling_seconds; /* their FLOPs and summed best times */
+    double ceiling_flops, ceiling_seconds; /* their FLOPs and summed best times (timed in passes between the
+                                              model's runs, so both see the same machine) */
     int reference_steps;      /* steps that ran a reference kernel */
     int top;
 } ftl_profile;
