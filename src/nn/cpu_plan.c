@@ -34,12 +34,16 @@ bool cpu_switch_on(const char *name) {
 
 dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
 
+/* Channels in blocks of the vector width: nChw16c with AVX-512, nChw8c with AVX2. */
+dnnl_format_tag_t cpu_blocked_tag(void) { return __builtin_cpu_supports("avx512f") ? dnnl_aBcd16b : dnnl_aBcd8b; }
+
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
     const char *e = getenv("FTL_NN_LAYOUT");
     if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
     if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
-    if (e && strcmp(e, "blocked") == 0) return dnnl_aBcd16b;
-    return p->precision == NN_PREC_BF16 || p->blocked_layout ? dnnl_aBcd16b : dnnl_acdb;
+    if (e && strcmp(e, "blocked") == 0) return cpu_blocked_tag();
+    if (p->precision == NN_PREC_BF16) return dnnl_aBcd16b;
+    return p->blocked_layout ? cpu_blocked_tag() : dnnl_acdb;
 }
 
 /* Winograd pays when there are enough channels and enough pixels per run (bench/backbone/convbench.c,

@@ -197,6 +197,7 @@ dnnl_data_type_t cpu_compute_type(const nn_plan *p);
  * with fused depthwise pairs (measured, see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
  * own pick). Returns dnnl_format_tag_any for any. */
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
+dnnl_format_tag_t cpu_blocked_tag(void);
 /* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
  * 16s, transformed weights amortised over the run's pixels; see cpu_plan.c). */
 bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
