@@ -634,6 +634,46 @@ static ftl_status avgpool_overhang_fix(nn_plan *p, const nn_node *n, const nn_sh
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
 }
 
+/* MaxPool as ftl's loop (cpu_pool.c) when src is f32 in a layout it reads; the output in src's
+ * layout. *emitted false, nothing done, otherwise. */
+static ftl_status emit_ftl_max_pool(nn_plan *p, const nn_node *n, const nn_shape *ys, int src, bool *emitted,
+                                    const char *label) {
+    *emitted = false;
+    const dnnl_memory_desc_t *smd = &p->vals[src].md;
+    if (smd->format_kind != dnnl_blocked || smd->data_type != dnnl_f32 || ys->rank != 4) return FTL_OK;
+    const dnnl_blocking_desc_t *b = &smd->format_desc.blocking;
+    dnnl_format_tag_t tag = b->inner_nblks == 0                                     ? dnnl_acdb
+                            : b->inner_nblks == 1 && b->inner_blks[0] == 8 ? dnnl_aBcd8b
+                            : b->inner_nblks == 1 && b->inner_blks[0] == 16 ? dnnl_aBcd16b
+                                                                            : dnnl_format_tag_undef;
+    if (tag == dnnl_format_tag_undef) return FTL_OK;
+    dnnl_dims_t dd;
+    dims_of(ys, dd);
+    dd[0] = smd->dims[0]; /* the value's micro-batch */
+    dnnl_memory_desc_t dst_md;
+    CPU_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, dnnl_f32, tag), label);
+    const nn_params *pp = &n->p;
+    int64_t kernel[2] = {pp->kernel[0], pp->kernel[1]}, stride[2] = {pp->stride[0], pp->stride[1]};
+    int64_t dilation[2] = {pp->dilation[0], pp->dilation[1]}, pad[2] = {pp->pad_begin[0], pp->pad_begin[1]};
+    cpu_pool_plan *plan = NULL;
+    if (!cpu_pool_plan_make(smd, &dst_md, kernel, stride, dilation, pad, &plan)) return FTL_OK;
+    int dst = new_output(p, n->out[0], &dst_md);
+    cpu_step *st = cpu_new_step(p, label);
+    st->kind = CPU_STEP_MAXPOOL;
+    st->pool = plan;
+    st->nargs = 2;
+    st->arg_key[0] = DNNL_ARG_SRC;
+    st->arg_key[1] = DNNL_ARG_DST;
+    st->arg_val[0] = src;
+    st->arg_val[1] = dst;
+    st->writes = 1;
+    snprintf(st->impl, sizeof st->impl, "ftl:max_pool");
+    cpu_touch(p, src, p->n_steps - 1);
+    cpu_touch(p, dst, p->n_steps - 1);
+    *emitted = true;
+    return FTL_OK;
+}
+
 static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -666,6 +706,11 @@ static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
             for (int i = 0; i < 2; i++)
                 if (pr[i] > pp->pad_end[i]) overhang = true;
         }
+    }
+    if (n->op == NN_OP_MAXPOOL && cpu_pool_ftl_wanted()) {
+        bool emitted = false;
+        FTL_TRY(emit_ftl_max_pool(p, n, ys, src, &emitted, label));
+        if (emitted) return FTL_OK;
     }
     nn_shape ys4 = *ys;
     if (n->op == NN_OP_REDUCEMEAN && ys->rank != 4) ys4 = (nn_shape){.rank = 4, .d = {xs->d[0], xs->d[1], 1, 1}};

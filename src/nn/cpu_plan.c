@@ -596,6 +596,7 @@ static void plan_free(nn_plan *p) {
         if (p->steps[i].prim) dnnl_primitive_destroy(p->steps[i].prim);
         free(p->steps[i].exec);
         free(p->steps[i].copy);
+        cpu_pool_plan_free(p->steps[i].pool);
     }
     for (int v = 0; v < p->n_vals; v++)
         if (p->vals[v].mem) dnnl_memory_destroy(p->vals[v].mem);
@@ -747,6 +748,13 @@ static void run_copy(nn_plan *p, const cpu_step *s) {
     cpu_copy_run(s->copy, from, to, p->threads);
 }
 
+static void run_max_pool(nn_plan *p, const cpu_step *s) {
+    void *from = NULL, *to = NULL;
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[0]].mem, &from);
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[1]].mem, &to);
+    cpu_pool_run(s->pool, from, to, p->threads);
+}
+
 static void run_convert(nn_plan *p, const cpu_step *s) {
     const cpu_value *from = &p->vals[s->arg_val[0]], *to = &p->vals[s->arg_val[1]];
     void *a = NULL, *b = NULL;
@@ -806,6 +814,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         else if (s->kind == CPU_STEP_CONVERT) run_convert(p, s);
         else if (s->kind == CPU_STEP_FAKEQUANT) run_fake_quant(p, s);
         else if (s->kind == CPU_STEP_ATTENTION) cpu_attention_run(p, s);
+        else if (s->kind == CPU_STEP_MAXPOOL) run_max_pool(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }

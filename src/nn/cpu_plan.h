@@ -45,12 +45,14 @@ typedef struct cpu_buf {
  * (cpu_copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
  * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c);
  * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h); ATTENTION: the
- * fused attention of args Q, K^T, V into arg 3 (cpu_attention.c). */
+ * fused attention of args Q, K^T, V into arg 3 (cpu_attention.c); MAXPOOL: ftl's max pool of arg 0
+ * into arg 1 (cpu_pool.c). */
 typedef enum cpu_step_kind {
     CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
-    CPU_STEP_ATTENTION
+    CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL
 } cpu_step_kind;
 typedef struct cpu_copy_plan cpu_copy_plan;
+typedef struct cpu_pool_plan cpu_pool_plan;
 
 typedef struct cpu_step {
     cpu_step_kind kind;
@@ -62,6 +64,7 @@ typedef struct cpu_step {
     bool scratch;             /* pass the shared scratchpad */
     float fill_value;         /* CPU_STEP_FILL: value written over arg 0 */
     cpu_copy_plan *copy;      /* CPU_STEP_COPY: arg 0 -> arg 1 */
+    cpu_pool_plan *pool;      /* CPU_STEP_MAXPOOL: arg 0 -> arg 1 */
     dnnl_exec_arg_t *exec;    /* built at finalize */
     int mb;                   /* images per execution (the micro-batch of its node) */
     int n_chunked;            /* args in full buffers: their data handle moves with the chunk */
@@ -212,6 +215,14 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
  * not both plain strided of one type, or the runs would be too short to beat oneDNN's reorder). */
 bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
 void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
+/* cpu_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
+ * conv layouts (channels-last, nChw8c, nChw16c; false, nothing made, otherwise); the loop. */
+bool cpu_pool_ftl_wanted(void);
+bool cpu_pool_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, const int64_t kernel[2],
+                        const int64_t stride[2], const int64_t dilation[2], const int64_t pad_begin[2],
+                        cpu_pool_plan **plan);
+void cpu_pool_plan_free(cpu_pool_plan *plan);
+void cpu_pool_run(const cpu_pool_plan *plan, const float *src, float *dst, int threads);
 /* Whether src and dst are one layout of f32 and u8/s8 (either way), so cpu_convert_run converts them
  * element by element. */
 bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst);
@@ -227,7 +238,7 @@ cpu_step *cpu_new_step(nn_plan *p, const char *label);
 void cpu_touch(nn_plan *p, int v, int step);
 
 /* cpu_attention.c: marks the fused attentions of g (before any node is emitted; none when the CPU
- * lacks AVX-512F, FTL_NN_FUSED_ATTENTION=0, or an absorbed tensor is observed), emits one at its
+ * lacks AVX-512F and AVX2, FTL_NN_FUSED_ATTENTION=0, or an absorbed tensor is observed), emits one at its
  * second MatMul, runs its step, frees them. */
 ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe);
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node);

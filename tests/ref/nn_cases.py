@@ -142,6 +142,15 @@ def build_cases(d):
     g = G("maxpool_ceil", [2, 3, 10, 11]); g.save(d, g.op("MaxPool", [neg(g)], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
     g = G("maxpool_dilated", [2, 3, 11, 11]); g.save(d, g.op("MaxPool", ["x"], kernel_shape=[3, 2], dilations=[2, 2], pads=[1, 1, 2, 0]))
     g = G("maxpool_same_upper", [2, 3, 9, 8]); g.save(d, g.op("MaxPool", [neg(g)], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"))
+    # after a convolution a MaxPool reads the conv layout (channels-last or nChw8c/16c): ftl's own loop
+    # on AVX2 CPUs (test_nn_max_pool.c also runs these in the blocked layout and against oneDNN's pooling)
+    g = G("maxpool_after_conv_3x3_s2_p1", [2, 3, 15, 13])
+    g.save(d, g.op("MaxPool", [g.conv("x", 3, 24, pads=[1, 1, 1, 1])], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    g = G("maxpool_after_conv_ceil_dilated", [1, 3, 12, 11])
+    g.save(d, g.op("MaxPool", [g.conv("x", 3, 16, pads=[1, 1, 1, 1])], kernel_shape=[3, 2], strides=[2, 1], dilations=[2, 1],
+                   pads=[1, 0, 2, 1], ceil_mode=1))
+    g = G("maxpool_after_conv_20ch_k2", [3, 3, 9, 10])
+    g.save(d, g.op("MaxPool", [g.conv("x", 3, 20)], kernel_shape=[2, 2], strides=[2, 2]))
     g = G("avgpool_exclude_pad", [2, 4, 9, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 2]))
     g = G("avgpool_include_pad", [2, 4, 9, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1))
     g = G("avgpool_ceil", [2, 4, 10, 10]); g.save(d, g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
