@@ -165,6 +165,7 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
     const nn_node *d = &g->nodes[found];
     const nn_params *dp = &d->p;
     int64_t c = shape_of(g, t)->d[1];
+    if (c < nn_cpu_depthwise_min_expansion() * shape_of(g, n->in[0])->d[1]) return -1; /* the graph's flag agrees */
     if (d->op != NN_OP_CONV || dp->group != c || shape_of(g, d->out[0])->d[1] != c || dp->kernel[0] != 3 ||
         dp->kernel[1] != 3 || dp->stride[0] != dp->stride[1] || (dp->stride[0] != 1 && dp->stride[0] != 2) ||
         dp->dilation[0] != 1 || dp->dilation[1] != 1 || has_sum_post(d))
@@ -174,9 +175,12 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
     return found;
 }
 
+int nn_cpu_depthwise_min_expansion(void) { return __builtin_cpu_supports("avx512f") ? 1 : 4; }
+
 /* fp32 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels), in the blocked
  * layout of the vector width (nChw16c with AVX-512, nChw8c with AVX2: MobileNetV2 +7% over the same
- * layout unfused on a Zen 3, +12% over channels-last). */
+ * layout unfused on a Zen 3, +12% over channels-last; with AVX2 only expanding pairs, see
+ * nn_cpu_depthwise_min_expansion). */
 bool cpu_depthwise_fusion_on(const nn_plan *p) {
     return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
            (__builtin_cpu_supports("avx512f") || __builtin_cpu_supports("avx2"));

@@ -35,7 +35,7 @@ static bool elementwise_pass(nn_op op) {
            op == NN_OP_SIGMOID || op == NN_OP_HARDSIGMOID || op == NN_OP_HARDSWISH || op == NN_OP_TANH;
 }
 
-bool nn_graph_find_pointwise_depthwise(const nn_graph *g) {
+bool nn_graph_find_pointwise_depthwise(const nn_graph *g, int64_t min_expansion) {
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *d = &g->nodes[i];
         if (d->dead || d->op != NN_OP_CONV || d->p.group <= 1 || d->n_in < 2 || d->in[0] < 0 || d->in[1] < 0) continue;
@@ -48,7 +48,9 @@ bool nn_graph_find_pointwise_depthwise(const nn_graph *g) {
             const nn_node *n = &g->nodes[pr];
             if (n->op == NN_OP_CONV) {
                 const nn_shape *pw = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]].shape : NULL;
-                if (pw && pw->rank == 4 && pw->d[2] == 1 && pw->d[3] == 1 && n->p.group <= 1) return true;
+                if (pw && pw->rank == 4 && pw->d[2] == 1 && pw->d[3] == 1 && n->p.group <= 1 &&
+                    pw->d[0] >= min_expansion * pw->d[1])
+                    return true;
                 break;
             }
             if (!elementwise_pass(n->op) || n->n_in < 1) break;

@@ -193,8 +193,9 @@ typedef struct nn_graph {
 } nn_graph;
 
 /* Whether a 3x3 depthwise convolution reads a 1x1 convolution's output, directly or through
- * BatchNormalization and activation nodes (MobileNetV2's expand -> depthwise). */
-bool nn_graph_find_pointwise_depthwise(const nn_graph *g);
+ * BatchNormalization and activation nodes (MobileNetV2's expand -> depthwise), the 1x1 expanding its
+ * channels at least min_expansion times. */
+bool nn_graph_find_pointwise_depthwise(const nn_graph *g, int64_t min_expansion);
 /* The live node that alone reads tensor t, through one input slot (stored in *slot when not NULL); -1
  * when t is a graph output, is read by no node or by more than one, twice by one, or as a summand. */
 int nn_graph_sole_reader(const nn_graph *g, int t, int *slot);
