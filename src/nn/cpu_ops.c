@@ -662,18 +662,7 @@ static ftl_status emit_ftl_max_pool(nn_plan *p, const nn_node *n, const nn_shape
     cpu_pool_plan *plan = NULL;
     if (!cpu_pool_plan_make(smd, &dst_md, kernel, stride, dilation, pad, &plan)) return FTL_OK;
     int dst = new_output(p, n->out[0], &dst_md);
-    cpu_step *st = cpu_new_step(p, label);
-    st->kind = CPU_STEP_MAXPOOL;
-    st->pool = plan;
-    st->nargs = 2;
-    st->arg_key[0] = DNNL_ARG_SRC;
-    st->arg_key[1] = DNNL_ARG_DST;
-    st->arg_val[0] = src;
-    st->arg_val[1] = dst;
-    st->writes = 1;
-    snprintf(st->impl, sizeof st->impl, "ftl:max_pool");
-    cpu_touch(p, src, p->n_steps - 1);
-    cpu_touch(p, dst, p->n_steps - 1);
+    cpu_host_step(p, CPU_STEP_MAXPOOL, src, dst, "ftl:max_pool", label)->pool = plan;
     *emitted = true;
     return FTL_OK;
 }

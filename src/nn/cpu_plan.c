@@ -217,8 +217,7 @@ bool cpu_node_int8(const nn_plan *p, const nn_node *n) {
 
 static bool is_int8_type(dnnl_data_type_t t) { return t == dnnl_u8 || t == dnnl_s8; }
 
-/* A conversion src -> dst that ftl runs itself (kind COPY or CONVERT). */
-static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
+cpu_step *cpu_host_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
     cpu_step *st = cpu_new_step(p, label);
     st->kind = kind;
     st->nargs = 2;
@@ -230,8 +229,13 @@ static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, i
     snprintf(st->impl, sizeof st->impl, "%s", impl);
     cpu_touch(p, src, p->n_steps - 1);
     cpu_touch(p, dst, p->n_steps - 1);
-    p->n_reorders++;
     return st;
+}
+
+/* A conversion src -> dst that ftl runs itself (kind COPY or CONVERT). */
+static cpu_step *host_conversion_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
+    p->n_reorders++;
+    return cpu_host_step(p, kind, src, dst, impl, label);
 }
 
 /* A reorder src -> dst whose values are multiplied by `scale` (1: a plain conversion); zero: the

@@ -233,6 +233,9 @@ void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl
 /* n floats through a quantized model's FakeQuantize (nn_fake_quantize) on the OpenMP team. */
 void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads);
 
+/* A step of kind `kind` that ftl runs itself from value src into dst (arg 0 -> arg 1), its kernel
+ * named impl. */
+cpu_step *cpu_host_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label);
 /* A new step of the current node (kind PRIM until set), and the record that it uses value v. */
 cpu_step *cpu_new_step(nn_plan *p, const char *label);
 void cpu_touch(nn_plan *p, int v, int step);
