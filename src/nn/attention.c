@@ -35,7 +35,6 @@ const char *nn_attention_isa(void) {
     return k ? k->isa : "none";
 }
 
-
 static float element(const nn_attn_operand *o, int64_t off) {
     return o->bf16 ? nn_attn_bf16_to_f32(((const uint16_t *)o->data)[off]) : ((const float *)o->data)[off];
 }
@@ -510,7 +509,7 @@ void nn_attention_run(const nn_attention *a, int threads) {
     if (items == 0) return;
     int team = threads < 1 ? 1 : items < threads ? (int)items : threads;
     const nn_attn_kernels *K = select_kernels();
-    bool dot2 = K && strcmp(K->isa, "avx512") == 0 && bf16_dot_products(a);
+    bool dot2 = K == kernels_avx512() && bf16_dot_products(a); /* the bf16 tiles are AVX-512's */
     if (!K) return; /* callers check nn_attention_available() */
 #pragma omp parallel num_threads(team)
     {
