@@ -177,6 +177,14 @@ static int depthwise_reader(const nn_graph *g, const nn_node *n) {
 
 int nn_cpu_depthwise_min_expansion(void) { return __builtin_cpu_supports("avx512f") ? 1 : 4; }
 
+bool nn_cpu_blocked_images(const nn_graph *g) {
+    if (!__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f") || !cpu_switch_on("FTL_NN_BLOCKED_IMAGES"))
+        return false;
+    bool convs = false;
+    for (int i = 0; i < g->n_nodes && !convs; i++) convs = !g->nodes[i].dead && g->nodes[i].op == NN_OP_CONV;
+    return convs && !nn_graph_reads_channels_last(g);
+}
+
 /* fp32 only: oneDNN 2.6 fuses in fp32 (int8 and bf16 plans keep their own kernels), in the blocked
  * layout of the vector width (nChw16c with AVX-512, nChw8c with AVX2: MobileNetV2 +7% over the same
  * layout unfused on a Zen 3, +12% over channels-last; with AVX2 only expanding pairs, see
@@ -531,6 +539,28 @@ static float *expand_const(const float *data, const nn_shape *from, const nn_sha
     return out;
 }
 
+/* A per-channel operand (squeeze-and-excitation's [N,C,1,1] gate) onto a channel-blocked image: oneDNN's
+ * jit binary wants it blocked the same way, plain it runs the reference kernel (30x slower). True, with
+ * *md1 that blocked layout, when oneDNN has a jit kernel for it. */
+static bool blocked_gate(nn_plan *p, const nn_node *n, const dnnl_memory_desc_t *md0, const nn_shape *bs,
+                         const nn_shape *ys, bool negate, dnnl_memory_desc_t *md1) {
+    if (md0->format_kind != dnnl_blocked || md0->format_desc.blocking.inner_nblks != 1 || ys->rank != 4) return false;
+    dnnl_format_tag_t tag = md0->format_desc.blocking.inner_blks[0] == 8    ? dnnl_aBcd8b
+                            : md0->format_desc.blocking.inner_blks[0] == 16 ? dnnl_aBcd16b
+                                                                            : dnnl_format_tag_undef;
+    dnnl_dims_t bd;
+    dims_of(bs, bd);
+    dnnl_binary_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    if (tag == dnnl_format_tag_undef || dnnl_memory_desc_init_by_tag(md1, 4, bd, md0->data_type, tag) != dnnl_success ||
+        dnnl_binary_desc_init(&desc, binary_alg(n->op), md0, md1, md0) != dnnl_success ||
+        node_pd(p, n, &desc, n, negate, "binary", &pd) != FTL_OK)
+        return false;
+    bool fast = !pd_is_reference(pd);
+    dnnl_primitive_desc_destroy(pd);
+    return fast;
+}
+
 static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -562,6 +592,8 @@ static ftl_status emit_binary(nn_plan *p, nn_graph *g, const nn_node *n) {
         FTL_TRY(cpu_const_value(p, g->tensors[b].data, &plain, &plain, &src1));
     } else if (same_dims(&bs, ys)) {
         FTL_TRY(cpu_ensure(p, b, &md0, &src1));
+    } else if (shape_of(g, b)->rank == ys->rank && blocked_gate(p, n, &md0, &bs, ys, negate, &md1)) {
+        FTL_TRY(cpu_ensure(p, b, &md1, &src1));
     } else {
         int v = p->tval[b];
         cpu_plain_md(&md1, &bs, p->vals[v].md.data_type);
@@ -672,6 +704,16 @@ static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
     label_of(n, label, sizeof label);
     const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
     int src = p->tval[n->in[0]];
+    bool windowed = n->op == NN_OP_MAXPOOL || n->op == NN_OP_AVGPOOL;
+    if (windowed && xs->rank == 4 && xs->d[1] > 1 && row_major_md(&p->vals[src].md) && cpu_conv_layout(p) != dnnl_abcd) {
+        /* a pool after a convolution that wrote plain NCHW (AlexNet's 3-channel 11x11 conv runs as a
+         * GEMM): oneDNN pools plain images with a scalar loop, 30x slower than a reorder and its jit */
+        dnnl_memory_desc_t conv_md;
+        dnnl_dims_t xd;
+        dims_of(xs, xd);
+        CPU_TRY(dnnl_memory_desc_init_by_tag(&conv_md, 4, xd, p->vals[src].md.data_type, cpu_conv_layout(p)), label);
+        FTL_TRY(cpu_ensure(p, n->in[0], &conv_md, &src));
+    }
     dnnl_memory_desc_t src_md = p->vals[src].md, dst_any;
     any_md(&dst_any, ys, src_md.data_type);
     dnnl_dims_t k, st, dil = {0, 0}, pl = {0, 0}, pr = {0, 0};
@@ -863,6 +905,20 @@ static bool copied_by_concat(const nn_plan *p, const nn_graph *g, int t) {
     return cpu_one_chunk_until_read(p, t);
 }
 
+/* Whether every input of a 4-D concat is a dense channels-last image (the convolutions' layout
+ * without AVX-512 blocking): the result then stays channels-last instead of going plain and back. */
+static bool channels_last_inputs(const nn_plan *p, const nn_node *n) {
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        const dnnl_memory_desc_t *md = &p->vals[p->tval[n->in[k]]].md;
+        dnnl_memory_desc_t nhwc;
+        if (md->ndims != 4 || dnnl_memory_desc_init_by_tag(&nhwc, 4, md->dims, md->data_type, dnnl_acdb) != dnnl_success ||
+            !dnnl_memory_desc_equal(md, &nhwc))
+            return false;
+    }
+    return true;
+}
+
 /* A concat as one copy per input into its place in a plain output: when every input is a plain
  * strided value (ftl's strided copies), or when one is a view a Slice left for it (copied_by_concat;
  * the other inputs then go through oneDNN's reorder). *done false, nothing emitted, otherwise (a
@@ -885,6 +941,11 @@ static ftl_status concat_by_copies(nn_plan *p, nn_graph *g, const nn_node *n, co
     if (dt == dnnl_data_type_undef || !(all_strided || a_view)) return FTL_OK;
     dnnl_memory_desc_t plain_out;
     cpu_plain_md(&plain_out, ys, dt);
+    if (all_strided && ys->rank == 4 && channels_last_inputs(p, n)) { /* SqueezeNet's fire modules, GoogLeNet's */
+        dnnl_dims_t dd;
+        dims_of(ys, dd);
+        CPU_TRY(dnnl_memory_desc_init_by_tag(&plain_out, 4, dd, dt, dnnl_acdb), label);
+    }
     int out = new_output(p, n->out[0], &plain_out);
     dnnl_dims_t offsets = {0};
     for (int k = 0; k < n->n_in; k++) {

@@ -710,7 +710,8 @@ static ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **o
     p->observe_fn = o->observe_fn;
     p->observe_ctx = o->observe_ctx;
     p->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
-    p->blocked_layout = g->pointwise_depthwise && cpu_depthwise_fusion_on(p);
+    p->blocked_layout = (g->pointwise_depthwise && cpu_depthwise_fusion_on(p)) ||
+                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;

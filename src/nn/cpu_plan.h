@@ -133,9 +133,10 @@ struct nn_plan {
     nn_observe_fn observe_fn;
     void *observe_ctx;
     int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */
-    bool blocked_layout;      /* fp32 convs run blocked (nChw16c), the layout oneDNN's fused kernel is right in:
+    bool blocked_layout;      /* fp32 convs run blocked (nChw16c / nChw8c), the layout oneDNN's fused kernel is right in:
                                  for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
-                                 cut halves included, so they give the whole backbone's bits */
+                                 cut halves included, so they give the whole backbone's bits; on AVX2 CPUs for
+                                 convolutional backbones too (nn_graph.blocked_images) */
     cpu_attention_op *attn;   /* fused attentions */
     int n_attn, cap_attn;
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0

@@ -35,6 +35,16 @@ static bool elementwise_pass(nn_op op) {
            op == NN_OP_SIGMOID || op == NN_OP_HARDSIGMOID || op == NN_OP_HARDSWISH || op == NN_OP_TANH;
 }
 
+bool nn_graph_reads_channels_last(const nn_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        if (n->op == NN_OP_LAYERNORM || n->op == NN_OP_SOFTMAX) return true;
+        if (n->op == NN_OP_TRANSPOSE && n->n_in > 0 && n->in[0] >= 0 && g->tensors[n->in[0]].shape.rank == 4) return true;
+    }
+    return false;
+}
+
 bool nn_graph_find_pointwise_depthwise(const nn_graph *g, int64_t min_expansion) {
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *d = &g->nodes[i];

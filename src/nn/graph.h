@@ -190,12 +190,18 @@ typedef struct nn_graph {
     bool pointwise_depthwise; /* the whole backbone (before any cut) has a 1x1 conv feeding a 3x3 depthwise
                                  conv (nn_graph_find_pointwise_depthwise): its CPU plans, and those of its
                                  cut's halves alike, run blocked so they give the same bits */
+    bool blocked_images;      /* the whole backbone's fp32 CPU plans (cut halves alike) run their images channel-blocked
+                                 (nChw8c) though it has no such pairs: AVX2 CPUs, convolutional backbones
+                                 (nn_cpu_blocked_images) */
 } nn_graph;
 
 /* Whether a 3x3 depthwise convolution reads a 1x1 convolution's output, directly or through
  * BatchNormalization and activation nodes (MobileNetV2's expand -> depthwise), the 1x1 expanding its
  * channels at least min_expansion times. */
 bool nn_graph_find_pointwise_depthwise(const nn_graph *g, int64_t min_expansion);
+/* Whether the graph reads image channels as a last axis: a LayerNormalization or Softmax (ViT, Swin,
+ * ConvNeXt's norms over channels) or a Transpose of a 4-D tensor (ConvNeXt's permutes). */
+bool nn_graph_reads_channels_last(const nn_graph *g);
 /* The live node that alone reads tensor t, through one input slot (stored in *slot when not NULL); -1
  * when t is a graph output, is read by no node or by more than one, twice by one, or as a summand. */
 int nn_graph_sole_reader(const nn_graph *g, int t, int *slot);

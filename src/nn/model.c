@@ -312,6 +312,7 @@ static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *
     FTL_TRY(nn_select_features(g, o->features_from, &feature));
     /* the whole backbone's, before a cut */
     g->pointwise_depthwise = nn_graph_find_pointwise_depthwise(g, nn_cpu_depthwise_min_expansion());
+    g->blocked_images = nn_cpu_blocked_images(g);
     ftl_status st = FTL_OK;
     if (o->bottom_of && o->top_of)
         return ftl_fail(FTL_E_INVALID_ARG, "%s: a model is the bottom or the top of a cut, not both", path);

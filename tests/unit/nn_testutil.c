@@ -47,6 +47,16 @@ ftl_model *nn_test_load(const char *path, int batch, const char *features_from, 
     return st == FTL_OK ? m : NULL;
 }
 
+char *nn_test_plan_text(ftl_model *m) {
+    char *plan = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&plan, &size);
+    if (!f) return NULL;
+    ftl_model_print_plan(m, f);
+    fclose(f);
+    return plan;
+}
+
 bool nn_npy_read(const char *path, nn_npy *out) {
     memset(out, 0, sizeof *out);
     size_t size;

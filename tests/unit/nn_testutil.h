@@ -32,6 +32,9 @@ void nn_torchvision_ref_free(nn_torchvision_ref *r);
  * test failure. */
 ftl_model *nn_test_load(const char *path, int batch, const char *features_from, const char *off_env);
 
+/* The model's plan as `ftl inspect --plan` prints it, to free. */
+char *nn_test_plan_text(ftl_model *m);
+
 /* One line of a reference manifest (tests/ref: NAME MODEL INPUT.npy OUTPUT.npy TOLERANCE). */
 typedef struct nn_manifest_case {
     char name[128], model[160], input[160], output[160];

@@ -239,11 +239,7 @@ static void check_fused_model(const char *name, int expect_at_least) {
         for (int pass = 0; pass < 2; pass++) {
             ftl_model *m = nn_test_load(r.onnx, batches[bi], NULL, pass == 1 ? "FTL_NN_FUSED_ATTENTION" : NULL);
             if (!m) continue;
-            char *plan = NULL;
-            size_t plan_size = 0;
-            FILE *f = open_memstream(&plan, &plan_size);
-            ftl_model_print_plan(m, f);
-            fclose(f);
+            char *plan = nn_test_plan_text(m);
             int fused_steps = 0;
             for (const char *p = plan; (p = strstr(p, "ftl:attention")) != NULL; p++) fused_steps++;
             free(plan);

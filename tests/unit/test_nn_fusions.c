@@ -154,11 +154,7 @@ TEST(nn_bf16_products_vit) {
             ftl_test_fail(__FILE__, __LINE__, "load %s: %s", r.onnx, ftl_last_error());
             continue;
         }
-        char *plan = NULL;
-        size_t plan_size = 0;
-        FILE *f = open_memstream(&plan, &plan_size);
-        ftl_model_print_plan(m, f);
-        fclose(f);
+        char *plan = nn_test_plan_text(m);
         /* a step line: "  index label impl  in-type dims layout -> out-type dims layout" */
         for (char *line = strtok(plan, "\n"); line; line = strtok(NULL, "\n")) {
             steps[pass] += strstr(line, " -> ") != NULL;

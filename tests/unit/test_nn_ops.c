@@ -1,7 +1,8 @@
 /* Per-op tests: every graph built by tests/ref/nn_cases.py (Conv variants, BatchNormalization,
  * activations fused and alone, broadcasting binary ops, pools, shape ops, Gemm/MatMul) run by
  * ftl and compared with ONNX Runtime's outputs (tests/ref/nn_ort_batch.mjs), in fp32 with the
- * whole batch, in fp32 one image at a time, and in bf16 (cosine). */
+ * whole batch (the CPU's default layout, then channels-last and blocked forced), in fp32 one image
+ * at a time, and in bf16 (cosine). */
 #include "nn_testutil.h"
 #include "test.h"
 #include "util/fsutil.h"
@@ -64,14 +65,26 @@ TEST(nn_ops_vs_onnxruntime) {
             int n = (int)x.shape[0];
             float *whole = run_case(mp, &x, n, FTL_NN_FP32, y.count);
             float *single = run_case(mp, &x, 1, FTL_NN_FP32, y.count);
+            /* both conv layouts on every CPU: the default is blocked on AVX2 CPUs, channels-last with AVX-512 */
+            double dl[2] = {-1, -1};
+            const char *layouts[2] = {"nhwc", "blocked"};
+            for (int l = 0; l < 2; l++) {
+                setenv("FTL_NN_LAYOUT", layouts[l], 1);
+                float *forced = run_case(mp, &x, n, FTL_NN_FP32, y.count);
+                unsetenv("FTL_NN_LAYOUT");
+                if (forced) dl[l] = nn_max_abs_diff(forced, y.data, y.count);
+                free(forced);
+            }
             bool bf16 = !ftl_test_no_bf16_reason();
             float *bf = bf16 ? run_case(mp, &x, n, FTL_NN_BF16, y.count) : NULL;
             double d1 = whole ? nn_max_abs_diff(whole, y.data, y.count) : -1;
             double d2 = single ? nn_max_abs_diff(single, y.data, y.count) : -1;
             double c = bf ? nn_min_row_cosine(bf, y.data, n, y.count / n) : -1;
-            ok = whole && single && (!bf16 || (bf && c >= 0.999)) && d1 <= tol && d2 <= tol;
-            printf("  %-32s %s fp32 max|diff| %.2g (batch %d), %.2g (batch 1); bf16 cosine %.6f\n", name,
-                   ok ? "ok  " : "FAIL", d1, n, d2, c);
+            ok = whole && single && (!bf16 || (bf && c >= 0.999)) && d1 <= tol && d2 <= tol && dl[0] >= 0 &&
+                 dl[0] <= tol && dl[1] >= 0 && dl[1] <= tol;
+            printf("  %-32s %s fp32 max|diff| %.2g (batch %d), %.2g (batch 1), %.2g / %.2g (channels-last / "
+                   "blocked); bf16 cosine %.6f\n",
+                   name, ok ? "ok  " : "FAIL", d1, n, d2, dl[0], dl[1], c);
             free(whole);
             free(single);
             free(bf);

@@ -186,11 +186,7 @@ TEST(nn_torchvision_resnet50_micro_batches) {
             printf("  micro-batches %d to %d images per layer\n", i->micro_batch_min, i->micro_batch);
             CHECK_EQ_INT(i->micro_batch_min, 2);
             CHECK_EQ_INT(i->micro_batch, 8);
-            char *plan = NULL;
-            size_t plan_len = 0;
-            FILE *f = open_memstream(&plan, &plan_len);
-            ftl_model_print_plan(m, f);
-            fclose(f);
+            char *plan = nn_test_plan_text(m);
             int segments = 0;
             for (const char *q = plan; (q = strstr(q, "images at a time")); q++) segments++;
             CHECK(segments >= 2); /* 2 images in the early layers, 8 in the late ones */
@@ -211,11 +207,7 @@ TEST(nn_torchvision_resnet50_micro_batches) {
             ftl_model *m2 = load(onnx, 8, NULL);
             bool ran = m2 && ftl_model_run(m2, in, (int)n, got2) == FTL_OK;
             if (m2) {
-                char *plan2 = NULL;
-                size_t plan2_len = 0;
-                FILE *f2 = open_memstream(&plan2, &plan2_len);
-                ftl_model_print_plan(m2, f2);
-                fclose(f2);
+                char *plan2 = nn_test_plan_text(m2);
                 CHECK(strstr(plan2, "depth-first") == NULL);
                 free(plan2);
             }
