@@ -472,6 +472,7 @@ static ftl_status emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
     case NN_ACT_POW: return eltwise_step(p, n, src, dst, dnnl_eltwise_pow, 1.0f, a->alpha);
     case NN_ACT_GELU_ERF: return eltwise_step(p, n, src, dst, dnnl_eltwise_gelu_erf, 0, 0);
     case NN_ACT_GELU_TANH: return eltwise_step(p, n, src, dst, dnnl_eltwise_gelu_tanh, 0, 0);
+    case NN_ACT_SILU: return eltwise_step(p, n, src, dst, dnnl_eltwise_swish, 1.0f, 0);
     case NN_ACT_HARDSIGMOID: /* clip(alpha*x + beta, 0, 1): two passes, the second in place */
         FTL_TRY(eltwise_step(p, n, src, dst, dnnl_eltwise_linear, a->alpha, a->beta));
         return eltwise_step(p, n, dst, dst, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
@@ -1600,7 +1601,7 @@ ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node) {
     case NN_OP_GATHER: return emit_gather_one(p, g, n);
     case NN_OP_SOFTMAX: return emit_softmax(p, g, n);
     case NN_OP_LAYERNORM: return emit_layernorm(p, g, n);
-    case NN_OP_SQRT: case NN_OP_POW: case NN_OP_GELU: return emit_activation(p, g, n);
+    case NN_OP_SQRT: case NN_OP_POW: case NN_OP_GELU: case NN_OP_SILU: return emit_activation(p, g, n);
     case NN_OP_ERF:
         return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Erf): supported only inside GELU (0.5 x (1 + erf(x / sqrt 2)))",
                         n->name);

@@ -359,6 +359,7 @@ static void append_act(dnnl_post_ops_t po, const nn_act *a, float scale) {
     case NN_ACT_POW: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_pow, 1.0f, a->alpha); break;
     case NN_ACT_GELU_ERF: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_gelu_erf, 0.0f, 0.0f); break;
     case NN_ACT_GELU_TANH: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_gelu_tanh, 0.0f, 0.0f); break;
+    case NN_ACT_SILU: dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_swish, 1.0f, 0.0f); break;
     case NN_ACT_HARDSIGMOID:
         dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, a->alpha, a->beta);
         dnnl_post_ops_append_eltwise(po, scale, dnnl_eltwise_clip_v2, 0.0f, 1.0f);

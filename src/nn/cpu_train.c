@@ -519,6 +519,7 @@ static bool eltwise_alg(const nn_act *a, dnnl_alg_kind_t *alg, float *alpha, flo
     case NN_ACT_TANH: *alg = dnnl_eltwise_tanh; return true;
     case NN_ACT_GELU_ERF: *alg = dnnl_eltwise_gelu_erf; return true;
     case NN_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; return true;
+    case NN_ACT_SILU: *alg = dnnl_eltwise_swish, *alpha = 1.0f; return true;
     default: return false;
     }
 }
@@ -901,7 +902,7 @@ static ftl_status compile_concat(nn_train_plan *p, const nn_node *n) {
 static bool layout_free(nn_op op) {
     switch (op) {
     case NN_OP_CONV: case NN_OP_BATCHNORM: case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID:
-    case NN_OP_HARDSWISH: case NN_OP_TANH: case NN_OP_GELU:
+    case NN_OP_HARDSWISH: case NN_OP_TANH: case NN_OP_GELU: case NN_OP_SILU:
         return true;
     default: return false;
     }
@@ -917,7 +918,7 @@ static ftl_status compile_node(nn_train_plan *p, const nn_node *n) {
     case NN_OP_CONV: return compile_conv(p, n);
     case NN_OP_BATCHNORM: return compile_batchnorm(p, n);
     case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID: case NN_OP_HARDSWISH: case NN_OP_TANH:
-    case NN_OP_GELU:
+    case NN_OP_GELU: case NN_OP_SILU:
         return compile_eltwise(p, n);
     case NN_OP_MAXPOOL: case NN_OP_AVGPOOL: case NN_OP_GLOBALAVGPOOL: case NN_OP_GLOBALMAXPOOL:
         return compile_pool(p, n);

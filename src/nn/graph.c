@@ -27,7 +27,7 @@ static const char *const op_names[NN_OP_COUNT] = {
     [NN_OP_EINSUM] = "Einsum", [NN_OP_SPLIT] = "Split", [NN_OP_QUANTIZELINEAR] = "QuantizeLinear",
     [NN_OP_DEQUANTIZELINEAR] = "DequantizeLinear", [NN_OP_QLINEARCONV] = "QLinearConv",
     [NN_OP_QLINEARMATMUL] = "QLinearMatMul", [NN_OP_CONVINTEGER] = "ConvInteger", [NN_OP_MATMULINTEGER] = "MatMulInteger",
-    [NN_OP_FAKEQUANT] = "FakeQuantize",
+    [NN_OP_FAKEQUANT] = "FakeQuantize", [NN_OP_SILU] = "SiLU",
 };
 
 static bool elementwise_pass(nn_op op) {

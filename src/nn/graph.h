@@ -57,6 +57,8 @@ typedef enum nn_op {
     /* ftl's own (never read from a file): y = (clamp(round(x / s) + zp, lo, hi) - zp) x s, a tensor's value
      * as its quantized form holds it */
     NN_OP_FAKEQUANT,
+    /* ftl's own: x * sigmoid(x) (SiLU, swish), recognised from the Sigmoid and Mul exporters write */
+    NN_OP_SILU,
     NN_OP_COUNT
 } nn_op;
 
@@ -82,7 +84,8 @@ typedef enum nn_act_kind {
     NN_ACT_RELU, NN_ACT_LEAKYRELU, NN_ACT_CLIP, NN_ACT_SIGMOID, NN_ACT_HARDSIGMOID, NN_ACT_HARDSWISH,
     NN_ACT_TANH, NN_ACT_SQRT, NN_ACT_POW, /* POW: x^alpha */
     NN_ACT_GELU_ERF,                      /* 0.5 x (1 + erf(x / sqrt 2)), recognised from its ops */
-    NN_ACT_GELU_TANH                      /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), ONNX Gelu "tanh" */
+    NN_ACT_GELU_TANH,                     /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), ONNX Gelu "tanh" */
+    NN_ACT_SILU                           /* x sigmoid(x) (EfficientNet's SiLU), recognised from its ops */
 } nn_act_kind;
 
 typedef struct nn_act {

@@ -98,7 +98,7 @@ bool nn_op_is_reshape_like(nn_op op) {
 bool nn_op_is_activation(nn_op op) {
     return op == NN_OP_RELU || op == NN_OP_CLIP || op == NN_OP_LEAKYRELU || op == NN_OP_SIGMOID ||
            op == NN_OP_HARDSIGMOID || op == NN_OP_HARDSWISH || op == NN_OP_TANH || op == NN_OP_SQRT ||
-           op == NN_OP_POW || op == NN_OP_GELU;
+           op == NN_OP_POW || op == NN_OP_GELU || op == NN_OP_SILU;
 }
 
 /* ---- attribute getters: type-checked, error names node/op/attribute ---- */

@@ -474,6 +474,26 @@ static void fuse_layernorm(nn_graph *g, const int *uses, nn_optimize_stats *s) {
     }
 }
 
+/* SiLU as exporters write it, x * Sigmoid(x) (the Mul's operands in either order, the sigmoid read by
+ * the Mul alone), becomes one SiLU node: oneDNN's swish, fused into the convolution before it as a
+ * post-op instead of a sigmoid pass and a multiply pass over the tensor (EfficientNet's activations). */
+static void fuse_silu(nn_graph *g, const int *uses, nn_optimize_stats *s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *sig = &g->nodes[i];
+        if (sig->dead || sig->op != NN_OP_SIGMOID || sig->n_in != 1) continue;
+        int x = sig->in[0];
+        if (x < 0 || nn_is_const(g, x)) continue;
+        nn_node *m = only_reader(g, uses, sig->out[0], NN_OP_MUL);
+        if (!m || m->n_in != 2 || other_input(m, sig->out[0]) != x) continue;
+        m->op = NN_OP_SILU;
+        m->in[0] = x;
+        m->n_in = 1;
+        m->p.act = (nn_act){NN_ACT_SILU, 1.0f, 0};
+        sig->dead = true;
+        s->acts_fused++;
+    }
+}
+
 ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     nn_optimize_stats local = {0};
     nn_optimize_stats *s = stats ? stats : &local;
@@ -482,7 +502,8 @@ ftl_status nn_optimize(nn_graph *g, nn_optimize_stats *stats) {
     nn_graph_compact(g);
     /* each rewrite sees the use counts of the graph the previous one left */
     void (*const passes[])(nn_graph *, const int *, nn_optimize_stats *) = {fold_pads, fold_batchnorms, fuse_linear_bias,
-                                                                            fuse_gelu, fuse_gelu_tanh, fuse_layernorm};
+                                                                            fuse_gelu, fuse_gelu_tanh, fuse_silu,
+                                                                            fuse_layernorm};
     for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
         int *uses = nn_graph_use_counts(g);
         passes[i](g, uses, s);

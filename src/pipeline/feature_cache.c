@@ -161,7 +161,7 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
      * tuned backbone never reuses the frozen one's features. The leading tag changes with any kernel
      * that changes feature bits (4: the fused attention of ViT and Swin; 5: bf16 plans keep linear
      * products read only as bf16 in bf16; 6: the fused attention and the 1x1 -> depthwise fusion on AVX2 CPUs;
-     * 7: AVX2 CPUs run convolutional backbones channel-blocked). */
+     * 7: AVX2 CPUs run convolutional backbones channel-blocked; SiLU as one swish op). */
     char *key_text = ftl_format("ftl-feature-cache-7\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
                                 info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",

@@ -153,6 +153,12 @@ def cases():
              axis=1)
     f = g.op("Flatten", [g.op("AveragePool", [h], kernel_shape=[2, 2], strides=[2, 2])])
     yield g, g.op("Gemm", [f, g.const(rand(36, 7, scale=0.2)), g.const(rand(7, scale=0.1))]), [7]
+    g = G("silu_squeeze_excite", [2, 4, 7, 7])  # SiLU (x * Sigmoid(x), fused into the conv) and an SE gate
+    c = g.conv("x", 4, 8, k=3, pads=[1, 1, 1, 1])
+    h = g.op("Mul", [c, g.op("Sigmoid", [c])])
+    e = g.conv(g.op("GlobalAveragePool", [h]), 8, 2, k=1)
+    gate = g.op("Sigmoid", [g.conv(g.op("Mul", [g.op("Sigmoid", [e]), e]), 2, 8, k=1)])
+    yield g, g.op("Flatten", [g.op("Mul", [h, gate])]), [8 * 7 * 7]
     g = G("binary_both_broadcast", [2, 4, 3, 3])  # Add/Mul where neither operand has the output's shape
     s = g.op("GlobalAveragePool", [g.conv("x", 4, 4, k=1)])  # [N, C, 1, 1]
     a = g.op("Add", [s, g.const(rand(1, 4, 3, 3, scale=0.5))])  # + [1, C, H, W]: both broadcast

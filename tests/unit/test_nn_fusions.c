@@ -4,7 +4,8 @@
  * graph has, counted here from the graph itself), and
  * the features equal those of the separate convolutions (FTL_NN_DEPTHWISE_FUSION=0) within 1e-5.
  * ConvNeXt's block tail (second linear layer, permute back, layer scale, residual add) as the product's
- * post-ops: no Mul step is left, and the features equal PyTorch's. */
+ * post-ops: no Mul step is left, and the features equal PyTorch's.
+ * SiLU (x * Sigmoid(x)) as one swish activation fused into the conv before it. */
 #include "nn_testutil.h"
 #include "test.h"
 #include "nn/model_parts.h"
@@ -224,3 +225,51 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
 
 TEST(nn_concat_copies_swin) { check_concat_copies("swin_small_cfg", 3, 10); }
 TEST(nn_concat_copies_shufflenet) { check_concat_copies("shufflenet_v2_x0_5", 2, 2); }
+
+/* SiLU, x * Sigmoid(x), fused (nn_optimize's fuse_silu, then a swish post-op of the conv before it): the
+ * nn_cases graphs run with no Sigmoid or Mul step where the sigmoid has no other reader, keep both where
+ * it has, and equal ONNX Runtime (their values are also checked in both layouts by nn_ops_vs_onnxruntime). */
+static void check_silu(const char *name, int want_sigmoid_steps, int want_mul_steps) {
+    char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), name);
+    char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    if (!nn_npy_read(ip, &x) || !nn_npy_read(op, &y)) {
+        ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", name);
+    } else {
+        int n = (int)x.shape[0];
+        ftl_model *m = nn_test_load(mp, n, NULL, NULL);
+        if (m) {
+            char *plan = nn_test_plan_text(m);
+            int sigmoids = 0, muls = 0;
+            for (const char *p = plan; p && (p = strstr(p, "(Sigmoid)")) != NULL; p++) sigmoids++;
+            for (const char *p = plan; p && (p = strstr(p, "(Mul)")) != NULL; p++) muls++;
+            printf("  %-22s %d Sigmoid and %d Mul steps (want %d and %d)\n", name, sigmoids, muls, want_sigmoid_steps,
+                   want_mul_steps);
+            CHECK_EQ_INT(sigmoids, want_sigmoid_steps);
+            CHECK_EQ_INT(muls, want_mul_steps);
+            free(plan);
+            int64_t count = ftl_model_get_info(m)->feature_dim * n;
+            CHECK_EQ_INT(count, y.count);
+            if (count == y.count) {
+                float *out = malloc((size_t)count * sizeof *out);
+                if (ftl_model_run(m, x.data, n, out) == FTL_OK)
+                    nn_check_close(__FILE__, __LINE__, "  vs ONNX Runtime", out, y.data, count, 1e-4);
+                else
+                    ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
+                free(out);
+            }
+            ftl_model_free(m);
+        }
+    }
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(mp);
+    free(ip);
+    free(op);
+}
+
+TEST(nn_silu_fused) {
+    check_silu("silu_after_conv", 0, 0);
+    check_silu("silu_sigmoid_shared", 1, 1);
+}

@@ -627,7 +627,7 @@ ftl_status cu_emit_node(nn_plan *p, nn_graph *g, int node) {
     switch (n->op) {
     case NN_OP_CONV: return emit_conv(p, g, n);
     case NN_OP_RELU: case NN_OP_CLIP: case NN_OP_LEAKYRELU: case NN_OP_SIGMOID: case NN_OP_HARDSIGMOID:
-    case NN_OP_HARDSWISH: case NN_OP_TANH: case NN_OP_SQRT: case NN_OP_POW: case NN_OP_GELU:
+    case NN_OP_HARDSWISH: case NN_OP_TANH: case NN_OP_SQRT: case NN_OP_POW: case NN_OP_GELU: case NN_OP_SILU:
         return emit_elementwise(p, g, n, KA_COPY, 1);
     case NN_OP_ADD: return emit_elementwise(p, g, n, KA_ADD, 2);
     case NN_OP_SUB: return emit_elementwise(p, g, n, KA_SUB, 2);

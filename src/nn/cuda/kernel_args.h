@@ -17,7 +17,7 @@ typedef enum ka_ew_op { KA_COPY = 0, KA_ADD, KA_SUB, KA_MUL, KA_DIV, KA_FMA /* i
 /* Element-wise activations: the same list and parameters as nn_act_kind (graph.h). */
 typedef enum ka_act {
     KA_RELU = 0, KA_LEAKYRELU, KA_CLIP, KA_SIGMOID, KA_HARDSIGMOID, KA_HARDSWISH, KA_TANH, KA_SQRT, KA_POW,
-    KA_GELU_ERF, KA_GELU_TANH
+    KA_GELU_ERF, KA_GELU_TANH, KA_SILU
 } ka_act;
 
 typedef struct ka_tensor {

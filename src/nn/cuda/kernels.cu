@@ -30,6 +30,7 @@ __device__ static float activate(int act, float a, float b, float x) {
     case KA_POW: return powf(x, a);
     case KA_GELU_ERF: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     case KA_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case KA_SILU: return x / (1.f + expf(-x));
     default: return x;
     }
 }
