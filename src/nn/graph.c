@@ -39,8 +39,9 @@ bool nn_graph_reads_channels_last(const nn_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
         if (n->dead) continue;
-        if (n->op == NN_OP_LAYERNORM || n->op == NN_OP_SOFTMAX) return true;
-        if (n->op == NN_OP_TRANSPOSE && n->n_in > 0 && n->in[0] >= 0 && g->tensors[n->in[0]].shape.rank == 4) return true;
+        int in_rank = n->n_in > 0 && n->in[0] >= 0 ? g->tensors[n->in[0]].shape.rank : 0;
+        if (n->op == NN_OP_LAYERNORM || (n->op == NN_OP_SOFTMAX && in_rank >= 3)) return true;
+        if (n->op == NN_OP_TRANSPOSE && in_rank == 4) return true;
     }
     return false;
 }

@@ -202,8 +202,9 @@ typedef struct nn_graph {
  * BatchNormalization and activation nodes (MobileNetV2's expand -> depthwise), the 1x1 expanding its
  * channels at least min_expansion times. */
 bool nn_graph_find_pointwise_depthwise(const nn_graph *g, int64_t min_expansion);
-/* Whether the graph reads image channels as a last axis: a LayerNormalization or Softmax (ViT, Swin,
- * ConvNeXt's norms over channels) or a Transpose of a 4-D tensor (ConvNeXt's permutes). */
+/* Whether the graph reads image channels as a last axis: a LayerNormalization (ViT, Swin, ConvNeXt's
+ * norms over channels), an attention's Softmax (of 3 or more dimensions: a classifier's softmax over
+ * [N, classes] does not count) or a Transpose of a 4-D tensor (ConvNeXt's permutes). */
 bool nn_graph_reads_channels_last(const nn_graph *g);
 /* The live node that alone reads tensor t, through one input slot (stored in *slot when not NULL); -1
  * when t is a graph output, is read by no node or by more than one, twice by one, or as a summand. */

@@ -165,6 +165,11 @@ def build_cases(d):
     c = g.op("Relu", [g.conv("x", 3, 24, pads=[1, 1, 1, 1])])
     gate = g.op("Sigmoid", [g.conv(g.op("Relu", [g.conv(g.op("GlobalAveragePool", [c]), 24, 8, k=(1, 1))]), 8, 24, k=(1, 1))])
     g.save(d, g.op("Mul", [c, gate]))
+    # a CNN whose classifier ends in a softmax over [N, classes]: still an image CNN (blocked on AVX2 CPUs)
+    g = G("layout_cnn_softmax_head", [2, 3, 8, 9])
+    f = g.op("Flatten", [g.op("GlobalAveragePool", [g.op("Relu", [g.conv("x", 3, 16, pads=[1, 1, 1, 1])])])])
+    g.save(d, g.op("Softmax", [g.op("Gemm", [f, g.const(rand(5, 16, scale=0.3)), g.const(rand(5, scale=0.1))], transB=1)],
+                   axis=1))
     # SiLU as exporters write it, x * Sigmoid(x): fused into the conv before it (a swish post-op), the
     # operands in either order; a sigmoid read twice stays two ops (test_nn_fusions.c counts the steps)
     g = G("silu_after_conv", [2, 3, 9, 10])

@@ -71,9 +71,10 @@ TEST(nn_layouts_run_no_scalar_kernel_and_equal_onnxruntime) {
     }
 }
 
-/* The layout of the first convolution's output in the plan of torchvision model `name` (batch 2). */
-static char *first_conv_layout(const char *name) {
-    char *path = ftl_format("%s/ref/nn/torchvision/%s.onnx", ftl_test_build_dir(), name);
+/* The layout of the first convolution's output in the plan of model `name` under tests' ref/nn/`dir`
+ * (batch 2). */
+static char *first_conv_layout(const char *dir, const char *name) {
+    char *path = ftl_format("%s/ref/nn/%s/%s.onnx", ftl_test_build_dir(), dir, name);
     ftl_model *m = nn_test_load(path, 2, NULL, NULL);
     free(path);
     if (!m) return NULL;
@@ -92,17 +93,21 @@ static char *first_conv_layout(const char *name) {
 
 TEST(nn_layout_default_blocked_for_cnns_on_avx2) {
     bool avx2_only = __builtin_cpu_supports("avx2") && !__builtin_cpu_supports("avx512f");
-    char *resnet = first_conv_layout("resnet50"), *vit = first_conv_layout("vit_small");
+    char *resnet = first_conv_layout("torchvision", "resnet50"), *vit = first_conv_layout("torchvision", "vit_small");
+    char *softmax_head = first_conv_layout("ops", "layout_cnn_softmax_head");
     setenv("FTL_NN_BLOCKED_IMAGES", "0", 1);
-    char *resnet_off = first_conv_layout("resnet50");
+    char *resnet_off = first_conv_layout("torchvision", "resnet50");
     unsetenv("FTL_NN_BLOCKED_IMAGES");
     const char *want = avx2_only ? "aBcd8b" : "acdb";
-    printf("  ResNet-50 convs write %s (want %s on this CPU), %s with FTL_NN_BLOCKED_IMAGES=0; ViT's patch conv %s\n",
-           resnet ? resnet : "?", want, resnet_off ? resnet_off : "?", vit ? vit : "?");
+    printf("  ResNet-50 convs write %s (want %s on this CPU), %s with FTL_NN_BLOCKED_IMAGES=0; a CNN with a softmax "
+           "classifier %s; ViT's patch conv %s\n",
+           resnet ? resnet : "?", want, resnet_off ? resnet_off : "?", softmax_head ? softmax_head : "?", vit ? vit : "?");
     CHECK(resnet && strcmp(resnet, want) == 0);
+    CHECK(softmax_head && strcmp(softmax_head, want) == 0);
     CHECK(resnet_off && strcmp(resnet_off, "acdb") == 0);
     CHECK(vit && strcmp(vit, "acdb") == 0);
     free(resnet);
+    free(softmax_head);
     free(resnet_off);
     free(vit);
 }
