@@ -540,20 +540,29 @@ static float *expand_const(const float *data, const nn_shape *from, const nn_sha
     return out;
 }
 
+/* The conv layout family of a 4-D value, by its blocking (strides unchecked): acdb when unblocked
+ * (channels-last; its readers check the strides), nChw8c / nChw16c; undef otherwise. */
+static dnnl_format_tag_t image_tag(const dnnl_memory_desc_t *md) {
+    if (md->format_kind != dnnl_blocked) return dnnl_format_tag_undef;
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    if (b->inner_nblks == 0) return dnnl_acdb;
+    if (b->inner_nblks == 1 && b->inner_idxs[0] == 1 && b->inner_blks[0] == 8) return dnnl_aBcd8b;
+    if (b->inner_nblks == 1 && b->inner_idxs[0] == 1 && b->inner_blks[0] == 16) return dnnl_aBcd16b;
+    return dnnl_format_tag_undef;
+}
+
 /* A per-channel operand (squeeze-and-excitation's [N,C,1,1] gate) onto a channel-blocked image: oneDNN's
  * jit binary wants it blocked the same way, plain it runs the reference kernel (30x slower). True, with
  * *md1 that blocked layout, when oneDNN has a jit kernel for it. */
 static bool blocked_gate(nn_plan *p, const nn_node *n, const dnnl_memory_desc_t *md0, const nn_shape *bs,
                          const nn_shape *ys, bool negate, dnnl_memory_desc_t *md1) {
-    if (md0->format_kind != dnnl_blocked || md0->format_desc.blocking.inner_nblks != 1 || ys->rank != 4) return false;
-    dnnl_format_tag_t tag = md0->format_desc.blocking.inner_blks[0] == 8    ? dnnl_aBcd8b
-                            : md0->format_desc.blocking.inner_blks[0] == 16 ? dnnl_aBcd16b
-                                                                            : dnnl_format_tag_undef;
+    dnnl_format_tag_t tag = ys->rank == 4 ? image_tag(md0) : dnnl_format_tag_undef;
+    if (tag != dnnl_aBcd8b && tag != dnnl_aBcd16b) return false;
     dnnl_dims_t bd;
     dims_of(bs, bd);
     dnnl_binary_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
-    if (tag == dnnl_format_tag_undef || dnnl_memory_desc_init_by_tag(md1, 4, bd, md0->data_type, tag) != dnnl_success ||
+    if (dnnl_memory_desc_init_by_tag(md1, 4, bd, md0->data_type, tag) != dnnl_success ||
         dnnl_binary_desc_init(&desc, binary_alg(n->op), md0, md1, md0) != dnnl_success ||
         node_pd(p, n, &desc, n, negate, "binary", &pd) != FTL_OK)
         return false;
@@ -677,12 +686,8 @@ static ftl_status emit_ftl_max_pool(nn_plan *p, const nn_node *n, const nn_shape
                                     const char *label) {
     *emitted = false;
     const dnnl_memory_desc_t *smd = &p->vals[src].md;
-    if (smd->format_kind != dnnl_blocked || smd->data_type != dnnl_f32 || ys->rank != 4) return FTL_OK;
-    const dnnl_blocking_desc_t *b = &smd->format_desc.blocking;
-    dnnl_format_tag_t tag = b->inner_nblks == 0                                     ? dnnl_acdb
-                            : b->inner_nblks == 1 && b->inner_blks[0] == 8 ? dnnl_aBcd8b
-                            : b->inner_nblks == 1 && b->inner_blks[0] == 16 ? dnnl_aBcd16b
-                                                                            : dnnl_format_tag_undef;
+    if (smd->data_type != dnnl_f32 || ys->rank != 4) return FTL_OK;
+    dnnl_format_tag_t tag = image_tag(smd);
     if (tag == dnnl_format_tag_undef) return FTL_OK;
     dnnl_dims_t dd;
     dims_of(ys, dd);

@@ -14,9 +14,9 @@ uint8_t *nn_test_read(const char *path, size_t *size) {
     return data;
 }
 
-bool nn_torchvision_ref_read(const char *name, nn_torchvision_ref *r) {
+static bool ref_read(const char *dir, const char *name, nn_model_ref *r) {
     memset(r, 0, sizeof *r);
-    char *base = ftl_format("%s/ref/nn/torchvision/%s", ftl_test_build_dir(), name);
+    char *base = ftl_format("%s/ref/nn/%s/%s", ftl_test_build_dir(), dir, name);
     char *in = ftl_format("%s.in.npy", base), *out = ftl_format("%s.out.npy", base);
     r->onnx = ftl_format("%s.onnx", base);
     bool ok = nn_npy_read(in, &r->in) && nn_npy_read(out, &r->out);
@@ -27,7 +27,27 @@ bool nn_torchvision_ref_read(const char *name, nn_torchvision_ref *r) {
     return ok;
 }
 
-void nn_torchvision_ref_free(nn_torchvision_ref *r) {
+bool nn_torchvision_ref_read(const char *name, nn_model_ref *r) { return ref_read("torchvision", name, r); }
+
+bool nn_op_case_read(const char *name, nn_model_ref *r) { return ref_read("ops", name, r); }
+
+void nn_check_against_ref(ftl_model *m, const nn_model_ref *r, const char *what) {
+    int n = (int)r->in.shape[0];
+    int64_t count = ftl_model_get_info(m)->feature_dim * n;
+    if (count != r->out.count) {
+        ftl_test_fail(__FILE__, __LINE__, "%s: %lld features, the reference has %lld", what, (long long)count,
+                      (long long)r->out.count);
+        return;
+    }
+    float *out = malloc((size_t)count * sizeof *out);
+    if (ftl_model_run(m, r->in.data, n, out) == FTL_OK)
+        nn_check_close(__FILE__, __LINE__, "  vs ONNX Runtime", out, r->out.data, count, 1e-4);
+    else
+        ftl_test_fail(__FILE__, __LINE__, "run %s: %s", what, ftl_last_error());
+    free(out);
+}
+
+void nn_model_ref_free(nn_model_ref *r) {
     nn_npy_free(&r->in);
     nn_npy_free(&r->out);
     free(r->onnx);

@@ -19,14 +19,21 @@ void nn_npy_free(nn_npy *a);
 /* Reads a whole file; NULL when missing. */
 uint8_t *nn_test_read(const char *path, size_t *size);
 
-/* A torchvision reference written by tests/ref/gen_nn.sh: NAME.onnx, its input and PyTorch's output. */
-typedef struct nn_torchvision_ref {
+/* A reference written by tests/ref/gen_nn.sh: NAME.onnx, its input and the reference output (PyTorch's
+ * for a torchvision model, ONNX Runtime's for a per-op case). */
+typedef struct nn_model_ref {
     char *onnx;
     nn_npy in, out;
-} nn_torchvision_ref;
+} nn_model_ref;
 /* Reads NAME's reference; false after a test failure naming it (the paths are freed by _free). */
-bool nn_torchvision_ref_read(const char *name, nn_torchvision_ref *r);
-void nn_torchvision_ref_free(nn_torchvision_ref *r);
+bool nn_torchvision_ref_read(const char *name, nn_model_ref *r);
+/* The same for a per-op case of tests/ref/nn_cases.py (ref/nn/ops/NAME: ONNX Runtime's output). */
+bool nn_op_case_read(const char *name, nn_model_ref *r);
+void nn_model_ref_free(nn_model_ref *r);
+/* Runs m (loaded for the reference's batch) on r's input and fails the current test unless its
+ * features equal r's output within 1e-4 of the largest (printed as "vs ONNX Runtime": for op cases);
+ * `what` names it in messages. */
+void nn_check_against_ref(ftl_model *m, const nn_model_ref *r, const char *what);
 /* Loads the model at `path` for `batch` (features_from may be NULL), with the environment switch
  * `off_env` (e.g. "FTL_NN_FUSED_ATTENTION") set to 0 during the load when not NULL; NULL after a
  * test failure. */

@@ -221,9 +221,9 @@ static void check_fused_model(const char *name, int expect_at_least) {
         ftl_test_skip(name, "this CPU has neither AVX-512F nor AVX2 + FMA: the plan keeps attention unfused");
         return;
     }
-    nn_torchvision_ref r;
+    nn_model_ref r;
     if (!nn_torchvision_ref_read(name, &r)) {
-        nn_torchvision_ref_free(&r);
+        nn_model_ref_free(&r);
         return;
     }
     const nn_npy x = r.in, y = r.out;
@@ -261,7 +261,7 @@ static void check_fused_model(const char *name, int expect_at_least) {
     free(y13);
     free(fused);
     free(unfused);
-    nn_torchvision_ref_free(&r);
+    nn_model_ref_free(&r);
 }
 
 TEST(nn_attention_vit_fused_vs_unfused) { check_fused_model("vit_small", 3); }

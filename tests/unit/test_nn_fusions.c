@@ -91,7 +91,7 @@ TEST(nn_depthwise_fusion_mobilenet_v2) {
 }
 
 TEST(nn_layer_scale_tail_convnext) {
-    nn_torchvision_ref r;
+    nn_model_ref r;
     ftl_model *m = NULL;
     if (nn_torchvision_ref_read("convnext_small_cfg", &r) && (m = nn_test_load(r.onnx, 3, NULL, NULL)) != NULL) {
         const nn_npy x = r.in, y = r.out;
@@ -124,7 +124,7 @@ TEST(nn_layer_scale_tail_convnext) {
         free(out);
     }
     ftl_model_free(m);
-    nn_torchvision_ref_free(&r);
+    nn_model_ref_free(&r);
 }
 
 /* bf16 plans of a transformer write the linear products that only bf16 readers take (Q/K/V into the
@@ -135,9 +135,9 @@ TEST(nn_bf16_products_vit) {
         ftl_test_skip("nn_bf16_products_vit", "%s", ftl_test_no_avx512_reason());
         return;
     }
-    nn_torchvision_ref r;
+    nn_model_ref r;
     if (!nn_torchvision_ref_read("vit_small", &r)) {
-        nn_torchvision_ref_free(&r);
+        nn_model_ref_free(&r);
         return;
     }
     int bf16_products[2] = {0, 0}, steps[2] = {0, 0};
@@ -177,16 +177,16 @@ TEST(nn_bf16_products_vit) {
     CHECK(to_f32_products >= 0.999);
     free(out[0]);
     free(out[1]);
-    nn_torchvision_ref_free(&r);
+    nn_model_ref_free(&r);
 }
 
 /* Concats of slices (Swin's rolls and patch merging, ShuffleNet's channel split) as copies into
  * place, the slices left as views: the same bits as oneDNN's concat of copied slices, and at most
  * 1 in 2 slice copies left (Swin: 1 in 10). */
 static void check_concat_copies(const char *name, int batch, int at_most_one_in) {
-    nn_torchvision_ref r;
+    nn_model_ref r;
     if (!nn_torchvision_ref_read(name, &r)) {
-        nn_torchvision_ref_free(&r);
+        nn_model_ref_free(&r);
         return;
     }
     float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
@@ -220,7 +220,7 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
     }
     free(out[0]);
     free(out[1]);
-    nn_torchvision_ref_free(&r);
+    nn_model_ref_free(&r);
 }
 
 TEST(nn_concat_copies_swin) { check_concat_copies("swin_small_cfg", 3, 10); }
@@ -230,14 +230,9 @@ TEST(nn_concat_copies_shufflenet) { check_concat_copies("shufflenet_v2_x0_5", 2,
  * nn_cases graphs run with no Sigmoid or Mul step where the sigmoid has no other reader, keep both where
  * it has, and equal ONNX Runtime (their values are also checked in both layouts by nn_ops_vs_onnxruntime). */
 static void check_silu(const char *name, int want_sigmoid_steps, int want_mul_steps) {
-    char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), name);
-    char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
-    nn_npy x = {0}, y = {0};
-    if (!nn_npy_read(ip, &x) || !nn_npy_read(op, &y)) {
-        ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", name);
-    } else {
-        int n = (int)x.shape[0];
-        ftl_model *m = nn_test_load(mp, n, NULL, NULL);
+    nn_model_ref r;
+    if (nn_op_case_read(name, &r)) {
+        ftl_model *m = nn_test_load(r.onnx, (int)r.in.shape[0], NULL, NULL);
         if (m) {
             char *plan = nn_test_plan_text(m);
             int sigmoids = 0, muls = 0;
@@ -248,25 +243,11 @@ static void check_silu(const char *name, int want_sigmoid_steps, int want_mul_st
             CHECK_EQ_INT(sigmoids, want_sigmoid_steps);
             CHECK_EQ_INT(muls, want_mul_steps);
             free(plan);
-            int64_t count = ftl_model_get_info(m)->feature_dim * n;
-            CHECK_EQ_INT(count, y.count);
-            if (count == y.count) {
-                float *out = malloc((size_t)count * sizeof *out);
-                if (ftl_model_run(m, x.data, n, out) == FTL_OK)
-                    nn_check_close(__FILE__, __LINE__, "  vs ONNX Runtime", out, y.data, count, 1e-4);
-                else
-                    ftl_test_fail(__FILE__, __LINE__, "run %s: %s", name, ftl_last_error());
-                free(out);
-            }
+            nn_check_against_ref(m, &r, name);
             ftl_model_free(m);
         }
     }
-    nn_npy_free(&x);
-    nn_npy_free(&y);
-    free(base);
-    free(mp);
-    free(ip);
-    free(op);
+    nn_model_ref_free(&r);
 }
 
 TEST(nn_silu_fused) {

@@ -33,15 +33,11 @@ TEST(nn_layouts_run_no_scalar_kernel_and_equal_onnxruntime) {
     const char *cases[] = {"layout_concat_convs_maxpool", "layout_gemm_conv_maxpool", "layout_conv_squeeze_excite"};
     const char *layouts[] = {"nhwc", "blocked"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), cases[i]);
-        char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
-        nn_npy x = {0}, y = {0};
-        bool have_x = nn_npy_read(ip, &x), have_y = have_x && nn_npy_read(op, &y);
-        if (!have_y) ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", cases[i]);
-        for (int l = 0; l < 2 && have_y; l++) {
+        nn_model_ref r;
+        bool have = nn_op_case_read(cases[i], &r);
+        for (int l = 0; l < 2 && have; l++) {
             setenv("FTL_NN_LAYOUT", layouts[l], 1);
-            int n = (int)x.shape[0];
-            ftl_model *m = nn_test_load(mp, n, NULL, NULL);
+            ftl_model *m = nn_test_load(r.onnx, (int)r.in.shape[0], NULL, NULL);
             unsetenv("FTL_NN_LAYOUT");
             if (!m) continue;
             char *plan = nn_test_plan_text(m), line[512];
@@ -49,25 +45,11 @@ TEST(nn_layouts_run_no_scalar_kernel_and_equal_onnxruntime) {
             printf("  %-30s %-8s %s\n", cases[i], layouts[l], scalar ? line : "no scalar kernel");
             CHECK(plan != NULL);
             CHECK(!scalar);
-            int64_t count = ftl_model_get_info(m)->feature_dim * n;
-            CHECK_EQ_INT(count, y.count);
-            if (count == y.count) {
-                float *out = malloc((size_t)count * sizeof *out);
-                if (ftl_model_run(m, x.data, n, out) == FTL_OK)
-                    nn_check_close(__FILE__, __LINE__, "  vs ONNX Runtime", out, y.data, count, 1e-4);
-                else
-                    ftl_test_fail(__FILE__, __LINE__, "run %s: %s", cases[i], ftl_last_error());
-                free(out);
-            }
             free(plan);
+            nn_check_against_ref(m, &r, cases[i]);
             ftl_model_free(m);
         }
-        if (have_y) nn_npy_free(&y);
-        if (have_x) nn_npy_free(&x);
-        free(base);
-        free(mp);
-        free(ip);
-        free(op);
+        nn_model_ref_free(&r);
     }
 }
 

@@ -67,30 +67,18 @@ TEST(nn_max_pool_after_conv_vs_onednn_and_onnxruntime) {
     const char *cases[] = {"maxpool_after_conv_3x3_s2_p1", "maxpool_after_conv_ceil_dilated", "maxpool_after_conv_20ch_k2"};
     const char *layouts[] = {"nhwc", "blocked"}; /* named: the default is blocked on AVX2 CPUs */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), cases[i]);
-        char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
-        nn_npy x, y;
-        bool have_x = nn_npy_read(ip, &x), have_y = have_x && nn_npy_read(op, &y);
-        if (!have_y) {
-            ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", cases[i]);
-        } else {
-            for (int l = 0; l < 2; l++) {
-                setenv("FTL_NN_LAYOUT", layouts[l], 1);
-                char what[96];
-                snprintf(what, sizeof what, "%s (%s)", cases[i] + strlen("maxpool_after_conv_"),
-                         l ? "blocked" : "channels-last");
-                /* 20 channels do not fill nChw8c/16c blocks: the blocked layout keeps oneDNN's pool */
-                int expect = l && strstr(cases[i], "20ch") ? 0 : 1;
-                compare(what, mp, x.data, (int)x.shape[0], expect, &y);
-                unsetenv("FTL_NN_LAYOUT");
-            }
-            nn_npy_free(&y);
+        nn_model_ref r;
+        bool have = nn_op_case_read(cases[i], &r);
+        for (int l = 0; l < 2 && have; l++) {
+            setenv("FTL_NN_LAYOUT", layouts[l], 1);
+            char what[96];
+            snprintf(what, sizeof what, "%s (%s)", cases[i] + strlen("maxpool_after_conv_"), l ? "blocked" : "channels-last");
+            /* 20 channels do not fill nChw8c/16c blocks: the blocked layout keeps oneDNN's pool */
+            int expect = l && strstr(cases[i], "20ch") ? 0 : 1;
+            compare(what, r.onnx, r.in.data, (int)r.in.shape[0], expect, &r.out);
+            unsetenv("FTL_NN_LAYOUT");
         }
-        if (have_x) nn_npy_free(&x);
-        free(base);
-        free(mp);
-        free(ip);
-        free(op);
+        nn_model_ref_free(&r);
     }
 }
 

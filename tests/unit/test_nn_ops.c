@@ -112,14 +112,10 @@ TEST(nn_ops_vs_onnxruntime) {
 TEST(nn_winograd_used_by_default_and_direct_on_request) {
     const char *cases[] = {"conv_winograd_64ch_residual", "conv_winograd_80to96_odd", "conv_winograd_64ch_valid"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *base = ftl_format("%s/ref/nn/ops/%s", ftl_test_build_dir(), cases[i]);
-        char *mp = ftl_format("%s.onnx", base), *ip = ftl_format("%s.in.npy", base), *op = ftl_format("%s.out.npy", base);
-        nn_npy x, y;
-        bool have_x = nn_npy_read(ip, &x), have_y = have_x && nn_npy_read(op, &y);
-        if (!have_y) {
-            if (have_x) nn_npy_free(&x);
-            ftl_test_fail(__FILE__, __LINE__, "%s: reference data missing: run tests/ref/gen_nn.sh", cases[i]);
-        } else {
+        nn_model_ref r;
+        if (nn_op_case_read(cases[i], &r)) {
+            const char *mp = r.onnx;
+            const nn_npy x = r.in, y = r.out;
             int n = (int)x.shape[0], wino = -1, direct = -1;
             float *a = run_case_with(mp, &x, n, FTL_NN_FP32, FTL_NN_CONV_AUTO, y.count, &wino);
             float *b = run_case_with(mp, &x, n, FTL_NN_FP32, FTL_NN_CONV_DIRECT, y.count, &direct);
@@ -137,12 +133,7 @@ TEST(nn_winograd_used_by_default_and_direct_on_request) {
                 ftl_test_fail(__FILE__, __LINE__, "%s: differs from ONNX Runtime", cases[i]);
             free(a);
             free(b);
-            nn_npy_free(&x);
-            nn_npy_free(&y);
         }
-        free(base);
-        free(mp);
-        free(ip);
-        free(op);
+        nn_model_ref_free(&r);
     }
 }
