@@ -54,8 +54,9 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 #pragma GCC target("avx512f,avx512bw,avx512vl")
 
 /* e^x for x <= 0 (scores minus their row maximum): 2^n e^r with |r| <= ln2 / 2 and e^r as
- * 1 + r + r^2 p(r), p of degree 5 (Cephes' expf coefficients; about 1 ulp). */
+ * 1 + r + r^2 p(r), p of degree 5 (Cephes' expf coefficients; about 1 ulp); 0 below the cutoff. */
 static inline __m512 exp_nonpositive(__m512 x) {
+    __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(NN_ATTN_EXP_CUTOFF), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -68,7 +69,7 @@ static inline __m512 exp_nonpositive(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
+    return _mm512_maskz_scalef_ps(kept, p, n);
 }
 
 static inline __mmask16 tail_mask(int64_t remaining) {
@@ -139,6 +140,14 @@ PV_TILE(2)
 PV_TILE(3)
 PV_TILE(4)
 
+/* Key columns past the last multiple of 16 that the softmax takes 16 rows at a time rather than as a
+ * vector of which 1 or 2 lanes are used (Swin's 49 = 3 x 16 + 1); 0 where the vector is used enough.
+ * (Q K^T keeps its masked vector: a dot product per row for the column measured slower.) */
+static int64_t tail_columns(int64_t keys) {
+    int64_t r = keys % LANES;
+    return keys > LANES && r <= 2 ? r : 0;
+}
+
 /* The tiles over all columns: chunks of MAX_NV vectors, the last one narrower and masked. */
 static void qk_row_tile(const float *const *q, int64_t depth, const float *k, int64_t ks, int64_t keys,
                         bool k_padded, float *s, int64_t sp, float scale) {
@@ -172,14 +181,16 @@ static void pv_row_tile(const float *s, int64_t sp, int64_t keys, const float *v
 }
 
 /* Rows of scores: + bias, then e^(x - row max) in place and inv[row] = 1 / the row's sum. Row by
- * row in three passes, so the rows' reductions overlap instead of waiting on each other. */
+ * row in passes, so the rows' reductions overlap instead of waiting on each other; the tail columns
+ * (tail_columns) of 16 rows at a time by gathers. */
 static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const float *bias, float *mx, float *inv) {
+    int64_t tail = rows * sp <= INT32_MAX ? tail_columns(keys) : 0, body = keys - tail; /* gathers' offsets */
     for (int64_t i = 0; i < rows; i++) {
         float *row = s + i * sp;
         const float *b = bias ? bias + i * keys : NULL;
         __m512 vmax = _mm512_set1_ps(-__builtin_inff());
-        for (int64_t j = 0; j < keys; j += LANES) {
-            __mmask16 m = tail_mask(keys - j);
+        for (int64_t j = 0; j < body; j += LANES) {
+            __mmask16 m = tail_mask(body - j);
             __m512 x = _mm512_maskz_loadu_ps(m, row + j);
             if (b) {
                 x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, b + j));
@@ -187,18 +198,38 @@ static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const
             }
             vmax = _mm512_mask_max_ps(vmax, m, vmax, x);
         }
-        mx[i] = _mm512_reduce_max_ps(vmax);
+        float top = _mm512_reduce_max_ps(vmax);
+        for (int64_t j = body; j < keys; j++) {
+            if (b) row[j] += b[j];
+            top = row[j] > top ? row[j] : top;
+        }
+        mx[i] = top;
     }
     for (int64_t i = 0; i < rows; i++) {
         float *row = s + i * sp;
         __m512 m0 = _mm512_set1_ps(mx[i]), vsum = _mm512_setzero_ps();
-        for (int64_t j = 0; j < keys; j += LANES) {
-            __mmask16 m = tail_mask(keys - j);
+        for (int64_t j = 0; j < body; j += LANES) {
+            __mmask16 m = tail_mask(body - j);
             __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), m0));
             _mm512_mask_storeu_ps(row + j, m, e);
             vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
         }
         inv[i] = _mm512_reduce_add_ps(vsum);
+    }
+    if (tail) {
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)sp));
+        for (int64_t i = 0; i < rows; i += LANES) {
+            __mmask16 m = tail_mask(rows - i);
+            __m512 sum = _mm512_maskz_loadu_ps(m, inv + i), top = _mm512_maskz_loadu_ps(m, mx + i);
+            for (int64_t j = body; j < keys; j++) {
+                float *col = s + i * sp + j;
+                __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_mask_i32gather_ps(top, m, idx, col, 4), top));
+                _mm512_mask_i32scatter_ps(col, m, idx, e, 4);
+                sum = _mm512_add_ps(sum, e);
+            }
+            _mm512_mask_storeu_ps(inv + i, m, sum);
+        }
     }
     for (int64_t i = 0; i < rows; i++) inv[i] = 1.0f / inv[i];
 }

@@ -33,8 +33,9 @@ static inline float reduce_add(__m256 v) {
 }
 
 /* e^x for x <= 0, as attention.c's: 2^n e^r, e^r = 1 + r + r^2 p(r) (Cephes' expf coefficients); 2^n
- * built in the exponent bits (n >= -126 after the clamp, so always a normal number). */
+ * built in the exponent bits (n >= -126 after the clamp, so always a normal number); 0 below the cutoff. */
 static inline __m256 exp_nonpositive(__m256 x) {
+    __m256 kept = _mm256_cmp_ps(x, _mm256_set1_ps(NN_ATTN_EXP_CUTOFF), _CMP_GE_OQ);
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -48,7 +49,7 @@ static inline __m256 exp_nonpositive(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), kept);
 }
 
 /* s[MR rows][NV x 8] = scale x q[MR rows][depth] k[depth][NV x 8] (k's last vector under `last` when

@@ -161,8 +161,9 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
      * tuned backbone never reuses the frozen one's features. The leading tag changes with any kernel
      * that changes feature bits (4: the fused attention of ViT and Swin; 5: bf16 plans keep linear
      * products read only as bf16 in bf16; 6: the fused attention and the 1x1 -> depthwise fusion on AVX2 CPUs;
-     * 7: AVX2 CPUs run convolutional backbones channel-blocked; SiLU as one swish op). */
-    char *key_text = ftl_format("ftl-feature-cache-7\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
+     * 7: AVX2 CPUs run convolutional backbones channel-blocked; SiLU as one swish op; 8: the AVX-512
+     * attention takes key columns past a multiple of 16 one by one). */
+    char *key_text = ftl_format("ftl-feature-cache-8\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
                                 info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label", e->label_offset);

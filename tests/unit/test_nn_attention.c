@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <immintrin.h>
 
 typedef struct attn_case {
     const char *name;
@@ -42,7 +43,13 @@ static float value_at(uint64_t *state) {
     return (float)((double)(*state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
 }
 
-static void run_case(const attn_case *c) {
+/* Runs c on `threads` threads against the unfused reference; with underflow_check (1 thread, so the
+ * kernel runs on this thread) it also fails where the kernel raised an underflow or met a denormal
+ * operand: MXCSR's sticky UE and DE flags, cleared before the run. The bias masks with -100 where
+ * the query's and the key's regions differ (the first and the second half of the window, as in
+ * Swin's shifted windows, so a row's product starts on a run of masked keys) with underflow_check,
+ * else at scattered places. */
+static void run_case_on(const attn_case *c, int threads, bool underflow_check) {
     const int64_t B = c->batch, H = c->heads, T = c->rows, S = c->keys, D = c->depth, Dv = c->vdepth, L = B * H;
     /* the logical tensors (what the reference reads), in double */
     double *q = malloc((size_t)(L * T * D) * sizeof *q), *k = malloc((size_t)(L * S * D) * sizeof *k);
@@ -54,8 +61,11 @@ static void run_case(const attn_case *c) {
     float *bias = NULL;
     if (c->period > 0) {
         bias = malloc((size_t)(c->period * T * S) * sizeof *bias);
-        for (int64_t i = 0; i < c->period * T * S; i++)
-            bias[i] = (i % 7 == 3) ? -100.0f : value_at(&st); /* Swin's mask: -100 where windows do not meet */
+        for (int64_t i = 0; i < c->period * T * S; i++) {
+            int64_t row = i / S % T, key = i % S;
+            bool masked = underflow_check ? (row < T / 2) != (key < S / 2) : i % 7 == 3;
+            bias[i] = masked ? -100.0f : value_at(&st); /* Swin's mask: -100 where windows do not meet */
+        }
     }
     if (c->bf16) { /* the reference sees the values the kernel sees */
         for (int64_t i = 0; i < L * T * D; i++) q[i] = from_bf16(to_bf16((float)q[i]));
@@ -119,7 +129,16 @@ static void run_case(const attn_case *c) {
                 else ((float *)a.v.data)[at] = x;
             }
     }
-    nn_attention_run(&a, 2);
+    const unsigned flags = 0x3f; /* MXCSR's exception flags: IE DE ZE OE UE PE */
+    if (underflow_check) _mm_setcsr(_mm_getcsr() & ~flags);
+    nn_attention_run(&a, threads);
+    if (underflow_check) {
+        unsigned raised = _mm_getcsr() & flags;
+        printf("  %-44s MXCSR after the kernel: underflow %s, denormal operand %s\n", c->name,
+               raised & 0x10 ? "RAISED" : "clear", raised & 0x02 ? "RAISED" : "clear");
+        if (raised & 0x12)
+            ftl_test_fail(__FILE__, __LINE__, "%s: the kernel made denormal floats (MXCSR flags 0x%x)", c->name, raised);
+    }
 
     /* unfused reference: scores, bias, softmax, product */
     double max_err = 0, max_ref = 0, dot = 0, n_ref = 0, n_got = 0;
@@ -170,6 +189,31 @@ static void run_case(const attn_case *c) {
     free(qbuf);
 }
 
+static void run_case(const attn_case *c) { run_case_on(c, 2, false); }
+
+/* Masked scores (Swin's -100 where shifted windows do not meet) give softmax terms near e^-100;
+ * kept, their products with V are denormal floats, each a microcode assist on Intel CPUs (Swin-T's
+ * masked attentions ran 5x slower). The kernels write such terms as 0: no underflow, and the
+ * result still that of the exact softmax. On both ISAs where the CPU has AVX-512. */
+TEST(nn_attention_masked_scores_make_no_denormals) {
+    if (!nn_attention_available()) {
+        ftl_test_skip("all", "this CPU has neither AVX-512F nor AVX2 + FMA: the plan keeps attention unfused");
+        return;
+    }
+    const attn_case cases[] = {
+        {"Swin shifted: mask period 4 windows x 3 heads", 8, 3, 49, 49, 32, 32, 12, true, true, true, false},
+        {"tail keys: 37 x 33, depth 20, bias", 2, 2, 37, 33, 20, 24, 2, true, false, false, false},
+    };
+    bool both = strcmp(nn_attention_isa(), "avx512") == 0 && __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma");
+    for (int pass = 0; pass < (both ? 2 : 1); pass++) {
+        if (pass == 1) setenv("FTL_NN_ATTENTION_ISA", "avx2", 1);
+        printf("  kernels: %s\n", nn_attention_isa());
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case_on(&cases[i], 1, true);
+        unsetenv("FTL_NN_ATTENTION_ISA");
+    }
+}
+
 /* The cases on the kernels this CPU picks, and again on the AVX2 kernels where it picked AVX-512. */
 TEST(nn_attention_kernel_odd_shapes) {
     if (!nn_attention_available()) {
@@ -185,6 +229,9 @@ TEST(nn_attention_kernel_odd_shapes) {
         {"17 queries x 23 keys, depth 24, values 40", 3, 2, 17, 23, 24, 40, 2, false, false, false, false},
         {"100 queries (blocks of 48), values 80 (> 64)", 2, 2, 100, 61, 16, 80, 0, true, false, true, false},
         {"7 keys, values 5 (one part-vector)", 2, 1, 9, 7, 3, 5, 0, true, false, false, false},
+        /* key columns past a multiple of 16 that the AVX-512 softmax takes 16 rows at a time: 33, 18 */
+        {"tail keys: 37 x 33, depth 20, bias", 2, 2, 37, 33, 20, 24, 2, true, false, false, false},
+        {"tail keys: 100 x 18, depth 40, K^T rows", 1, 3, 100, 18, 40, 16, 0, false, false, true, false},
         {"bf16: Swin window", 2, 3, 49, 49, 32, 32, 3, true, false, false, true},
         {"bf16: ViT 197, QKV interleaved", 2, 2, 197, 197, 64, 64, 0, false, true, true, true},
         /* tails in every direction: depth 24 = 16 + 8, keys 23, values 40 */
