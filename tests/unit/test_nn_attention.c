@@ -313,3 +313,37 @@ static void check_fused_model(const char *name, int expect_at_least) {
 
 TEST(nn_attention_vit_fused_vs_unfused) { check_fused_model("vit_small", 3); }
 TEST(nn_attention_swin_fused_vs_unfused) { check_fused_model("swin_small_cfg", 4); }
+
+/* The whole Swin plan (shifted windows, so masked attentions) on one thread, so that every step runs
+ * on this thread: no step raises an underflow or meets a denormal operand (MXCSR's sticky flags),
+ * and the features stay PyTorch's. */
+TEST(nn_swin_plan_makes_no_denormals) {
+    nn_model_ref r;
+    if (!nn_torchvision_ref_read("swin_small_cfg", &r)) {
+        nn_model_ref_free(&r);
+        return;
+    }
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.batch = 3;
+    o.threads = 1;
+    ftl_model *m = NULL;
+    if (ftl_model_load(r.onnx, &o, &m) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "load %s: %s", r.onnx, ftl_last_error());
+        nn_model_ref_free(&r);
+        return;
+    }
+    float *out = malloc((size_t)r.out.count * sizeof *out);
+    const unsigned flags = 0x3f;
+    _mm_setcsr(_mm_getcsr() & ~flags);
+    ftl_status st = ftl_model_run(m, r.in.data, 3, out);
+    unsigned raised = _mm_getcsr() & flags;
+    printf("  swin_small_cfg, 1 thread: MXCSR underflow %s, denormal operand %s\n", raised & 0x10 ? "RAISED" : "clear",
+           raised & 0x02 ? "RAISED" : "clear");
+    if (st != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+    else nn_check_close(__FILE__, __LINE__, "vs PyTorch", out, r.out.data, r.out.count, 2e-5);
+    CHECK((raised & 0x12) == 0);
+    free(out);
+    ftl_model_free(m);
+    nn_model_ref_free(&r);
+}
