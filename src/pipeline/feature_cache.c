@@ -161,8 +161,8 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
      * tuned backbone never reuses the frozen one's features. The leading tag changes with any kernel
      * that changes feature bits (4: the fused attention of ViT and Swin; 5: bf16 plans keep linear
      * products read only as bf16 in bf16; 6: the fused attention and the 1x1 -> depthwise fusion on AVX2 CPUs;
-     * 7: AVX2 CPUs run convolutional backbones channel-blocked; SiLU as one swish op; 8: the AVX-512
-     * attention takes key columns past a multiple of 16 one by one). */
+     * 7: AVX2 CPUs run convolutional backbones channel-blocked; SiLU as one swish op; 8: the attention's
+     * softmax writes terms below e^-44 as 0 and, with AVX-512, takes a 1-2 column key tail by gathers). */
     char *key_text = ftl_format("ftl-feature-cache-8\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nlabel offset %d", id.fingerprint,
                                 info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
