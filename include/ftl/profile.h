@@ -57,7 +57,7 @@ void ftl_nn_precision_warn_if_slow(ftl_nn_precision precision, ftl_device_kind d
 
 typedef struct ftl_profile_options {
     int reps;                 /* timed runs (median taken); default 5 */
-    double min_seconds;       /* ... and at least this long in all; default 1.0 */
+    double min_seconds;       /* ... and the runs at least this long in all (ceiling passes not counted); default 1.0 */
     bool ceiling;             /* also run every convolution and matmul alone (layouts it prefers) */
     int top;                  /* slowest steps printed; default 15 */
 } ftl_profile_options;
