@@ -125,10 +125,11 @@ ftl_status cpu_rebatch(nn_plan *p, int t) {
     int v = p->tval[t];
     if (v < 0 || p->vals[v].mb == p->cur_mb) return FTL_OK;
     dnnl_memory_desc_t md = p->vals[v].md;
-    if (p->vals[v].buf < 0 || md.dims[0] != p->vals[v].mb || md.offset0 != 0 || !image_bytes(&md, p->vals[v].mb))
+    int mb = p->vals[v].mb;
+    if (p->vals[v].buf < 0 || md.dims[0] % mb != 0 || md.offset0 != 0 || !image_bytes(&md, mb))
         return ftl_fail(FTL_E_UNSUPPORTED, "tensor %d: its layout does not keep images contiguous, so it cannot be "
                         "split into micro-batches", t);
-    md.dims[0] = md.padded_dims[0] = p->cur_mb;
+    md.dims[0] = md.padded_dims[0] = md.dims[0] / mb * p->cur_mb; /* images x rows per image */
     cpu_bind(p, t, cpu_new_value(p, &md, p->vals[v].buf));
     return FTL_OK;
 }

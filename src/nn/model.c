@@ -9,6 +9,7 @@
 #include "nn/trainable.h"
 #include "nn/preprocess.h"
 #include "nn/quantize.h"
+#include "nn/ops.h"
 #include "ftl/image.h"
 #include "nn/shape.h"
 #include "util/error.h"
@@ -140,23 +141,103 @@ static int fit_batch(int64_t bytes, int64_t budget, int batch) {
     return micro < 2 && batch >= 2 ? 2 : micro;
 }
 
-/* Whether every activation's first dimension is the batch (shapes now for batch 1; checked
- * again for 2), so a batch can be cut into chunks of images anywhere in the graph. */
-static bool batch_is_outermost(nn_graph *g) {
+/* How each activation holds the batch, from its shape at batch 1 and 2: ROWS > 0 when its first
+ * dimension is the batch times ROWS rows per image with the images outermost in memory (Swin's
+ * [B x windows, 49, C]), known from its producer: a Reshape of such a tensor, or an op reading one
+ * with the same rows; a micro-batch boundary may cut it. ROWS_PINNED when its size follows the
+ * batch but that is not known (a Transpose's [3, B, heads, T, d], a Concat along the batch, what
+ * is gathered or reshaped from those): its producer and readers then run one micro-batch.
+ * NULL when some activation's size does not follow the batch (per-layer sizes not possible).
+ * Shapes are for batch 1 on entry and exit. */
+enum { ROWS_PINNED = -1 };
+
+static int *batch_rows(nn_graph *g) {
+    int n = g->n_tensors;
+    int64_t *lead = ftl_xcalloc(2 * (size_t)n + 1, sizeof *lead), *count = ftl_xcalloc(2 * (size_t)n + 1, sizeof *count);
+    int *rows = ftl_xcalloc((size_t)n + 1, sizeof *rows);
     bool ok = true;
     for (int pass = 1; pass <= 2 && ok; pass++) {
         if (pass == 2 && nn_infer_shapes(g, 2) != FTL_OK) ok = false;
-        for (int i = 0; i < g->n_nodes && ok; i++) {
-            const nn_node *n = &g->nodes[i];
-            for (int k = -1; k < n->n_in && ok; k++) {
-                int t = k < 0 ? n->out[0] : n->in[k];
-                if (t < 0 || g->tensors[t].data) continue;
-                const nn_shape *s = &g->tensors[t].shape;
-                ok = s->rank >= 1 && s->d[0] == pass;
-            }
+        for (int t = 0; t < n && ok; t++) {
+            const nn_shape *s = &g->tensors[t].shape;
+            lead[(pass - 1) * n + t] = s->rank >= 1 ? s->d[0] : 0;
+            count[(pass - 1) * n + t] = nn_shape_count(s);
         }
     }
     nn_infer_shapes(g, 1);
+    /* rows of tensor t, or 0 when its size does not follow the batch */
+#define ROWS_OF(t) (count[n + (t)] != 2 * count[(t)] || count[(t)] <= 0 ? 0                                    \
+                    : lead[n + (t)] == 2 * lead[(t)] && lead[(t)] >= 1 ? (int)lead[(t)] : ROWS_PINNED)
+    for (int k = 0; k < g->n_inputs && ok; k++) {
+        int t = g->inputs[k];
+        rows[t] = ROWS_OF(t);
+        ok = rows[t] == 1; /* the caller's images: [B, ...] */
+    }
+    for (int i = 0; i < g->n_nodes && ok; i++) {
+        const nn_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_in && ok; k++) /* every activation read was written before (or is an input) */
+            ok = nd->in[k] < 0 || g->tensors[nd->in[k]].data || rows[nd->in[k]] != 0;
+        for (int o = 0; o < nd->n_out && ok; o++) {
+            int t = nd->out[o];
+            if (t < 0) continue;
+            int r = ROWS_OF(t);
+            ok = r != 0;
+            if (r > 0) { /* images outermost only where kept from an input: a Reshape's, or the same rows */
+                bool kept = false;
+                for (int k = 0; k < nd->n_in && !kept; k++) {
+                    int x = nd->in[k];
+                    if (x < 0 || g->tensors[x].data) continue;
+                    kept = nn_op_is_reshape_like(nd->op) ? k == 0 && rows[x] > 0 : rows[x] == r;
+                }
+                if (!kept) r = ROWS_PINNED;
+            }
+            rows[t] = r;
+        }
+    }
+#undef ROWS_OF
+    free(lead);
+    free(count);
+    if (!ok) {
+        free(rows);
+        return NULL;
+    }
+    return rows;
+}
+
+/* Lowers node micro-batches so that a tensor whose images are not outermost is written and read at
+ * one size, and so are the inputs of the node writing it (a Transpose moving the batch axis reads its
+ * input through a permuted view, which a micro-batch boundary cannot cut); keeps them non-decreasing
+ * along the graph. False when such a node reads a graph input. */
+static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
+    int *producer = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *producer);
+    for (int t = 0; t < g->n_tensors; t++) producer[t] = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int o = 0; o < g->nodes[i].n_out; o++)
+            if (g->nodes[i].out[o] >= 0) producer[g->nodes[i].out[o]] = i;
+    bool changed = true, ok = true;
+    while (changed && ok) {
+        changed = false;
+        for (int i = 0; i < g->n_nodes && ok; i++) {
+            const nn_node *nd = &g->nodes[i];
+            bool writes_pinned = false;
+            for (int o = 0; o < nd->n_out; o++) writes_pinned |= nd->out[o] >= 0 && rows[nd->out[o]] == ROWS_PINNED;
+            for (int k = 0; k < nd->n_in + nd->n_post && ok; k++) {
+                int t = k < nd->n_in ? nd->in[k] : nd->post[k - nd->n_in].kind == NN_POST_SUM ? nd->post[k - nd->n_in].sum_tensor : -1;
+                if (t < 0 || g->tensors[t].data || (rows[t] != ROWS_PINNED && !writes_pinned)) continue;
+                if (producer[t] < 0) ok = false;
+                else if (nb[producer[t]] != nb[i]) { /* the producer comes first: never larger */
+                    nb[i] = nb[producer[t]] = nb[producer[t]] < nb[i] ? nb[producer[t]] : nb[i];
+                    changed = true;
+                }
+            }
+        }
+        for (int i = g->n_nodes - 2; i >= 0; i--)
+            if (nb[i] > nb[i + 1]) {
+                nb[i] = nb[i + 1];
+                changed = true;
+            }
+    }
+    free(producer);
     return ok;
 }
 
@@ -177,12 +258,19 @@ static void choose_micro_batches(nn_graph *g, int batch, nn_precision prec, int 
         if (b > worst) worst = b;
     }
     *plan_batch = *uniform = fit_batch(worst, budget, batch);
-    if (g->n_nodes == 0 || !batch_is_outermost(g)) return;
-    int *nb = ftl_xmalloc((size_t)g->n_nodes * sizeof *nb);
+    int *rows = g->n_nodes > 0 ? batch_rows(g) : NULL;
+    if (!rows) return;
+    int *nb = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *nb);
     int next = batch;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         int m = fit_batch(layer_bytes(g, i, elem), budget, batch);
         nb[i] = next = m < next ? m : next;
+    }
+    bool ok = pin_micro_batches(g, rows, nb);
+    free(rows);
+    if (!ok) {
+        free(nb);
+        return;
     }
     *plan_batch = nb[g->n_nodes - 1];
     if (ftl_log_enabled(FTL_LOG_DEBUG))

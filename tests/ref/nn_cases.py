@@ -273,6 +273,21 @@ def build_cases(d):
     ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [scores, vh])], perm=[1, 0, 2]),
                            g.const(np.array([16, -1, 8], np.int64))])
     g.save(d, g.op("Transpose", [ctx], perm=[1, 0, 2]))
+    # Swin's window layout, [N x 16 windows, 16 tokens, C], around a wide layer: with a small cache budget the
+    # wide products run 2 images (32 windows) at a time and the rest 8, the boundary cutting windowed tensors
+    # (tests/unit/test_nn_torchvision.c); the Transpose moving the batch axis after them keeps the size up to
+    # the Add that brings the images back outermost
+    g = G("windows_micro_batches", [8, 4, 16, 16])
+    t = g.op("Transpose", [g.conv("x", 4, 8, pads=[1, 1, 1, 1])], perm=[0, 2, 3, 1])  # [N,16,16,8]
+    win = g.op("Reshape", [g.op("Transpose", [g.op("Reshape", [t, g.const(np.array([-1, 4, 4, 4, 4, 8], np.int64))])],
+                                perm=[0, 1, 3, 2, 4, 5]), g.const(np.array([-1, 16, 8], np.int64))])  # [N*16,16,8]
+    wide = g.op("Relu", [g.op("MatMul", [win, g.const(rand(8, 256, scale=0.3))])])
+    moved = g.op("Transpose", [g.op("MatMul", [wide, g.const(rand(256, 8, scale=0.06))])], perm=[1, 0, 2])  # [16,N*16,8]
+    back = g.op("Add", [g.op("Transpose", [g.op("Softmax", [moved], axis=-1)], perm=[1, 0, 2]), win])
+    back = g.op("Mul", [back, g.const(rand(16, 8))])
+    img = g.op("Reshape", [g.op("Transpose", [g.op("Reshape", [back, g.const(np.array([-1, 4, 4, 4, 4, 8], np.int64))])],
+                                perm=[0, 1, 3, 2, 4, 5]), g.const(np.array([-1, 16, 16, 8], np.int64))])
+    g.save(d, g.op("ReduceMean", [img], axes=[1, 2], keepdims=0))
     g = G("class_token_concat_gather", [2, 3, 8, 8])
     tok = g.op("Transpose", [g.op("Reshape", [g.conv("x", 3, 6, k=(4, 4), strides=[4, 4]),
                                                g.const(np.array([0, 6, 4], np.int64))])], perm=[0, 2, 1])  # [N,4,6]

@@ -229,6 +229,71 @@ TEST(nn_torchvision_resnet50_micro_batches) {
     free(onnx);
 }
 
+/* Per-layer micro-batches cutting Swin's windowed tensors ([N x 16 windows, 16, 8]: 16 rows per image):
+ * nn_cases.py's windows_micro_batches with a 700 KiB budget per layer runs its wide products 2 images at
+ * a time and the rest 8 at once; the Transpose moving the batch axis holds the small size up to the Add
+ * that puts the images back outermost. 11 images (a tail plan of 3: 1 and 3 at a time) match ONNX
+ * Runtime's rows, and depth-first equals segment after segment bit for bit. */
+TEST(nn_windows_micro_batches) {
+    char *base = ftl_format("%s/ref/nn/ops/windows_micro_batches", ftl_test_build_dir());
+    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
+    nn_npy x = {0}, y = {0};
+    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 8 || y.count % 8) {
+        ftl_test_fail(__FILE__, __LINE__, "reference data for windows_micro_batches missing: run tests/ref/gen_nn.sh");
+    } else {
+        int64_t in_per = x.count / 8, out_per = y.count / 8, n = 11;
+        float *in = malloc((size_t)(n * in_per) * sizeof *in), *want = malloc((size_t)(n * out_per) * sizeof *want);
+        for (int64_t i = 0; i < n; i++) { /* image i is reference image i % 8 */
+            memcpy(in + i * in_per, x.data + (i % 8) * in_per, (size_t)in_per * sizeof *in);
+            memcpy(want + i * out_per, y.data + (i % 8) * out_per, (size_t)out_per * sizeof *want);
+        }
+        nn_npy w = {.data = want, .count = n * out_per};
+        const char *old = getenv("FTL_NN_CACHE_BYTES");
+        char *saved = old ? ftl_strdup(old) : NULL;
+        float *rows[2] = {NULL, NULL};
+        for (int breadth = 0; breadth < 2; breadth++) {
+            setenv("FTL_NN_CACHE_BYTES", "2150400", 1); /* 700 KiB per layer: 264 KiB per image in the wide ones */
+            if (breadth) setenv("FTL_NN_SCHEDULE", "breadth", 1);
+            ftl_model *m = load(onnx, 8, NULL);
+            unsetenv("FTL_NN_SCHEDULE");
+            if (saved) setenv("FTL_NN_CACHE_BYTES", saved, 1);
+            else unsetenv("FTL_NN_CACHE_BYTES");
+            if (!m) continue;
+            const ftl_model_info *i = ftl_model_get_info(m);
+            CHECK_EQ_INT(i->micro_batch_min, 2);
+            CHECK_EQ_INT(i->micro_batch, 8);
+            char *plan = nn_test_plan_text(m);
+            /* the boundary after the Add, where the images are outermost again */
+            const char *two = strstr(plan, "-- 2 images at a time"), *eight = strstr(plan, "-- 8 images at a time");
+            const char *add = strstr(plan, "(Add)"), *mul = strstr(plan, "(Mul)");
+            CHECK(two && eight && add && mul && two < add && add < eight && eight < mul);
+            free(plan);
+            rows[breadth] = malloc((size_t)(n * out_per) * sizeof(float));
+            if (ftl_model_run(m, in, (int)n, rows[breadth]) == FTL_OK) {
+                compare(breadth ? "batch 8 (+3), windowed chunks, breadth-first" : "batch 8 (+3), windowed chunks",
+                        rows[breadth], &w, 1e-5);
+            } else {
+                ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+                free(rows[breadth]);
+                rows[breadth] = NULL;
+            }
+            ftl_model_free(m);
+        }
+        if (rows[0] && rows[1]) CHECK(memcmp(rows[0], rows[1], (size_t)(n * out_per) * sizeof(float)) == 0);
+        free(rows[0]);
+        free(rows[1]);
+        free(saved);
+        free(in);
+        free(want);
+    }
+    nn_npy_free(&x);
+    nn_npy_free(&y);
+    free(base);
+    free(onnx);
+    free(in_p);
+    free(out_p);
+}
+
 static float *run_resnet(const char *onnx, const float *in, int n, int batch, ftl_nn_conv_algorithm alg, int *wino) {
     ftl_model_options o;
     ftl_model_options_init(&o);
