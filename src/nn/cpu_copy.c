@@ -23,6 +23,8 @@ struct cpu_copy_plan {
     size_t run;                         /* elements copied at a time */
     size_t src_elem, dst_elem;          /* bytes per element: equal, or 4 -> 2 (f32 rounded to bf16) */
     int64_t src_offset, dst_offset;     /* bytes (the mds' offset0) */
+    const int64_t *table;               /* a gather: outer runs from these source byte offsets, the
+                                           destination's one after another (same allocation) */
 };
 
 static bool plain_strided(const dnnl_memory_desc_t *md) {
@@ -112,6 +114,17 @@ VECTOR_LOOP static void round_to_bf16(const float *x, uint16_t *y, size_t n) {
     }
 }
 
+cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem) {
+    cpu_copy_plan *c = ftl_xcalloc(1, sizeof *c + (size_t)n_runs * sizeof *src_offset);
+    int64_t *table = (int64_t *)(void *)(c + 1);
+    memcpy(table, src_offset, (size_t)n_runs * sizeof *table);
+    c->table = table;
+    c->outer = n_runs;
+    c->run = run;
+    c->src_elem = c->dst_elem = elem;
+    return c;
+}
+
 void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, int threads) {
     const char *src = (const char *)src_base + c->src_offset;
     char *dst = (char *)dst_base + c->dst_offset;
@@ -122,6 +135,15 @@ void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, 
     int64_t want = (int64_t)((double)outer * (double)run_bytes / 65536.0) + 1;
     int team = want < threads ? (int)want : threads;
     if (team < 1) team = 1;
+    if (c->table) {
+#pragma omp parallel num_threads(team)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            for (int64_t i = outer * t / nt, end = outer * (t + 1) / nt; i < end; i++)
+                memcpy(dst + i * (int64_t)run_bytes, src + c->table[i], run_bytes);
+        }
+        return;
+    }
     if (c->ndims == 0) { /* one contiguous run (a plain conversion): split it between the threads */
 #pragma omp parallel num_threads(team)
         {

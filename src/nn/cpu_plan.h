@@ -92,6 +92,15 @@ typedef struct cpu_attention_op {
     int64_t period;
 } cpu_attention_op;
 
+/* A chain of data movement run as one copy (cpu_gather.c): the sink node's output copied from the
+ * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
+ * at element b x src_per_image + run_src[r] of the source (plain row-major both). */
+typedef struct cpu_gather_op {
+    int source, sink_node;
+    int64_t run, runs_per_image, src_per_image, dst_per_image;
+    int64_t *run_src;
+} cpu_gather_op;
+
 typedef struct cpu_conv_cache {
     int tensor, value;
 } cpu_conv_cache;
@@ -141,6 +150,10 @@ struct nn_plan {
     int n_attn, cap_attn;
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
                                  where attention k is emitted */
+    cpu_gather_op *gathers;   /* data movement chains run as one copy */
+    int n_gathers, cap_gathers;
+    int *node_gather;         /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
+                                 sink of chain k */
 };
 
 /* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
@@ -216,6 +229,9 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
  * not both plain strided of one type, or the runs would be too short to beat oneDNN's reorder). */
 bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
 void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
+/* A copy of n_runs runs of `run` elements of elem bytes from byte offsets src_offset[i] of the source
+ * to one after another in the destination. */
+cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem);
 /* cpu_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
  * conv layouts (channels-last, nChw8c, nChw16c; false, nothing made, otherwise); the loop. */
 bool cpu_pool_ftl_wanted(void);
@@ -254,6 +270,13 @@ void cpu_attention_free(nn_plan *p);
 /* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
 bool cpu_switch_on(const char *name);
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
+
+/* cpu_gather.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
+ * none under FTL_NN_GATHER_CHAINS=0, in int8 plans, or through an observed tensor), emits one at its
+ * sink node, frees them. Shapes are for p->batch on return. */
+ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);
+ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node);
+void cpu_gather_free(nn_plan *p);
 
 /* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
  * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */

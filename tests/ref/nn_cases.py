@@ -288,6 +288,27 @@ def build_cases(d):
     img = g.op("Reshape", [g.op("Transpose", [g.op("Reshape", [back, g.const(np.array([-1, 4, 4, 4, 4, 8], np.int64))])],
                                 perm=[0, 1, 3, 2, 4, 5]), g.const(np.array([-1, 16, 16, 8], np.int64))])
     g.save(d, g.op("ReduceMean", [img], axes=[1, 2], keepdims=0))
+    # Swin's shifted windows: torch.roll as Slice + Concat per axis, the window partition (Reshape, Transpose,
+    # Reshape), a product per token, then back and the residual; ftl copies each direction once (cpu_gather.c)
+    g = G("roll_window_partition", [2, 6, 8, 8])
+    x = g.op("Transpose", [g.conv("x", 6, 16, pads=[1, 1, 1, 1])], perm=[0, 2, 3, 1])  # [N,8,8,16]
+
+    def roll(t, shift):
+        for axis in (1, 2):
+            a = g.op("Slice", [t, g.const(np.array([shift % 8], np.int64)), g.const(np.array([8], np.int64)),
+                               g.const(np.array([axis], np.int64))])
+            b = g.op("Slice", [t, g.const(np.array([0], np.int64)), g.const(np.array([shift % 8], np.int64)),
+                               g.const(np.array([axis], np.int64))])
+            t = g.op("Concat", [a, b], axis=axis)
+        return t
+
+    def windows(t, shape, out):  # [N,2,4,2,4,16] <-> windows
+        return g.op("Reshape", [g.op("Transpose", [g.op("Reshape", [t, g.const(np.array(shape, np.int64))])],
+                                     perm=[0, 1, 3, 2, 4, 5]), g.const(np.array(out, np.int64))])
+    win = windows(roll(x, 2), [-1, 2, 4, 2, 4, 16], [-1, 16, 16])  # [N*4, 16 tokens, 16]
+    y = g.op("MatMul", [win, g.const(rand(16, 16, scale=0.25))])
+    back = roll(windows(y, [-1, 2, 2, 4, 4, 16], [-1, 8, 8, 16]), -2)
+    g.save(d, g.op("ReduceMean", [g.op("Add", [back, x])], axes=[1, 2], keepdims=0))
     g = G("class_token_concat_gather", [2, 3, 8, 8])
     tok = g.op("Transpose", [g.op("Reshape", [g.conv("x", 3, 6, k=(4, 4), strides=[4, 4]),
                                                g.const(np.array([0, 6, 4], np.int64))])], perm=[0, 2, 1])  # [N,4,6]

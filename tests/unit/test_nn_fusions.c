@@ -194,6 +194,7 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
     float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
     int slice_steps[2] = {0, 0};
     bool ran = true;
+    setenv("FTL_NN_GATHER_CHAINS", "0", 1); /* the concats' own copies, not the chains copied at once */
     for (int pass = 0; pass < 2; pass++) {
         ftl_model *m = nn_test_load(r.onnx, batch, NULL, pass == 1 ? "FTL_NN_CONCAT_COPIES" : NULL);
         if (!m) {
@@ -213,6 +214,7 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
         }
         ftl_model_free(m);
     }
+    unsetenv("FTL_NN_GATHER_CHAINS");
     if (ran) {
         double d = nn_max_abs_diff(out[0], out[1], r.out.count);
         printf("  %-20s slice copies %d -> %d; max |copies - oneDNN concat| %.3g\n", name, slice_steps[1], slice_steps[0], d);
@@ -227,6 +229,59 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
 
 TEST(nn_concat_copies_swin) { check_concat_copies("swin_small_cfg", 3, 10); }
 TEST(nn_concat_copies_shufflenet) { check_concat_copies("shufflenet_v2_x0_5", 2, 2); }
+
+/* Chains of data movement copied at once (cpu_gather.c): Swin's roll + window partition and back, in
+ * nn_cases.py's roll_window_partition (against ONNX Runtime) and the torchvision Swin (against PyTorch).
+ * The copies move the same floats, so the rows equal those of the nodes' own steps bit for bit; there
+ * are `chains` gather steps, and the plan has fewer steps. */
+static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy *want, int batch, int images, int chains) {
+    float *out[2] = {malloc((size_t)want->count * sizeof(float)), malloc((size_t)want->count * sizeof(float))};
+    int gathers[2] = {0, 0}, steps[2] = {0, 0};
+    bool ran = true;
+    for (int pass = 0; pass < 2; pass++) {
+        ftl_model *m = nn_test_load(onnx, batch, NULL, pass == 1 ? "FTL_NN_GATHER_CHAINS" : NULL);
+        if (!m) {
+            ran = false;
+            continue;
+        }
+        nn_model_parts parts;
+        nn_model_get_parts(m, &parts);
+        steps[pass] = parts.backend->step_count(parts.plan);
+        for (int i = 0; i < steps[pass]; i++) {
+            nn_step_info si;
+            parts.backend->step_info(parts.plan, i, &si);
+            gathers[pass] += strcmp(si.impl, "ftl:gather_copy") == 0;
+        }
+        if (ftl_model_run(m, in->data, images, out[pass]) != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "run %s: %s", onnx, ftl_last_error());
+            ran = false;
+        }
+        ftl_model_free(m);
+    }
+    if (ran) {
+        printf("  %s: %d steps -> %d, %d chains copied at once\n", onnx, steps[1], steps[0], gathers[0]);
+        CHECK_EQ_INT(gathers[0], chains);
+        CHECK_EQ_INT(gathers[1], 0);
+        CHECK(steps[0] < steps[1]);
+        CHECK(memcmp(out[0], out[1], (size_t)want->count * sizeof(float)) == 0);
+        nn_check_close(__FILE__, __LINE__, "chains copied at once vs reference", out[0], want->data, want->count, 2e-5);
+    }
+    free(out[0]);
+    free(out[1]);
+}
+
+TEST(nn_gather_chains_roll_windows) {
+    nn_model_ref r;
+    if (nn_op_case_read("roll_window_partition", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 2, 2, 2);
+    nn_model_ref_free(&r);
+}
+
+/* swin_small_cfg: 2 shifted blocks (stages 1 and 2), each a chain there and one back */
+TEST(nn_gather_chains_swin) {
+    nn_model_ref r;
+    if (nn_torchvision_ref_read("swin_small_cfg", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 3, 3, 4);
+    nn_model_ref_free(&r);
+}
 
 /* SiLU, x * Sigmoid(x), fused (nn_optimize's fuse_silu, then a swish post-op of the conv before it): the
  * nn_cases graphs run with no Sigmoid or Mul step where the sigmoid has no other reader, keep both where

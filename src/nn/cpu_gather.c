@@ -1,0 +1,266 @@
+/* Chains of data movement run as one copy: a DAG of Slice, Concat, Transpose and reshape nodes from
+ * one source tensor to one sink, whose intermediate tensors nothing else reads, becomes a single
+ * table-driven copy of the source's contiguous runs into the sink's order. Swin's shifted windows
+ * are the case: torch.roll as two Slices and a Concat per axis, then the window partition (Reshape,
+ * Transpose, Reshape), and the same backwards after the attention, each three full copies of the
+ * activations that are now one. The table comes from running the chain on element indices (batch 1,
+ * and batch 2 to check that images map to themselves), so any composition of these ops is exact.
+ * FTL_NN_GATHER_CHAINS=0 keeps the nodes' own steps (A/B runs, tests). */
+#include "nn/cpu_plan.h"
+#include "nn/ops.h"
+#include "nn/shape.h"
+#include "util/error.h"
+#include "util/fsutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MIN_RUN_BYTES = 64 };
+
+static bool is_movement(const nn_graph *g, const nn_node *n) {
+    if (n->dead || n->n_post > 0 || n->n_out != 1 || n->out[0] < 0) return false;
+    if (n->op == NN_OP_SLICE || n->op == NN_OP_CONCAT || n->op == NN_OP_TRANSPOSE || nn_op_is_reshape_like(n->op))
+        return true;
+    if (n->op != NN_OP_PAD) return false;
+    const nn_shape *x = &g->tensors[n->in[0]].shape;
+    for (int i = 0; i < 2 * x->rank; i++)
+        if (n->p.pads[i] != 0) return false; /* only a pad of nothing (Swin's to a window multiple) */
+    return true;
+}
+
+/* Row-major strides of shape s (elements). */
+static void strides_of(const nn_shape *s, int64_t *st) {
+    int64_t m = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        st[i] = m;
+        m *= s->d[i];
+    }
+}
+
+/* out (node n's output, row-major) as indices taken from its inputs' index arrays. */
+static void eval_node(const nn_graph *g, const nn_node *n, int32_t *const *in, int32_t *out) {
+    const nn_shape *ys = &g->tensors[n->out[0]].shape, *xs = &g->tensors[n->in[0]].shape;
+    int64_t count = nn_shape_count(ys), xst[NN_MAX_RANK], idx[NN_MAX_RANK] = {0};
+    strides_of(xs, xst);
+    if (nn_op_is_reshape_like(n->op) || n->op == NN_OP_PAD) {
+        memcpy(out, in[0], (size_t)count * sizeof *out);
+        return;
+    }
+    if (n->op == NN_OP_CONCAT) { /* each input's block along the axis, in order */
+        int axis = n->p.axis;
+        int64_t outer = 1, at = 0;
+        for (int i = 0; i < axis; i++) outer *= ys->d[i];
+        int64_t out_inner = count / outer;
+        for (int k = 0; k < n->n_in; k++) {
+            int64_t inner = nn_shape_count(&g->tensors[n->in[k]].shape) / outer;
+            for (int64_t o = 0; o < outer; o++) memcpy(out + o * out_inner + at, in[k] + o * inner, (size_t)inner * sizeof *out);
+            at += inner;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) { /* Transpose, Slice: each output element's input offset */
+        int64_t off = 0;
+        for (int a = 0; a < ys->rank; a++)
+            off += n->op == NN_OP_TRANSPOSE ? idx[a] * xst[n->p.axes[a]]
+                                            : (n->p.slice_begin[a] + idx[a] * n->p.slice_step[a]) * xst[a];
+        out[i] = in[0][off];
+        for (int a = ys->rank - 1; a >= 0 && ++idx[a] == ys->d[a]; a--) idx[a] = 0;
+    }
+}
+
+/* The sink's index array (element of the source each of its elements copies), for the shapes now
+ * inferred; NULL when a tensor is too large for 32-bit indices. nodes: the chain, in graph order. */
+static int32_t *eval_chain(const nn_graph *g, const int *nodes, int n_nodes, int source) {
+    int64_t n_src = nn_shape_count(&g->tensors[source].shape);
+    if (n_src <= 0 || n_src >= INT32_MAX) return NULL;
+    int32_t **arr = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *arr);
+    arr[source] = ftl_xmalloc((size_t)n_src * sizeof **arr);
+    for (int64_t i = 0; i < n_src; i++) arr[source][i] = (int32_t)i;
+    bool ok = true;
+    for (int k = 0; k < n_nodes && ok; k++) {
+        const nn_node *n = &g->nodes[nodes[k]];
+        int64_t count = nn_shape_count(&g->tensors[n->out[0]].shape);
+        int32_t **in = ftl_xcalloc((size_t)n->n_in + 1, sizeof *in);
+        for (int j = 0; j < n->n_in; j++) in[j] = n->in[j] >= 0 ? arr[n->in[j]] : NULL;
+        ok = count > 0 && count < INT32_MAX && in[0]; /* a constant piece (a class token) is not movement */
+        for (int j = 0; ok && n->op == NN_OP_CONCAT && j < n->n_in; j++) ok = in[j] != NULL;
+        if (ok) {
+            arr[n->out[0]] = ftl_xmalloc((size_t)count * sizeof **arr);
+            eval_node(g, n, in, arr[n->out[0]]);
+        }
+        free(in);
+    }
+    int32_t *sink = ok ? arr[g->nodes[nodes[n_nodes - 1]].out[0]] : NULL;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (arr[t] != sink) free(arr[t]);
+    free(arr);
+    return sink;
+}
+
+/* Whether every reader of tensor t (inputs and summing post-ops of live nodes) is marked in `mark`,
+ * and t is no graph output. */
+static bool read_only_by(const nn_graph *g, int t, const bool *mark) {
+    for (int o = 0; o < g->n_outputs; o++)
+        if (g->outputs[o] == t) return false;
+    for (int j = 0; j < g->n_nodes; j++) {
+        const nn_node *n = &g->nodes[j];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == t && !mark[j]) return false;
+        for (int k = 0; k < n->n_post; k++)
+            if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == t && !mark[j]) return false;
+    }
+    return true;
+}
+
+/* Collects the chain ending at movement node s into nodes (graph order) and its source; false when
+ * it is not one: several sources, a constant source, an intermediate read outside the chain or
+ * watched, nodes of other micro-batches or of a fused attention. */
+static bool collect_chain(const nn_plan *p, const nn_graph *g, const bool *observe, int s, int *nodes, int *n_nodes,
+                          int *source) {
+    bool *in_chain = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *in_chain);
+    int *producer = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *producer);
+    for (int t = 0; t < g->n_tensors; t++) producer[t] = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].n_out > 0 && g->nodes[i].out[0] >= 0) producer[g->nodes[i].out[0]] = i;
+    in_chain[s] = true;
+    bool grew = true;
+    while (grew) { /* movement producers of the chain's inputs join it once the chain reads all they write */
+        grew = false;
+        for (int i = s; i >= 0; i--) {
+            if (!in_chain[i]) continue;
+            const nn_node *n = &g->nodes[i];
+            for (int k = 0; k < n->n_in; k++) {
+                int t = n->in[k], q = t >= 0 && !nn_is_const(g, t) ? producer[t] : -1;
+                if (q >= 0 && !in_chain[q] && is_movement(g, &g->nodes[q]) && read_only_by(g, t, in_chain))
+                    in_chain[q] = grew = true;
+            }
+        }
+    }
+    *source = -1;
+    bool ok = true;
+    for (int i = 0; i <= s && ok; i++) /* the data the chain reads from outside it: one tensor */
+        for (int k = 0; in_chain[i] && k < g->nodes[i].n_in && ok; k++) {
+            int t = g->nodes[i].in[k];
+            if (t < 0 || nn_is_const(g, t) || (producer[t] >= 0 && in_chain[producer[t]])) continue;
+            ok = *source < 0 || *source == t;
+            *source = t;
+        }
+    *n_nodes = 0;
+    bool concat = false, transpose = false;
+    int mb = p->node_mb ? p->node_mb[s] : p->batch;
+    for (int i = 0; i <= s && ok; i++) {
+        if (!in_chain[i]) continue;
+        const nn_node *n = &g->nodes[i];
+        nodes[(*n_nodes)++] = i;
+        concat |= n->op == NN_OP_CONCAT;
+        transpose |= n->op == NN_OP_TRANSPOSE;
+        ok = (p->node_mb ? p->node_mb[i] : p->batch) == mb && (!p->node_fused || p->node_fused[i] == -1) &&
+             !(observe && observe[n->out[0]]);
+        ok = ok && (i == s || read_only_by(g, n->out[0], in_chain)); /* (joined so, but checked once more) */
+    }
+    ok = ok && *source >= 0 && !nn_is_const(g, *source) && concat && transpose; /* two copies or more now */
+    free(in_chain);
+    free(producer);
+    return ok;
+}
+
+/* Whether the sink's batch-2 table is the batch-1 table for each image (the chain keeps images apart
+ * and in order), and the runs: the greatest common length of the sink's contiguous stretches. */
+static bool per_image_runs(const int32_t *one, int64_t n1, const int32_t *two, int64_t n2, int64_t src1, int64_t *run) {
+    if (n2 != 2 * n1) return false;
+    for (int64_t i = 0; i < n1; i++)
+        if (two[i] != one[i] || two[n1 + i] != one[i] + src1) return false;
+    int64_t gcd = 0, start = 0;
+    for (int64_t i = 1; i <= n1; i++) {
+        if (i < n1 && one[i] == one[i - 1] + 1) continue;
+        int64_t a = i - start, b = gcd;
+        while (b) {
+            int64_t r = a % b;
+            a = b;
+            b = r;
+        }
+        gcd = a;
+        start = i;
+    }
+    *run = gcd;
+    return gcd > 0;
+}
+
+ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
+    p->node_gather = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_gather);
+    for (int i = 0; i < g->n_nodes; i++) p->node_gather[i] = -1;
+    if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8_scale) return FTL_OK;
+    int *nodes = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *nodes);
+    for (int s = 0; s < g->n_nodes; s++) {
+        const nn_node *sn = &g->nodes[s];
+        if (!is_movement(g, sn) || (p->node_fused && p->node_fused[s] != -1)) continue;
+        bool movement_reader = false; /* the chain ends where no movement node reads on */
+        for (int j = s + 1; j < g->n_nodes && !movement_reader; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                movement_reader |= g->nodes[j].in[k] == sn->out[0] && is_movement(g, &g->nodes[j]);
+        int n_nodes, source;
+        if (movement_reader || !collect_chain(p, g, observe, s, nodes, &n_nodes, &source)) continue;
+        int sink = sn->out[0];
+        FTL_TRY(nn_infer_shapes(g, 1));
+        int64_t src1 = nn_shape_count(&g->tensors[source].shape), n1 = nn_shape_count(&g->tensors[sink].shape);
+        int32_t *one = eval_chain(g, nodes, n_nodes, source);
+        FTL_TRY(nn_infer_shapes(g, 2));
+        int64_t n2 = nn_shape_count(&g->tensors[sink].shape);
+        int32_t *two = one ? eval_chain(g, nodes, n_nodes, source) : NULL;
+        int64_t run = 0;
+        bool ok = one && two && per_image_runs(one, n1, two, n2, src1, &run) && run * 4 >= MIN_RUN_BYTES;
+        free(two);
+        if (!ok) {
+            free(one);
+            continue;
+        }
+        if (p->n_gathers == p->cap_gathers) {
+            p->cap_gathers = p->cap_gathers ? 2 * p->cap_gathers : 8;
+            p->gathers = ftl_xrealloc(p->gathers, (size_t)p->cap_gathers * sizeof *p->gathers);
+        }
+        cpu_gather_op *op = &p->gathers[p->n_gathers];
+        *op = (cpu_gather_op){.source = source, .sink_node = s, .run = run, .runs_per_image = n1 / run,
+                              .src_per_image = src1, .dst_per_image = n1};
+        op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
+        for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = one[r * run];
+        free(one);
+        for (int k = 0; k < n_nodes - 1; k++) p->node_gather[nodes[k]] = -2;
+        p->node_gather[s] = p->n_gathers++;
+        if (p->last_node[source] < s) p->last_node[source] = s; /* read at the sink now */
+    }
+    free(nodes);
+    return nn_infer_shapes(g, p->batch);
+}
+
+ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
+    const cpu_gather_op *op = &p->gathers[p->node_gather[node]];
+    const nn_node *n = &g->nodes[node];
+    char label[96];
+    snprintf(label, sizeof label, "%.60s (%s, one copy)", n->name, n->op_type);
+    FTL_TRY(cpu_rebatch(p, op->source));
+    int v = p->tval[op->source];
+    if (v < 0) return ftl_fail(FTL_E_INTERNAL, "node '%s': the source of its data movement has no value", n->name);
+    dnnl_memory_desc_t plain;
+    cpu_plain_md(&plain, &g->tensors[op->source].shape, p->vals[v].md.data_type);
+    if (!dnnl_memory_desc_equal(&p->vals[v].md, &plain)) FTL_TRY(cpu_ensure(p, op->source, &plain, &v));
+    size_t elem = dnnl_data_type_size(p->vals[v].md.data_type);
+    int64_t images = p->cur_mb, per = op->runs_per_image;
+    int64_t *src = ftl_xmalloc((size_t)(images * per + 1) * sizeof *src);
+    for (int64_t b = 0; b < images; b++)
+        for (int64_t r = 0; r < per; r++) src[b * per + r] = (b * op->src_per_image + op->run_src[r]) * (int64_t)elem;
+    dnnl_memory_desc_t out_md;
+    cpu_plain_md(&out_md, &g->tensors[n->out[0]].shape, p->vals[v].md.data_type);
+    int out = cpu_new_value(p, &out_md, cpu_new_buf(p, 0, p->last_node[n->out[0]]));
+    cpu_bind(p, n->out[0], out);
+    cpu_copy_plan *copy = cpu_copy_plan_gather(src, images * per, (size_t)op->run, elem);
+    free(src);
+    cpu_host_step(p, CPU_STEP_COPY, v, out, "ftl:gather_copy", label)->copy = copy;
+    return FTL_OK;
+}
+
+void cpu_gather_free(nn_plan *p) {
+    for (int k = 0; k < p->n_gathers; k++) free(p->gathers[k].run_src);
+    free(p->gathers);
+    free(p->node_gather);
+}
