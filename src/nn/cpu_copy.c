@@ -181,6 +181,25 @@ void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, 
     }
 }
 
+VECTOR_LOOP static void add_floats(const float *a, const float *b, float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void cpu_copy_run_add(const cpu_copy_plan *c, const void *src_base, const float *addend, void *dst_base, int threads) {
+    const char *src = src_base;
+    float *dst = dst_base;
+    int64_t outer = c->outer, want = (int64_t)((double)outer * (double)(c->run * 4) / 65536.0) + 1;
+    int team = want < threads ? (int)want : threads;
+    if (team < 1) team = 1;
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        for (int64_t i = outer * t / nt, end = outer * (t + 1) / nt; i < end; i++)
+            add_floats((const float *)(const void *)(src + c->table[i]), addend + i * (int64_t)c->run,
+                       dst + i * (int64_t)c->run, c->run);
+    }
+}
+
 bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst) {
     bool int8_src = src->data_type == dnnl_u8 || src->data_type == dnnl_s8;
     bool int8_dst = dst->data_type == dnnl_u8 || dst->data_type == dnnl_s8;

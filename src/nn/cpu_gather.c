@@ -113,11 +113,11 @@ static bool read_only_by(const nn_graph *g, int t, const bool *mark) {
     return true;
 }
 
-/* Collects the chain ending at movement node s into nodes (graph order) and its source; false when
- * it is not one: several sources, a constant source, an intermediate read outside the chain or
- * watched, nodes of other micro-batches or of a fused attention. */
+/* Collects the chain ending at movement node s into nodes (graph order), its source and whether it
+ * has a Concat and a Transpose; false when it is not one: several sources, a constant source, an
+ * intermediate read outside the chain or watched, nodes of other micro-batches or of a fused attention. */
 static bool collect_chain(const nn_plan *p, const nn_graph *g, const bool *observe, int s, int *nodes, int *n_nodes,
-                          int *source) {
+                          int *source, bool *concat, bool *transpose) {
     bool *in_chain = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *in_chain);
     int *producer = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *producer);
     for (int t = 0; t < g->n_tensors; t++) producer[t] = -1;
@@ -147,22 +147,42 @@ static bool collect_chain(const nn_plan *p, const nn_graph *g, const bool *obser
             *source = t;
         }
     *n_nodes = 0;
-    bool concat = false, transpose = false;
+    *concat = *transpose = false;
     int mb = p->node_mb ? p->node_mb[s] : p->batch;
     for (int i = 0; i <= s && ok; i++) {
         if (!in_chain[i]) continue;
         const nn_node *n = &g->nodes[i];
         nodes[(*n_nodes)++] = i;
-        concat |= n->op == NN_OP_CONCAT;
-        transpose |= n->op == NN_OP_TRANSPOSE;
+        *concat |= n->op == NN_OP_CONCAT;
+        *transpose |= n->op == NN_OP_TRANSPOSE;
         ok = (p->node_mb ? p->node_mb[i] : p->batch) == mb && (!p->node_fused || p->node_fused[i] == -1) &&
              !(observe && observe[n->out[0]]);
         ok = ok && (i == s || read_only_by(g, n->out[0], in_chain)); /* (joined so, but checked once more) */
     }
-    ok = ok && *source >= 0 && !nn_is_const(g, *source) && concat && transpose; /* two copies or more now */
+    ok = ok && *source >= 0 && !nn_is_const(g, *source);
     free(in_chain);
     free(producer);
     return ok;
+}
+
+/* The Add that alone reads the chain's sink tensor y, adding a same-shape activation (Swin's residual
+ * after the window reverse), in an fp32 plan at the chain's micro-batch: the copy adds it on the way.
+ * -1 when there is none; *addend: the other summand. */
+static int residual_add(const nn_plan *p, const nn_graph *g, const bool *observe, int s, int *addend) {
+    int slot, a = nn_graph_sole_reader(g, g->nodes[s].out[0], &slot);
+    if (a < 0 || p->precision != NN_PREC_F32) return -1;
+    const nn_node *n = &g->nodes[a];
+    if (n->op != NN_OP_ADD || n->n_in != 2 || n->n_post > 0 || n->in[1 - slot] < 0 || nn_is_const(g, n->in[1 - slot]) ||
+        (p->node_mb && p->node_mb[a] != p->node_mb[s]) || (p->node_fused && p->node_fused[a] != -1) ||
+        (observe && observe[g->nodes[s].out[0]]))
+        return -1;
+    const nn_shape *y = &g->tensors[g->nodes[s].out[0]].shape, *r = &g->tensors[n->in[1 - slot]].shape,
+                   *o = &g->tensors[n->out[0]].shape;
+    if (y->rank != r->rank || y->rank != o->rank) return -1;
+    for (int i = 0; i < y->rank; i++)
+        if (y->d[i] != r->d[i] || y->d[i] != o->d[i]) return -1;
+    *addend = n->in[1 - slot];
+    return a;
 }
 
 /* Whether the sink's batch-2 table is the batch-1 table for each image (the chain keeps images apart
@@ -199,8 +219,11 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
         for (int j = s + 1; j < g->n_nodes && !movement_reader; j++)
             for (int k = 0; k < g->nodes[j].n_in; k++)
                 movement_reader |= g->nodes[j].in[k] == sn->out[0] && is_movement(g, &g->nodes[j]);
-        int n_nodes, source;
-        if (movement_reader || !collect_chain(p, g, observe, s, nodes, &n_nodes, &source)) continue;
+        int n_nodes, source, addend = -1, add = -1;
+        bool concat, transpose;
+        if (movement_reader || !collect_chain(p, g, observe, s, nodes, &n_nodes, &source, &concat, &transpose)) continue;
+        if (transpose) add = residual_add(p, g, observe, s, &addend);
+        if (!(transpose && (concat || add >= 0))) continue; /* two passes over the data or more now */
         int sink = sn->out[0];
         FTL_TRY(nn_infer_shapes(g, 1));
         int64_t src1 = nn_shape_count(&g->tensors[source].shape), n1 = nn_shape_count(&g->tensors[sink].shape);
@@ -221,13 +244,14 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
         }
         cpu_gather_op *op = &p->gathers[p->n_gathers];
         *op = (cpu_gather_op){.source = source, .sink_node = s, .run = run, .runs_per_image = n1 / run,
-                              .src_per_image = src1, .dst_per_image = n1};
+                              .src_per_image = src1, .dst_per_image = n1, .addend = addend,
+                              .emit_node = add >= 0 ? add : s};
         op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
         for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = one[r * run];
         free(one);
-        for (int k = 0; k < n_nodes - 1; k++) p->node_gather[nodes[k]] = -2;
-        p->node_gather[s] = p->n_gathers++;
-        if (p->last_node[source] < s) p->last_node[source] = s; /* read at the sink now */
+        for (int k = 0; k < n_nodes; k++) p->node_gather[nodes[k]] = -2;
+        p->node_gather[op->emit_node] = p->n_gathers++;
+        if (p->last_node[source] < op->emit_node) p->last_node[source] = op->emit_node; /* read there now */
     }
     free(nodes);
     return nn_infer_shapes(g, p->batch);
@@ -235,9 +259,9 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
 
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
     const cpu_gather_op *op = &p->gathers[p->node_gather[node]];
-    const nn_node *n = &g->nodes[node];
+    const nn_node *n = &g->nodes[node]; /* the sink, or the Add after it */
     char label[96];
-    snprintf(label, sizeof label, "%.60s (%s, one copy)", n->name, n->op_type);
+    snprintf(label, sizeof label, "%.56s (%s, one copy%s)", n->name, n->op_type, op->addend >= 0 ? " + add" : "");
     FTL_TRY(cpu_rebatch(p, op->source));
     int v = p->tval[op->source];
     if (v < 0) return ftl_fail(FTL_E_INTERNAL, "node '%s': the source of its data movement has no value", n->name);
@@ -255,7 +279,22 @@ ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
     cpu_bind(p, n->out[0], out);
     cpu_copy_plan *copy = cpu_copy_plan_gather(src, images * per, (size_t)op->run, elem);
     free(src);
-    cpu_host_step(p, CPU_STEP_COPY, v, out, "ftl:gather_copy", label)->copy = copy;
+    int r = -1;
+    if (op->addend >= 0) {
+        FTL_TRY(cpu_rebatch(p, op->addend));
+        r = p->tval[op->addend];
+        dnnl_memory_desc_t plain_r;
+        cpu_plain_md(&plain_r, &g->tensors[op->addend].shape, dnnl_f32);
+        if (r < 0 || !dnnl_memory_desc_equal(&p->vals[r].md, &plain_r)) FTL_TRY(cpu_ensure(p, op->addend, &plain_r, &r));
+    }
+    cpu_step *st = cpu_host_step(p, CPU_STEP_COPY, v, out, r >= 0 ? "ftl:gather_add" : "ftl:gather_copy", label);
+    st->copy = copy;
+    if (r >= 0) { /* arg 2: the summand, read where the destination is written */
+        st->arg_key[2] = DNNL_ARG_SRC_1;
+        st->arg_val[2] = r;
+        st->nargs = 3;
+        cpu_touch(p, r, p->n_steps - 1);
+    }
     return FTL_OK;
 }
 

@@ -754,9 +754,14 @@ static void fill(const cpu_value *v, float value) {
 }
 
 static void run_copy(nn_plan *p, const cpu_step *s) {
-    void *from = NULL, *to = NULL;
+    void *from = NULL, *to = NULL, *addend = NULL;
     dnnl_memory_get_data_handle(p->vals[s->arg_val[0]].mem, &from);
     dnnl_memory_get_data_handle(p->vals[s->arg_val[1]].mem, &to);
+    if (s->nargs == 3) { /* a gather with the residual added (cpu_gather.c) */
+        dnnl_memory_get_data_handle(p->vals[s->arg_val[2]].mem, &addend);
+        cpu_copy_run_add(s->copy, from, addend, to, p->threads);
+        return;
+    }
     cpu_copy_run(s->copy, from, to, p->threads);
 }
 

@@ -94,9 +94,10 @@ typedef struct cpu_attention_op {
 
 /* A chain of data movement run as one copy (cpu_gather.c): the sink node's output copied from the
  * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
- * at element b x src_per_image + run_src[r] of the source (plain row-major both). */
+ * at element b x src_per_image + run_src[r] of the source (plain row-major both); with an addend
+ * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
 typedef struct cpu_gather_op {
-    int source, sink_node;
+    int source, sink_node, addend, emit_node;
     int64_t run, runs_per_image, src_per_image, dst_per_image;
     int64_t *run_src;
 } cpu_gather_op;
@@ -232,6 +233,8 @@ void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int thr
 /* A copy of n_runs runs of `run` elements of elem bytes from byte offsets src_offset[i] of the source
  * to one after another in the destination. */
 cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem);
+/* A gather's copy with f32 addend (laid out as the destination) added: dst = gathered src + addend. */
+void cpu_copy_run_add(const cpu_copy_plan *plan, const void *src, const float *addend, void *dst, int threads);
 /* cpu_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
  * conv layouts (channels-last, nChw8c, nChw16c; false, nothing made, otherwise); the loop. */
 bool cpu_pool_ftl_wanted(void);

@@ -230,13 +230,15 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
 TEST(nn_concat_copies_swin) { check_concat_copies("swin_small_cfg", 3, 10); }
 TEST(nn_concat_copies_shufflenet) { check_concat_copies("shufflenet_v2_x0_5", 2, 2); }
 
-/* Chains of data movement copied at once (cpu_gather.c): Swin's roll + window partition and back, in
- * nn_cases.py's roll_window_partition (against ONNX Runtime) and the torchvision Swin (against PyTorch).
- * The copies move the same floats, so the rows equal those of the nodes' own steps bit for bit; there
- * are `chains` gather steps, and the plan has fewer steps. */
-static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy *want, int batch, int images, int chains) {
+/* Chains of data movement copied at once (cpu_gather.c): Swin's roll + window partition and back (the
+ * way back adding the residual as it copies), in nn_cases.py's roll_window_partition (against ONNX
+ * Runtime) and the torchvision Swin (against PyTorch). The floats are moved and added as the nodes' own
+ * steps do, so the rows equal theirs bit for bit; there are `copies` gathers and `adds` gathers with the
+ * residual, and the plan has fewer steps. */
+static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy *want, int batch, int images, int copies,
+                                int adds) {
     float *out[2] = {malloc((size_t)want->count * sizeof(float)), malloc((size_t)want->count * sizeof(float))};
-    int gathers[2] = {0, 0}, steps[2] = {0, 0};
+    int gathers[2] = {0, 0}, with_add[2] = {0, 0}, steps[2] = {0, 0};
     bool ran = true;
     for (int pass = 0; pass < 2; pass++) {
         ftl_model *m = nn_test_load(onnx, batch, NULL, pass == 1 ? "FTL_NN_GATHER_CHAINS" : NULL);
@@ -251,6 +253,7 @@ static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy
             nn_step_info si;
             parts.backend->step_info(parts.plan, i, &si);
             gathers[pass] += strcmp(si.impl, "ftl:gather_copy") == 0;
+            with_add[pass] += strcmp(si.impl, "ftl:gather_add") == 0;
         }
         if (ftl_model_run(m, in->data, images, out[pass]) != FTL_OK) {
             ftl_test_fail(__FILE__, __LINE__, "run %s: %s", onnx, ftl_last_error());
@@ -259,9 +262,12 @@ static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy
         ftl_model_free(m);
     }
     if (ran) {
-        printf("  %s: %d steps -> %d, %d chains copied at once\n", onnx, steps[1], steps[0], gathers[0]);
-        CHECK_EQ_INT(gathers[0], chains);
-        CHECK_EQ_INT(gathers[1], 0);
+        const char *file = strrchr(onnx, '/');
+        printf("  %s: %d steps -> %d, chains copied at once: %d, and with their residual added: %d\n",
+               file ? file + 1 : onnx, steps[1], steps[0], gathers[0], with_add[0]);
+        CHECK_EQ_INT(gathers[0], copies);
+        CHECK_EQ_INT(with_add[0], adds);
+        CHECK_EQ_INT(gathers[1] + with_add[1], 0);
         CHECK(steps[0] < steps[1]);
         CHECK(memcmp(out[0], out[1], (size_t)want->count * sizeof(float)) == 0);
         nn_check_close(__FILE__, __LINE__, "chains copied at once vs reference", out[0], want->data, want->count, 2e-5);
@@ -272,14 +278,15 @@ static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy
 
 TEST(nn_gather_chains_roll_windows) {
     nn_model_ref r;
-    if (nn_op_case_read("roll_window_partition", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 2, 2, 2);
+    if (nn_op_case_read("roll_window_partition", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 2, 2, 1, 1);
     nn_model_ref_free(&r);
 }
 
-/* swin_small_cfg: 2 shifted blocks (stages 1 and 2), each a chain there and one back */
+/* swin_small_cfg: stages 1 and 2 of two blocks: the shifted block's roll + partition copied at once,
+ * every block's way back with its residual (the unshifted ones' a partition reverse only) */
 TEST(nn_gather_chains_swin) {
     nn_model_ref r;
-    if (nn_torchvision_ref_read("swin_small_cfg", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 3, 3, 4);
+    if (nn_torchvision_ref_read("swin_small_cfg", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 3, 3, 2, 4);
     nn_model_ref_free(&r);
 }
 
