@@ -885,7 +885,11 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     memset(info, 0, sizeof *info);
     info->node = s->node;
     info->also_node = s->also_node;
-    info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention" : s->also_node >= 0 ? "Conv+Depthwise" : NULL;
+    bool gather = s->kind == CPU_STEP_COPY && strncmp(s->impl, "ftl:gather", 10) == 0; /* cpu_gather.c's chains */
+    info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention"
+                 : s->also_node >= 0           ? "Conv+Depthwise"
+                 : gather                      ? (s->nargs == 3 ? "Movement+Add" : "Movement")
+                                               : NULL;
     info->label = s->label;
     info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;

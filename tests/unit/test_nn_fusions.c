@@ -254,6 +254,8 @@ static void check_gather_chains(const char *onnx, const nn_npy *in, const nn_npy
             parts.backend->step_info(parts.plan, i, &si);
             gathers[pass] += strcmp(si.impl, "ftl:gather_copy") == 0;
             with_add[pass] += strcmp(si.impl, "ftl:gather_add") == 0;
+            if (strncmp(si.impl, "ftl:gather", 10) == 0) /* what --profile calls them */
+                CHECK(si.kind && strcmp(si.kind, strcmp(si.impl, "ftl:gather_add") == 0 ? "Movement+Add" : "Movement") == 0);
         }
         if (ftl_model_run(m, in->data, images, out[pass]) != FTL_OK) {
             ftl_test_fail(__FILE__, __LINE__, "run %s: %s", onnx, ftl_last_error());
