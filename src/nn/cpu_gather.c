@@ -3,8 +3,8 @@
  * table-driven copy of the source's contiguous runs into the sink's order. Swin's shifted windows
  * are the case: torch.roll as two Slices and a Concat per axis, then the window partition (Reshape,
  * Transpose, Reshape), and the same backwards after the attention, each three full copies of the
- * activations that are now one. The table comes from running the chain on element indices (batch 1,
- * and batch 2 to check that images map to themselves), so any composition of these ops is exact.
+ * activations that are now one. The table comes from running the chain on element indices for two
+ * images (each must map to its own rows, as image 0 does), so any composition of these ops is exact.
  * FTL_NN_GATHER_CHAINS=0 keeps the nodes' own steps (A/B runs, tests). */
 #include "nn/cpu_plan.h"
 #include "nn/ops.h"
@@ -97,72 +97,107 @@ static int32_t *eval_chain(const nn_graph *g, const int *nodes, int n_nodes, int
     return sink;
 }
 
-/* Whether every reader of tensor t (inputs and summing post-ops of live nodes) is marked in `mark`,
- * and t is no graph output. */
-static bool read_only_by(const nn_graph *g, int t, const bool *mark) {
+/* Who writes and who reads each tensor, built once per plan: a chain is grown from every candidate
+ * sink, and scanning the whole graph per question cost Swin-T 0.9 s of model load. */
+typedef struct graph_index {
+    int *producer;            /* per tensor: the live node writing it, -1 none */
+    int *reader_start, *readers; /* per tensor t: readers[reader_start[t] .. reader_start[t + 1]) (inputs and
+                                    summing post-ops, a node once per slot) */
+    bool *output;             /* per tensor: a graph output */
+} graph_index;
+
+static void index_graph(const nn_graph *g, graph_index *x) {
+    int nt = g->n_tensors;
+    x->producer = ftl_xmalloc(((size_t)nt + 1) * sizeof *x->producer);
+    x->reader_start = ftl_xcalloc((size_t)nt + 2, sizeof *x->reader_start);
+    x->output = ftl_xcalloc((size_t)nt + 1, sizeof *x->output);
+    for (int t = 0; t < nt; t++) x->producer[t] = -1;
     for (int o = 0; o < g->n_outputs; o++)
-        if (g->outputs[o] == t) return false;
-    for (int j = 0; j < g->n_nodes; j++) {
-        const nn_node *n = &g->nodes[j];
-        if (n->dead) continue;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] == t && !mark[j]) return false;
-        for (int k = 0; k < n->n_post; k++)
-            if (n->post[k].kind == NN_POST_SUM && n->post[k].sum_tensor == t && !mark[j]) return false;
+        if (g->outputs[o] >= 0) x->output[g->outputs[o]] = true;
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
+        int *at = pass ? ftl_xmalloc(((size_t)nt + 1) * sizeof *at) : NULL;
+        if (pass) {
+            for (int t = 0; t < nt; t++) x->reader_start[t + 1] += x->reader_start[t];
+            memcpy(at, x->reader_start, (size_t)nt * sizeof *at);
+            x->readers = ftl_xmalloc(((size_t)x->reader_start[nt] + 1) * sizeof *x->readers);
+        }
+        for (int j = 0; j < g->n_nodes; j++) {
+            const nn_node *n = &g->nodes[j];
+            if (n->dead) continue;
+            if (!pass && n->n_out > 0 && n->out[0] >= 0) x->producer[n->out[0]] = j;
+            for (int k = 0; k < n->n_in + n->n_post; k++) {
+                int t = k < n->n_in ? n->in[k] : n->post[k - n->n_in].kind == NN_POST_SUM ? n->post[k - n->n_in].sum_tensor : -1;
+                if (t < 0) continue;
+                if (pass) x->readers[at[t]++] = j;
+                else x->reader_start[t + 1]++;
+            }
+        }
+        free(at);
     }
+}
+
+static void index_free(graph_index *x) {
+    free(x->producer);
+    free(x->reader_start);
+    free(x->readers);
+    free(x->output);
+}
+
+/* Whether every reader of tensor t is marked in `mark`, and t is no graph output. */
+static bool read_only_by(const graph_index *x, int t, const bool *mark) {
+    if (x->output[t]) return false;
+    for (int r = x->reader_start[t]; r < x->reader_start[t + 1]; r++)
+        if (!mark[x->readers[r]]) return false;
     return true;
 }
 
 /* Collects the chain ending at movement node s into nodes (graph order), its source and whether it
  * has a Concat and a Transpose; false when it is not one: several sources, a constant source, an
- * intermediate read outside the chain or watched, nodes of other micro-batches or of a fused attention. */
-static bool collect_chain(const nn_plan *p, const nn_graph *g, const bool *observe, int s, int *nodes, int *n_nodes,
-                          int *source, bool *concat, bool *transpose) {
-    bool *in_chain = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *in_chain);
-    int *producer = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *producer);
-    for (int t = 0; t < g->n_tensors; t++) producer[t] = -1;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i].dead && g->nodes[i].n_out > 0 && g->nodes[i].out[0] >= 0) producer[g->nodes[i].out[0]] = i;
+ * intermediate read outside the chain or watched, nodes of other micro-batches or of a fused attention.
+ * in_chain: all false on entry and on return. */
+static bool collect_chain(const nn_plan *p, const nn_graph *g, const graph_index *x, const bool *observe, int s,
+                          bool *in_chain, int *nodes, int *n_nodes, int *source, bool *concat, bool *transpose) {
     in_chain[s] = true;
+    int lowest = s;
     bool grew = true;
     while (grew) { /* movement producers of the chain's inputs join it once the chain reads all they write */
         grew = false;
-        for (int i = s; i >= 0; i--) {
+        for (int i = s; i >= lowest; i--) {
             if (!in_chain[i]) continue;
             const nn_node *n = &g->nodes[i];
             for (int k = 0; k < n->n_in; k++) {
-                int t = n->in[k], q = t >= 0 && !nn_is_const(g, t) ? producer[t] : -1;
-                if (q >= 0 && !in_chain[q] && is_movement(g, &g->nodes[q]) && read_only_by(g, t, in_chain))
+                int t = n->in[k], q = t >= 0 && !nn_is_const(g, t) ? x->producer[t] : -1;
+                if (q >= 0 && !in_chain[q] && is_movement(g, &g->nodes[q]) && read_only_by(x, t, in_chain)) {
                     in_chain[q] = grew = true;
+                    if (q < lowest) lowest = q;
+                }
             }
         }
     }
     *source = -1;
     bool ok = true;
-    for (int i = 0; i <= s && ok; i++) /* the data the chain reads from outside it: one tensor */
+    for (int i = lowest; i <= s && ok; i++) /* the data the chain reads from outside it: one tensor */
         for (int k = 0; in_chain[i] && k < g->nodes[i].n_in && ok; k++) {
             int t = g->nodes[i].in[k];
-            if (t < 0 || nn_is_const(g, t) || (producer[t] >= 0 && in_chain[producer[t]])) continue;
+            if (t < 0 || nn_is_const(g, t) || (x->producer[t] >= 0 && in_chain[x->producer[t]])) continue;
             ok = *source < 0 || *source == t;
             *source = t;
         }
     *n_nodes = 0;
     *concat = *transpose = false;
     int mb = p->node_mb ? p->node_mb[s] : p->batch;
-    for (int i = 0; i <= s && ok; i++) {
+    for (int i = lowest; i <= s; i++) {
         if (!in_chain[i]) continue;
         const nn_node *n = &g->nodes[i];
         nodes[(*n_nodes)++] = i;
         *concat |= n->op == NN_OP_CONCAT;
         *transpose |= n->op == NN_OP_TRANSPOSE;
-        ok = (p->node_mb ? p->node_mb[i] : p->batch) == mb && (!p->node_fused || p->node_fused[i] == -1) &&
+        ok = ok && (p->node_mb ? p->node_mb[i] : p->batch) == mb && (!p->node_fused || p->node_fused[i] == -1) &&
              !(observe && observe[n->out[0]]);
-        ok = ok && (i == s || read_only_by(g, n->out[0], in_chain)); /* (joined so, but checked once more) */
+        ok = ok && (i == s || read_only_by(x, n->out[0], in_chain)); /* (joined so, but checked once more) */
     }
-    ok = ok && *source >= 0 && !nn_is_const(g, *source);
-    free(in_chain);
-    free(producer);
-    return ok;
+    for (int k = 0; k < *n_nodes; k++) in_chain[nodes[k]] = false;
+    return ok && *source >= 0 && !nn_is_const(g, *source);
 }
 
 /* The Add that alone reads the chain's sink tensor y, adding a same-shape activation (Swin's residual
@@ -185,15 +220,16 @@ static int residual_add(const nn_plan *p, const nn_graph *g, const bool *observe
     return a;
 }
 
-/* Whether the sink's batch-2 table is the batch-1 table for each image (the chain keeps images apart
- * and in order), and the runs: the greatest common length of the sink's contiguous stretches. */
-static bool per_image_runs(const int32_t *one, int64_t n1, const int32_t *two, int64_t n2, int64_t src1, int64_t *run) {
-    if (n2 != 2 * n1) return false;
-    for (int64_t i = 0; i < n1; i++)
-        if (two[i] != one[i] || two[n1 + i] != one[i] + src1) return false;
+/* Whether the sink's table (batch images of n1 elements) holds, for every image, image 0's table
+ * shifted by the image's place in the source (src1 elements each): the chain keeps images apart and
+ * in order. And the runs: the greatest common length of image 0's contiguous stretches. */
+static bool per_image_runs(const int32_t *map, int64_t n1, int64_t batch, int64_t src1, int64_t *run) {
+    for (int64_t b = 1; b < batch; b++)
+        for (int64_t i = 0; i < n1; i++)
+            if (map[b * n1 + i] != map[i] + b * src1) return false;
     int64_t gcd = 0, start = 0;
     for (int64_t i = 1; i <= n1; i++) {
-        if (i < n1 && one[i] == one[i - 1] + 1) continue;
+        if (i < n1 && map[i] == map[i - 1] + 1) continue;
         int64_t a = i - start, b = gcd;
         while (b) {
             int64_t r = a % b;
@@ -207,54 +243,76 @@ static bool per_image_runs(const int32_t *one, int64_t n1, const int32_t *two, i
     return gcd > 0;
 }
 
+/* A chain found, before its index table is checked. */
+typedef struct candidate {
+    int *nodes, n_nodes, source, add, addend;
+} candidate;
+
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
     p->node_gather = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_gather);
     for (int i = 0; i < g->n_nodes; i++) p->node_gather[i] = -1;
     if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8_scale) return FTL_OK;
+    graph_index x;
+    index_graph(g, &x);
+    bool *in_chain = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *in_chain);
     int *nodes = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *nodes);
+    candidate *cand = NULL;
+    int n_cand = 0;
     for (int s = 0; s < g->n_nodes; s++) {
         const nn_node *sn = &g->nodes[s];
         if (!is_movement(g, sn) || (p->node_fused && p->node_fused[s] != -1)) continue;
         bool movement_reader = false; /* the chain ends where no movement node reads on */
-        for (int j = s + 1; j < g->n_nodes && !movement_reader; j++)
-            for (int k = 0; k < g->nodes[j].n_in; k++)
-                movement_reader |= g->nodes[j].in[k] == sn->out[0] && is_movement(g, &g->nodes[j]);
+        for (int r = x.reader_start[sn->out[0]]; r < x.reader_start[sn->out[0] + 1]; r++)
+            movement_reader |= is_movement(g, &g->nodes[x.readers[r]]);
         int n_nodes, source, addend = -1, add = -1;
         bool concat, transpose;
-        if (movement_reader || !collect_chain(p, g, observe, s, nodes, &n_nodes, &source, &concat, &transpose)) continue;
+        if (movement_reader ||
+            !collect_chain(p, g, &x, observe, s, in_chain, nodes, &n_nodes, &source, &concat, &transpose))
+            continue;
         if (transpose) add = residual_add(p, g, observe, s, &addend);
         if (!(transpose && (concat || add >= 0))) continue; /* two passes over the data or more now */
-        int sink = sn->out[0];
-        FTL_TRY(nn_infer_shapes(g, 1));
-        int64_t src1 = nn_shape_count(&g->tensors[source].shape), n1 = nn_shape_count(&g->tensors[sink].shape);
-        int32_t *one = eval_chain(g, nodes, n_nodes, source);
-        FTL_TRY(nn_infer_shapes(g, 2));
-        int64_t n2 = nn_shape_count(&g->tensors[sink].shape);
-        int32_t *two = one ? eval_chain(g, nodes, n_nodes, source) : NULL;
-        int64_t run = 0;
-        bool ok = one && two && per_image_runs(one, n1, two, n2, src1, &run) && run * 4 >= MIN_RUN_BYTES;
-        free(two);
-        if (!ok) {
-            free(one);
-            continue;
-        }
-        if (p->n_gathers == p->cap_gathers) {
-            p->cap_gathers = p->cap_gathers ? 2 * p->cap_gathers : 8;
-            p->gathers = ftl_xrealloc(p->gathers, (size_t)p->cap_gathers * sizeof *p->gathers);
-        }
-        cpu_gather_op *op = &p->gathers[p->n_gathers];
-        *op = (cpu_gather_op){.source = source, .sink_node = s, .run = run, .runs_per_image = n1 / run,
-                              .src_per_image = src1, .dst_per_image = n1, .addend = addend,
-                              .emit_node = add >= 0 ? add : s};
-        op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
-        for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = one[r * run];
-        free(one);
-        for (int k = 0; k < n_nodes; k++) p->node_gather[nodes[k]] = -2;
-        p->node_gather[op->emit_node] = p->n_gathers++;
-        if (p->last_node[source] < op->emit_node) p->last_node[source] = op->emit_node; /* read there now */
+        cand = ftl_xrealloc(cand, ((size_t)n_cand + 1) * sizeof *cand);
+        cand[n_cand] = (candidate){.nodes = ftl_xmalloc((size_t)n_nodes * sizeof(int)), .n_nodes = n_nodes,
+                                   .source = source, .add = add, .addend = addend};
+        memcpy(cand[n_cand++].nodes, nodes, (size_t)n_nodes * sizeof(int));
     }
+    free(in_chain);
     free(nodes);
-    return nn_infer_shapes(g, p->batch);
+    index_free(&x);
+    /* the tables for 2 images (small, and enough to see): each image must map to its own rows, as image
+     * 0 does shifted by its place, so the table of image 0 serves any micro-batch */
+    ftl_status st = n_cand ? nn_infer_shapes(g, 2) : FTL_OK;
+    int64_t batch = g->n_inputs > 0 && g->tensors[g->inputs[0]].shape.rank > 0 ? g->tensors[g->inputs[0]].shape.d[0] : 0;
+    for (int c = 0; c < n_cand; c++) {
+        candidate *k = &cand[c];
+        int s = k->nodes[k->n_nodes - 1];
+        int64_t src = nn_shape_count(&g->tensors[k->source].shape), n = nn_shape_count(&g->tensors[g->nodes[s].out[0]].shape);
+        int64_t src1 = batch > 0 ? src / batch : 0, n1 = batch > 0 ? n / batch : 0, run = 0;
+        int32_t *map = st == FTL_OK && batch > 0 && src % batch == 0 && n % batch == 0
+                           ? eval_chain(g, k->nodes, k->n_nodes, k->source)
+                           : NULL;
+        bool ok = map && per_image_runs(map, n1, batch, src1, &run) && run * 4 >= MIN_RUN_BYTES;
+        if (ok) {
+            if (p->n_gathers == p->cap_gathers) {
+                p->cap_gathers = p->cap_gathers ? 2 * p->cap_gathers : 8;
+                p->gathers = ftl_xrealloc(p->gathers, (size_t)p->cap_gathers * sizeof *p->gathers);
+            }
+            cpu_gather_op *op = &p->gathers[p->n_gathers];
+            *op = (cpu_gather_op){.source = k->source, .sink_node = s, .run = run, .runs_per_image = n1 / run,
+                                  .src_per_image = src1, .dst_per_image = n1, .addend = k->addend,
+                                  .emit_node = k->add >= 0 ? k->add : s};
+            op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
+            for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = map[r * run];
+            for (int j = 0; j < k->n_nodes; j++) p->node_gather[k->nodes[j]] = -2;
+            p->node_gather[op->emit_node] = p->n_gathers++;
+            if (p->last_node[k->source] < op->emit_node) p->last_node[k->source] = op->emit_node; /* read there now */
+        }
+        free(map);
+        free(k->nodes);
+    }
+    free(cand);
+    if (st != FTL_OK) return st;
+    return n_cand ? nn_infer_shapes(g, p->batch) : FTL_OK;
 }
 
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
