@@ -299,7 +299,7 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
             }
             cpu_gather_op *op = &p->gathers[p->n_gathers];
             *op = (cpu_gather_op){.source = k->source, .sink_node = s, .run = run, .runs_per_image = n1 / run,
-                                  .src_per_image = src1, .dst_per_image = n1, .addend = k->addend,
+                                  .src_per_image = src1, .addend = k->addend,
                                   .emit_node = k->add >= 0 ? k->add : s};
             op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
             for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = map[r * run];

@@ -98,7 +98,7 @@ typedef struct cpu_attention_op {
  * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
 typedef struct cpu_gather_op {
     int source, sink_node, addend, emit_node;
-    int64_t run, runs_per_image, src_per_image, dst_per_image;
+    int64_t run, runs_per_image, src_per_image;
     int64_t *run_src;
 } cpu_gather_op;
 

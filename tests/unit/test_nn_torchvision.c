@@ -235,17 +235,19 @@ TEST(nn_torchvision_resnet50_micro_batches) {
  * that puts the images back outermost. 11 images (a tail plan of 3: 1 and 3 at a time) match ONNX
  * Runtime's rows, and depth-first equals segment after segment bit for bit. */
 TEST(nn_windows_micro_batches) {
-    char *base = ftl_format("%s/ref/nn/ops/windows_micro_batches", ftl_test_build_dir());
-    char *onnx = ftl_format("%s.onnx", base), *in_p = ftl_format("%s.in.npy", base), *out_p = ftl_format("%s.out.npy", base);
-    nn_npy x = {0}, y = {0};
-    if (!nn_npy_read(in_p, &x) || !nn_npy_read(out_p, &y) || x.count % 8 || y.count % 8) {
-        ftl_test_fail(__FILE__, __LINE__, "reference data for windows_micro_batches missing: run tests/ref/gen_nn.sh");
+    nn_model_ref ref;
+    if (!nn_op_case_read("windows_micro_batches", &ref)) {
+        nn_model_ref_free(&ref);
+        return;
+    }
+    if (ref.in.count % 8 || ref.out.count % 8) {
+        ftl_test_fail(__FILE__, __LINE__, "windows_micro_batches: the reference is not 8 images");
     } else {
-        int64_t in_per = x.count / 8, out_per = y.count / 8, n = 11;
+        int64_t in_per = ref.in.count / 8, out_per = ref.out.count / 8, n = 11;
         float *in = malloc((size_t)(n * in_per) * sizeof *in), *want = malloc((size_t)(n * out_per) * sizeof *want);
         for (int64_t i = 0; i < n; i++) { /* image i is reference image i % 8 */
-            memcpy(in + i * in_per, x.data + (i % 8) * in_per, (size_t)in_per * sizeof *in);
-            memcpy(want + i * out_per, y.data + (i % 8) * out_per, (size_t)out_per * sizeof *want);
+            memcpy(in + i * in_per, ref.in.data + (i % 8) * in_per, (size_t)in_per * sizeof *in);
+            memcpy(want + i * out_per, ref.out.data + (i % 8) * out_per, (size_t)out_per * sizeof *want);
         }
         nn_npy w = {.data = want, .count = n * out_per};
         const char *old = getenv("FTL_NN_CACHE_BYTES");
@@ -254,7 +256,7 @@ TEST(nn_windows_micro_batches) {
         for (int breadth = 0; breadth < 2; breadth++) {
             setenv("FTL_NN_CACHE_BYTES", "2150400", 1); /* 700 KiB per layer: 264 KiB per image in the wide ones */
             if (breadth) setenv("FTL_NN_SCHEDULE", "breadth", 1);
-            ftl_model *m = load(onnx, 8, NULL);
+            ftl_model *m = load(ref.onnx, 8, NULL);
             unsetenv("FTL_NN_SCHEDULE");
             if (saved) setenv("FTL_NN_CACHE_BYTES", saved, 1);
             else unsetenv("FTL_NN_CACHE_BYTES");
@@ -286,12 +288,7 @@ TEST(nn_windows_micro_batches) {
         free(in);
         free(want);
     }
-    nn_npy_free(&x);
-    nn_npy_free(&y);
-    free(base);
-    free(onnx);
-    free(in_p);
-    free(out_p);
+    nn_model_ref_free(&ref);
 }
 
 static float *run_resnet(const char *onnx, const float *in, int n, int batch, ftl_nn_conv_algorithm alg, int *wino) {
