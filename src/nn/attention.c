@@ -77,68 +77,74 @@ static inline __mmask16 tail_mask(int64_t remaining) {
 }
 
 /* s[i][...] = acc[i][...] x scale: the end both Q K^T tiles share. */
-#define QK_SCALED_STORE(NV)                                                                                    \
+#define QK_SCALED_STORE(M, NV)                                                                                 \
     __m512 sc = _mm512_set1_ps(scale);                                                                         \
-    _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                       \
+    _Pragma("GCC unroll 7") for (int i = 0; i < M; i++)                                                        \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                                   \
             _mm512_storeu_ps(s + i * sp + LANES * v, _mm512_mul_ps(acc[i][v], sc));
 
-/* s[MR rows][NV x 16] = scale x q[MR rows][depth] k[depth][NV x 16]: q by row pointers, k rows ks apart
- * (its last vector loaded under `last`), s rows sp apart. Written out per NV so the accumulators stay
- * in registers. */
-#define QK_TILE(NV)                                                                                            \
-    static void qk_tile_##NV(const float *const *q, int64_t depth, const float *k, int64_t ks, __mmask16 last,  \
-                             float *s, int64_t sp, float scale) {                                              \
-        __m512 acc[MR][NV];                                                                                    \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+/* s[M rows][NV x 16] = scale x q[M rows][depth] k[depth][NV x 16]: q by row pointers, k rows ks apart
+ * (its last vector loaded under `last`), s rows sp apart. Written out per M and NV so the accumulators
+ * stay in registers (M x NV <= 24, leaving room for the K vectors and the broadcast). */
+#define QK_TILE(M, NV)                                                                                         \
+    static void qk_tile_##M##_##NV(const float *const *q, int64_t depth, const float *k, int64_t ks,            \
+                                   __mmask16 last, float *s, int64_t sp, float scale) {                        \
+        __m512 acc[M][NV];                                                                                     \
+        _Pragma("GCC unroll 7") for (int i = 0; i < M; i++)                                                    \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();              \
         for (int64_t d = 0; d < depth; d++) {                                                                  \
             __m512 kv[NV];                                                                                     \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) kv[v] =                                       \
                 _mm512_maskz_loadu_ps(v == NV - 1 ? last : (__mmask16)0xFFFF, k + d * ks + LANES * v);         \
-            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+            _Pragma("GCC unroll 7") for (int i = 0; i < M; i++) {                                              \
                 __m512 qi = _mm512_set1_ps(q[i][d]);                                                           \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(qi, kv[v], acc[i][v]); \
             }                                                                                                  \
         }                                                                                                      \
-        QK_SCALED_STORE(NV)                                                                                    \
+        QK_SCALED_STORE(M, NV)                                                                                 \
     }
-QK_TILE(1)
-QK_TILE(2)
-QK_TILE(3)
-QK_TILE(4)
+QK_TILE(6, 1)
+QK_TILE(6, 2)
+QK_TILE(6, 3)
+QK_TILE(6, 4)
+QK_TILE(7, 1)
+QK_TILE(7, 2)
+QK_TILE(7, 3)
 
 /* o[i][...] = acc[i][...] x inv[i]: the end both P V tiles share. */
-#define PV_SCALED_STORE(NV)                                                                                    \
-    _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                                     \
+#define PV_SCALED_STORE(M, NV)                                                                                 \
+    _Pragma("GCC unroll 7") for (int i = 0; i < M; i++) {                                                      \
         __m512 r = _mm512_set1_ps(inv[i]);                                                                     \
         _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++)                                                   \
             _mm512_storeu_ps(o + i * op + LANES * c, _mm512_mul_ps(acc[i][c], r));                             \
     }
 
-/* o[MR][NV x 16] = (s[MR][keys] v[keys][NV x 16]) x inv[row]: v rows vs apart (last vector under
+/* o[M][NV x 16] = (s[M][keys] v[keys][NV x 16]) x inv[row]: v rows vs apart (last vector under
  * `last`), o rows op apart. */
-#define PV_TILE(NV)                                                                                            \
-    static void pv_tile_##NV(const float *s, int64_t sp, int64_t keys, const float *v, int64_t vs,             \
-                             __mmask16 last, const float *inv, float *o, int64_t op) {                         \
-        __m512 acc[MR][NV];                                                                                    \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+#define PV_TILE(M, NV)                                                                                         \
+    static void pv_tile_##M##_##NV(const float *s, int64_t sp, int64_t keys, const float *v, int64_t vs,       \
+                                   __mmask16 last, const float *inv, float *o, int64_t op) {                   \
+        __m512 acc[M][NV];                                                                                     \
+        _Pragma("GCC unroll 7") for (int i = 0; i < M; i++)                                                    \
             _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_setzero_ps();              \
         for (int64_t j = 0; j < keys; j++) {                                                                   \
             __m512 vv[NV];                                                                                     \
             _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) vv[c] =                                       \
                 _mm512_maskz_loadu_ps(c == NV - 1 ? last : (__mmask16)0xFFFF, v + j * vs + LANES * c);         \
-            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+            _Pragma("GCC unroll 7") for (int i = 0; i < M; i++) {                                              \
                 __m512 si = _mm512_set1_ps(s[i * sp + j]);                                                     \
                 _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_fmadd_ps(si, vv[c], acc[i][c]); \
             }                                                                                                  \
         }                                                                                                      \
-        PV_SCALED_STORE(NV)                                                                                    \
+        PV_SCALED_STORE(M, NV)                                                                                 \
     }
-PV_TILE(1)
-PV_TILE(2)
-PV_TILE(3)
-PV_TILE(4)
+PV_TILE(6, 1)
+PV_TILE(6, 2)
+PV_TILE(6, 3)
+PV_TILE(6, 4)
+PV_TILE(7, 1)
+PV_TILE(7, 2)
+PV_TILE(7, 3)
 
 /* Key columns past the last multiple of 16 that the softmax takes 16 rows at a time rather than as a
  * vector of which 1 or 2 lanes are used (Swin's 49 = 3 x 16 + 1); 0 where the vector is used enough.
@@ -158,10 +164,29 @@ static void qk_row_tile(const float *const *q, int64_t depth, const float *k, in
         const float *kj = k + j;
         float *sj = s + j;
         switch (nv) {
-        case 1: qk_tile_1(q, depth, kj, ks, last, sj, sp, scale); break;
-        case 2: qk_tile_2(q, depth, kj, ks, last, sj, sp, scale); break;
-        case 3: qk_tile_3(q, depth, kj, ks, last, sj, sp, scale); break;
-        default: qk_tile_4(q, depth, kj, ks, last, sj, sp, scale); break;
+        case 1: qk_tile_6_1(q, depth, kj, ks, last, sj, sp, scale); break;
+        case 2: qk_tile_6_2(q, depth, kj, ks, last, sj, sp, scale); break;
+        case 3: qk_tile_6_3(q, depth, kj, ks, last, sj, sp, scale); break;
+        default: qk_tile_6_4(q, depth, kj, ks, last, sj, sp, scale); break;
+        }
+    }
+}
+
+/* The 7-row tiles (a block of 49 rows, Swin's windows, runs as 7 of them instead of 9 of 6 with 5 rows
+ * of padding): chunks of 3 vectors, as 7 x 4 accumulators would spill. The same sums in the same order
+ * as the 6-row tiles, so the scores' bits do not depend on the tile height. (Swin's 49th key column
+ * as a dot product per row instead of a vector with one lane used was 2% faster on the shape alone, but
+ * sums in another order: not worth a feature-cache version.) */
+static void qk_row_tile7(const float *const *q, int64_t depth, const float *k, int64_t ks, int64_t keys,
+                         bool k_padded, float *s, int64_t sp, float scale) {
+    (void)k_padded;
+    for (int64_t j = 0; j < keys; j += 3 * LANES) {
+        int64_t left = keys - j, nv = (left + LANES - 1) / LANES;
+        __mmask16 last = tail_mask(left - (nv > 3 ? 2 : nv - 1) * LANES);
+        switch (nv) {
+        case 1: qk_tile_7_1(q, depth, k + j, ks, last, s + j, sp, scale); break;
+        case 2: qk_tile_7_2(q, depth, k + j, ks, last, s + j, sp, scale); break;
+        default: qk_tile_7_3(q, depth, k + j, ks, last, s + j, sp, scale); break;
         }
     }
 }
@@ -172,10 +197,23 @@ static void pv_row_tile(const float *s, int64_t sp, int64_t keys, const float *v
         int64_t left = vdepth - c, nv = (left + LANES - 1) / LANES;
         __mmask16 last = tail_mask(left - (nv > MAX_NV ? MAX_NV - 1 : nv - 1) * LANES);
         switch (nv) {
-        case 1: pv_tile_1(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
-        case 2: pv_tile_2(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
-        case 3: pv_tile_3(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
-        default: pv_tile_4(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        case 1: pv_tile_6_1(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        case 2: pv_tile_6_2(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        case 3: pv_tile_6_3(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        default: pv_tile_6_4(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        }
+    }
+}
+
+static void pv_row_tile7(const float *s, int64_t sp, int64_t keys, const float *v, int64_t vs, int64_t vdepth,
+                         const float *inv, float *o, int64_t op) {
+    for (int64_t c = 0; c < vdepth; c += 3 * LANES) {
+        int64_t left = vdepth - c, nv = (left + LANES - 1) / LANES;
+        __mmask16 last = tail_mask(left - (nv > 3 ? 2 : nv - 1) * LANES);
+        switch (nv) {
+        case 1: pv_tile_7_1(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        case 2: pv_tile_7_2(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
+        default: pv_tile_7_3(s, sp, keys, v + c, vs, last, inv, o + c, op); break;
         }
     }
 }
@@ -348,7 +386,8 @@ static void write_bf16_rows(uint16_t *out, int64_t row_stride, const float *obuf
 #pragma GCC pop_options
 
 static const nn_attn_kernels *kernels_avx512(void) {
-    static const nn_attn_kernels k = {"avx512", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows};
+    static const nn_attn_kernels k = {"avx512", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows,
+                                      qk_row_tile7, pv_row_tile7};
     return &k;
 }
 
@@ -421,7 +460,7 @@ static inline uint32_t pair_at(const uint16_t *row, int64_t i) {
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], qi, kv[v]); \
             }                                                                                                  \
         }                                                                                                      \
-        QK_SCALED_STORE(NV)                                                                                    \
+        QK_SCALED_STORE(MR, NV)                                                                                \
     }
 QK2_TILE(1)
 QK2_TILE(2)
@@ -444,7 +483,7 @@ QK2_TILE(4)
                 _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], pi, vv[c]); \
             }                                                                                                  \
         }                                                                                                      \
-        PV_SCALED_STORE(NV)                                                                                    \
+        PV_SCALED_STORE(MR, NV)                                                                                \
     }
 PV2_TILE(1)
 PV2_TILE(2)
@@ -550,9 +589,16 @@ static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_
 
 #pragma GCC pop_options
 
+/* The tile height for a block of n rows: 7 where the table has 7-row tiles and 7 divides n but 6 does
+ * not (Swin's 49: 7 tiles, not 9 with 5 rows of padding), else MR. */
+static int tile_rows(const nn_attn_kernels *K, int64_t n) {
+    return K->qk_row_tile7 && n % 7 == 0 && n % MR != 0 ? 7 : MR;
+}
+
 static void run_item(const nn_attn_kernels *K, const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
                      int64_t ks, const float *v, int64_t vs) {
-    int64_t padded = round_up(nrows, MR);
+    int mr = tile_rows(K, nrows);
+    int64_t padded = round_up(nrows, mr);
     const float *q;
     int64_t qs;
     if (in_place(&a->q)) {
@@ -563,18 +609,20 @@ static void run_item(const nn_attn_kernels *K, const nn_attention *a, workspace 
         q = w->qpack;
         qs = a->depth;
     }
-    for (int64_t i = 0; i < padded; i += MR) {
-        const float *rows[MR];
-        for (int r = 0; r < MR; r++) rows[r] = i + r < nrows ? q + (i + r) * qs : w->zero;
-        K->qk_row_tile(rows, a->depth, k, ks, a->keys, k == w->kpack, w->s + i * w->sp, w->sp, a->scale);
+    for (int64_t i = 0; i < padded; i += mr) {
+        const float *rows[NN_ATTN_MR_MAX];
+        for (int r = 0; r < mr; r++) rows[r] = i + r < nrows ? q + (i + r) * qs : w->zero;
+        (mr == 7 ? K->qk_row_tile7 : K->qk_row_tile)(rows, a->depth, k, ks, a->keys, k == w->kpack, w->s + i * w->sp,
+                                                     w->sp, a->scale);
     }
     const float *bias = a->bias ? a->bias + ((l % a->bias_period) * a->rows + r0) * a->keys : NULL;
     K->softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
     for (int64_t i = nrows; i < padded; i++) w->inv[i] = 0.0f;
     int64_t out_base = lead_offset(a, &a->out, l);
-    for (int64_t i = 0; i < padded; i += MR) {
-        K->pv_row_tile(w->s + i * w->sp, w->sp, a->keys, v, vs, a->vdepth, w->inv + i, w->obuf, w->vp);
-        write_rows(K, a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
+    for (int64_t i = 0; i < padded; i += mr) {
+        (mr == 7 ? K->pv_row_tile7 : K->pv_row_tile)(w->s + i * w->sp, w->sp, a->keys, v, vs, a->vdepth, w->inv + i,
+                                                     w->obuf, w->vp);
+        write_rows(K, a, out_base, r0 + i, nrows - i < mr ? nrows - i : mr, w->obuf, w->vp);
     }
 }
 
@@ -594,7 +642,7 @@ void nn_attention_run(const nn_attention *a, int threads) {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         workspace w = {.kp = round_up(a->keys, LANES), .vp = round_up(a->vdepth, LANES)};
         w.sp = w.kp;
-        int64_t padded_block = round_up(block, MR);
+        int64_t padded_block = round_up(block, NN_ATTN_MR_MAX) + MR; /* rows padded to a multiple of 6 or 7 */
         w.dp = round_up(a->depth, 2);
         w.sp2 = round_up(a->keys, 2);
         if (dot2) {
@@ -609,7 +657,7 @@ void nn_attention_run(const nn_attention *a, int threads) {
         w.vpack = dot2 || in_place(&a->v) ? NULL : ftl_xmalloc((size_t)(a->keys * w.vp) * sizeof(float));
         w.qpack = dot2 || in_place(&a->q) ? NULL : ftl_xmalloc((size_t)(padded_block * a->depth) * sizeof(float));
         w.s = ftl_xmalloc((size_t)(padded_block * w.sp) * sizeof(float));
-        w.obuf = ftl_xmalloc((size_t)(MR * w.vp) * sizeof(float));
+        w.obuf = ftl_xmalloc((size_t)(NN_ATTN_MR_MAX * w.vp) * sizeof(float));
         w.inv = ftl_xmalloc((size_t)padded_block * sizeof(float));
         w.mx = ftl_xmalloc((size_t)padded_block * sizeof(float));
         w.zero = ftl_xcalloc((size_t)a->depth, sizeof(float));

@@ -243,6 +243,6 @@ static void write_bf16_rows(uint16_t *out, int64_t row_stride, const float *obuf
 #pragma GCC pop_options
 
 const nn_attn_kernels *nn_attn_kernels_avx2(void) {
-    static const nn_attn_kernels k = {"avx2", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows};
+    static const nn_attn_kernels k = {"avx2", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows, NULL, NULL};
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &k : NULL;
 }

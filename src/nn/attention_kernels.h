@@ -12,8 +12,9 @@
  * softmax cuts at the same place (train/denormal_flush.h). */
 #define NN_ATTN_EXP_CUTOFF (-44.0f)
 
-/* Rows per register tile: the driver pads a block's rows to a multiple and hands MR row pointers. */
-enum { NN_ATTN_MR = 6 };
+/* Rows per register tile: the driver pads a block's rows to a multiple and hands MR row pointers;
+ * tables with 7-row tiles take blocks that 7 divides and 6 does not (Swin's 49) in those. */
+enum { NN_ATTN_MR = 6, NN_ATTN_MR_MAX = 7 };
 
 typedef struct nn_attn_kernels {
     const char *isa;
@@ -30,6 +31,11 @@ typedef struct nn_attn_kernels {
     void (*pack)(const nn_attn_operand *o, int64_t base, int64_t rows, int64_t cols, float *dst, int64_t dst_stride);
     /* n rows of cols fp32 (op apart) rounded to bf16 rows (row_stride apart, unit column stride) */
     void (*write_bf16_rows)(uint16_t *out, int64_t row_stride, const float *obuf, int64_t op, int64_t n, int64_t cols);
+    /* the two tiles on 7 rows (q: 7 row pointers, inv and o: 7 rows); NULL where the ISA has none */
+    void (*qk_row_tile7)(const float *const *q, int64_t depth, const float *k, int64_t ks, int64_t keys, bool k_padded,
+                         float *s, int64_t sp, float scale);
+    void (*pv_row_tile7)(const float *s, int64_t sp, int64_t keys, const float *v, int64_t vs, int64_t vdepth,
+                         const float *inv, float *o, int64_t op);
 } nn_attn_kernels;
 
 /* The AVX2 table, or NULL where the CPU lacks AVX2 or FMA. */

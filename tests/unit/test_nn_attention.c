@@ -245,6 +245,7 @@ TEST(nn_attention_kernel_odd_shapes) {
         {"17 queries x 23 keys, depth 24, values 40", 3, 2, 17, 23, 24, 40, 2, false, false, false, false},
         {"100 queries (blocks of 48), values 80 (> 64)", 2, 2, 100, 61, 16, 80, 0, true, false, true, false},
         {"7 keys, values 5 (one part-vector)", 2, 1, 9, 7, 3, 5, 0, true, false, false, false},
+        {"7-row tiles: 35 queries, 70 keys, values 56, bias", 2, 2, 35, 70, 24, 56, 2, true, false, false, false},
         /* key columns past a multiple of 16 that the AVX-512 softmax takes 16 rows at a time: 33, 18 */
         {"tail keys: 37 x 33, depth 20, bias", 2, 2, 37, 33, 20, 24, 2, true, false, false, false},
         {"tail keys: 100 x 18, depth 40, K^T rows", 1, 3, 100, 18, 40, 16, 0, false, false, true, false},
