@@ -114,14 +114,15 @@ VECTOR_LOOP static void round_to_bf16(const float *x, uint16_t *y, size_t n) {
     }
 }
 
-cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem) {
+cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem, size_t dst_elem) {
     cpu_copy_plan *c = ftl_xcalloc(1, sizeof *c + (size_t)n_runs * sizeof *src_offset);
     int64_t *table = (int64_t *)(void *)(c + 1);
     memcpy(table, src_offset, (size_t)n_runs * sizeof *table);
     c->table = table;
     c->outer = n_runs;
     c->run = run;
-    c->src_elem = c->dst_elem = elem;
+    c->src_elem = elem;
+    c->dst_elem = dst_elem;
     return c;
 }
 
@@ -140,7 +141,10 @@ void cpu_copy_run(const cpu_copy_plan *c, const void *src_base, void *dst_base, 
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
             for (int64_t i = outer * t / nt, end = outer * (t + 1) / nt; i < end; i++)
-                memcpy(dst + i * (int64_t)run_bytes, src + c->table[i], run_bytes);
+                if (convert)
+                    round_to_bf16((const float *)(const void *)(src + c->table[i]),
+                                  (uint16_t *)(void *)dst + i * (int64_t)c->run, c->run);
+                else memcpy(dst + i * (int64_t)run_bytes, src + c->table[i], run_bytes);
         }
         return;
     }

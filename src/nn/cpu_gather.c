@@ -201,11 +201,11 @@ static bool collect_chain(const nn_plan *p, const nn_graph *g, const graph_index
 }
 
 /* The Add that alone reads the chain's sink tensor y, adding a same-shape activation (Swin's residual
- * after the window reverse), in an fp32 plan at the chain's micro-batch: the copy adds it on the way.
- * -1 when there is none; *addend: the other summand. */
+ * after the window reverse), at the chain's micro-batch: the copy adds it on the way, in fp32 (a bf16
+ * plan's residual stream is fp32 too). -1 when there is none; *addend: the other summand. */
 static int residual_add(const nn_plan *p, const nn_graph *g, const bool *observe, int s, int *addend) {
     int slot, a = nn_graph_sole_reader(g, g->nodes[s].out[0], &slot);
-    if (a < 0 || p->precision != NN_PREC_F32) return -1;
+    if (a < 0) return -1;
     const nn_node *n = &g->nodes[a];
     if (n->op != NN_OP_ADD || n->n_in != 2 || n->n_post > 0 || n->in[1 - slot] < 0 || nn_is_const(g, n->in[1 - slot]) ||
         (p->node_mb && p->node_mb[a] != p->node_mb[s]) || (p->node_fused && p->node_fused[a] != -1) ||
@@ -323,19 +323,21 @@ ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
     FTL_TRY(cpu_rebatch(p, op->source));
     int v = p->tval[op->source];
     if (v < 0) return ftl_fail(FTL_E_INTERNAL, "node '%s': the source of its data movement has no value", n->name);
-    dnnl_memory_desc_t plain;
-    cpu_plain_md(&plain, &g->tensors[op->source].shape, p->vals[v].md.data_type);
+    dnnl_memory_desc_t plain; /* the adding copy reads f32 */
+    cpu_plain_md(&plain, &g->tensors[op->source].shape, op->addend >= 0 ? dnnl_f32 : p->vals[v].md.data_type);
     if (!dnnl_memory_desc_equal(&p->vals[v].md, &plain)) FTL_TRY(cpu_ensure(p, op->source, &plain, &v));
     size_t elem = dnnl_data_type_size(p->vals[v].md.data_type);
     int64_t images = p->cur_mb, per = op->runs_per_image;
     int64_t *src = ftl_xmalloc((size_t)(images * per + 1) * sizeof *src);
     for (int64_t b = 0; b < images; b++)
         for (int64_t r = 0; r < per; r++) src[b * per + r] = (b * op->src_per_image + op->run_src[r]) * (int64_t)elem;
+    /* written as bf16 where only bf16 readers take it (Swin's window partition feeding its QKV matmul) */
+    dnnl_data_type_t dt = op->addend >= 0 ? p->vals[v].md.data_type : cpu_copy_type(p, g, p->vals[v].md.data_type, n->out[0]);
     dnnl_memory_desc_t out_md;
-    cpu_plain_md(&out_md, &g->tensors[n->out[0]].shape, p->vals[v].md.data_type);
+    cpu_plain_md(&out_md, &g->tensors[n->out[0]].shape, dt);
     int out = cpu_new_value(p, &out_md, cpu_new_buf(p, 0, p->last_node[n->out[0]]));
     cpu_bind(p, n->out[0], out);
-    cpu_copy_plan *copy = cpu_copy_plan_gather(src, images * per, (size_t)op->run, elem);
+    cpu_copy_plan *copy = cpu_copy_plan_gather(src, images * per, (size_t)op->run, elem, dnnl_data_type_size(dt));
     free(src);
     int r = -1;
     if (op->addend >= 0) {

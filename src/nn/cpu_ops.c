@@ -785,11 +785,15 @@ static ftl_status emit_pool(nn_plan *p, nn_graph *g, const nn_node *n) {
     return FTL_OK;
 }
 
-/* Reshape-like ops: the same bytes in plain row-major order, viewed with the new dims. */
+/* Reshape-like ops: the same bytes in plain row-major order, viewed with the new dims. An input that
+ * is not plain yet (a permuted view: Swin's window partition) is copied, as bf16 where only bf16
+ * readers take the output (no second copy to convert it). */
 static ftl_status emit_view(nn_plan *p, nn_graph *g, const nn_node *n) {
     int v = p->tval[n->in[0]];
     dnnl_memory_desc_t plain;
     cpu_plain_md(&plain, shape_of(g, n->in[0]), p->vals[v].md.data_type);
+    if (!dnnl_memory_desc_equal(&p->vals[v].md, &plain))
+        cpu_plain_md(&plain, shape_of(g, n->in[0]), cpu_copy_type(p, g, p->vals[v].md.data_type, n->out[0]));
     FTL_TRY(cpu_ensure(p, n->in[0], &plain, &v));
     cpu_plain_md(&plain, shape_of(g, n->out[0]), p->vals[v].md.data_type);
     cpu_bind(p, n->out[0], cpu_new_value(p, &plain, p->vals[v].buf));
@@ -834,8 +838,7 @@ static bool read_as_bf16_only(const nn_plan *p, const nn_graph *g, int t, int de
     return readers > 0;
 }
 
-/* The type of a copy of tensor t whose source has type dt: bf16 when only bf16 readers take it. */
-static dnnl_data_type_t copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t) {
+dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t) {
     return dt == dnnl_f32 && p->precision == NN_PREC_BF16 && !p->int8_scale && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
                    read_as_bf16_only(p, g, t, 0)
                ? dnnl_bf16
@@ -865,7 +868,7 @@ static ftl_status emit_transpose(nn_plan *p, nn_graph *g, const nn_node *n) {
         cpu_bind(p, n->out[0], vv);
         return FTL_OK;
     }
-    cpu_plain_md(&plain, shape_of(g, n->out[0]), copy_type(p, g, p->vals[v].md.data_type, n->out[0]));
+    cpu_plain_md(&plain, shape_of(g, n->out[0]), cpu_copy_type(p, g, p->vals[v].md.data_type, n->out[0]));
     int out = new_output(p, n->out[0], &plain);
     return cpu_emit_reorder(p, vv, out, label);
 }

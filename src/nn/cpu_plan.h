@@ -231,8 +231,9 @@ ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seco
 bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
 void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
 /* A copy of n_runs runs of `run` elements of elem bytes from byte offsets src_offset[i] of the source
- * to one after another in the destination. */
-cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem);
+ * to one after another in the destination, whose elements have dst_elem bytes: elem, or 2 from 4 (f32
+ * rounded to bf16). */
+cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem, size_t dst_elem);
 /* A gather's copy with f32 addend (laid out as the destination) added: dst = gathered src + addend. */
 void cpu_copy_run_add(const cpu_copy_plan *plan, const void *src, const float *addend, void *dst, int threads);
 /* cpu_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
@@ -267,12 +268,15 @@ ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_attention_run(nn_plan *p, const cpu_step *s);
 void cpu_attention_free(nn_plan *p);
+/* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
+bool cpu_switch_on(const char *name);
 /* Whether tensor t (produced by the current node) is read only by fused attentions, directly or
  * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
  * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
-/* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
-bool cpu_switch_on(const char *name);
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
+/* The type a copy of tensor t from a source of type dt is written in: bf16 in a bf16 plan when only
+ * bf16 readers take t (linear layers, fused attentions, through views), else dt. */
+dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t);
 
 /* cpu_gather.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
  * none under FTL_NN_GATHER_CHAINS=0, in int8 plans, or through an observed tensor), emits one at its

@@ -292,6 +292,66 @@ TEST(nn_gather_chains_swin) {
     nn_model_ref_free(&r);
 }
 
+/* The same chains in a bf16 plan: the window partitions that only the QKV products read are written as
+ * bf16 by their one copy (no f32 copy and conversion after it), and the way back adds the residual in
+ * fp32 as in the fp32 plan (the residual stream stays fp32, as PyTorch's autocast keeps it). Rows within
+ * bf16's cosine of PyTorch's fp32 and of the plan without chains. */
+TEST(nn_gather_chains_swin_bf16) {
+    nn_model_ref r;
+    if (!nn_torchvision_ref_read("swin_small_cfg", &r)) {
+        nn_model_ref_free(&r);
+        return;
+    }
+    int to_bf16[2] = {0, 0}, with_add[2] = {0, 0}, steps[2] = {0, 0};
+    const int images = 3;
+    float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
+    bool ran = true;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) setenv("FTL_NN_GATHER_CHAINS", "0", 1);
+        ftl_model_options o;
+        ftl_model_options_init(&o);
+        o.batch = images;
+        o.precision = FTL_NN_BF16;
+        ftl_model *m = NULL;
+        ftl_status st = ftl_model_load(r.onnx, &o, &m);
+        unsetenv("FTL_NN_GATHER_CHAINS");
+        if (st != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "load %s: %s", r.onnx, ftl_last_error());
+            ran = false;
+            continue;
+        }
+        char *plan = nn_test_plan_text(m);
+        for (char *line = strtok(plan, "\n"); line; line = strtok(NULL, "\n")) {
+            steps[pass] += strstr(line, " -> ") != NULL;
+            to_bf16[pass] += strstr(line, "ftl:gather_copy") && strstr(line, "f32") && strstr(line, "-> bf16");
+            with_add[pass] += strstr(line, "ftl:gather_add") && strstr(line, "-> f32");
+        }
+        free(plan);
+        if (ftl_model_run(m, r.in.data, images, out[pass]) != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "run: %s", ftl_last_error());
+            ran = false;
+        }
+        ftl_model_free(m);
+    }
+    if (ran) {
+        int64_t dim = r.out.count / images;
+        double to_torch = nn_min_row_cosine(out[0], r.out.data, images, dim);
+        double to_plain = nn_min_row_cosine(out[0], out[1], images, dim);
+        printf("  Swin (small configuration), bf16: %d steps -> %d; partitions copied to bf16 at once: %d, ways back "
+               "adding the residual in fp32: %d; row cosine %.6f to PyTorch fp32, %.6f to the plan without chains\n",
+               steps[1], steps[0], to_bf16[0], with_add[0], to_torch, to_plain);
+        CHECK_EQ_INT(to_bf16[0], 2);
+        CHECK_EQ_INT(with_add[0], 4);
+        CHECK_EQ_INT(to_bf16[1] + with_add[1], 0);
+        CHECK(steps[0] < steps[1]);
+        CHECK(to_torch >= 0.999);
+        CHECK(to_plain >= 0.999);
+    }
+    free(out[0]);
+    free(out[1]);
+    nn_model_ref_free(&r);
+}
+
 /* SiLU, x * Sigmoid(x), fused (nn_optimize's fuse_silu, then a swish post-op of the conv before it): the
  * nn_cases graphs run with no Sigmoid or Mul step where the sigmoid has no other reader, keep both where
  * it has, and equal ONNX Runtime (their values are also checked in both layouts by nn_ops_vs_onnxruntime). */
