@@ -173,7 +173,7 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
         free(key_text);
         key_text = k;
     }
-        if (info->device_kind == FTL_DEVICE_CUDA) { /* GPU features are not CPU features (CPU keys unchanged) */
+    if (info->device_kind == FTL_DEVICE_CUDA) { /* GPU features are not CPU features (CPU keys unchanged) */
         char *k = ftl_format("%s\ndevice cuda", key_text);
         free(key_text);
         key_text = k;
