@@ -207,13 +207,9 @@ static int *batch_rows(nn_graph *g) {
 /* Lowers node micro-batches so that a tensor whose images are not outermost is written and read at
  * one size, and so are the inputs of the node writing it (a Transpose moving the batch axis reads its
  * input through a permuted view, which a micro-batch boundary cannot cut); keeps them non-decreasing
- * along the graph. False when such a node reads a graph input. */
+ * along the graph. False when such a node reads a graph input. The graph is compacted (its tensors'
+ * producers current). */
 static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
-    int *producer = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *producer);
-    for (int t = 0; t < g->n_tensors; t++) producer[t] = -1;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int o = 0; o < g->nodes[i].n_out; o++)
-            if (g->nodes[i].out[o] >= 0) producer[g->nodes[i].out[o]] = i;
     bool changed = true, ok = true;
     while (changed && ok) {
         changed = false;
@@ -224,9 +220,10 @@ static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
             for (int k = 0; k < nd->n_in + nd->n_post && ok; k++) {
                 int t = k < nd->n_in ? nd->in[k] : nd->post[k - nd->n_in].kind == NN_POST_SUM ? nd->post[k - nd->n_in].sum_tensor : -1;
                 if (t < 0 || g->tensors[t].data || (rows[t] != ROWS_PINNED && !writes_pinned)) continue;
-                if (producer[t] < 0) ok = false;
-                else if (nb[producer[t]] != nb[i]) { /* the producer comes first: never larger */
-                    nb[i] = nb[producer[t]] = nb[producer[t]] < nb[i] ? nb[producer[t]] : nb[i];
+                int w = g->tensors[t].producer;
+                if (w < 0) ok = false;
+                else if (nb[w] != nb[i]) { /* the producer comes first: never larger */
+                    nb[i] = nb[w] = nb[w] < nb[i] ? nb[w] : nb[i];
                     changed = true;
                 }
             }
@@ -237,7 +234,6 @@ static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
                 changed = true;
             }
     }
-    free(producer);
     return ok;
 }
 
