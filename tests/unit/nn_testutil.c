@@ -57,8 +57,16 @@ void nn_model_ref_free(nn_model_ref *r) {
 ftl_model *nn_test_load(const char *path, int batch, const char *features_from, const char *off_env) {
     ftl_model_options o;
     ftl_model_options_init(&o);
+    return nn_test_load_precision(path, batch, features_from, o.precision, off_env);
+}
+
+ftl_model *nn_test_load_precision(const char *path, int batch, const char *features_from, ftl_nn_precision precision,
+                                  const char *off_env) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
     o.batch = batch;
     o.features_from = features_from;
+    o.precision = precision;
     if (off_env) setenv(off_env, "0", 1);
     ftl_model *m = NULL;
     ftl_status st = ftl_model_load(path, &o, &m);

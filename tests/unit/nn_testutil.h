@@ -38,6 +38,9 @@ void nn_check_against_ref(ftl_model *m, const nn_model_ref *r, const char *what)
  * `off_env` (e.g. "FTL_NN_FUSED_ATTENTION") set to 0 during the load when not NULL; NULL after a
  * test failure. */
 ftl_model *nn_test_load(const char *path, int batch, const char *features_from, const char *off_env);
+/* The same in a given precision (bf16 plans). */
+ftl_model *nn_test_load_precision(const char *path, int batch, const char *features_from, ftl_nn_precision precision,
+                                  const char *off_env);
 
 /* The model's plan as `ftl inspect --plan` prints it, to free. */
 char *nn_test_plan_text(ftl_model *m);

@@ -143,18 +143,8 @@ TEST(nn_bf16_products_vit) {
     int bf16_products[2] = {0, 0}, steps[2] = {0, 0};
     float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) setenv("FTL_NN_BF16_PRODUCTS", "0", 1);
-        ftl_model_options o;
-        ftl_model_options_init(&o);
-        o.batch = 3;
-        o.precision = FTL_NN_BF16;
-        ftl_model *m = NULL;
-        ftl_status st = ftl_model_load(r.onnx, &o, &m);
-        unsetenv("FTL_NN_BF16_PRODUCTS");
-        if (st != FTL_OK) {
-            ftl_test_fail(__FILE__, __LINE__, "load %s: %s", r.onnx, ftl_last_error());
-            continue;
-        }
+        ftl_model *m = nn_test_load_precision(r.onnx, 3, NULL, FTL_NN_BF16, pass == 1 ? "FTL_NN_BF16_PRODUCTS" : NULL);
+        if (!m) continue;
         char *plan = nn_test_plan_text(m);
         /* a step line: "  index label impl  in-type dims layout -> out-type dims layout" */
         for (char *line = strtok(plan, "\n"); line; line = strtok(NULL, "\n")) {
@@ -307,16 +297,8 @@ TEST(nn_gather_chains_swin_bf16) {
     float *out[2] = {malloc((size_t)r.out.count * sizeof(float)), malloc((size_t)r.out.count * sizeof(float))};
     bool ran = true;
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) setenv("FTL_NN_GATHER_CHAINS", "0", 1);
-        ftl_model_options o;
-        ftl_model_options_init(&o);
-        o.batch = images;
-        o.precision = FTL_NN_BF16;
-        ftl_model *m = NULL;
-        ftl_status st = ftl_model_load(r.onnx, &o, &m);
-        unsetenv("FTL_NN_GATHER_CHAINS");
-        if (st != FTL_OK) {
-            ftl_test_fail(__FILE__, __LINE__, "load %s: %s", r.onnx, ftl_last_error());
+        ftl_model *m = nn_test_load_precision(r.onnx, images, NULL, FTL_NN_BF16, pass == 1 ? "FTL_NN_GATHER_CHAINS" : NULL);
+        if (!m) {
             ran = false;
             continue;
         }
