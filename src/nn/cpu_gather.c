@@ -3,7 +3,8 @@
  * table-driven copy of the source's contiguous runs into the sink's order. Swin's shifted windows
  * are the case: torch.roll as two Slices and a Concat per axis, then the window partition (Reshape,
  * Transpose, Reshape), and the same backwards after the attention, each three full copies of the
- * activations that are now one. The table comes from running the chain on element indices for two
+ * activations that are now one; its patch merging (every second row and column, four Slices into a
+ * Concat) two copies that are now one. The table comes from running the chain on element indices for two
  * images (each must map to its own rows, as image 0 does), so any composition of these ops is exact.
  * FTL_NN_GATHER_CHAINS=0 keeps the nodes' own steps (A/B runs, tests). */
 #include "nn/cpu_plan.h"
@@ -270,7 +271,9 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
             !collect_chain(p, g, &x, observe, s, in_chain, nodes, &n_nodes, &source, &concat, &transpose))
             continue;
         if (transpose) add = residual_add(p, g, observe, s, &addend);
-        if (!(transpose && (concat || add >= 0))) continue; /* two passes over the data or more now */
+        bool slice = false; /* slices into a Concat (Swin's patch merging): a copy each, then the Concat's */
+        for (int j = 0; j < n_nodes && concat; j++) slice |= g->nodes[nodes[j]].op == NN_OP_SLICE;
+        if (!(transpose && (concat || add >= 0)) && !(concat && slice)) continue; /* two passes over the data or more now */
         cand = ftl_xrealloc(cand, ((size_t)n_cand + 1) * sizeof *cand);
         cand[n_cand] = (candidate){.nodes = ftl_xmalloc((size_t)n_nodes * sizeof(int)), .n_nodes = n_nodes,
                                    .source = source, .add = add, .addend = addend};

@@ -309,6 +309,20 @@ def build_cases(d):
     y = g.op("MatMul", [win, g.const(rand(16, 16, scale=0.25))])
     back = roll(windows(y, [-1, 2, 2, 4, 4, 16], [-1, 8, 8, 16]), -2)
     g.save(d, g.op("ReduceMean", [g.op("Add", [back, x])], axes=[1, 2], keepdims=0))
+    # Swin's patch merging: the 2 x 2 neighbours of each pixel side by side on the channels, as torchvision
+    # exports it (rows every second from 0 and 1, then columns, four Slices with step 2 into one Concat), then
+    # its product; ftl copies the Slices and the Concat at once (cpu_gather.c)
+    g = G("patch_merging", [2, 6, 8, 8])
+    x = g.op("MatMul", [g.op("Transpose", [g.conv("x", 6, 16, pads=[1, 1, 1, 1])], perm=[0, 2, 3, 1]),
+                        g.const(rand(16, 16, scale=0.25))])  # [N,8,8,16] channels last, as Swin's layer norm writes
+
+    def every_second(t, start, axis):
+        return g.op("Slice", [t, g.const(np.array([start], np.int64)), g.const(np.array([8], np.int64)),
+                              g.const(np.array([axis], np.int64)), g.const(np.array([2], np.int64))])
+    rows = [every_second(x, s, 1) for s in (0, 1)]
+    parts = [every_second(rows[r], c, 2) for r, c in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    merged = g.op("Concat", parts, axis=-1)  # [N,4,4,64]
+    g.save(d, g.op("ReduceMean", [g.op("MatMul", [merged, g.const(rand(64, 32, scale=0.2))])], axes=[1, 2], keepdims=0))
     g = G("class_token_concat_gather", [2, 3, 8, 8])
     tok = g.op("Transpose", [g.op("Reshape", [g.conv("x", 3, 6, k=(4, 4), strides=[4, 4]),
                                                g.const(np.array([0, 6, 4], np.int64))])], perm=[0, 2, 1])  # [N,4,6]

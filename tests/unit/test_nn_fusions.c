@@ -274,11 +274,20 @@ TEST(nn_gather_chains_roll_windows) {
     nn_model_ref_free(&r);
 }
 
+/* Swin's patch merging (nn_cases.py's patch_merging, against ONNX Runtime): two Slices by rows, four by
+ * columns and their Concat, one copy instead of two passes (a copy per Slice, then one per Concat input) */
+TEST(nn_gather_chains_patch_merging) {
+    nn_model_ref r;
+    if (nn_op_case_read("patch_merging", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 2, 2, 1, 0);
+    nn_model_ref_free(&r);
+}
+
 /* swin_small_cfg: stages 1 and 2 of two blocks: the shifted block's roll + partition copied at once,
- * every block's way back with its residual (the unshifted ones' a partition reverse only) */
+ * every block's way back with its residual (the unshifted ones' a partition reverse only), the patch
+ * merging between the stages */
 TEST(nn_gather_chains_swin) {
     nn_model_ref r;
-    if (nn_torchvision_ref_read("swin_small_cfg", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 3, 3, 2, 4);
+    if (nn_torchvision_ref_read("swin_small_cfg", &r)) check_gather_chains(r.onnx, &r.in, &r.out, 3, 3, 3, 4);
     nn_model_ref_free(&r);
 }
 
