@@ -116,6 +116,9 @@ static size_t image_bytes(const dnnl_memory_desc_t *md, int mb) {
     const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
     for (int k = 0; k < bd->inner_nblks; k++)
         if (bd->inner_idxs[k] == 0) return 0;
+    /* one image: the stride of an axis of extent 1 means nothing (a partial batch's one-image chunks of
+     * ViT's [tokens, batch, channels] views: [1, 197, 768] with stride 768 on its batch axis) */
+    if (md->dims[0] == 1) return mb == 1 ? dnnl_memory_desc_get_size(md) : 0;
     for (int i = 1; i < md->ndims; i++)
         if (bd->strides[i] > bd->strides[0]) return 0;
     return (size_t)bd->strides[0] * dnnl_data_type_size(md->data_type) * (size_t)(md->dims[0] / mb);

@@ -172,6 +172,47 @@ TEST(nn_bf16_products_vit) {
     nn_model_ref_free(&r);
 }
 
+/* A partial last batch of a plan with per-layer micro-batches: ViT's layers at 2 images, its last layer
+ * norm at 4 (a cache budget of 1 MB makes them so at batch 4), and 3 images run as chunks of 1 then 3.
+ * The residual stream crosses that boundary, written at one image through the [tokens, batch, channels]
+ * view of the attention's output projection, whose batch axis has extent 1 there: the plan used to
+ * refuse it ("no per-image layout") in bf16, so an embed of a set whose size is not a multiple of the
+ * batch failed at its last batch. Each precision: the 3 rows equal the first 3 of the full batch, bit
+ * for bit (rows do not depend on batching). */
+TEST(nn_partial_batch_per_layer_micro_batches_vit) {
+    nn_model_ref r;
+    if (!nn_torchvision_ref_read("vit_small", &r)) {
+        nn_model_ref_free(&r);
+        return;
+    }
+    const ftl_nn_precision precisions[2] = {FTL_NN_FP32, FTL_NN_BF16};
+    for (int k = 0; k < 2; k++) {
+        setenv("FTL_NN_CACHE_BYTES", "1000000", 1);
+        ftl_model *m = nn_test_load_precision(r.onnx, 4, NULL, precisions[k], NULL);
+        unsetenv("FTL_NN_CACHE_BYTES");
+        if (!m) continue;
+        const ftl_model_info *info = ftl_model_get_info(m);
+        int64_t per = info->input_floats, dim = info->feature_dim, have = r.in.count / per;
+        float *in = malloc((size_t)(4 * per) * sizeof *in), *full = malloc((size_t)(4 * dim) * sizeof *full),
+              *part = malloc((size_t)(3 * dim) * sizeof *part);
+        for (int i = 0; i < 4; i++) memcpy(in + i * per, r.in.data + (i % have) * per, (size_t)per * sizeof *in);
+        in[3 * per] += 0.5f; /* the fourth image differs from the first */
+        printf("  vit_small %s, batch 4: micro-batches %d to %d\n", k ? "bf16" : "fp32", info->micro_batch_min,
+               info->micro_batch);
+        CHECK(info->micro_batch_min < info->micro_batch);
+        if (ftl_model_run(m, in, 4, full) != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "run 4: %s", ftl_last_error());
+        else if (ftl_model_run(m, in, 3, part) != FTL_OK)
+            ftl_test_fail(__FILE__, __LINE__, "run 3 of 4 (%s): %s", k ? "bf16" : "fp32", ftl_last_error());
+        else
+            CHECK(memcmp(full, part, (size_t)(3 * dim) * sizeof *part) == 0);
+        free(in);
+        free(full);
+        free(part);
+        ftl_model_free(m);
+    }
+    nn_model_ref_free(&r);
+}
+
 /* Concats of slices (Swin's rolls and patch merging, ShuffleNet's channel split) as copies into
  * place, the slices left as views: the same bits as oneDNN's concat of copied slices, and at most
  * 1 in 2 slice copies left (Swin: 1 in 10). */
