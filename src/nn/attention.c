@@ -444,51 +444,97 @@ static inline uint32_t pair_at(const uint16_t *row, int64_t i) {
     return w;
 }
 
-/* s[MR][NV x 16] = scale x q[MR rows of `pairs` depth pairs] k2[pairs][NV x 16 keys] */
-#define QK2_TILE(NV)                                                                                           \
-    static void qk2_tile_##NV(const uint16_t *const *q, int64_t pairs, const uint32_t *k, int64_t ks, float *s, \
-                              int64_t sp, float scale) {                                                       \
-        __m512 acc[MR][NV];                                                                                    \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+/* s[M][NV x 16] = scale x q[M rows of `pairs` depth pairs] k2[pairs][NV x 16 keys] (M x NV <= 24) */
+#define QK2_TILE(M, NV)                                                                                        \
+    static void qk2_tile_##M##_##NV(const uint16_t *const *q, int64_t pairs, const uint32_t *k, int64_t ks,     \
+                                    float *s, int64_t sp, float scale) {                                       \
+        __m512 acc[M][NV];                                                                                     \
+        _Pragma("GCC unroll 7") for (int i = 0; i < M; i++)                                                    \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();              \
         for (int64_t d = 0; d < pairs; d++) {                                                                  \
             __m512bh kv[NV];                                                                                   \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) kv[v] =                                       \
                 (__m512bh)_mm512_loadu_si512(k + d * ks + LANES * v);                                          \
-            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+            _Pragma("GCC unroll 7") for (int i = 0; i < M; i++) {                                              \
                 __m512bh qi = (__m512bh)_mm512_set1_epi32((int)pair_at(q[i], d));                              \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], qi, kv[v]); \
             }                                                                                                  \
         }                                                                                                      \
-        QK_SCALED_STORE(MR, NV)                                                                                \
+        QK_SCALED_STORE(M, NV)                                                                                 \
     }
-QK2_TILE(1)
-QK2_TILE(2)
-QK2_TILE(3)
-QK2_TILE(4)
+QK2_TILE(6, 1)
+QK2_TILE(6, 2)
+QK2_TILE(6, 3)
+QK2_TILE(6, 4)
+QK2_TILE(7, 1)
+QK2_TILE(7, 2)
+QK2_TILE(7, 3)
 
-/* o[MR][NV x 16] = (p[MR rows of `pairs` key pairs] v2[pairs][NV x 16]) x inv[row] */
-#define PV2_TILE(NV)                                                                                           \
-    static void pv2_tile_##NV(const uint16_t *p, int64_t pp, int64_t pairs, const uint32_t *v, int64_t vs,     \
-                              const float *inv, float *o, int64_t op) {                                        \
-        __m512 acc[MR][NV];                                                                                    \
-        _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++)                                                   \
+/* o[M][NV x 16] = (p[M rows of `pairs` key pairs] v2[pairs][NV x 16]) x inv[row] */
+#define PV2_TILE(M, NV)                                                                                        \
+    static void pv2_tile_##M##_##NV(const uint16_t *p, int64_t pp, int64_t pairs, const uint32_t *v, int64_t vs, \
+                                    const float *inv, float *o, int64_t op) {                                  \
+        __m512 acc[M][NV];                                                                                     \
+        _Pragma("GCC unroll 7") for (int i = 0; i < M; i++)                                                    \
             _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_setzero_ps();              \
         for (int64_t j = 0; j < pairs; j++) {                                                                  \
             __m512bh vv[NV];                                                                                   \
             _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) vv[c] =                                       \
                 (__m512bh)_mm512_loadu_si512(v + j * vs + LANES * c);                                          \
-            _Pragma("GCC unroll 6") for (int i = 0; i < MR; i++) {                                             \
+            _Pragma("GCC unroll 7") for (int i = 0; i < M; i++) {                                              \
                 __m512bh pi = (__m512bh)_mm512_set1_epi32((int)pair_at(p + i * pp, j));                        \
                 _Pragma("GCC unroll 4") for (int c = 0; c < NV; c++) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], pi, vv[c]); \
             }                                                                                                  \
         }                                                                                                      \
-        PV_SCALED_STORE(MR, NV)                                                                                \
+        PV_SCALED_STORE(M, NV)                                                                                 \
     }
-PV2_TILE(1)
-PV2_TILE(2)
-PV2_TILE(3)
-PV2_TILE(4)
+PV2_TILE(6, 1)
+PV2_TILE(6, 2)
+PV2_TILE(6, 3)
+PV2_TILE(6, 4)
+PV2_TILE(7, 1)
+PV2_TILE(7, 2)
+PV2_TILE(7, 3)
+
+/* The tiles of a block of rows of height mr (6, or 7: Swin's 49 rows as 7 tiles, not 9 with 5 rows of
+ * padding) over all key (QK) or value (PV) columns: chunks of 4 vectors for 6 rows, of 3 for 7 (7 x 4
+ * accumulators would spill). Each score and output sums its pairs in the same order whatever the tile,
+ * so the bits do not depend on the height. */
+static void qk2_row_tile(int mr, const uint16_t *const *q, int64_t pairs, const uint32_t *k, int64_t kp, float *s,
+                         int64_t sp, float scale) {
+    int max_nv = mr == 7 ? 3 : MAX_NV;
+    for (int64_t j = 0; j < kp; j += max_nv * LANES) {
+        int64_t nv = (kp - j) / LANES;
+        nv = nv > max_nv ? max_nv : nv;
+        switch (mr * 8 + (int)nv) {
+        case 6 * 8 + 1: qk2_tile_6_1(q, pairs, k + j, kp, s + j, sp, scale); break;
+        case 6 * 8 + 2: qk2_tile_6_2(q, pairs, k + j, kp, s + j, sp, scale); break;
+        case 6 * 8 + 3: qk2_tile_6_3(q, pairs, k + j, kp, s + j, sp, scale); break;
+        case 6 * 8 + 4: qk2_tile_6_4(q, pairs, k + j, kp, s + j, sp, scale); break;
+        case 7 * 8 + 1: qk2_tile_7_1(q, pairs, k + j, kp, s + j, sp, scale); break;
+        case 7 * 8 + 2: qk2_tile_7_2(q, pairs, k + j, kp, s + j, sp, scale); break;
+        default: qk2_tile_7_3(q, pairs, k + j, kp, s + j, sp, scale); break;
+        }
+    }
+}
+
+static void pv2_row_tile(int mr, const uint16_t *p, int64_t pp, int64_t pairs, const uint32_t *v, int64_t vp,
+                         const float *inv, float *o) {
+    int max_nv = mr == 7 ? 3 : MAX_NV;
+    for (int64_t c = 0; c < vp; c += max_nv * LANES) {
+        int64_t nv = (vp - c) / LANES;
+        nv = nv > max_nv ? max_nv : nv;
+        switch (mr * 8 + (int)nv) {
+        case 6 * 8 + 1: pv2_tile_6_1(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        case 6 * 8 + 2: pv2_tile_6_2(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        case 6 * 8 + 3: pv2_tile_6_3(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        case 6 * 8 + 4: pv2_tile_6_4(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        case 7 * 8 + 1: pv2_tile_7_1(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        case 7 * 8 + 2: pv2_tile_7_2(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        default: pv2_tile_7_3(p, pp, pairs, v + c, vp, inv, o + c, vp); break;
+        }
+    }
+}
 
 /* Pairs (x(r, c), x(r + 1, c)) of a bf16 operand's rows r, r + 1 as 32-bit words: dst[(r / 2) * ds + c],
  * rows x cols padded with zeros to even rows and ds (a multiple of 16) columns. */
@@ -546,7 +592,8 @@ static void probabilities_to_bf16(const float *s, int64_t sp, int64_t rows, int6
 }
 
 static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows) {
-    int64_t padded = round_up(nrows, MR), qbase = lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
+    int mr = nrows % 7 == 0 && nrows % MR != 0 ? 7 : MR; /* as tile_rows: Swin's 49 rows as 7 tiles of 7 */
+    int64_t padded = round_up(nrows, mr), qbase = lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
     bool q_in_place = a->q.col_stride == 1 && a->depth % 2 == 0;
     if (!q_in_place) { /* Q rows as bf16 with an even number of columns */
         const uint16_t *x = (const uint16_t *)a->q.data + qbase;
@@ -555,40 +602,22 @@ static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_
                 w->q2[r * w->dp + d] = d < a->depth ? x[r * a->q.row_stride + d * a->q.col_stride] : 0;
     }
     int64_t pairs = w->dp / 2;
-    for (int64_t i = 0; i < padded; i += MR) {
-        const uint16_t *rows[MR];
-        for (int r = 0; r < MR; r++)
+    for (int64_t i = 0; i < padded; i += mr) {
+        const uint16_t *rows[NN_ATTN_MR_MAX];
+        for (int r = 0; r < mr; r++)
             rows[r] = i + r >= nrows ? w->zero2
                       : q_in_place   ? (const uint16_t *)a->q.data + qbase + (i + r) * a->q.row_stride
                                      : w->q2 + (i + r) * w->dp;
-        float *si = w->s + i * w->sp;
-        for (int64_t j = 0; j < w->kp; j += MAX_NV * LANES) {
-            int64_t nv = (w->kp - j) / LANES;
-            switch (nv) {
-            case 1: qk2_tile_1(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
-            case 2: qk2_tile_2(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
-            case 3: qk2_tile_3(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
-            default: qk2_tile_4(rows, pairs, w->k2 + j, w->kp, si + j, w->sp, a->scale); break;
-            }
-        }
+        qk2_row_tile(mr, rows, pairs, w->k2, w->kp, w->s + i * w->sp, w->sp, a->scale);
     }
     const float *bias = a->bias ? a->bias + ((l % a->bias_period) * a->rows + r0) * a->keys : NULL;
     softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
     for (int64_t i = nrows; i < padded; i++) w->inv[i] = 0.0f;
     probabilities_to_bf16(w->s, w->sp, nrows, a->keys, w->p2, w->sp2);
     int64_t out_base = lead_offset(a, &a->out, l), kpairs = w->sp2 / 2;
-    for (int64_t i = 0; i < padded; i += MR) {
-        for (int64_t c = 0; c < w->vp; c += MAX_NV * LANES) {
-            int64_t nv = (w->vp - c) / LANES;
-            const uint16_t *pi = w->p2 + i * w->sp2;
-            switch (nv) {
-            case 1: pv2_tile_1(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
-            case 2: pv2_tile_2(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
-            case 3: pv2_tile_3(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
-            default: pv2_tile_4(pi, w->sp2, kpairs, w->v2 + c, w->vp, w->inv + i, w->obuf + c, w->vp); break;
-            }
-        }
-        write_rows(kernels_avx512(), a, out_base, r0 + i, nrows - i < MR ? nrows - i : MR, w->obuf, w->vp);
+    for (int64_t i = 0; i < padded; i += mr) {
+        pv2_row_tile(mr, w->p2 + i * w->sp2, w->sp2, kpairs, w->v2, w->vp, w->inv + i, w->obuf);
+        write_rows(kernels_avx512(), a, out_base, r0 + i, nrows - i < mr ? nrows - i : mr, w->obuf, w->vp);
     }
 }
 

@@ -255,6 +255,10 @@ TEST(nn_attention_kernel_odd_shapes) {
         {"bf16: 17 x 23, depth 24, values 40, K^T rows", 3, 2, 17, 23, 24, 40, 2, false, false, false, true},
         {"bf16: 17 x 23, depth 24, values 40, K rows", 3, 2, 17, 23, 24, 40, 2, true, false, true, true},
         {"bf16: odd depth 23, 31 keys, values 17", 2, 2, 17, 31, 23, 17, 0, true, false, false, true},
+        /* the 7-row bf16 tiles (3-vector chunks): keys 70 -> 3 + 2 vectors, values 56 -> 3 + 1; K^T as
+         * K's rows read as 32-bit pairs by the register transposes (K transposed, depth even) */
+        {"bf16: 7-row tiles, 35 x 70, values 56, bias", 2, 2, 35, 70, 24, 56, 2, true, false, false, true},
+        {"bf16: 7-row tiles, Swin shifted, QKV interleaved", 8, 3, 49, 49, 32, 32, 12, true, true, true, true},
     };
     for (int pass = 0, passes = kernel_passes(); pass < passes; pass++) {
         use_kernels(pass);
