@@ -218,10 +218,25 @@ static void pv_row_tile7(const float *s, int64_t sp, int64_t keys, const float *
     }
 }
 
+/* 16 (or fewer, under m) bf16 values widened to f32: the 16 bits become the top half. */
+static inline __m512 load_bf16(__mmask16 m, const uint16_t *src) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+/* 16 (or fewer) f32 rounded to nearest even bf16, as f32_to_bf16 does. */
+static inline void store_bf16(uint16_t *dst, __mmask16 m, __m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(u));
+}
+
 /* Rows of scores: + bias, then e^(x - row max) in place and inv[row] = 1 / the row's sum. Row by
  * row in passes, so the rows' reductions overlap instead of waiting on each other; the tail columns
  * (tail_columns) of 16 rows at a time by gathers. */
-static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const float *bias, float *mx, float *inv) {
+static inline void softmax_rows_to(float *s, int64_t sp, int64_t rows, int64_t keys, const float *bias, float *mx,
+                                   float *inv, uint16_t *p2, int64_t sp2) {
     int64_t tail = rows * sp <= INT32_MAX ? tail_columns(keys) : 0, body = keys - tail; /* gathers' offsets */
     for (int64_t i = 0; i < rows; i++) {
         float *row = s + i * sp;
@@ -249,7 +264,8 @@ static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const
         for (int64_t j = 0; j < body; j += LANES) {
             __mmask16 m = tail_mask(body - j);
             __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), m0));
-            _mm512_mask_storeu_ps(row + j, m, e);
+            if (p2) store_bf16(p2 + i * sp2 + j, m, e);
+            else _mm512_mask_storeu_ps(row + j, m, e);
             vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
         }
         inv[i] = _mm512_reduce_add_ps(vsum);
@@ -269,21 +285,13 @@ static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const
             _mm512_mask_storeu_ps(inv + i, m, sum);
         }
     }
+    for (int64_t i = 0; i < rows && p2; i++) /* the tail columns, and zeros up to the even width */
+        for (int64_t j = body; j < sp2; j++) p2[i * sp2 + j] = j < keys ? nn_attn_f32_to_bf16(s[i * sp + j]) : 0;
     for (int64_t i = 0; i < rows; i++) inv[i] = 1.0f / inv[i];
 }
 
-/* 16 (or fewer, under m) bf16 values widened to f32: the 16 bits become the top half. */
-static inline __m512 load_bf16(__mmask16 m, const uint16_t *src) {
-    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-
-/* 16 (or fewer) f32 rounded to nearest even bf16, as f32_to_bf16 does. */
-static inline void store_bf16(uint16_t *dst, __mmask16 m, __m512 x) {
-    __m512i u = _mm512_castps_si512(x);
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-    _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(u));
+static void softmax_rows(float *s, int64_t sp, int64_t rows, int64_t keys, const float *bias, float *mx, float *inv) {
+    softmax_rows_to(s, sp, rows, keys, bias, mx, inv, NULL, 0);
 }
 
 /* The 16 x 16 floats in x[0..15] (rows) transposed in place: pairs, then quads, then 128-bit lanes,
@@ -580,17 +588,6 @@ static void pack_pairs(const nn_attn_operand *o, int64_t base, int64_t rows, int
     }
 }
 
-/* The block's probabilities (e^(s - max), fp32) as bf16 rows of sp2 (even) columns, zero-padded. */
-static void probabilities_to_bf16(const float *s, int64_t sp, int64_t rows, int64_t keys, uint16_t *p, int64_t sp2) {
-    for (int64_t i = 0; i < rows; i++) {
-        for (int64_t j = 0; j < keys; j += LANES) {
-            __mmask16 m = tail_mask(keys - j);
-            store_bf16(p + i * sp2 + j, m, _mm512_maskz_loadu_ps(m, s + i * sp + j));
-        }
-        for (int64_t j = keys; j < sp2; j++) p[i * sp2 + j] = 0;
-    }
-}
-
 static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows) {
     int mr = nrows % 7 == 0 && nrows % MR != 0 ? 7 : MR; /* as tile_rows: Swin's 49 rows as 7 tiles of 7 */
     int64_t padded = round_up(nrows, mr), qbase = lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
@@ -611,9 +608,9 @@ static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_
         qk2_row_tile(mr, rows, pairs, w->k2, w->kp, w->s + i * w->sp, w->sp, a->scale);
     }
     const float *bias = a->bias ? a->bias + ((l % a->bias_period) * a->rows + r0) * a->keys : NULL;
-    softmax_rows(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv);
+    /* the probabilities written as bf16 by the softmax itself (summed in fp32 before rounding, as before) */
+    softmax_rows_to(w->s, w->sp, nrows, a->keys, bias, w->mx, w->inv, w->p2, w->sp2);
     for (int64_t i = nrows; i < padded; i++) w->inv[i] = 0.0f;
-    probabilities_to_bf16(w->s, w->sp, nrows, a->keys, w->p2, w->sp2);
     int64_t out_base = lead_offset(a, &a->out, l), kpairs = w->sp2 / 2;
     for (int64_t i = 0; i < padded; i += mr) {
         pv2_row_tile(mr, w->p2 + i * w->sp2, w->sp2, kpairs, w->v2, w->vp, w->inv + i, w->obuf);
