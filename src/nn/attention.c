@@ -234,7 +234,8 @@ static inline void store_bf16(uint16_t *dst, __mmask16 m, __m512 x) {
 
 /* Rows of scores: + bias, then e^(x - row max) in place and inv[row] = 1 / the row's sum. Row by
  * row in passes, so the rows' reductions overlap instead of waiting on each other; the tail columns
- * (tail_columns) of 16 rows at a time by gathers. */
+ * (tail_columns) of 16 rows at a time by gathers. With p2, the terms go there as bf16 (rows of sp2,
+ * zeros past the keys: the bf16 P V's operand), summed in fp32 before rounding, instead of over s. */
 static inline void softmax_rows_to(float *s, int64_t sp, int64_t rows, int64_t keys, const float *bias, float *mx,
                                    float *inv, uint16_t *p2, int64_t sp2) {
     int64_t tail = rows * sp <= INT32_MAX ? tail_columns(keys) : 0, body = keys - tail; /* gathers' offsets */
