@@ -434,6 +434,12 @@ static void write_rows(const nn_attn_kernels *K, const nn_attention *a, int64_t 
     }
 }
 
+/* The tile height for a block of n rows: 7 where the table has 7-row tiles and 7 divides n but 6 does
+ * not (Swin's 49: 7 tiles, not 9 with 5 rows of padding), else MR. */
+static int tile_rows(const nn_attn_kernels *K, int64_t n) {
+    return K->qk_row_tile7 && n % 7 == 0 && n % MR != 0 ? 7 : MR;
+}
+
 /* bf16 operands on a CPU with AVX512-BF16: each dot-product instruction takes a pair of depths
  * (Q K^T) or of keys (P V) in 16 lanes, twice the fp32 FMA rate; the probabilities are rounded to
  * bf16 before P V, as PyTorch's bf16 attention does. Accumulation stays fp32. */
@@ -590,7 +596,7 @@ static void pack_pairs(const nn_attn_operand *o, int64_t base, int64_t rows, int
 }
 
 static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows) {
-    int mr = nrows % 7 == 0 && nrows % MR != 0 ? 7 : MR; /* as tile_rows: Swin's 49 rows as 7 tiles of 7 */
+    int mr = tile_rows(kernels_avx512(), nrows); /* the bf16 tiles come in the AVX-512 table's heights */
     int64_t padded = round_up(nrows, mr), qbase = lead_offset(a, &a->q, l) + r0 * a->q.row_stride;
     bool q_in_place = a->q.col_stride == 1 && a->depth % 2 == 0;
     if (!q_in_place) { /* Q rows as bf16 with an even number of columns */
@@ -620,12 +626,6 @@ static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_
 }
 
 #pragma GCC pop_options
-
-/* The tile height for a block of n rows: 7 where the table has 7-row tiles and 7 divides n but 6 does
- * not (Swin's 49: 7 tiles, not 9 with 5 rows of padding), else MR. */
-static int tile_rows(const nn_attn_kernels *K, int64_t n) {
-    return K->qk_row_tile7 && n % 7 == 0 && n % MR != 0 ? 7 : MR;
-}
 
 static void run_item(const nn_attn_kernels *K, const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
                      int64_t ks, const float *v, int64_t vs) {
