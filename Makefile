@@ -91,6 +91,7 @@ $(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
 $(BUILD)/obj/src/nn/preprocess_batch.o $(BUILD)/san/src/nn/preprocess_batch.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu_copy.o $(BUILD)/san/src/nn/cpu_copy.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/attention.o $(BUILD)/san/src/nn/attention.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/layernorm.o $(BUILD)/san/src/nn/layernorm.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu_pool.o $(BUILD)/san/src/nn/cpu_pool.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu_train.o $(BUILD)/san/src/nn/cpu_train.o: CFLAGS += -fopenmp
 

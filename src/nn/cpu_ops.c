@@ -1160,7 +1160,10 @@ static ftl_status emit_gather_one(nn_plan *p, nn_graph *g, const nn_node *n) {
     return FTL_OK;
 }
 
-/* LayerNormalization over the last axis: oneDNN's layer normalization with scale and shift. */
+/* LayerNormalization over the last axis: oneDNN's layer normalization with scale and shift; in bf16
+ * plans ftl's kernel (nn/layernorm.h), which reads and writes fp32 and bf16 as the neighbours need
+ * where oneDNN 2.6's takes one type for both (a conversion per layer norm). FTL_NN_BF16_LAYERNORM=0
+ * keeps oneDNN's. */
 static ftl_status emit_layernorm(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
     label_of(n, label, sizeof label);
@@ -1170,10 +1173,23 @@ static ftl_status emit_layernorm(nn_plan *p, nn_graph *g, const nn_node *n) {
     cpu_plain_md(&plain, xs, p->vals[v].md.data_type);
     FTL_TRY(cpu_ensure(p, n->in[0], &plain, &v));
     int64_t c = xs->d[xs->rank - 1];
-    float *zeros = NULL;
     const float *scale = g->tensors[n->in[1]].data, *shift = NULL;
     if (n->n_in > 2 && n->in[2] >= 0) shift = g->tensors[n->in[2]].data;
-    else shift = zeros = ftl_xcalloc((size_t)c, sizeof *zeros);
+    if (p->precision == NN_PREC_BF16 && !p->int8_scale && cpu_switch_on("FTL_NN_BF16_LAYERNORM")) {
+        /* the input as it is (a bf16 conv's output, the fp32 residual stream), the output in bf16 where
+         * only bf16 products read it, else fp32 (a residual stream) */
+        dnnl_memory_desc_t out_md;
+        cpu_plain_md(&out_md, xs, cpu_copy_type(p, g, dnnl_f32, n->out[0]));
+        int out = new_output(p, n->out[0], &out_md);
+        cpu_step *st = cpu_host_step(p, CPU_STEP_LAYERNORM, v, out, "ftl:layer_norm", label);
+        st->ln_params = ftl_xcalloc(2 * (size_t)c, sizeof *st->ln_params);
+        memcpy(st->ln_params, scale, (size_t)c * sizeof *scale);
+        if (shift) memcpy(st->ln_params + c, shift, (size_t)c * sizeof *shift);
+        st->ln_epsilon = n->p.epsilon;
+        return FTL_OK;
+    }
+    float *zeros = NULL;
+    if (!shift) shift = zeros = ftl_xcalloc((size_t)c, sizeof *zeros);
     dnnl_memory_desc_t vec;
     dnnl_dims_t vd = {c};
     dnnl_memory_desc_init_by_tag(&vec, 1, vd, dnnl_f32, dnnl_a);

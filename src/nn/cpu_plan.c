@@ -3,6 +3,7 @@
  * libgomp), so the thread count is omp_set_num_threads() on the calling thread; it is set before
  * primitives are created (oneDNN sizes its work split then) and before each run. */
 #include "nn/cpu_plan.h"
+#include "nn/layernorm.h"
 #include "nn/topo.h"
 #include "nn/shape.h"
 #include "util/error.h"
@@ -605,6 +606,7 @@ static void plan_free(nn_plan *p) {
         if (p->steps[i].prim) dnnl_primitive_destroy(p->steps[i].prim);
         free(p->steps[i].exec);
         free(p->steps[i].copy);
+        free(p->steps[i].ln_params);
         cpu_pool_plan_free(p->steps[i].pool);
     }
     for (int v = 0; v < p->n_vals; v++)
@@ -801,6 +803,19 @@ void cpu_emit_fake_quant(nn_plan *p, int src, int dst, float scale, int zero, in
     st->fq_hi = hi;
 }
 
+static void run_layernorm(nn_plan *p, const cpu_step *s) {
+    const cpu_value *x = &p->vals[s->arg_val[0]], *y = &p->vals[s->arg_val[1]];
+    void *a = NULL, *b = NULL;
+    dnnl_memory_get_data_handle(x->mem, &a);
+    dnnl_memory_get_data_handle(y->mem, &b);
+    int64_t c = y->md.dims[y->md.ndims - 1];
+    size_t n = dnnl_memory_desc_get_size(&y->md) / dnnl_data_type_size(y->md.data_type);
+    nn_layernorm l = {.x = a, .x_bf16 = x->md.data_type == dnnl_bf16, .y = b, .y_bf16 = y->md.data_type == dnnl_bf16,
+                      .rows = (int64_t)n / c, .channels = c, .gamma = s->ln_params, .beta = s->ln_params + c,
+                      .epsilon = s->ln_epsilon};
+    nn_layernorm_run(&l, p->threads);
+}
+
 static void observe(nn_plan *p, const cpu_step *s) {
     const cpu_value *v = &p->vals[s->arg_val[0]];
     void *h = NULL;
@@ -835,6 +850,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         else if (s->kind == CPU_STEP_FAKEQUANT) run_fake_quant(p, s);
         else if (s->kind == CPU_STEP_ATTENTION) cpu_attention_run(p, s);
         else if (s->kind == CPU_STEP_MAXPOOL) run_max_pool(p, s);
+        else if (s->kind == CPU_STEP_LAYERNORM) run_layernorm(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }

@@ -46,10 +46,11 @@ typedef struct cpu_buf {
  * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c);
  * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h); ATTENTION: the
  * fused attention of args Q, K^T, V into arg 3 (cpu_attention.c); MAXPOOL: ftl's max pool of arg 0
- * into arg 1 (cpu_pool.c). */
+ * into arg 1 (cpu_pool.c); LAYERNORM: ftl's layer norm of arg 0 into arg 1, fp32 or bf16 each
+ * (nn/layernorm.h). */
 typedef enum cpu_step_kind {
     CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
-    CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL
+    CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL, CPU_STEP_LAYERNORM
 } cpu_step_kind;
 typedef struct cpu_copy_plan cpu_copy_plan;
 typedef struct cpu_pool_plan cpu_pool_plan;
@@ -79,6 +80,8 @@ typedef struct cpu_step {
     float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
     int fq_zero, fq_lo, fq_hi;
     int attn;                 /* CPU_STEP_ATTENTION: index into nn_plan.attn */
+    float *ln_params;         /* CPU_STEP_LAYERNORM: gamma then beta (owned), channels each */
+    float ln_epsilon;
     int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
 } cpu_step;
 

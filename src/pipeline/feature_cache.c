@@ -167,9 +167,10 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
                                 info->identity, id.feature_tensor, id.preprocess, id.precision, id.conv_algorithm,
                                 e->image_column ? e->image_column : "image",
                                 e->label_column ? e->label_column : "label", e->label_offset);
-    if (e->precision == FTL_NN_BF16) { /* bf16 plans add Swin's residuals after the window reverse in fp32
-                                          (a bf16 add before): bf16 keys change, fp32 keys do not */
-        char *k = ftl_format("%s\nbf16 plan 2", key_text);
+    if (e->precision == FTL_NN_BF16) { /* bf16 plans: 2, Swin's residuals added after the window reverse in
+                                          fp32 (a bf16 add before); 3, ftl's layer norm (fp32 in, bf16 out, no
+                                          conversion after): bf16 keys change, fp32 keys do not */
+        char *k = ftl_format("%s\nbf16 plan 3", key_text);
         free(key_text);
         key_text = k;
     }

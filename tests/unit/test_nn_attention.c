@@ -259,6 +259,9 @@ TEST(nn_attention_kernel_odd_shapes) {
          * K's rows read as 32-bit pairs by the register transposes (K transposed, depth even) */
         {"bf16: 7-row tiles, 35 x 70, values 56, bias", 2, 2, 35, 70, 24, 56, 2, true, false, false, true},
         {"bf16: 7-row tiles, Swin shifted, QKV interleaved", 8, 3, 49, 49, 32, 32, 12, true, true, true, true},
+        /* bias on keys under one vector, and on keys filling their vectors exactly */
+        {"bf16: 9 queries x 7 keys, bias", 2, 2, 9, 7, 4, 5, 2, true, false, false, true},
+        {"bf16: 13 queries x 32 keys, bias", 3, 2, 13, 32, 16, 16, 2, true, false, false, true},
     };
     for (int pass = 0, passes = kernel_passes(); pass < passes; pass++) {
         use_kernels(pass);
