@@ -149,7 +149,7 @@ ftl_status ftl_model_describe(const char *path, const ftl_model_options *options
             fprintf(out, " (pruned graph: %s parameters, %s MACs/image)", with_commas(fparams, a, sizeof a),
                     with_commas(fmacs, b, sizeof b));
         fprintf(out, "\noptimised   %d nodes: %d BatchNormalization folded into Conv, %d as 1x1 depthwise Conv, %d "
-                "activations and %d residual Adds fused, %d Pads folded, %d Identity/Dropout dropped\n",
+                "activations and %d residual Adds fused, %d Pads folded, %d Identity/Dropout/empty Pad dropped\n",
                 g->n_nodes, os.bn_folded, os.bn_to_conv, os.acts_fused, os.sums_fused, os.pads_folded, os.identities);
     }
     nn_graph_free(g);

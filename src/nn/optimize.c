@@ -51,10 +51,20 @@ static int sole_consumer(const nn_graph *g, int t, int after) {
     return found;
 }
 
+/* A Pad of nothing on every side (Swin's pad to a multiple of the window where the size is one). */
+static bool pad_is_empty(const nn_graph *g, const nn_node *n) {
+    if (n->op != NN_OP_PAD || n->p.deferred || n->p.n_pads != 2 * g->tensors[n->in[0]].shape.rank) return false;
+    for (int i = 0; i < n->p.n_pads; i++)
+        if (n->p.pads[i] != 0) return false;
+    return true;
+}
+
+/* Identity, Dropout and empty Pads: their readers read the input instead (so a bf16 plan sees through
+ * them to the products that read a layer norm's output, and writes it as bf16). */
 static void remove_identities(nn_graph *g, nn_optimize_stats *s) {
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *n = &g->nodes[i];
-        if (n->dead || (n->op != NN_OP_IDENTITY && n->op != NN_OP_DROPOUT)) continue;
+        if (n->dead || (n->op != NN_OP_IDENTITY && n->op != NN_OP_DROPOUT && !pad_is_empty(g, n))) continue;
         replace_uses(g, n->out[0], n->in[0]);
         n->dead = true;
         s->identities++;

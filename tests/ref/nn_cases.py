@@ -215,6 +215,9 @@ def build_cases(d):
     g = G("pad_value", [2, 4, 5, 6])
     g.save(d, g.op("Pad", [g.conv("x", 4, 3), g.const(np.array([0, 0, 2, 1, 0, 1, 0, 3], np.int64)), g.const(np.float32(0.5))]))
     g = G("pad_negative_crop", [2, 3, 8, 8]); g.save(d, g.op("Pad", ["x", g.const(np.array([0, 0, -1, 2, 0, 0, 1, -2], np.int64))]))
+    g = G("pad_empty", [2, 3, 6, 6])  # pads of nothing (Swin's to a window multiple): dropped, mid-graph and as the output
+    none = np.zeros(8, np.int64)
+    g.save(d, g.op("Pad", [g.op("Relu", [g.op("Pad", [g.conv("x", 3, 4), g.const(none)])]), g.const(none)]))
     g = G("identity_dropout", [2, 3, 6, 6])
     g.save(d, g.op("Dropout", [g.op("Identity", [g.conv("x", 3, 4)])]))
     # ---- shape arithmetic folded at load (what exporters write for a dynamic batch)
