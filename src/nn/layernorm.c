@@ -1,5 +1,5 @@
-/* Layer normalization kernel (see layernorm.h): one row at a time per thread, AVX-512 where the CPU
- * has it, else plain C (which the compiler vectorizes as it can). Both paths sum in the same order
+/* Layer normalization kernel (see layernorm.h): blocks of four rows, each thread a contiguous run of
+ * them, AVX-512 where the CPU has it, else plain C (which the compiler vectorizes as it can). Both paths sum in the same order
  * (16 partial sums, lane i taking columns i, i + 16, ..., then added pairwise), so a CPU's result
  * does not depend on which path ran. Built with -fopenmp. */
 #include "nn/layernorm.h"
