@@ -192,3 +192,21 @@ char *nn_manifest_read(const char *dir) {
 bool nn_manifest_parse(const char *line, nn_manifest_case *c) {
     return sscanf(line, "%127s %159s %159s %159s %lf", c->name, c->model, c->input, c->output, &c->tol) == 5;
 }
+
+uint16_t nn_test_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float nn_test_from_bf16(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float nn_test_value(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}

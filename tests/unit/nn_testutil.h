@@ -64,4 +64,10 @@ double nn_cosine(const float *a, const float *b, int64_t n);
 /* Smallest per-row cosine over `rows` rows of `dim` floats. */
 double nn_min_row_cosine(const float *a, const float *b, int rows, int64_t dim);
 
+/* f32 -> bf16 rounded to nearest even (no NaN handling: test data has none), and back. */
+uint16_t nn_test_to_bf16(float f);
+float nn_test_from_bf16(uint16_t b);
+/* Deterministic values in [-1, 1) from a 64-bit LCG state. */
+float nn_test_value(uint64_t *state);
+
 #endif

@@ -24,25 +24,6 @@ typedef struct attn_case {
     bool bf16;
 } attn_case;
 
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float from_bf16(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Deterministic values in [-1, 1). */
-static float value_at(uint64_t *state) {
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(*state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-}
-
 /* MXCSR's sticky exception flags (IE DE ZE OE UE PE): cleared before a run, read after it. */
 enum { MXCSR_FLAGS = 0x3f, MXCSR_DENORMAL = 0x02, MXCSR_UNDERFLOW = 0x10 };
 static void mxcsr_clear_flags(void) { _mm_setcsr(_mm_getcsr() & ~(unsigned)MXCSR_FLAGS); }
@@ -80,22 +61,22 @@ static void run_case_on(const attn_case *c, int threads, bool underflow_check) {
     double *q = malloc((size_t)(L * T * D) * sizeof *q), *k = malloc((size_t)(L * S * D) * sizeof *k);
     double *v = malloc((size_t)(L * S * Dv) * sizeof *v);
     uint64_t st = 12345u + (uint64_t)(T * 131 + S * 7 + D);
-    for (int64_t i = 0; i < L * T * D; i++) q[i] = 2.0 * value_at(&st);
-    for (int64_t i = 0; i < L * S * D; i++) k[i] = 2.0 * value_at(&st);
-    for (int64_t i = 0; i < L * S * Dv; i++) v[i] = value_at(&st);
+    for (int64_t i = 0; i < L * T * D; i++) q[i] = 2.0 * nn_test_value(&st);
+    for (int64_t i = 0; i < L * S * D; i++) k[i] = 2.0 * nn_test_value(&st);
+    for (int64_t i = 0; i < L * S * Dv; i++) v[i] = nn_test_value(&st);
     float *bias = NULL;
     if (c->period > 0) {
         bias = malloc((size_t)(c->period * T * S) * sizeof *bias);
         for (int64_t i = 0; i < c->period * T * S; i++) {
             int64_t row = i / S % T, key = i % S;
             bool masked = underflow_check ? (row < T / 2) != (key < S / 2) : i % 7 == 3;
-            bias[i] = masked ? -100.0f : value_at(&st); /* Swin's mask: -100 where windows do not meet */
+            bias[i] = masked ? -100.0f : nn_test_value(&st); /* Swin's mask: -100 where windows do not meet */
         }
     }
     if (c->bf16) { /* the reference sees the values the kernel sees */
-        for (int64_t i = 0; i < L * T * D; i++) q[i] = from_bf16(to_bf16((float)q[i]));
-        for (int64_t i = 0; i < L * S * D; i++) k[i] = from_bf16(to_bf16((float)k[i]));
-        for (int64_t i = 0; i < L * S * Dv; i++) v[i] = from_bf16(to_bf16((float)v[i]));
+        for (int64_t i = 0; i < L * T * D; i++) q[i] = nn_test_from_bf16(nn_test_to_bf16((float)q[i]));
+        for (int64_t i = 0; i < L * S * D; i++) k[i] = nn_test_from_bf16(nn_test_to_bf16((float)k[i]));
+        for (int64_t i = 0; i < L * S * Dv; i++) v[i] = nn_test_from_bf16(nn_test_to_bf16((float)v[i]));
     }
     const float scale = 1.0f / sqrtf((float)D);
 
@@ -136,21 +117,21 @@ static void run_case_on(const attn_case *c, int threads, bool underflow_check) {
             for (int64_t d = 0; d < D; d++) {
                 int64_t at = b * a.q.lead_stride[0] + h * a.q.lead_stride[1] + r * a.q.row_stride + d * a.q.col_stride;
                 float x = (float)q[(l * T + r) * D + d];
-                if (c->bf16) ((uint16_t *)a.q.data)[at] = to_bf16(x);
+                if (c->bf16) ((uint16_t *)a.q.data)[at] = nn_test_to_bf16(x);
                 else ((float *)a.q.data)[at] = x;
             }
         for (int64_t j = 0; j < S; j++)
             for (int64_t d = 0; d < D; d++) {
                 int64_t at = b * a.kt.lead_stride[0] + h * a.kt.lead_stride[1] + d * a.kt.row_stride + j * a.kt.col_stride;
                 float x = (float)k[(l * S + j) * D + d];
-                if (c->bf16) ((uint16_t *)a.kt.data)[at] = to_bf16(x);
+                if (c->bf16) ((uint16_t *)a.kt.data)[at] = nn_test_to_bf16(x);
                 else ((float *)a.kt.data)[at] = x;
             }
         for (int64_t j = 0; j < S; j++)
             for (int64_t d = 0; d < Dv; d++) {
                 int64_t at = b * a.v.lead_stride[0] + h * a.v.lead_stride[1] + j * a.v.row_stride + d * a.v.col_stride;
                 float x = (float)v[(l * S + j) * Dv + d];
-                if (c->bf16) ((uint16_t *)a.v.data)[at] = to_bf16(x);
+                if (c->bf16) ((uint16_t *)a.v.data)[at] = nn_test_to_bf16(x);
                 else ((float *)a.v.data)[at] = x;
             }
     }
@@ -177,7 +158,7 @@ static void run_case_on(const attn_case *c, int threads, bool underflow_check) {
                 double ref = 0;
                 for (int64_t j = 0; j < S; j++) ref += s[j] / sum * v[(l * S + j) * Dv + d];
                 int64_t at = b * a.out.lead_stride[0] + h * a.out.lead_stride[1] + r * a.out.row_stride + d;
-                double got = c->bf16 ? from_bf16(((uint16_t *)obuf)[at]) : ((float *)obuf)[at];
+                double got = c->bf16 ? nn_test_from_bf16(((uint16_t *)obuf)[at]) : ((float *)obuf)[at];
                 if (fabs(got - ref) > max_err) max_err = fabs(got - ref);
                 if (fabs(ref) > max_ref) max_ref = fabs(ref);
                 dot += got * ref;

@@ -12,25 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint16_t to_bf16(float f) { /* round to nearest even (no NaN here) */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float from_bf16(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Deterministic values in [-1, 1). */
-static float value_at(uint64_t *state) {
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(*state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-}
-
 typedef struct ln_case {
     const char *name;
     int64_t rows, channels;
@@ -42,13 +23,13 @@ static void run_kernel(const ln_case *c, const float *x, bool x_bf16, bool y_bf1
                        const float *beta, int threads, float *y) {
     int64_t n = c->rows * c->channels;
     uint16_t *x16 = malloc((size_t)(n > 0 ? n : 1) * sizeof *x16), *y16 = malloc((size_t)(n > 0 ? n : 1) * sizeof *y16);
-    for (int64_t i = 0; i < n; i++) x16[i] = to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++) x16[i] = nn_test_to_bf16(x[i]);
     nn_layernorm l = {.x = x_bf16 ? (const void *)x16 : (const void *)x, .x_bf16 = x_bf16,
                       .y = y_bf16 ? (void *)y16 : (void *)y, .y_bf16 = y_bf16, .rows = c->rows,
                       .channels = c->channels, .gamma = gamma, .beta = beta, .epsilon = 1e-5f};
     nn_layernorm_run(&l, threads);
     if (y_bf16)
-        for (int64_t i = 0; i < n; i++) y[i] = from_bf16(y16[i]);
+        for (int64_t i = 0; i < n; i++) y[i] = nn_test_from_bf16(y16[i]);
     free(x16);
     free(y16);
 }
@@ -58,15 +39,15 @@ static void reference(const ln_case *c, const float *x, bool x_bf16, const float
     for (int64_t r = 0; r < c->rows; r++) {
         const float *row = x + r * c->channels;
         double mean = 0, var = 0;
-        for (int64_t j = 0; j < c->channels; j++) mean += x_bf16 ? from_bf16(to_bf16(row[j])) : row[j];
+        for (int64_t j = 0; j < c->channels; j++) mean += x_bf16 ? nn_test_from_bf16(nn_test_to_bf16(row[j])) : row[j];
         mean /= (double)c->channels;
         for (int64_t j = 0; j < c->channels; j++) {
-            double d = (x_bf16 ? from_bf16(to_bf16(row[j])) : row[j]) - mean;
+            double d = (x_bf16 ? nn_test_from_bf16(nn_test_to_bf16(row[j])) : row[j]) - mean;
             var += d * d;
         }
         double inv = 1.0 / sqrt(var / (double)c->channels + 1e-5);
         for (int64_t j = 0; j < c->channels; j++) {
-            double v = x_bf16 ? from_bf16(to_bf16(row[j])) : row[j];
+            double v = x_bf16 ? nn_test_from_bf16(nn_test_to_bf16(row[j])) : row[j];
             y[r * c->channels + j] = (float)((v - mean) * inv * gamma[j] + beta[j]);
         }
     }
@@ -81,8 +62,8 @@ static void run_case(const ln_case *c) {
           *y = malloc((size_t)n * sizeof *y), *y32 = malloc((size_t)n * sizeof *y32),
           *other = malloc((size_t)n * sizeof *other);
     uint64_t state = (uint64_t)(c->rows * 131 + c->channels);
-    for (int64_t i = 0; i < n; i++) x[i] = c->offset + 3.0f * value_at(&state);
-    for (int64_t j = 0; j < c->channels; j++) gamma[j] = 1.0f + 0.5f * value_at(&state), beta[j] = 0.25f * value_at(&state);
+    for (int64_t i = 0; i < n; i++) x[i] = c->offset + 3.0f * nn_test_value(&state);
+    for (int64_t j = 0; j < c->channels; j++) gamma[j] = 1.0f + 0.5f * nn_test_value(&state), beta[j] = 0.25f * nn_test_value(&state);
     for (int xb = 0; xb < 2; xb++) {
         reference(c, x, xb, gamma, beta, ref);
         run_kernel(c, x, xb, false, gamma, beta, 2, y32);
@@ -92,7 +73,7 @@ static void run_case(const ln_case *c) {
         run_kernel(c, x, xb, true, gamma, beta, 2, y);
         /* the bf16 output is the fp32 output rounded once (nearest even) */
         int64_t differ = 0;
-        for (int64_t i = 0; i < n; i++) differ += from_bf16(to_bf16(y32[i])) != y[i];
+        for (int64_t i = 0; i < n; i++) differ += nn_test_from_bf16(nn_test_to_bf16(y32[i])) != y[i];
         printf("  %-52s bf16 output = fp32 output rounded: %lld of %lld differ\n", what, (long long)differ, (long long)n);
         CHECK_EQ_INT(differ, 0);
         /* rows do not depend on the thread count or the path */
