@@ -72,6 +72,12 @@ void ftl_interrupt(void);
 void ftl_interrupt_clear(void);
 bool ftl_interrupt_requested(void);
 
+/* Writes a whole file as ftl writes every output: under a temporary name (locked while it is written,
+ * removed if ftl is interrupted, swept by the next ftl command there if ftl is killed), fsynced, then
+ * renamed. Without `overwrite` a file that appeared at `path` meanwhile (another run's) is never
+ * replaced: FTL_E_EXISTS, this file kept beside it under the name the error gives. */
+ftl_status ftl_output_write(const char *path, const void *data, size_t size, bool overwrite);
+
 /* Number of CPU cores this process may use (sched affinity), at least 1. */
 int ftl_cpu_count(void);
 

@@ -90,6 +90,8 @@ typedef struct ftl_parquet_writer_options {
     int64_t max_page_bytes;    /* data pages hold about this many value bytes (0 = 1 MiB); a value
                                   larger than this gets a page of its own */
     bool no_page_crc;          /* leave out the CRC-32 of each page (readers verify it) */
+    bool no_replace;           /* an output without --overwrite: close never replaces a file another run
+                                  made at the path meanwhile (FTL_E_EXISTS; this one kept beside it) */
 } ftl_parquet_writer_options;
 
 /* One column of one row group, for ftl_parquet_writer_write_row_group. Rows are indexed

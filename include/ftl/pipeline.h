@@ -97,6 +97,12 @@ typedef struct ftl_eval_options {
     int label_offset;             /* with label_offset_given; else the model's recorded one */
     bool label_offset_given;
     const char *predictions_path; /* CSV: path, label, predicted, probability (NULL: none) */
+    /* Written by the caller after the run (ftl_eval_result_write_json / _confusion_csv), but checked
+     * with --predictions before any work: none may be an input, exist without overwrite, or be
+     * another of them. */
+    const char *json_path, *confusion_path;
+    bool overwrite;               /* replace existing outputs (else refused at the start, and never
+                                     replaced if another run makes one meanwhile) */
     bool show_progress;
     /* Under mpirun: each rank evaluates its shard; the metrics are exact global sums and rank 0
      * writes --predictions in dataset order (NULL: one process). */
@@ -119,8 +125,8 @@ void ftl_eval_result_print(const ftl_eval_result *result, FILE *out);
 /* The metrics, per-class accuracy and confusion matrix as JSON (what `ftl eval --json` writes);
  * free() it. */
 char *ftl_eval_result_json(const ftl_eval_result *result);
-ftl_status ftl_eval_result_write_json(const ftl_eval_result *result, const char *path);
-ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *result, const char *path);
+ftl_status ftl_eval_result_write_json(const ftl_eval_result *result, const char *path, bool overwrite);
+ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *result, const char *path, bool overwrite);
 
 /* ---- predict ---- */
 

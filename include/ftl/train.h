@@ -101,6 +101,9 @@ void ftl_safetensors_writer_add(ftl_safetensors_writer *w, const char *name, ftl
 void ftl_safetensors_writer_set_metadata(ftl_safetensors_writer *w, const char *key, const char *value);
 /* Writes atomically: temporary name, fsync, rename (an interrupted write leaves no partial file). */
 ftl_status ftl_safetensors_writer_write(ftl_safetensors_writer *w, const char *path);
+/* no_replace: the write never replaces a file that appeared at `path` meanwhile (another run's):
+ * FTL_E_EXISTS instead, this file kept beside it under a name the error gives. Default: replace. */
+void ftl_safetensors_writer_set_no_replace(ftl_safetensors_writer *w, bool no_replace);
 
 /* ======================================================================== head */
 
@@ -393,6 +396,11 @@ ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl
  * file then in format FTL_MODEL_FORMAT_TUNED); n_tuned 0 writes exactly what ftl_classifier_save does. */
 ftl_status ftl_classifier_save_tuned(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count,
                                      const ftl_tensor_override *tuned, int n_tuned);
+/* The same, replacing a file at `path` only when `replace` (--overwrite, or a file the run was
+ * allowed to replace from its start): else one that appeared meanwhile is left as it is and
+ * FTL_E_EXISTS says where this model was kept instead. */
+ftl_status ftl_classifier_write(const char *path, bool replace, const ftl_head *head, const ftl_kv *meta, size_t meta_count,
+                                const ftl_tensor_override *tuned, int n_tuned);
 
 /* Whether a file looks like safetensors (an 8-byte header length, then '{'). */
 bool ftl_is_safetensors_file(const char *path);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 void cli_print_help(const cli_command *cmd, const cli_flag *flags, int flag_count) {
     printf("usage: %s\n\n%s\n", cmd->usage, cmd->summary);
@@ -67,23 +66,6 @@ int cli_set_stall_timeout(const char *command, double seconds) {
         return 2;
     }
     ftl_dist_set_stall_timeout(seconds);
-    return 0;
-}
-
-int cli_check_output(const char *command, const char *path, bool overwrite, const char *const *inputs, int input_count) {
-    struct stat out;
-    if (!path || stat(path, &out) != 0) return 0;
-    for (int i = 0; i < input_count; i++) {
-        struct stat in;
-        if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
-            fprintf(stderr, "ftl %s: error: output %s is the input %s: refusing to overwrite it\n", command, path, inputs[i]);
-            return 2;
-        }
-    }
-    if (!overwrite) {
-        fprintf(stderr, "ftl %s: error: %s already exists (use --overwrite to replace it)\n", command, path);
-        return 2;
-    }
     return 0;
 }
 

@@ -28,10 +28,6 @@ typedef struct cli_command {
 /* Whether option --name (or -name, --name=V, --no-name) is on the command line: an exact token,
  * never a substring of another option's value. */
 bool cli_given(int argc, char **argv, const char *name);
-/* Whether an output file may be written: 0 when `path` is absent, or exists and --overwrite was
- * given; never when it is one of the command's inputs (the same file under another name too).
- * Otherwise 2, after an error naming the file. */
-int cli_check_output(const char *command, const char *path, bool overwrite, const char *const *inputs, int input_count);
 /* Applies --stall-timeout S (S >= 0; 0 = never): 0, or 2 after a usage error naming the command. */
 int cli_set_stall_timeout(const char *command, double seconds);
 /* Parses argv[1..] (argv[0] is the subcommand name). On success fills positional[] (pointers

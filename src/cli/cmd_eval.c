@@ -44,17 +44,16 @@ int cli_cmd_eval(int argc, char **argv) {
     if (cli_set_stall_timeout("eval", stall_timeout) != 0) return 2;
     o.collectives = ftl_dist_world();
     bool rank0 = ftl_dist_rank(o.collectives) == 0;
-    /* Checked before any work; rank 0 alone writes them. */
-    const char *inputs[2] = {o.model_path, o.data_path};
-    const char *outputs[3] = {json, confusion, o.predictions_path};
-    for (int i = 0; rank0 && i < 3; i++)
-        if (cli_check_output("eval", outputs[i], overwrite, inputs, 2) != 0) return 2;
+    /* checked by ftl_eval_run before any work; rank 0 alone writes them */
+    o.json_path = json;
+    o.confusion_path = confusion;
+    o.overwrite = overwrite;
     ftl_eval_result r;
     ftl_status st = ftl_eval_run(&o, &r);
     if (st == FTL_OK) { /* rank 0 alone prints and writes what a person reads */
         if (rank0) ftl_eval_result_print(&r, stdout);
-        if (rank0 && json) st = ftl_eval_result_write_json(&r, json);
-        if (rank0 && st == FTL_OK && confusion) st = ftl_eval_result_write_confusion_csv(&r, confusion);
+        if (rank0 && json) st = ftl_eval_result_write_json(&r, json, overwrite);
+        if (rank0 && st == FTL_OK && confusion) st = ftl_eval_result_write_confusion_csv(&r, confusion, overwrite);
         ftl_eval_result_free(&r);
     }
     return cli_report(st);

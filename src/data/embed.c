@@ -7,8 +7,10 @@
 #include "data/calibration_sample.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
+#include "nn/backbone_files.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/io_check.h"
 #include "ftl/dist.h"
 #include "util/log.h"
 #include "util/progress.h"
@@ -262,6 +264,29 @@ static ftl_status append_part(ftl_parquet_writer *w, const char *path) {
     return st;
 }
 
+/* Before any work: OUT is none of the inputs (the datasets, the backbone and its data files, the
+ * calibration set), and exists only with --overwrite. */
+static ftl_status embed_check_paths(const ftl_embed_options *o) {
+    ftl_io_check *c = ftl_io_check_new("embed");
+    ftl_io_check_output(c, "OUT", o->output_path);
+    for (int i = 0; i < o->source_count; i++) ftl_io_check_input(c, "DATA", o->sources[i]);
+    ftl_io_check_input(c, "--calibration", o->calibration_path);
+    nn_io_check_backbone(c, "--backbone", o->backbone_path);
+    ftl_status st = ftl_io_check_run(c);
+    ftl_io_check_free(c);
+    if (st == FTL_OK && ftl_path_exists(o->output_path) && !o->overwrite)
+        st = ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
+    return st;
+}
+
+/* A part's file, locked while it lives (util/temporaries.h): a temporary's name in `folder`. */
+static char *part_name(const char *folder, const char *out, int rank) {
+    char *base = ftl_format("%s/ftl-embed-%s-rank%d.parquet", folder, ftl_path_file_name(out), rank);
+    char *name = ftl_temp_name_for(base);
+    free(base);
+    return name;
+}
+
 /* Under N ranks: each embeds its contiguous share of the rows into a part on its own disk; rank 0
  * then writes OUT from its part and the others', sent one at a time (no shared filesystem). */
 static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summary *s) {
@@ -272,15 +297,16 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     s->gpu_util_percent = s->gpu_memory_bytes = NAN;
     int64_t total = 0;
     FTL_TRY(loader_total_rows(o->sources, o->source_count, &total));
-    if (rank == 0 && ftl_path_exists(o->output_path) && !o->overwrite)
-        return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
+    if (rank == 0) FTL_TRY(embed_check_paths(o));
     ftl_nn_int8_scales *scales = NULL; /* int8: one calibration for every rank */
     if (o->precision == FTL_NN_INT8 && !o->int8_scales) FTL_TRY(ftl_embed_calibrate(o, &scales));
     const char *tmp = getenv("TMPDIR");
-    /* Rank 0's parts sit beside OUT under a temporary name of this process: never a user's file. */
-    char *stem = rank == 0 ? ftl_temp_name_for(o->output_path) : NULL;
-    char *part = rank == 0 ? ftl_format("%s.rank0", stem)
-                           : ftl_format("%s/ftl-embed-%ld-rank%d.parquet", tmp && *tmp ? tmp : "/tmp", (long)getpid(), rank);
+    /* Rank 0's parts sit beside OUT, the others' in their host's TMPDIR, all under temporary names
+     * (never a user's file), each swept there by a later embed if this one is killed. */
+    char *out_folder = ftl_path_folder(o->output_path);
+    const char *folder = rank == 0 ? out_folder : tmp && *tmp ? tmp : "/tmp";
+    if (rank != 0) ftl_temporaries_sweep(folder);
+    char *part = part_name(folder, o->output_path, rank);
     ftl_cleanup_register(part);
     ftl_embed_options local = *o;
     local.collectives = NULL;
@@ -291,9 +317,11 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     local.show_progress = o->show_progress && rank == 0;
     if (scales) local.int8_scales = scales;
     ftl_status st = FTL_OK;
+    int part_lock = -1;
     if (local.row_end > local.row_begin) {
         ftl_dist_phase_begin(col, "embedding its shard");
         st = ftl_embed_run(&local, s);
+        if (st == FTL_OK) part_lock = ftl_temp_hold(part);
         ftl_dist_phase_end(col);
     }
     ftl_nn_int8_scales_free(scales);
@@ -301,7 +329,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     if (st != FTL_OK) {
         ftl_cleanup_unregister(part);
         free(part);
-        free(stem);
+        free(out_folder);
         return st;
     }
     ftl_dist_set_context(col, -1, "collecting the features on rank 0");
@@ -331,13 +359,15 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
             ftl_model_free(m);
             cols[1].fixed_length = (int32_t)(4 * dim);
         }
-        if (st == FTL_OK) st = ftl_parquet_writer_open(o->output_path, cols, 3, NULL, &w);
+        ftl_parquet_writer_options wo = {.no_replace = !o->overwrite};
+        if (st == FTL_OK) st = ftl_parquet_writer_open(o->output_path, cols, 3, &wo, &w);
     }
     /* Parts in rank order; the other ranks' each sent to rank 0 as one whole Parquet file. */
     for (int r = 0; r < ranks && st == FTL_OK; r++) {
         bool has_rows = (int64_t)(r + 1) * total / ranks > (int64_t)r * total / ranks;
         if (!has_rows) continue;
-        char *path = r == 0 || rank != 0 ? ftl_strdup(part) : ftl_format("%s.rank%d", stem, r);
+        char *path = r == 0 || rank != 0 ? ftl_strdup(part) : part_name(out_folder, o->output_path, r);
+        int path_lock = -1;
         if (r > 0) {
             uint8_t *bytes = NULL, *got = NULL;
             size_t size = 0;
@@ -351,6 +381,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
             if (st == FTL_OK && rank == 0) { /* only rank r sent bytes: the gathered buffer is its file */
                 ftl_cleanup_register(path);
                 st = ftl_write_file_atomic(path, got, sizes[r]);
+                if (st == FTL_OK) path_lock = ftl_temp_hold(path);
             }
             free(sizes);
             free(bytes);
@@ -374,6 +405,7 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
             unlink(path);
             ftl_cleanup_unregister(path);
         }
+        if (path_lock >= 0) close(path_lock);
         free(path);
     }
     if (w) {
@@ -382,8 +414,9 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     }
     unlink(part);
     ftl_cleanup_unregister(part);
+    if (part_lock >= 0) close(part_lock);
     free(part);
-    free(stem);
+    free(out_folder);
     s->rows = (int64_t)sums[0];
     s->paths_are_text = sums[3] == 0;
     s->compute_seconds = sums[1] / ranks;
@@ -399,8 +432,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     double start = ftl_now();
     if (!o->backbone_path || !o->output_path || o->source_count < 1)
         return ftl_fail(FTL_E_INVALID_ARG, "embed needs a dataset, a backbone and an output path");
-    if (ftl_path_exists(o->output_path) && !o->overwrite)
-        return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_path);
+    FTL_TRY(embed_check_paths(o));
     if (o->source_fingerprint) snprintf(s->dataset_fingerprint, sizeof s->dataset_fingerprint, "%s", o->source_fingerprint);
     else FTL_TRY(ftl_dataset_fingerprint(o->sources, o->source_count, s->dataset_fingerprint));
 
@@ -457,7 +489,8 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     };
     s->paths_are_text = cols[2].utf8;
     ftl_parquet_writer *w = NULL;
-    st = ftl_parquet_writer_open(o->output_path, cols, 3, NULL, &w);
+    ftl_parquet_writer_options wo = {.no_replace = !o->overwrite};
+    st = ftl_parquet_writer_open(o->output_path, cols, 3, &wo, &w);
     feature_rows f = {.dim = info->feature_dim};
     source_boundaries(l, o, &f);
     /* Room for the largest source row group (bounded) plus one batch. */

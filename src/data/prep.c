@@ -9,6 +9,7 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
+#include "util/publish.h"
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/timing.h"
@@ -317,29 +318,6 @@ static ftl_status check_output(const ftl_prep_options *o) {
 
 static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum);
 
-/* Moves the finished temporary folder into place, replacing an old OUT only at the very end. */
-static ftl_status publish_output(const char *temp_dir, const char *output_dir) {
-    char *old = NULL;
-    if (ftl_path_exists(output_dir)) {
-        old = ftl_format("%s.old-%ld", output_dir, (long)getpid());
-        if (rename(output_dir, old) != 0) {
-            ftl_status st = ftl_fail(FTL_E_IO, "cannot move the old %s aside: %s", output_dir, strerror(errno));
-            free(old);
-            return st;
-        }
-    }
-    if (rename(temp_dir, output_dir) != 0) {
-        ftl_status st = ftl_fail(FTL_E_IO, "cannot rename %s to %s: %s", temp_dir, output_dir, strerror(errno));
-        if (old) rename(old, output_dir);
-        free(old);
-        return st;
-    }
-    ftl_sync_directory_of(output_dir);
-    if (old) ftl_remove_tree(old);
-    free(old);
-    return FTL_OK;
-}
-
 ftl_status ftl_prep_run(const ftl_prep_options *options, ftl_prep_summary *sum) {
     memset(sum, 0, sizeof *sum);
     double start = ftl_now();
@@ -373,19 +351,22 @@ static void keep_rank_share(prep_source *s, int rank, int ranks) {
 
 /* Rank 0 makes the temporary output folder and tells the others its name; every rank must see
  * it, since each writes its parts there. */
-static ftl_status shared_temp_dir(const ftl_prep_options *o, const ftl_collectives *col, char **out) {
+static ftl_status shared_temp_dir(const ftl_prep_options *o, const ftl_collectives *col, char **out, int *lock_fd) {
     uint8_t *name = NULL;
     size_t size = 0;
     ftl_status st = FTL_OK;
     if (ftl_dist_rank(col) == 0) {
-        char *t = ftl_temp_name_for(o->output_dir);
-        char *a = ftl_format("%s/train.parquet", t), *b = ftl_format("%s/val.parquet", t);
-        st = ftl_make_dirs(a);
-        if (st == FTL_OK) st = ftl_make_dirs(b);
-        free(a);
-        free(b);
-        name = (uint8_t *)t;
-        size = strlen(t) + 1;
+        char *t = NULL;
+        st = ftl_temp_dir_create(o->output_dir, &t, lock_fd);
+        if (st == FTL_OK) {
+            char *a = ftl_format("%s/train.parquet", t), *b = ftl_format("%s/val.parquet", t);
+            st = ftl_make_dirs(a);
+            if (st == FTL_OK) st = ftl_make_dirs(b);
+            free(a);
+            free(b);
+        }
+        name = (uint8_t *)(t ? t : ftl_strdup(""));
+        size = strlen((char *)name) + 1;
     }
     bool any = false;
     ftl_status agree = ftl_dist_any_failed(col, st != FTL_OK, &any);
@@ -505,14 +486,11 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     int threads = o->threads > 0 ? o->threads : ftl_cpu_count();
     sum->threads = threads;
     char *temp_dir = NULL;
-    if (dist) {
-        ftl_status st = shared_temp_dir(o, col, &temp_dir);
-        if (st != FTL_OK) {
-            prep_source_free(&source);
-            return st;
-        }
-    } else {
-        temp_dir = ftl_temp_name_for(o->output_dir);
+    int temp_lock = -1; /* held while the temporary folder lives: see util/temporaries.h */
+    ftl_status made = dist ? shared_temp_dir(o, col, &temp_dir, &temp_lock) : ftl_temp_dir_create(o->output_dir, &temp_dir, &temp_lock);
+    if (made != FTL_OK) {
+        prep_source_free(&source);
+        return made;
     }
     char *paths[2];
     if (dist) {
@@ -591,8 +569,9 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     }
     if (st == FTL_OK && sum->train_rows + sum->val_rows == 0)
         st = ftl_fail(FTL_E_FORMAT, "none of the %lld images under %s could be read", (long long)all_items, source.root);
-    if (st == FTL_OK && rank == 0) st = publish_output(temp_dir, o->output_dir);
-    if (st != FTL_OK && rank == 0) ftl_remove_tree(temp_dir);
+    if (st == FTL_OK && rank == 0) st = ftl_publish(temp_dir, o->output_dir, o->overwrite);
+    if (st != FTL_OK && rank == 0) ftl_remove_tree(temp_dir); /* gone already when kept aside */
+    if (temp_lock >= 0) close(temp_lock);
     if (st != FTL_OK && dist) {
         unlink(paths[0]);
         unlink(paths[1]);

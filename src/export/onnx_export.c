@@ -7,10 +7,12 @@
 #include "export/opset_convert.h"
 #include "export/preprocess_graph.h"
 #include "export/qdq_export.h"
+#include "nn/backbone_files.h"
 #include "nn/load.h"
 #include "pipeline/classifier_backbone.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/io_check.h"
 #include "util/log.h"
 
 #include <stdio.h>
@@ -295,6 +297,21 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     return FTL_OK;
 }
 
+/* Before any work: OUT (and the external data file it may need) is neither MODEL.ftl nor the backbone
+ * or its data files. */
+static ftl_status export_check_paths(const ftl_export_options *o, const char *backbone_path) {
+    ftl_io_check *c = ftl_io_check_new("export");
+    char *data_path = ftl_format("%s.data", o->output_path);
+    ftl_io_check_output(c, "OUT", o->output_path);
+    ftl_io_check_output(c, "OUT's external data", data_path);
+    ftl_io_check_input(c, "MODEL", o->model_path);
+    nn_io_check_backbone(c, "--backbone", backbone_path);
+    ftl_status st = ftl_io_check_run(c);
+    ftl_io_check_free(c);
+    free(data_path);
+    return st;
+}
+
 ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) {
     memset(res, 0, sizeof *res);
     if (!o->model_path || !o->output_path) return ftl_fail(FTL_E_INVALID_ARG, "export needs MODEL.ftl and OUT.onnx");
@@ -311,6 +328,7 @@ ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) 
     FTL_TRY(ftl_classifier_load(o->model_path, &j.clf));
     ftl_status st = classifier_recipe_read(&j.clf, o->model_path, &j.recipe);
     if (st == FTL_OK) st = classifier_backbone_locate(&j.recipe, o->model_path, o->backbone_path, &j.backbone_path);
+    if (st == FTL_OK) st = export_check_paths(o, j.backbone_path);
     if (st == FTL_OK) st = check_backbone(j.backbone_path, &j.recipe, &j.clf, o->model_path, &j.facts);
     if (st == FTL_OK && j.recipe.precision == FTL_NN_INT8) { /* QDQ with the scales it trained with */
         if (o->opset < QDQ_EXPORT_OPSET_MIN)

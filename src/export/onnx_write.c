@@ -77,6 +77,7 @@ ftl_status onnx_model_write(onnx_builder *b, Onnx__ModelProto *m, const char *pa
         if (ftl_path_exists(r->data_path) && !overwrite)
             st = ftl_fail(FTL_E_EXISTS, "%s already exists (use --overwrite to replace it)", r->data_path);
         if (st == FTL_OK) st = ftl_atomic_open(&data, r->data_path);
+        data.no_replace = !overwrite;
         if (st == FTL_OK) st = write_external(b, m->graph, ftl_path_file_name(r->data_path), &data, r);
         if (st == FTL_OK) size = onnx__model_proto__get_packed_size(m);
         if (st == FTL_OK && size > max_model_bytes)
@@ -84,6 +85,7 @@ ftl_status onnx_model_write(onnx_builder *b, Onnx__ModelProto *m, const char *pa
                           path, size, ONNX_WRITE_EXTERNAL_MIN_BYTES, r->data_path);
     }
     if (st == FTL_OK) st = ftl_atomic_open(&model, path);
+    model.no_replace = !overwrite;
     if (st == FTL_OK) st = pack_to(&model, m, size, path);
     /* Both on disk before either is renamed: a new .data never sits beside the old model. */
     if (st == FTL_OK && data.fp) st = ftl_atomic_flush(&data);

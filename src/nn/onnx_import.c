@@ -270,3 +270,29 @@ ftl_status nn_onnx_import(const char *path, nn_graph **graph, char *sha256_hex) 
     *graph = g;
     return FTL_OK;
 }
+
+ftl_status nn_onnx_external_files(const char *path, ftl_string_list *files) {
+    uint8_t *bytes;
+    size_t size;
+    FTL_TRY(ftl_read_file(path, &bytes, &size));
+    Onnx__ModelProto *m = size ? onnx__model_proto__unpack(NULL, size, bytes) : NULL;
+    free(bytes);
+    if (!m) return ftl_fail(FTL_E_FORMAT, "%s: not an ONNX model (protobuf decoding failed)", path);
+    char *dir = ftl_path_folder(path);
+    const Onnx__GraphProto *g = m->graph;
+    for (size_t i = 0; g && i < g->n_initializer; i++) {
+        const Onnx__TensorProto *t = g->initializer[i];
+        for (size_t k = 0; t && k < t->n_external_data; k++) {
+            const Onnx__StringStringEntryProto *e = t->external_data[k];
+            if (!e || !e->key || !e->value || strcmp(e->key, "location") != 0) continue;
+            char *file = ftl_format("%s/%s", dir, e->value);
+            bool seen = false;
+            for (int64_t j = 0; j < files->count && !seen; j++) seen = strcmp(files->items[j], file) == 0;
+            if (seen) free(file);
+            else ftl_string_list_push(files, file);
+        }
+    }
+    free(dir);
+    onnx__model_proto__free_unpacked(m, NULL);
+    return FTL_OK;
+}

@@ -109,6 +109,7 @@ ftl_status ftl_parquet_writer_open(const char *path, const ftl_parquet_column_de
         free(w);
         return st;
     }
+    w->file.no_replace = o.no_replace;
     w->opts = o;
     w->column_count = column_count;
     w->columns = ftl_xcalloc((size_t)column_count, sizeof *w->columns);

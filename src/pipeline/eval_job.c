@@ -8,8 +8,10 @@
 #include "pipeline/classifier_backbone.h"
 #include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
+#include "nn/backbone_files.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/io_check.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/progress.h"
@@ -189,9 +191,28 @@ static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, cons
     return FTL_OK;
 }
 
+/* Before any work: no output is an input or another output, and none exists without overwrite. */
+static ftl_status eval_check_paths(const ftl_eval_options *o) {
+    ftl_io_check *c = ftl_io_check_new("eval");
+    const char *outputs[3][2] = {{"--predictions", o->predictions_path}, {"--json", o->json_path},
+                                 {"--confusion", o->confusion_path}};
+    for (int i = 0; i < 3; i++) ftl_io_check_output(c, outputs[i][0], outputs[i][1]);
+    ftl_io_check_input(c, "MODEL", o->model_path);
+    ftl_io_check_input(c, "DATA", o->data_path);
+    nn_io_check_backbone(c, "--backbone", o->backbone_path);
+    ftl_status st = ftl_io_check_run(c);
+    ftl_io_check_free(c);
+    for (int i = 0; i < 3 && st == FTL_OK; i++)
+        if (outputs[i][1] && !o->overwrite && ftl_path_exists(outputs[i][1]))
+            st = ftl_fail(FTL_E_EXISTS, "%s %s already exists (use --overwrite to replace it)", outputs[i][0], outputs[i][1]);
+    return st;
+}
+
 ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     memset(r, 0, sizeof *r);
     double start = ftl_now();
+    /* rank 0 alone writes the outputs */
+    if (ftl_dist_rank(o->collectives) == 0) FTL_TRY(eval_check_paths(o));
     classifier_backbone cb;
     FTL_TRY(classifier_backbone_open(&cb, o->model_path, o->backbone_path, o->batch, o->threads, o->device));
     int64_t c = cb.clf.head.classes;
@@ -208,6 +229,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     e.predictions = o->predictions_path != NULL;
     if (o->predictions_path && rank0) {
         st = ftl_atomic_open(&e.csv, o->predictions_path);
+        e.csv.no_replace = !o->overwrite;
         if (st == FTL_OK) fprintf(e.csv.fp, "path,label,predicted,probability\n");
     }
     /* The dataset must mean the same classes and hold images of the size the model was trained on. */
@@ -420,14 +442,14 @@ char *ftl_eval_result_json(const ftl_eval_result *r) {
     return b.data;
 }
 
-ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path) {
+ftl_status ftl_eval_result_write_json(const ftl_eval_result *r, const char *path, bool overwrite) {
     char *json = ftl_eval_result_json(r);
-    ftl_status st = ftl_write_file_atomic(path, json, strlen(json));
+    ftl_status st = ftl_output_write(path, json, strlen(json), overwrite);
     free(json);
     return st;
 }
 
-ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *r, const char *path) {
+ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *r, const char *path, bool overwrite) {
     ftl_strbuf b = {0};
     ftl_strbuf_printf(&b, "true\\predicted");
     for (int64_t j = 0; j < r->classes; j++) {
@@ -440,7 +462,7 @@ ftl_status ftl_eval_result_write_confusion_csv(const ftl_eval_result *r, const c
         for (int64_t j = 0; j < r->classes; j++) ftl_strbuf_printf(&b, ",%lld", (long long)r->confusion[i * r->classes + j]);
         ftl_strbuf_printf(&b, "\n");
     }
-    ftl_status st = ftl_write_file_atomic(path, b.data, b.len);
+    ftl_status st = ftl_output_write(path, b.data, b.len, overwrite);
     ftl_strbuf_free(&b);
     return st;
 }

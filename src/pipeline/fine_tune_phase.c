@@ -23,7 +23,7 @@ char *fine_tune_cut_text(const ftl_fine_tune_cut *c) {
 }
 
 /* Phase 2's checkpoints sit beside phase 1's, named fine-tune-NAME, so neither overwrites the other. */
-static char *phase2_pattern(const char *pattern) {
+char *fine_tune_checkpoint_pattern(const char *pattern) {
     if (!pattern) return NULL;
     const char *slash = strrchr(pattern, '/');
     if (!slash) return ftl_format("fine-tune-%s", pattern);
@@ -221,7 +221,7 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
     fit.warmup_epochs = o->fine_tune_warmup_epochs;
     fit.top = &top;
     fit.initial = &initial;
-    char *pattern = phase2_pattern(o->fit.checkpoint_pattern);
+    char *pattern = fine_tune_checkpoint_pattern(o->fit.checkpoint_pattern);
     fit.checkpoint_pattern = pattern;
     fit.checkpoint_meta = meta;
     fit.checkpoint_meta_count = n_base_meta + 3;

@@ -2,6 +2,7 @@
  * of checks behind `ftl train`, each trial of `ftl sweep`, and the Python package's ftl.train(**options),
  * so no caller trains with options the command line would refuse. */
 #include "ftl/pipeline.h"
+#include "pipeline/train_paths.h"
 #include "ftl/args.h"
 #include "ftl/dist.h"
 #include "ftl/loader.h"
@@ -155,6 +156,7 @@ static ftl_status check_values(const train_arg_values *v, const ftl_train_option
         return ftl_fail(FTL_E_INVALID_ARG, "--report draws the log: give --log RUN.jsonl too");
     if (v->report && access(v->report, F_OK) == 0 && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "report %s already exists (use --overwrite to replace it)", v->report);
+    if (v->report) FTL_TRY(train_check_paths(o, v->report)); /* the rest is checked again by ftl_train_run */
     if ((v->keep_last > 0 || o->fit.save_best_only) && !o->fit.checkpoint_pattern)
         return ftl_fail(FTL_E_INVALID_ARG, "--keep-last and --save-best-only need --checkpoint PATTERN");
     if (!(v->stall_timeout >= 0) || isinf(v->stall_timeout))

@@ -10,6 +10,7 @@
 #include "pipeline/feature_cache.h"
 #include "pipeline/loader_source.h"
 #include "pipeline/store_sources.h"
+#include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -221,12 +222,6 @@ static ftl_status ensure_parent_folder(const char *path) {
     if (st == FTL_OK && access(dir, W_OK) != 0) st = ftl_fail(FTL_E_IO, "cannot write into %s (for %s)", dir, path);
     free(dir);
     return st;
-}
-
-static char *default_cache_dir(const char *out_path) {
-    const char *slash = strrchr(out_path, '/');
-    if (!slash) return ftl_strdup("ftl-feature-cache");
-    return ftl_format("%.*s/ftl-feature-cache", (int)(slash - out_path), out_path);
 }
 
 /* This rank's share of a dataset's rows: contiguous, sizes differing by at most one. */
@@ -446,7 +441,9 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
     if (n_extra) memcpy(all + n_meta, extra, n_extra * sizeof *extra);
     /* Rank 0 alone writes: the others wait in the finalize barrier, without a limit while it says so. */
     ftl_dist_phase_begin(&o->fit.collectives, "writing the model");
-    ftl_status st = ftl_classifier_save_tuned(o->out_path, ftl_trainer_head(trainer), all, n_meta + n_extra, tuned, n_tuned);
+    /* --out existed at the start only with --overwrite or --resume: else a file there now is another run's */
+    bool replace = o->overwrite || o->resume_path;
+    ftl_status st = ftl_classifier_write(o->out_path, replace, ftl_trainer_head(trainer), all, n_meta + n_extra, tuned, n_tuned);
     ftl_dist_phase_end(&o->fit.collectives);
     free(all);
     free(dim), free(size), free(dropout), free(args), free(metrics), free(abs_backbone), free(offset), free(scales);
@@ -521,7 +518,7 @@ ftl_status train_run_prepare(train_run *r, const ftl_train_options **op, ftl_tra
         eo.source_count = 1;
         eo.collectives = &o->fit.collectives;
         if (ft) eo.bottom_of = &o->fine_tune;
-        char *cache = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
+        char *cache = train_cache_dir(o);
         eo.calibration_cache_dir = cache; /* beside the features it keys: a rerun or resume skips it */
         st = ftl_embed_calibrate(&eo, own_scales);
         free(cache);
@@ -562,7 +559,7 @@ ftl_status train_run_prepare(train_run *r, const ftl_train_options **op, ftl_tra
     if (st == FTL_OK) {
         r->preprocess_json = ftl_nn_preprocess_json(&o->embed.preprocess, r->backbone, r->image_size);
         r->classes_json = ftl_json_string_array(r->class_names, r->class_count);
-        r->cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->out_path);
+        r->cache_dir = train_cache_dir(o);
         r->dim = ftl_model_get_info(r->backbone)->feature_dim;
     }
     return st;
@@ -573,6 +570,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     double start = ftl_now();
     if (!o->train_path || !o->out_path || !o->embed.backbone_path)
         return ftl_fail(FTL_E_INVALID_ARG, "train needs a training dataset, --backbone and --out");
+    FTL_TRY(train_check_paths(o, NULL));
     if (ftl_path_exists(o->out_path) && !o->overwrite && !o->resume_path)
         return ftl_fail(FTL_E_EXISTS, "model %s already exists (use --overwrite to replace it)", o->out_path);
     if (!o->val_path && (o->fit.early_stopping.monitor == FTL_MONITOR_VAL_ACC || o->fit.early_stopping.monitor == FTL_MONITOR_VAL_LOSS) &&

@@ -74,6 +74,8 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
 bool fine_tuning(const ftl_train_options *o);
 /* "last N" / "from TENSOR" (malloc'd): how checkpoints and models name the cut. */
 char *fine_tune_cut_text(const ftl_fine_tune_cut *cut);
+/* Phase 2's checkpoint pattern: phase 1's with "fine-tune-" before the file name (NULL for NULL). */
+char *fine_tune_checkpoint_pattern(const char *pattern);
 /* Which phase --resume's checkpoint continues (1 or 2) and phase 2's epoch 0 as it records them;
  * rank 0 reads the file and tells the others. A checkpoint of another cut is refused here. */
 ftl_status fine_tune_resume_phase(const ftl_train_options *o, int *phase, ftl_epoch_log *start);

@@ -6,6 +6,7 @@
 #include "report/svg_chart.h"
 #include "util/error.h"
 #include "util/fsutil.h"
+#include "util/io_check.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -500,6 +501,14 @@ static ftl_status timeline_section(ftl_strbuf *b, const char *path) {
 
 ftl_status ftl_report_write(const ftl_report_options *o) {
     if (o->log_count < 1 || !o->output_path) return ftl_fail(FTL_E_INVALID_ARG, "report needs at least one log and an output path");
+    ftl_io_check *paths = ftl_io_check_new("report");
+    ftl_io_check_output(paths, "-o", o->output_path);
+    for (int i = 0; i < o->log_count; i++) ftl_io_check_input(paths, "LOG", o->logs[i]);
+    ftl_io_check_input(paths, "--eval", o->eval_json);
+    ftl_io_check_input(paths, "--timeline", o->timeline);
+    ftl_status checked = ftl_io_check_run(paths);
+    ftl_io_check_free(paths);
+    FTL_TRY(checked);
     if (ftl_path_exists(o->output_path) && !o->overwrite)
         return ftl_fail(FTL_E_EXISTS, "%s already exists (use --overwrite to replace it)", o->output_path);
     for (int i = 0; i < o->log_count; i++)
@@ -512,7 +521,7 @@ ftl_status ftl_report_write(const ftl_report_options *o) {
             if (st == FTL_OK) {
                 ftl_strbuf_printf(&b, "<p><small>Written by ftl %s: no scripts, nothing loaded from outside.</small></p>"
                                       "</body></html>\n", FTL_VERSION);
-                st = ftl_write_file_atomic(o->output_path, b.data, b.len);
+                st = ftl_output_write(o->output_path, b.data, b.len, o->overwrite);
             }
             ftl_strbuf_free(&b);
             return st;
@@ -557,7 +566,7 @@ ftl_status ftl_report_write(const ftl_report_options *o) {
     if (st == FTL_OK) {
         ftl_strbuf_printf(&b, "<p><small>Written by ftl %s: no scripts, nothing loaded from outside.</small></p></body></html>\n",
                           FTL_VERSION);
-        st = ftl_write_file_atomic(o->output_path, b.data, b.len);
+        st = ftl_output_write(o->output_path, b.data, b.len, o->overwrite);
     }
     ftl_strbuf_free(&b);
     for (int i = 0; i < read; i++) run_log_free(&logs[i]);

@@ -50,6 +50,11 @@ ftl_status ftl_classifier_save(const char *path, const ftl_head *head, const ftl
 
 ftl_status ftl_classifier_save_tuned(const char *path, const ftl_head *head, const ftl_kv *meta, size_t meta_count,
                                      const ftl_tensor_override *tuned, int n_tuned) {
+    return ftl_classifier_write(path, true, head, meta, meta_count, tuned, n_tuned);
+}
+
+ftl_status ftl_classifier_write(const char *path, bool replace, const ftl_head *head, const ftl_kv *meta, size_t meta_count,
+                                const ftl_tensor_override *tuned, int n_tuned) {
     const char *classes = ftl_train_kv_find(meta, meta_count, FTL_MODEL_META_CLASSES);
     if (!classes) return ftl_fail(FTL_E_INVALID_ARG, "%s: the model needs its class names (%s)", path, FTL_MODEL_META_CLASSES);
     char **names;
@@ -60,6 +65,7 @@ ftl_status ftl_classifier_save_tuned(const char *path, const ftl_head *head, con
         return ftl_fail(FTL_E_INVALID_ARG, "%s: %zu class names for a head with %lld classes", path, count,
                         (long long)head->classes);
     ftl_safetensors_writer *w = ftl_safetensors_writer_new();
+    ftl_safetensors_writer_set_no_replace(w, !replace);
     for (size_t i = 0; i < meta_count; i++) ftl_safetensors_writer_set_metadata(w, meta[i].key, meta[i].value);
     char dim[32];
     snprintf(dim, sizeof dim, "%lld", (long long)head->dim);

@@ -330,6 +330,7 @@ struct ftl_safetensors_writer {
     size_t meta_count, meta_cap;
     bool invalid;
     char *invalid_reason;
+    bool no_replace;
 };
 
 ftl_safetensors_writer *ftl_safetensors_writer_new(void) { return ftl_xcalloc(1, sizeof(ftl_safetensors_writer)); }
@@ -391,6 +392,8 @@ void ftl_safetensors_writer_set_metadata(ftl_safetensors_writer *w, const char *
     w->meta[w->meta_count++] = (ftl_kv){ftl_strdup(key), ftl_strdup(value)};
 }
 
+void ftl_safetensors_writer_set_no_replace(ftl_safetensors_writer *w, bool no_replace) { w->no_replace = no_replace; }
+
 ftl_status ftl_safetensors_writer_write(ftl_safetensors_writer *w, const char *path) {
     if (w->invalid) return ftl_fail(FTL_E_INVALID_ARG, "%s: %s", path, w->invalid_reason);
     for (size_t i = 0; i < w->count; i++) {
@@ -434,6 +437,7 @@ ftl_status ftl_safetensors_writer_write(ftl_safetensors_writer *w, const char *p
     for (int i = 0; i < 8; i++) len_bytes[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
     ftl_atomic_file f;
     ftl_status s = ftl_atomic_open(&f, path);
+    f.no_replace = w->no_replace;
     if (s == FTL_OK) s = ftl_write_all(f.fp, len_bytes, 8, path);
     if (s == FTL_OK) s = ftl_write_all(f.fp, h.data, h.len, path);
     for (size_t i = 0; i < w->count && s == FTL_OK; i++)

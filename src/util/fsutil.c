@@ -1,65 +1,21 @@
 /* File helpers and the interrupt-cleanup registry. */
 #include "util/fsutil.h"
 #include "util/error.h"
+#include "util/publish.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- interrupt cleanup: a fixed table so the signal handler needs no locks or malloc ---- */
-
-enum { CLEANUP_SLOTS = 64, CLEANUP_PATH_MAX = 4096 };
-static char cleanup_paths[CLEANUP_SLOTS][CLEANUP_PATH_MAX];
-static atomic_int cleanup_used[CLEANUP_SLOTS];
-static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void ftl_cleanup_register(const char *path) {
-    bool stored = false;
-    pthread_mutex_lock(&cleanup_lock);
-    for (int i = 0; i < CLEANUP_SLOTS && !stored && strlen(path) < CLEANUP_PATH_MAX; i++) {
-        if (!atomic_load(&cleanup_used[i])) {
-            strcpy(cleanup_paths[i], path);
-            atomic_store(&cleanup_used[i], 1);
-            stored = true;
-        }
-    }
-    pthread_mutex_unlock(&cleanup_lock);
-    if (!stored) fprintf(stderr, "ftl: warning: %s will not be removed if ftl is interrupted (too many open outputs)\n", path);
-}
-
-void ftl_cleanup_unregister(const char *path) {
-    pthread_mutex_lock(&cleanup_lock);
-    for (int i = 0; i < CLEANUP_SLOTS; i++) {
-        if (atomic_load(&cleanup_used[i]) && strcmp(cleanup_paths[i], path) == 0) {
-            atomic_store(&cleanup_used[i], 0);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&cleanup_lock);
-}
-
-/* Runs in the signal handler: only async-signal-safe calls. Files go first, then the folders
- * ftl created for them (rmdir succeeds once they are empty). */
-static void remove_registered_paths(void) {
-    for (int i = 0; i < CLEANUP_SLOTS; i++)
-        if (atomic_load(&cleanup_used[i])) unlink(cleanup_paths[i]);
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = CLEANUP_SLOTS - 1; i >= 0; i--)
-            if (atomic_load(&cleanup_used[i])) rmdir(cleanup_paths[i]);
-}
-
 /* Out of memory is fatal, but temporaries must still go, as on Ctrl-C. */
 static void die_out_of_memory(void) {
-    remove_registered_paths();
+    ftl_temporaries_remove_registered();
     abort();
 }
 
@@ -109,29 +65,6 @@ char *ftl_format(const char *fmt, ...) {
     return s;
 }
 
-static void handle_interrupt(int sig) {
-    remove_registered_paths();
-    static const char msg[] = "\nftl: interrupted; temporary outputs removed\n";
-    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)ignored;
-    _exit(128 + sig);
-}
-
-void ftl_exit_removing_temporaries(int code) {
-    remove_registered_paths();
-    _exit(code);
-}
-
-void ftl_install_interrupt_cleanup(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = handle_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
-
 static int ranks_on_host = 1;
 
 void ftl_set_ranks_on_host(int ranks) { ranks_on_host = ranks > 1 ? ranks : 1; }
@@ -153,22 +86,16 @@ int ftl_cpu_count(void) {
 
 /* ---- files ---- */
 
-char *ftl_temp_name_for(const char *path) {
-    static atomic_uint counter;
-    /* "out/" must give "out.tmp-..." beside it, not "out/.tmp-..." inside it. */
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--;
-    return ftl_format("%.*s.tmp-%ld-%u", (int)n, path, (long)getpid(), atomic_fetch_add(&counter, 1));
-}
-
 ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path) {
     memset(f, 0, sizeof *f);
+    int fd;
+    FTL_TRY(ftl_temp_file_create(final_path, &f->temp_path, &fd));
     f->final_path = ftl_strdup(final_path);
-    f->temp_path = ftl_temp_name_for(final_path);
     ftl_cleanup_register(f->temp_path);
-    f->fp = fopen(f->temp_path, "wb");
+    f->fp = fdopen(fd, "wb");
     if (!f->fp) {
-        ftl_status st = ftl_fail(FTL_E_IO, "cannot create %s: %s", f->temp_path, strerror(errno));
+        ftl_status st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->temp_path, strerror(errno));
+        close(fd);
         ftl_atomic_abort(f);
         return st;
     }
@@ -188,11 +115,11 @@ ftl_status ftl_atomic_commit(ftl_atomic_file *f) {
     ftl_status st = FTL_OK;
     if (fflush(f->fp) != 0 || (!f->skip_fsync && fsync(fileno(f->fp)) != 0))
         st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->final_path, strerror(errno));
+    /* published while the file is still open: its lock keeps sweepers away until it has its name */
+    if (st == FTL_OK) st = ftl_publish(f->temp_path, f->final_path, !f->no_replace);
     if (fclose(f->fp) != 0 && st == FTL_OK)
         st = ftl_fail(FTL_E_IO, "cannot write %s: %s", f->final_path, strerror(errno));
     f->fp = NULL;
-    if (st == FTL_OK && rename(f->temp_path, f->final_path) != 0)
-        st = ftl_fail(FTL_E_IO, "cannot rename %s to %s: %s", f->temp_path, f->final_path, strerror(errno));
     if (st != FTL_OK) {
         ftl_atomic_abort(f);
         return st;
@@ -231,8 +158,13 @@ void ftl_sync_directory_of(const char *path) {
 }
 
 ftl_status ftl_write_file_atomic(const char *path, const void *data, size_t size) {
+    return ftl_output_write(path, data, size, true);
+}
+
+ftl_status ftl_output_write(const char *path, const void *data, size_t size, bool overwrite) {
     ftl_atomic_file f;
     FTL_TRY(ftl_atomic_open(&f, path));
+    f.no_replace = !overwrite;
     ftl_status st = ftl_write_all(f.fp, data, size, path);
     if (st != FTL_OK) {
         ftl_atomic_abort(&f);

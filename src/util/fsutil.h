@@ -4,6 +4,7 @@
 #define FTL_UTIL_FSUTIL_H
 
 #include "ftl/base.h"
+#include "util/temporaries.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,19 +15,22 @@ typedef struct ftl_atomic_file {
     char *final_path;
     char *temp_path;
     bool skip_fsync;  /* caches: rename still atomic, but durability is not needed */
+    bool no_replace;  /* an output without --overwrite: never replace a file another run made meanwhile */
 } ftl_atomic_file;
 
 ftl_status ftl_atomic_open(ftl_atomic_file *f, const char *final_path);
 /* Flushes and fsyncs without closing: for files committed together, so that the failures a full
  * disk brings happen before any of them is renamed into place. */
 ftl_status ftl_atomic_flush(ftl_atomic_file *f);
-/* Flushes, fsyncs, closes and renames to the final name (replacing it). */
+/* Flushes, fsyncs, renames to the final name (replacing it unless no_replace: see util/publish.h)
+ * and closes. */
 ftl_status ftl_atomic_commit(ftl_atomic_file *f);
 /* Closes and deletes the temporary; safe to call after a failed commit or twice. */
 void ftl_atomic_abort(ftl_atomic_file *f);
 
 /* Writes a whole file atomically (temporary name, fsync, rename). */
 ftl_status ftl_write_file_atomic(const char *path, const void *data, size_t size);
+/* A user's output: ftl_output_write (ftl/base.h). */
 /* fwrite that reports a short write (disk full) with the path. */
 ftl_status ftl_write_all(FILE *fp, const void *data, size_t size, const char *path_for_errors);
 /* How many ranks share this host (ftl_cpu_count then gives each its share of the cores). */
@@ -45,16 +49,6 @@ void ftl_sync_directory_of(const char *path);
 char *ftl_path_folder(const char *path);
 /* What follows the last '/' (a pointer into path). */
 const char *ftl_path_file_name(const char *path);
-/* "<path>.tmp-<pid>-<n>": unique per process and call. Caller frees. */
-char *ftl_temp_name_for(const char *path);
-
-/* Paths deleted (file or folder tree) if the process is interrupted; see ftl_install_interrupt_cleanup. */
-void ftl_cleanup_register(const char *path);
-void ftl_cleanup_unregister(const char *path);
-/* Ends the process now (no atexit handlers, no flushing), deleting the registered paths first:
- * for a rank whose job has failed and must not linger. */
-_Noreturn void ftl_exit_removing_temporaries(int code);
-
 /* strdup/printf into a fresh string; abort on out-of-memory (small strings only). */
 char *ftl_strdup(const char *s);
 char *ftl_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
