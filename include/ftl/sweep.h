@@ -105,8 +105,16 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
                          ftl_sweep_trial_result *results);
 
 /* Writes trial's model (model_path on the rank `owner` that trained it, its results' rank) to `to`
- * on rank 0, through a temporary name: under mpirun the owner sends it. Every rank calls it. */
-ftl_status ftl_sweep_copy_model(const ftl_collectives *collectives, const char *model_path, int owner, const char *to);
+ * on rank 0, through a temporary name: under mpirun the owner sends it. Every rank calls it.
+ * replace: a file at `to` is replaced (--overwrite, --resume); else one that another run made there
+ * meanwhile is left as it is (FTL_E_EXISTS, this model kept beside it). */
+ftl_status ftl_sweep_copy_model(const ftl_collectives *collectives, const char *model_path, int owner, const char *to,
+                                bool replace);
+/* Before any work: no output of the sweep (best_path, table_path and json_path, log_path, each
+ * trial's model, log, checkpoints and caches) is one of its inputs or another output. NULLs are
+ * skipped. FTL_E_INVALID_ARG naming both paths. */
+ftl_status ftl_sweep_check_paths(const ftl_train_options *trials, int count, const char *best_path, const char *table_path,
+                                 const char *json_path, const char *log_path);
 
 #ifdef __cplusplus
 }

@@ -74,20 +74,12 @@ static int by_monitor(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-/* Writes text to path through a temporary name, synced, then renamed. */
+/* The sweep's own files (its table, its arguments): rewritten by each run of the sweep, as ftl writes
+ * every output (a temporary, locked while written, then renamed). */
 static int write_whole(const char *path, const char *text, size_t size) {
-    char *tmp = malloc(strlen(path) + 16);
-    sprintf(tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(text, 1, size, f) == size && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
-    if (!ok) {
-        fprintf(stderr, "ftl sweep: error: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-    }
-    free(tmp);
-    return ok ? 0 : 1;
+    ftl_status st = ftl_output_write(path, text, size, true);
+    if (st != FTL_OK) fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
+    return st == FTL_OK ? 0 : 1;
 }
 
 int cli_cmd_sweep(int argc, char **argv) {
@@ -235,6 +227,20 @@ int cli_cmd_sweep(int argc, char **argv) {
             fprintf(stderr, "ftl sweep: error: trial %d (%s) is not a valid ftl train run\n", t + 1, labels[t]);
             failed = prc < 0 ? 2 : prc;
         }
+    }
+    /* the table and its JSON beside it */
+    char *csv_path = table ? strdup(table) : NULL;
+    if (!csv_path) {
+        csv_path = malloc(strlen(dir) + 16);
+        sprintf(csv_path, "%s/results.csv", dir);
+    }
+    size_t lp = strlen(csv_path);
+    char *json_path = malloc(lp + 8);
+    if (lp > 4 && strcmp(csv_path + lp - 4, ".csv") == 0) sprintf(json_path, "%.*s.json", (int)(lp - 4), csv_path);
+    else sprintf(json_path, "%s.json", csv_path);
+    if (!failed && ftl_sweep_check_paths(opts, count, out, csv_path, json_path, log_path) != FTL_OK) {
+        fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
+        failed = 2;
     }
     if (!failed) table_monitor = opts[0].fit.early_stopping.monitor;
     why[0] = 0;
@@ -404,18 +410,9 @@ int cli_cmd_sweep(int argc, char **argv) {
                                    r->model, i + 1 < count ? "," : "");
         }
         nj += (size_t)snprintf(json + nj, cap - nj, "]\n");
-        char *csv_path = table ? strdup(table) : NULL;
-        if (!csv_path) {
-            csv_path = malloc(strlen(dir) + 16);
-            sprintf(csv_path, "%s/results.csv", dir);
-        }
-        size_t lp = strlen(csv_path);
-        char *json_path = malloc(lp + 8);
-        if (lp > 4 && strcmp(csv_path + lp - 4, ".csv") == 0) sprintf(json_path, "%.*s.json", (int)(lp - 4), csv_path);
-        else sprintf(json_path, "%s.json", csv_path);
         rc_out = rank0 ? write_whole(csv_path, csv, nc) || write_whole(json_path, json, nj) : 0;
         /* the best trial's model, from the rank that trained it */
-        ftl_status cs = ftl_sweep_copy_model(ftl_dist_world(), res[0].model, res[0].rank, out);
+        ftl_status cs = ftl_sweep_copy_model(ftl_dist_world(), res[0].model, res[0].rank, out, overwrite || resume);
         if (cs != FTL_OK) {
             fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
             rc_out = cli_report(cs);
@@ -434,9 +431,9 @@ int cli_cmd_sweep(int argc, char **argv) {
                 printf("  val_acc %.4f  val_loss %.4f  best epoch %lld\n", res[i].val_acc, res[i].val_loss, res[i].best_epoch);
             }
         }
-        free(csv), free(json), free(csv_path), free(json_path);
+        free(csv), free(json);
     }
     for (int i = 0; i < count; i++) free(res[i].model);
-    free(res), free(trials), free(own), free(rest), free(dir);
+    free(res), free(trials), free(own), free(rest), free(dir), free(csv_path), free(json_path);
     return rc_out;
 }

@@ -15,6 +15,7 @@
  * by (batch, dropout, epoch), their batch order continued from where it stopped. Each trial's
  * epoch-end checkpoint, model and result file make the sweep resumable after a kill. */
 #include "ftl/sweep.h"
+#include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
 #include "train/pool.h"
 #include "train/train_internal.h"
@@ -688,12 +689,6 @@ static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
     return st;
 }
 
-static char *with_suffix(const char *path, const char *suffix) {
-    size_t n = strlen(path);
-    if (n > 4 && strcmp(path + n - 4, ".ftl") == 0) n -= 4;
-    return ftl_format("%.*s%s", (int)n, path, suffix);
-}
-
 /* Under mpirun every rank trains whole trials, so every rank needs every row: each embedded (or
  * found in the cache) its share, and the shares are gathered in rank order into one store. */
 static ftl_status gather_store(const ftl_collectives *col, feature_store *store, int64_t total, int64_t dim) {
@@ -848,7 +843,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         const ftl_train_options *o = &trials[i];
         if (!o->train_path || !o->out_path || !o->embed.backbone_path)
             return ftl_fail(FTL_E_INVALID_ARG, "trial %d needs a training dataset, a backbone and an output path", i + 1);
-        char *result_path = with_suffix(o->out_path, ".result.json");
+        char *result_path = sweep_trial_file(o->out_path, ".result.json");
         bool done_before = ro->resume && ftl_path_exists(result_path);
         free(result_path);
         if (!done_before && ftl_path_exists(o->out_path) && !o->overwrite && !ro->resume)
@@ -897,8 +892,8 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         per[i] = trials[i];
         per[i].embed.int8_scales = o->embed.int8_scales; /* the one calibration */
         per[i].fit.collectives = (ftl_collectives){.rank = 0, .world_size = 1}; /* a trial trains on one rank */
-        state[i].checkpoint = with_suffix(trials[i].out_path, ".ckpt");
-        state[i].result_path = with_suffix(trials[i].out_path, ".result.json");
+        state[i].checkpoint = sweep_trial_file(trials[i].out_path, ".ckpt");
+        state[i].result_path = sweep_trial_file(trials[i].out_path, ".result.json");
     }
     int stack_size = ro->stack_size > 0 ? ro->stack_size : 16;
     int *owner = ftl_xcalloc((size_t)count, sizeof *owner);
@@ -1015,7 +1010,8 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     return st;
 }
 
-ftl_status ftl_sweep_copy_model(const ftl_collectives *col, const char *model_path, int owner, const char *to) {
+ftl_status ftl_sweep_copy_model(const ftl_collectives *col, const char *model_path, int owner, const char *to,
+                                bool replace) {
     int me = ftl_dist_rank(col);
     uint8_t *data = NULL;
     size_t size = 0;
@@ -1025,7 +1021,7 @@ ftl_status ftl_sweep_copy_model(const ftl_collectives *col, const char *model_pa
         st = agree(col, st, "reading the best trial's model");
         if (st == FTL_OK) st = ftl_dist_broadcast_blob(col, &data, &size, owner);
     }
-    if (st == FTL_OK && me == 0) st = ftl_write_file_atomic(to, data, size);
+    if (st == FTL_OK && me == 0) st = ftl_output_write(to, data, size, replace);
     free(data);
     return st;
 }

@@ -10,4 +10,7 @@ ftl_status train_check_paths(const ftl_train_options *options, const char *repor
 /* The feature cache folder a run uses: --cache-dir, or ftl-feature-cache/ beside --out. Caller frees. */
 char *train_cache_dir(const ftl_train_options *options);
 
+/* A sweep trial's file beside its model: OUT.ftl -> OUT<suffix> (".ckpt", ".result.json"). Caller frees. */
+char *sweep_trial_file(const char *out_path, const char *suffix);
+
 #endif

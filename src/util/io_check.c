@@ -239,6 +239,13 @@ bool ftl_io_check_writes_into(const ftl_io_check *c, const char *folder) {
         char *dir = e->kind == IO_FOLDER ? ftl_strdup(e->canonical) : ftl_path_folder(e->canonical);
         found = strcmp(dir, canon) == 0;
         free(dir);
+        if (!found && e->kind != IO_FOLDER) { /* a link there to a file elsewhere: where it was given */
+            char *given_folder = ftl_path_folder(e->given);
+            char *resolved = canonical_path(given_folder);
+            found = strcmp(resolved, canon) == 0;
+            free(given_folder);
+            free(resolved);
+        }
     }
     free(canon);
     return found;

@@ -14,13 +14,21 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Test-only: FTL_TEST_PAUSE_BEFORE_PUBLISH=MARKER makes the publishing of a final path containing
- * FTL_TEST_PAUSE_MATCH (any, when unset) write MARKER ("<pid> <temporary>") and wait until MARKER.go
- * exists, so a test can run a second command or kill this one at exactly this point. */
+/* Whether `text` contains `match`, or ends with it when `match` ends in '$'. */
+static bool test_match(const char *text, const char *match) {
+    size_t n = strlen(match), t = strlen(text);
+    if (n && match[n - 1] == '$') return t >= n - 1 && strncmp(text + t - (n - 1), match, n - 1) == 0;
+    return strstr(text, match) != NULL;
+}
+
+/* Test-only: FTL_TEST_PAUSE_BEFORE_PUBLISH=MARKER makes the publishing of a final path matching
+ * FTL_TEST_PAUSE_MATCH (a substring, or a suffix ending in '$'; any path when unset) write MARKER
+ * ("<pid> <temporary>") and wait until MARKER.go exists, so a test can run a second command or kill
+ * this one at exactly this point. */
 static void test_pause_before_publish(const char *temp_path, const char *final_path) {
     const char *marker = getenv("FTL_TEST_PAUSE_BEFORE_PUBLISH");
     const char *match = getenv("FTL_TEST_PAUSE_MATCH");
-    if (!marker || !*marker || (match && *match && !strstr(final_path, match))) return;
+    if (!marker || !*marker || (match && *match && !test_match(final_path, match))) return;
     char *text = ftl_format("%ld %s\n", (long)getpid(), temp_path);
     char *go = ftl_format("%s.go", marker);
     FILE *f = fopen(marker, "w");

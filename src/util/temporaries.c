@@ -214,8 +214,8 @@ uint64_t ftl_temporaries_sweep(const char *folder) {
         free(path);
     }
     closedir(d);
-    if (removed)
-        ftl_log_info("removed %d temporar%s left by interrupted runs in %s (%.1f MB)", removed, removed == 1 ? "y" : "ies",
+    if (removed) /* on every rank: each cleans its own host */
+        ftl_log_warn("removed %d temporar%s left by interrupted runs in %s (%.1f MB)", removed, removed == 1 ? "y" : "ies",
                      folder, (double)bytes / 1e6);
     return bytes;
 }

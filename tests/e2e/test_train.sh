@@ -262,7 +262,7 @@ cp "$d/eval.json" "$d/eval.json.before"
 expect_error eval_existing_output_refused 2 'eval.json already exists \(use --overwrite' \
     "$FTL_SAN" eval "$d/model.ftl" "$V" --json "$d/eval.json" --quiet
 cmp -s "$d/eval.json" "$d/eval.json.before" && pass eval_existing_output_kept || fail eval_existing_output_kept "eval.json changed"
-expect_error eval_never_overwrites_its_dataset 2 'is the input .*val.parquet: refusing to overwrite it' \
+expect_error eval_never_overwrites_its_dataset 2 'is the input DATA .*val.parquet: refusing before any work' \
     "$FTL_SAN" eval "$d/model.ftl" "$V" --predictions "$V" --overwrite --quiet
 "$FTL" eval "$d/model.ftl" "$V" --json "$d/eval.json" --overwrite --quiet >/dev/null 2>"$d/eval_over.err" &&
     $PY -c 'import json,sys; assert json.load(open(sys.argv[1]))["images"] == 153' "$d/eval.json" &&
