@@ -295,30 +295,32 @@ static ftl_status validate_options(const ftl_prep_options *o) {
     return parse_codec(o->codec, &codec);
 }
 
-/* The real path OUT has or will have: realpath of the nearest existing folder above it (symlinks,
- * "..") with the rest appended, since OUT and some of its parents may not exist yet. NULL when
- * nothing resolves. */
+/* Where OUT's dataset will be, as a real path: its folder resolved (symlinks, ".."; the nearest
+ * existing folder above it, since OUT and its parents may not exist yet) and its own name
+ * appended, not followed, since publishing renames OUT itself (a link there is replaced). NULL
+ * when nothing resolves. */
 static char *resolve_output_path(const char *path) {
-    char *real = realpath(path, NULL);
-    if (real || path[0] == '\0') return real;
     char *copy = ftl_strdup(path);
     size_t n = strlen(copy);
     while (n > 1 && copy[n - 1] == '/') copy[--n] = '\0';
     char *slash = strrchr(copy, '/');
     const char *name = slash ? slash + 1 : copy;
-    char *parent = slash == copy ? ftl_strdup("/") : slash ? ftl_format("%.*s", (int)(slash - copy), copy) : ftl_strdup(".");
-    char *parent_real = strcmp(parent, path) == 0 ? NULL : resolve_output_path(parent);
-    char *result = NULL;
-    if (parent_real && strcmp(name, "..") == 0) {
-        char *up = strrchr(parent_real, '/');
-        result = up == parent_real ? ftl_strdup("/") : ftl_format("%.*s", (int)(up - parent_real), parent_real);
-    } else if (parent_real) {
-        bool at_root = strcmp(parent_real, "/") == 0;
-        result = name[0] == '\0' || strcmp(name, ".") == 0 ? ftl_strdup(parent_real)
-                                                            : ftl_format("%s%s%s", parent_real, at_root ? "" : "/", name);
+    bool dots = name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+    char *result = dots ? realpath(copy, NULL) : NULL;
+    if (!result && copy[0] != '\0') {
+        char *parent = slash == copy ? ftl_strdup("/") : slash ? ftl_format("%.*s", (int)(slash - copy), copy) : ftl_strdup(".");
+        char *parent_real = realpath(parent, NULL);
+        if (!parent_real && strcmp(parent, copy) != 0) parent_real = resolve_output_path(parent);
+        if (parent_real && strcmp(name, "..") == 0) {
+            char *up = strrchr(parent_real, '/');
+            result = up == parent_real ? ftl_strdup("/") : ftl_format("%.*s", (int)(up - parent_real), parent_real);
+        } else if (parent_real) {
+            bool at_root = strcmp(parent_real, "/") == 0;
+            result = dots ? ftl_strdup(parent_real) : ftl_format("%s%s%s", parent_real, at_root ? "" : "/", name);
+        }
+        free(parent_real);
+        free(parent);
     }
-    free(parent_real);
-    free(parent);
     free(copy);
     return result;
 }
@@ -333,9 +335,11 @@ static bool path_within(const char *inner, const char *outer) {
  * prep of SRC would read it as a class folder); an existing OUT is refused unless --overwrite; an
  * empty folder is fine. */
 static ftl_status check_output(const ftl_prep_options *o) {
-    char *out = resolve_output_path(o->output_dir), *src = realpath(o->source_dir, NULL);
-    bool holds_source = out && src && path_within(src, out);
-    bool inside_source = out && src && !holds_source && path_within(out, src);
+    /* OUT followed (a link to SRC is SRC) for "holds", and where it is placed for "inside" */
+    char *src = realpath(o->source_dir, NULL), *followed = realpath(o->output_dir, NULL);
+    char *out = resolve_output_path(o->output_dir);
+    bool holds_source = src && ((followed && path_within(src, followed)) || (out && path_within(src, out)));
+    bool inside_source = src && out && !holds_source && path_within(out, src);
     ftl_status st = FTL_OK;
     if (holds_source)
         st = ftl_fail(FTL_E_INVALID_ARG, "output %s is the source folder %s or holds it: prep writes OUT anew and would "
@@ -345,6 +349,7 @@ static ftl_status check_output(const ftl_prep_options *o) {
                       "source would read the dataset as a class folder; choose an output outside it", o->output_dir,
                       o->source_dir, out, src);
     free(out);
+    free(followed);
     free(src);
     if (st != FTL_OK || !ftl_path_exists(o->output_dir) || o->overwrite) return st;
     if (ftl_is_directory(o->output_dir)) {

@@ -133,6 +133,8 @@ rows "'$d/same-out/train.parquet', '$d/same-out/val.parquet'" >"$d/same.got" 2>&
 # ---- OUT inside SRC: refused before any work, both paths named, SRC's files unchanged
 photos "$d/src"
 ln -s src "$d/src-link"
+mkdir -p "$d/elsewhere"
+ln -s ../elsewhere "$d/src/ds-link"  # publishing would replace this link, inside SRC, with the dataset
 state() { (cd "$d/src" && find . | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum); }
 before=$(state)
 inside="is inside the source folder"
@@ -146,6 +148,8 @@ expect_error prep_walk_out_inside_src_via_symlink_refused 2 "output $(re "$d/src
     "$FTL_SAN" prep "$d/src-link/" "$d/src/out" --size 32
 expect_error prep_walk_class_folder_as_out_refused_with_overwrite 2 "$inside" \
     "$FTL_SAN" prep "$d/src" "$d/src-link/bees" --size 32 --overwrite
+expect_error prep_walk_out_a_link_inside_src_refused 2 "output $(re "$d/src/ds-link") $inside" \
+    "$FTL_SAN" prep "$d/src" "$d/src/ds-link" --size 32 --overwrite
 [ "$(state)" = "$before" ] && [ -n "$before" ] && pass prep_walk_refused_out_leaves_src_unchanged ||
     fail prep_walk_refused_out_leaves_src_unchanged "$(diff <(echo "$before") <(state) | head -5)"
 
