@@ -29,7 +29,7 @@ if [ ! -s "$out/data/train.parquet" ]; then
     for c in ants bees; do
         mkdir -p "$out/src/$c"
         for k in $(seq 1 15); do
-            for f in "$SHARED"/data/hymenoptera/{train,val}/$c/*.jpg; do ln -sf "$f" "$out/src/$c/r${k}_$(basename "$f")"; done
+            for f in "$SHARED"/data/hymenoptera/{train,val}/$c/*.jpg; do cp --reflink=auto "$f" "$out/src/$c/r${k}_$(basename "$f")"; done
         done
     done
     "$BUILD/ftl" prep "$out/src" "$out/data" --size 299 --val-fraction 0.33 --quiet 2>/dev/null

@@ -31,7 +31,8 @@ source = os.path.join(shared, "data", "hymenoptera")
 
 
 def dataset(k):
-    """hymenoptera k times, each copy's files under their own names (symlinks)."""
+    """hymenoptera k times, each copy's files under their own names (copies: prep reads a file that
+    links lead to once)."""
     out = os.path.join(work, f"images-x{k}")
     if os.path.isdir(out):
         return out
@@ -40,7 +41,7 @@ def dataset(k):
             os.makedirs(os.path.join(out, split, cls), exist_ok=True)
             for f in sorted(os.listdir(os.path.join(source, split, cls))):
                 for c in range(k):
-                    os.symlink(os.path.join(source, split, cls, f), os.path.join(out, split, cls, f"c{c}_{f}"))
+                    shutil.copyfile(os.path.join(source, split, cls, f), os.path.join(out, split, cls, f"c{c}_{f}"))
     return out
 
 

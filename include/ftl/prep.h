@@ -25,7 +25,7 @@ typedef struct ftl_prep_options {
     int64_t row_group_bytes;  /* image bytes per row group */
     const char *codec;        /* "none", "snappy" or "zstd" */
     int threads;              /* 0: all cores */
-    bool strict;              /* a bad image is fatal instead of skipped */
+    bool strict;              /* a bad image or a folder loop is fatal instead of skipped */
     bool overwrite;           /* replace an existing OUT */
     bool show_progress;       /* progress bar / periodic lines on stderr */
     /* Under mpirun: the ranks split the images; OUT/train.parquet and OUT/val.parquet become

@@ -18,7 +18,7 @@ int cli_cmd_prep(int argc, char **argv) {
         {"row-group-bytes", CLI_BYTES, &o.row_group_bytes, "BYTES", "image bytes per Parquet row group; default 8MiB"},
         {"codec", CLI_STRING, &o.codec, "none|snappy|zstd", "compression of the Parquet pages; default none"},
         {"threads", CLI_INT, &o.threads, "N", "worker threads; default: all cores"},
-        {"strict", CLI_BOOL, &o.strict, NULL, "stop at the first unreadable image instead of skipping it"},
+        {"strict", CLI_BOOL, &o.strict, NULL, "stop at the first unreadable image or folder loop instead of skipping it"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},

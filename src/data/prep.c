@@ -296,24 +296,83 @@ static ftl_status validate_options(const ftl_prep_options *o) {
     return parse_codec(o->codec, &codec);
 }
 
-/* An existing OUT is refused unless --overwrite; an empty folder is fine. */
+/* Where OUT's dataset will be, as a real path: its folder resolved (symlinks, ".."; the nearest
+ * existing folder above it, since OUT and its parents may not exist yet) and its own name
+ * appended, not followed, since publishing renames OUT itself (a link there is replaced). NULL
+ * when nothing resolves. */
+static char *resolve_output_path(const char *path) {
+    char *copy = ftl_strdup(path);
+    size_t n = strlen(copy);
+    while (n > 1 && copy[n - 1] == '/') copy[--n] = '\0';
+    char *slash = strrchr(copy, '/');
+    const char *name = slash ? slash + 1 : copy;
+    bool dots = name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+    char *result = dots ? realpath(copy, NULL) : NULL;
+    if (!result && copy[0] != '\0') {
+        char *parent = slash == copy ? ftl_strdup("/") : slash ? ftl_format("%.*s", (int)(slash - copy), copy) : ftl_strdup(".");
+        char *parent_real = realpath(parent, NULL);
+        if (!parent_real && strcmp(parent, copy) != 0) parent_real = resolve_output_path(parent);
+        if (parent_real && strcmp(name, "..") == 0) {
+            char *up = strrchr(parent_real, '/');
+            result = up == parent_real ? ftl_strdup("/") : ftl_format("%.*s", (int)(up - parent_real), parent_real);
+        } else if (parent_real) {
+            bool at_root = strcmp(parent_real, "/") == 0;
+            result = dots ? ftl_strdup(parent_real) : ftl_format("%s%s%s", parent_real, at_root ? "" : "/", name);
+        }
+        free(parent_real);
+        free(parent);
+    }
+    free(copy);
+    return result;
+}
+
+/* True when `inner` is `outer` or a path below it (both real, absolute). */
+static bool path_within(const char *inner, const char *outer) {
+    size_t n = strlen(outer);
+    return strncmp(inner, outer, n) == 0 && (inner[n] == '\0' || inner[n] == '/' || strcmp(outer, "/") == 0);
+}
+
+/* OUT must not be SRC, hold it (--overwrite would delete the images) or lie inside it (the next
+ * prep of SRC would read it as a class folder); an existing OUT is refused unless --overwrite; an
+ * empty folder is fine. */
 static ftl_status check_output(const ftl_prep_options *o) {
-    if (!ftl_path_exists(o->output_dir)) return FTL_OK;
-    /* --overwrite deletes OUT: never when it is SRC or a folder holding it (the images). */
-    char *out = realpath(o->output_dir, NULL), *src = realpath(o->source_dir, NULL);
-    size_t n = out ? strlen(out) : 0;
-    bool holds_source = out && src && strncmp(src, out, n) == 0 && (src[n] == '\0' || src[n] == '/' || n == 1);
-    free(out);
-    free(src);
+    /* OUT followed (a link to SRC is SRC) for "holds", and where it is placed for "inside" */
+    char *src = realpath(o->source_dir, NULL), *followed = realpath(o->output_dir, NULL);
+    char *out = resolve_output_path(o->output_dir);
+    bool holds_source = src && ((followed && path_within(src, followed)) || (out && path_within(src, out)));
+    bool inside_source = src && out && !holds_source && path_within(out, src);
+    ftl_status st = FTL_OK;
     if (holds_source)
-        return ftl_fail(FTL_E_INVALID_ARG, "output %s is the source folder %s or holds it: prep writes OUT anew and would "
-                        "delete the images", o->output_dir, o->source_dir);
-    if (o->overwrite) return FTL_OK;
+        st = ftl_fail(FTL_E_INVALID_ARG, "output %s is the source folder %s or holds it: prep writes OUT anew and would "
+                      "delete the images", o->output_dir, o->source_dir);
+    else if (inside_source)
+        st = ftl_fail(FTL_E_INVALID_ARG, "output %s is inside the source folder %s (%s is under %s): the next prep of the "
+                      "source would read the dataset as a class folder; choose an output outside it", o->output_dir,
+                      o->source_dir, out, src);
+    free(out);
+    free(followed);
+    free(src);
+    if (st != FTL_OK || !ftl_path_exists(o->output_dir) || o->overwrite) return st;
     if (ftl_is_directory(o->output_dir)) {
         bool empty = rmdir(o->output_dir) == 0;
         if (empty) return FTL_OK;
     }
     return ftl_fail(FTL_E_EXISTS, "output %s already exists (use --overwrite to replace it)", o->output_dir);
+}
+
+/* What the scan met, the same on every rank: rank 0 says it, and fails on a mislabel or (--strict)
+ * a loop; the other ranks go on to wait for rank 0, whose error then ends the job. */
+static ftl_status report_scan_findings(const prep_source *s, bool strict) {
+    for (int64_t i = 0; i < s->warning_count; i++) ftl_log_warn("%s", s->warnings[i]);
+    for (int64_t i = 0; i < s->loop_count; i++) {
+        if (strict) return ftl_fail(FTL_E_INVALID_ARG, "%s (--strict)", s->loops[i]);
+        ftl_log_warn("%s", s->loops[i]);
+    }
+    if (!s->mislabel) return FTL_OK;
+    if (s->mislabel_count == 1) return ftl_fail(FTL_E_INVALID_ARG, "%s", s->mislabel);
+    bool one_more = s->mislabel_count == 2;
+    return ftl_fail(FTL_E_INVALID_ARG, "%s (and %lld more file%s or folder%s reached under two classes or splits)", s->mislabel,
+                    (long long)(s->mislabel_count - 1), one_more ? "" : "s", one_more ? "" : "s");
 }
 
 static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum);
@@ -472,6 +531,11 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     sum->val_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->val_counts);
     sum->empty_class_count = source.empty_class_count;
     sum->split_method = source.has_split_folders ? "folders" : o->stratify ? "stratified" : "random";
+    ftl_status findings = rank == 0 ? report_scan_findings(&source, o->strict) : FTL_OK;
+    if (findings != FTL_OK) {
+        prep_source_free(&source);
+        return findings;
+    }
     for (int64_t i = 0; i < source.unsupported_count && rank == 0; i++) { /* every rank sees them: rank 0 says it */
         if (o->strict) {
             ftl_status st = ftl_fail(FTL_E_UNSUPPORTED, "%s/%s: %s (--strict)", source.root, source.unsupported_paths[i],

@@ -1,32 +1,15 @@
 /* Finding images and classes under SRC, and the seeded train/val split. */
 #include "data/prep_source.h"
+#include "data/prep_walk.h"
 #include "util/error.h"
 #include "util/fsutil.h"
-#include "util/log.h"
 #include "util/rng.h"
 #include "util/string_list.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-
-enum { MAX_FOLDER_DEPTH = 32 };
-
-static bool has_extension(const char *name, const char *const *extensions) {
-    const char *dot = strrchr(name, '.');
-    if (!dot) return false;
-    for (int i = 0; extensions[i]; i++)
-        if (strcasecmp(dot + 1, extensions[i]) == 0) return true;
-    return false;
-}
-
-static const char *const readable_extensions[] = {"jpg", "jpeg", "png", NULL};
-/* Image files ftl recognises but does not decode: reported as skipped, not silently ignored. */
-static const char *const unsupported_extensions[] = {"gif", "bmp", "webp", "tif", "tiff", "heic", "avif", NULL};
 
 /* Immediate subfolders of `dir` (hidden ones skipped), sorted. */
 static ftl_status list_subfolders(const char *dir, ftl_string_list *out) {
@@ -42,54 +25,6 @@ static ftl_status list_subfolders(const char *dir, ftl_string_list *out) {
     }
     ftl_string_list_free(&names);
     return FTL_OK;
-}
-
-typedef struct walk_state {
-    const char *root;
-    ftl_string_list images;       /* relative paths */
-    prep_source *source;
-    ftl_string_list *unsupported, *unsupported_reasons;
-} walk_state;
-
-static ftl_status walk_folder(walk_state *w, const char *relative_dir, int depth) {
-    if (depth > MAX_FOLDER_DEPTH) {
-        ftl_log_warn("%s/%s: folders nested deeper than %d levels are not searched", w->root, relative_dir, MAX_FOLDER_DEPTH);
-        return FTL_OK;
-    }
-    char *dir_path = ftl_format("%s/%s", w->root, relative_dir);
-    ftl_string_list names = {0};
-    ftl_status listed = ftl_list_folder(dir_path, &names);
-    if (listed != FTL_OK) {
-        free(dir_path);
-        return listed;
-    }
-    ftl_status st = FTL_OK;
-    for (int64_t i = 0; i < names.count && st == FTL_OK; i++) {
-        char *rel = ftl_format("%s/%s", relative_dir, names.items[i]);
-        char *abs = ftl_format("%s/%s", w->root, rel);
-        struct stat sb;
-        if (stat(abs, &sb) != 0) {
-            ftl_log_warn("%s: cannot stat (%s); skipped", abs, strerror(errno));
-        } else if (S_ISDIR(sb.st_mode)) {
-            st = walk_folder(w, rel, depth + 1);
-        } else if (S_ISREG(sb.st_mode) && has_extension(names.items[i], readable_extensions)) {
-            ftl_string_list_push(&w->images, rel);
-            rel = NULL;
-        } else if (S_ISREG(sb.st_mode) && has_extension(names.items[i], unsupported_extensions)) {
-            const char *dot = strrchr(names.items[i], '.');
-            char upper[16] = {0};
-            for (int k = 0; dot[k + 1] && k < 15; k++) upper[k] = (char)toupper((unsigned char)dot[k + 1]);
-            ftl_string_list_push(w->unsupported, rel);
-            ftl_string_list_push(w->unsupported_reasons,
-                             ftl_format("unsupported image format %s (ftl reads JPEG and PNG)", upper));
-            rel = NULL;
-        }
-        free(rel);
-        free(abs);
-    }
-    free(dir_path);
-    ftl_string_list_free(&names);
-    return st;
 }
 
 /* "001.ak47" -> "ak47": Caltech-style numeric prefixes are dropped from display names. */
@@ -115,14 +50,21 @@ static void set_class_names(prep_source *s) {
             }
 }
 
-static void add_class_items(prep_source *s, walk_state *w, int label, prep_split split, int64_t *class_total) {
-    for (int64_t i = 0; i < w->images.count; i++) {
+static void add_class_items(prep_source *s, ftl_string_list *images, int label, prep_split split, int64_t *class_total) {
+    for (int64_t i = 0; i < images->count; i++) {
         s->items = ftl_xrealloc(s->items, (size_t)(s->item_count + 1) * sizeof *s->items);
-        s->items[s->item_count++] = (prep_item){w->images.items[i], label, split};
+        s->items[s->item_count++] = (prep_item){images->items[i], label, split};
     }
-    *class_total += w->images.count;
-    free(w->images.items);
-    memset(&w->images, 0, sizeof w->images);
+    *class_total += images->count;
+    free(images->items);
+    memset(images, 0, sizeof *images);
+}
+
+/* Moves the strings of `from` to the end of `to`. */
+static void append_strings(ftl_string_list *to, ftl_string_list *from) {
+    for (int64_t i = 0; i < from->count; i++) ftl_string_list_push(to, from->items[i]);
+    free(from->items);
+    memset(from, 0, sizeof *from);
 }
 
 ftl_status prep_source_scan(const char *root, prep_source *s) {
@@ -131,7 +73,7 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
     if (!ftl_is_directory(root)) return ftl_fail(FTL_E_NOT_FOUND, "source %s is not a folder", root);
     s->root = ftl_strdup(root);
 
-    ftl_string_list top = {0};
+    ftl_string_list top = {0}, warnings = {0};
     ftl_status st = list_subfolders(root, &top);
     if (st != FTL_OK) return st;
     /* train/ with val/ (or valid/, validation/, test/, in that order of preference) is a split
@@ -155,7 +97,8 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
         s->val_folder = val_name;
         for (int64_t i = 0; i < top.count; i++)
             if (strcmp(top.items[i], "train") != 0 && strcmp(top.items[i], val_name) != 0)
-                ftl_log_warn("%s/%s/ is ignored: the split comes from train/ and %s/", root, top.items[i], val_name);
+                ftl_string_list_push(&warnings, ftl_format("%s/%s/ is ignored: the split comes from train/ and %s/", root,
+                                                           top.items[i], val_name));
         ftl_string_list val_classes = {0};
         char *train_dir = ftl_format("%s/train", root), *val_dir = ftl_format("%s/%s", root, val_name);
         st = list_subfolders(train_dir, &classes);
@@ -181,6 +124,7 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
         st = ftl_fail(FTL_E_NOT_FOUND, "no class folders under %s (expected one folder per class, or train/ and val/)", root);
     if (st != FTL_OK) {
         ftl_string_list_free(&classes);
+        ftl_string_list_free(&warnings);
         prep_source_free(s);
         return st;
     }
@@ -188,26 +132,39 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
     s->class_count = (int)classes.count;
     s->class_folders = classes.items;
     set_class_names(s);
-    ftl_string_list unsupported = {0}, reasons = {0};
-    walk_state w = {.root = root, .source = s, .unsupported = &unsupported, .unsupported_reasons = &reasons};
+    prep_walk w;
+    prep_walk_start(&w, root, s->class_count, s->class_folders, s->has_split_folders ? s->val_folder : NULL);
     for (int c = 0; c < s->class_count && st == FTL_OK; c++) {
         int64_t class_total = 0;
+        bool claimed = true;
         for (int part = 0; part < (s->has_split_folders ? 2 : 1) && st == FTL_OK; part++) {
-            char *rel = s->has_split_folders ? ftl_format("%s/%s", part ? s->val_folder : "train", s->class_folders[c])
-                                             : ftl_strdup(s->class_folders[c]);
-            st = walk_folder(&w, rel, 0);
-            if (st == FTL_OK) add_class_items(s, &w, c, part ? PREP_SPLIT_VAL : PREP_SPLIT_TRAIN, &class_total);
-            free(rel);
+            claimed &= prep_walk_class_claimed(&w, c, (prep_split)part);
+            st = prep_walk_class(&w, c, (prep_split)part);
+            if (st == FTL_OK) add_class_items(s, &w.images, c, part ? PREP_SPLIT_VAL : PREP_SPLIT_TRAIN, &class_total);
         }
         if (st == FTL_OK && class_total == 0) {
             s->empty_class_count++;
-            ftl_log_warn("class folder '%s' under %s has no .jpg/.jpeg/.png images", s->class_folders[c], root);
+            if (claimed) /* a class folder not searched has a message of its own */
+                ftl_string_list_push(&w.warnings, ftl_format("class folder '%s' under %s has no .jpg/.jpeg/.png images",
+                                                             s->class_folders[c], root));
         }
     }
-    ftl_string_list_free(&w.images);
-    s->unsupported_paths = unsupported.items;
-    s->unsupported_reasons = reasons.items;
-    s->unsupported_count = unsupported.count;
+    prep_walk_finish(&w);
+    append_strings(&warnings, &w.warnings);
+    s->warnings = warnings.items;
+    s->warning_count = warnings.count;
+    s->loops = w.loops.items;
+    s->loop_count = w.loops.count;
+    s->mislabel = w.mislabel;
+    s->mislabel_count = w.mislabel_count;
+    s->unsupported_paths = w.unsupported.items;
+    s->unsupported_reasons = w.unsupported_reasons.items;
+    s->unsupported_count = w.unsupported.count;
+    memset(&w.loops, 0, sizeof w.loops);
+    memset(&w.unsupported, 0, sizeof w.unsupported);
+    memset(&w.unsupported_reasons, 0, sizeof w.unsupported_reasons);
+    w.mislabel = NULL;
+    prep_walk_free(&w);
     if (st == FTL_OK && s->item_count == 0)
         st = ftl_fail(FTL_E_NOT_FOUND, "no images found under %s (looked for .jpg, .jpeg and .png files in %d class folder%s)",
                       root, s->class_count, s->class_count == 1 ? "" : "s");
@@ -275,6 +232,11 @@ void prep_source_free(prep_source *s) {
     }
     free(s->unsupported_paths);
     free(s->unsupported_reasons);
+    for (int64_t i = 0; i < s->warning_count; i++) free(s->warnings[i]);
+    free(s->warnings);
+    for (int64_t i = 0; i < s->loop_count; i++) free(s->loops[i]);
+    free(s->loops);
+    free(s->mislabel);
     free(s->root);
     memset(s, 0, sizeof *s);
 }

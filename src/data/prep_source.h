@@ -29,9 +29,19 @@ typedef struct prep_source {
     char **unsupported_reasons;
     int64_t unsupported_count;
     int empty_class_count;
+    /* What the scan met, for prep to report on rank 0 only (every rank scans alike): warnings;
+     * folder loops (warnings, errors under --strict); the first of mislabel_count files or folders
+     * reached under two classes or splits (always an error; NULL when none). */
+    char **warnings;
+    int64_t warning_count;
+    char **loops;
+    int64_t loop_count;
+    char *mislabel;
+    int64_t mislabel_count;
 } prep_source;
 
-/* Scans SRC. Missing SRC, no class folders or no images: FTL_E_NOT_FOUND (exit 2). */
+/* Scans SRC (folder symlinks followed, each real folder and file read once: see prep_walk.h).
+ * Missing SRC, no class folders or no images: FTL_E_NOT_FOUND (exit 2). */
 ftl_status prep_source_scan(const char *root, prep_source *source);
 /* Without split folders: stratified per class (exact count round(n*fraction) per class) or a
  * per-image random draw. Then shuffles the row order within each split (seeded), so that row

@@ -185,10 +185,19 @@ n=$(query "SELECT count(*) AS n FROM read_parquet('$d/bad-out/train.parquet')")
 expect_error prep_strict_fails_on_bad_image 1 '(truncated|noise|empty|imageNotFound).*--strict' "$FTL_SAN" prep "$d/bad" "$d/strict-out" --strict
 [ ! -e "$d/strict-out" ] && pass prep_strict_leaves_no_output || fail prep_strict_leaves_no_output "strict-out exists"
 
-# Ctrl-C in the middle: no OUT, no temporary files left behind (a large source: 30 classes
-# that are all links to the same photos, so the job runs for several seconds).
-mkdir -p "$d/many"
-for i in $(seq -w 1 30); do ln -s "$SRC/train/ants" "$d/many/c$i"; done
+# Ctrl-C in the middle: no OUT, no temporary files left behind (a source that takes several
+# seconds: 60 copies of a 4000x4000 PNG of one colour, 53 KB each; copies, since prep reads a
+# file that links lead to once).
+mkdir -p "$d/many/c1" "$d/many/c2"
+$PY - "$d/big.png" <<'PYEOF'
+import struct, sys, zlib
+side = 4000
+data = zlib.compress((b"\0" + bytes([200, 120, 40]) * side) * side, 9)
+def chunk(kind, body): return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+ihdr = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", data) + chunk(b"IEND", b""))
+PYEOF
+for i in $(seq -w 1 30); do cp "$d/big.png" "$d/many/c1/$i.png"; cp "$d/big.png" "$d/many/c2/$i.png"; done
 "$FTL" prep "$d/many" "$d/interrupted" --threads 1 --quiet 2>"$d/int.err" &
 pid=$!
 sleep 1
