@@ -141,6 +141,9 @@ static ftl_status check_values(const train_arg_values *v, const ftl_train_option
     if (v->eval_batch < 1 || v->eval_batch > FTL_LOADER_MAX_BATCH)
         return ftl_fail(FTL_E_INVALID_ARG, "--eval-batch must be 1..%d, not %lld", FTL_LOADER_MAX_BATCH,
                         (long long)v->eval_batch);
+    /* checked here, where the option has its name: the backbone's own check knows it only as a batch */
+    if (o->embed.batch < 1 || o->embed.batch > FTL_MODEL_MAX_BATCH)
+        return ftl_fail(FTL_E_INVALID_ARG, "--embed-batch must be 1..%d, not %d", FTL_MODEL_MAX_BATCH, o->embed.batch);
     if (v->epochs < 1) return ftl_fail(FTL_E_INVALID_ARG, "--epochs must be positive, not %lld", (long long)v->epochs);
     const struct { const char *name; double value; } counts[] = {
         {"steps-per-epoch", (double)v->steps}, {"seed", (double)v->seed}, {"keep-last", v->keep_last},
