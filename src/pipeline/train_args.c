@@ -24,7 +24,7 @@ typedef struct train_arg_values {
     int keep_last;
 } train_arg_values;
 
-enum { TRAIN_ARG_COUNT = 64 };
+enum { TRAIN_ARG_COUNT = 80 };
 
 static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *out) {
     const ftl_arg table[] = {
@@ -85,6 +85,8 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"threads", FTL_ARG_INT, &o->embed.threads, "N", "compute threads; default: all cores"},
         {"loader-threads", FTL_ARG_INT, &o->embed.loader_threads, "N", "background readers; default 1"},
         {"overwrite", FTL_ARG_BOOL, &o->overwrite, NULL, "replace an existing --out"},
+        {"strict", FTL_ARG_BOOL, &o->strict, NULL,
+         "a class without any training (or validation) image is an error, not a warning"},
         {"stall-timeout", FTL_ARG_DOUBLE, &v->stall_timeout, "S",
          "under mpirun: abort when a rank waits S s for the others in one step, naming the missing ranks (default 60, 0 = never)"},
         {"fine-tune-last", FTL_ARG_INT, &o->fine_tune.last_convs, "N",
@@ -98,6 +100,7 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"quiet", FTL_ARG_BOOL, &v->quiet, NULL, "only warnings, errors and the final line"},
     };
 
+    _Static_assert(sizeof table / sizeof table[0] <= TRAIN_ARG_COUNT, "raise TRAIN_ARG_COUNT");
     int n = (int)(sizeof table / sizeof table[0]);
     memcpy(out, table, sizeof table);
     return n;
