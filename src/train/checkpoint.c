@@ -522,11 +522,11 @@ ftl_status ftl_checkpoint_check_identity(const char *path, const ftl_kv *meta, s
     FTL_TRY(ftl_safetensors_open(path, &st));
     const ftl_safetensors_tensor *k = NULL;
     ftl_status s = check_format(st, path, &k);
+    if (s == FTL_OK) s = check_identity(meta, meta_count, st, path); /* the cause (a backbone) before its symptoms */
     const char *dim = ftl_train_kv_find(meta, meta_count, FTL_MODEL_META_FEATURE_DIM);
     if (s == FTL_OK && dim && k->shape[0] != atoll(dim))
         s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld-dimensional features, these have %s",
                      path, (long long)k->shape[0], dim);
-    if (s == FTL_OK) s = check_identity(meta, meta_count, st, path);
     ftl_safetensors_close(st);
     return s;
 }
