@@ -820,7 +820,6 @@ static ftl_status merge_logs(sweep_shared *sh, const char *part_path) {
     return st;
 }
 
-/* Whether any rank failed (every rank learns it; the one that failed keeps its message). */
 /* --resume: the first trial checkpoint this host has, against the run, before the features are made
  * (the trials share the run's data, backbone and preprocessing). */
 static ftl_status check_resumed_trials(const ftl_train_options *trials, int count, const train_run *r) {
@@ -834,6 +833,7 @@ static ftl_status check_resumed_trials(const ftl_train_options *trials, int coun
     return FTL_OK;
 }
 
+/* Whether any rank failed (every rank learns it; the one that failed keeps its message). */
 static ftl_status agree(const ftl_collectives *col, ftl_status st, const char *what) {
     if (!ftl_dist_active(col)) return st;
     char kept[2048];
@@ -890,6 +890,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     if (st == FTL_OK && ftl_model_get_info(r.backbone)->device_kind != FTL_DEVICE_CPU)
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
     if (st == FTL_OK && ro->resume) st = check_resumed_trials(trials, count, &r);
+    if (ro->resume) st = agree(&trials[0].fit.collectives, st, "checking the trials' checkpoints");
     if (st == FTL_OK) st = train_run_setup_cached(&r, o, &summary);
     /* Under mpirun the trials are spread over the ranks, each trained whole by one: every rank
      * embedded its share of the rows, and gets all of them. */
