@@ -46,6 +46,9 @@ typedef enum ftl_nn_conv_algorithm {
     FTL_NN_CONV_DIRECT,
 } ftl_nn_conv_algorithm;
 
+/* The most images one forward pass may take (ftl_model_options.batch). */
+#define FTL_MODEL_MAX_BATCH 4096
+
 typedef struct ftl_model_options {
     const char *features_from;  /* tensor to extract; NULL or "": the graph's first output. The graph
                                    is pruned to what this tensor needs (e.g. drop a classifier). */
@@ -75,6 +78,10 @@ typedef struct ftl_model_options {
                                    reassociation (its identity differs, so caches keep them apart) */
     const ftl_nn_int8_scales *int8_scales; /* precision FTL_NN_INT8: the calibration (required); its
                                    hash is part of the model's identity */
+    const char *expected_sha256; /* not NULL: the file's sha256 (with its external data) must be this;
+                                   another is refused (FTL_E_INVALID_ARG) before the graph is searched
+                                   for features_from or overrides, so the message names the real cause */
+    const char *expected_sha256_of; /* the model file that records expected_sha256 (for that message) */
 } ftl_model_options;
 
 void ftl_model_options_init(ftl_model_options *o);

@@ -38,6 +38,7 @@ typedef struct ftl_train_options {
     bool fine_tune_only;          /* no phase 1: start from init_path */
     const char *init_path;        /* a trained MODEL.ftl (its head, and its fine-tuned tensors if any) */
     bool overwrite;
+    bool strict;                  /* a class without training (or validation) images is an error, not a warning */
     bool show_progress;
     int argc;                     /* the command line, for the log's run record (optional) */
     char *const *argv;

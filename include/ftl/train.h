@@ -376,6 +376,9 @@ bool ftl_early_stopping_restore(const ftl_early_stopping *es, float *params);
 #define FTL_MODEL_META_BOTTOM_IDENTITY "ftl.bottom_identity" /* ftl_model_info.identity of the cut's frozen bottom
                                                                 (the key of its boundary rows in the feature cache) */
 #define FTL_CHECKPOINT_FORMAT          "ftl-checkpoint-2"  /* 2: dropout keyed by (seed, step, row), global batches */
+#define FTL_CHECKPOINT_META_RUN_ID     "ftl.run_id"         /* 32 hex digits drawn at a run's start, kept on resume */
+#define FTL_CHECKPOINT_META_TO_DELETE  "ftl.checkpoints_to_delete" /* JSON array: the --keep-last deletions still
+                                                                       owed when it was written (done on resume) */
 #define FTL_MODEL_META_FORMAT          "ftl.format"
 #define FTL_MODEL_META_VERSION         "ftl.version"
 #define FTL_MODEL_META_CLASSES         "ftl.classes"         /* JSON array of class names */
@@ -608,6 +611,10 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *trainer, const char *path, f
  * difference; restores the loader position into train (if given). On failure the trainer may be
  * partly restored: free it. */
 ftl_status ftl_trainer_resume(ftl_trainer *trainer, const char *path, ftl_batch_source *train);
+/* What ftl_trainer_resume checks first, without a trainer: that `path` is a checkpoint and that its
+ * identity keys (those of `meta` it records: backbone, classes, features, preprocessing, ...) are
+ * this run's. A run calls it before computing any features, so a wrong --resume costs nothing. */
+ftl_status ftl_checkpoint_check_identity(const char *path, const ftl_kv *meta, size_t meta_count);
 /* The epoch history so far (including epochs before a resume, from the checkpoint). */
 size_t ftl_trainer_history(const ftl_trainer *trainer, const ftl_epoch_log **logs);
 

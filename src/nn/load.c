@@ -15,8 +15,23 @@
 #include <string.h>
 
 ftl_status nn_load_checked(const char *path, nn_graph **out, char *sha256_hex) {
+    return nn_load_checked_expecting(path, out, sha256_hex, NULL, NULL);
+}
+
+ftl_status nn_load_checked_expecting(const char *path, nn_graph **out, char *sha256_hex, const char *expected_sha256,
+                                     const char *expected_of) {
     nn_graph *g;
-    FTL_TRY(nn_onnx_import(path, &g, sha256_hex));
+    char sha[65] = "";
+    FTL_TRY(nn_onnx_import(path, &g, sha));
+    if (sha256_hex) memcpy(sha256_hex, sha, sizeof sha);
+    /* before anything reads the graph: another backbone's first symptom (a missing tensor) would hide the cause */
+    if (expected_sha256 && strcmp(sha, expected_sha256) != 0) {
+        nn_graph_free(g);
+        if (expected_of)
+            return ftl_fail(FTL_E_INVALID_ARG, "%s has sha256 %.16s..., but %s was trained on a backbone with sha256 "
+                            "%.16s...", path, sha, expected_of, expected_sha256);
+        return ftl_fail(FTL_E_INVALID_ARG, "%s has sha256 %.16s..., not the expected %.16s...", path, sha, expected_sha256);
+    }
     ftl_status st = nn_qdq_lower(g);
     for (int i = 0; i < g->n_nodes && st == FTL_OK; i++)
         if (!g->nodes[i].dead) st = nn_node_parse_params(g, &g->nodes[i]);

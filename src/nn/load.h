@@ -9,6 +9,10 @@
 
 /* Import, parse and validate; shapes are inferred for batch 1. sha256_hex may be NULL. */
 ftl_status nn_load_checked(const char *path, nn_graph **g, char *sha256_hex);
+/* The same, refusing a file whose sha256 is not expected_sha256 (when not NULL) right after the import;
+ * expected_of names the file that records it. */
+ftl_status nn_load_checked_expecting(const char *path, nn_graph **g, char *sha256_hex, const char *expected_sha256,
+                                     const char *expected_of);
 /* Replaces n initializers (fine-tuned tensors): each must name a float initializer of the same size. */
 ftl_status nn_graph_override(nn_graph *g, const char *path, const ftl_tensor_override *ov, int n);
 /* The tensor to extract: `name` (NULL/"": the first graph output). */

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DEFAULT_BATCH = 16, MAX_BATCH = 4096 };
+enum { DEFAULT_BATCH = 16, MAX_BATCH = FTL_MODEL_MAX_BATCH };
 
 struct ftl_model {
     nn_graph *g;
@@ -389,7 +389,7 @@ bool ftl_nn_cpu_int8_fast(void) {
 }
 
 static ftl_status load(ftl_model *m, const char *path, const ftl_model_options *o) {
-    FTL_TRY(nn_load_checked(path, &m->g, m->sha));
+    FTL_TRY(nn_load_checked_expecting(path, &m->g, m->sha, o->expected_sha256, o->expected_sha256_of));
     FTL_TRY(apply_overrides(m, path, o));
     nn_graph *g = m->g;
     int feature;

@@ -107,6 +107,8 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         mo.batch = batch > 0 ? batch : 16;
         mo.overrides = cb->clf.tuned; /* a fine-tuned model's backbone tensors */
         mo.n_overrides = cb->clf.n_tuned;
+        mo.expected_sha256 = r.backbone_sha256; /* another backbone is named as such, not by what it lacks */
+        mo.expected_sha256_of = model_path;
         st = ftl_model_load(cb->backbone_path, &mo, &cb->backbone);
     }
     if (st == FTL_OK) {

@@ -131,3 +131,96 @@ ftl_status dataset_check_classes(const char *const *sources, const char *label_c
     dataset_free_classes(mine, n);
     return st;
 }
+
+/* A label statistic's value (PLAIN: little-endian INT32 or INT64); false when it is not one. */
+static bool stat_value(const uint8_t *bytes, uint32_t length, ftl_parquet_type type, int64_t *out) {
+    if (!bytes) return false;
+    if (type == FTL_PARQUET_INT32 && length == 4) {
+        int32_t x;
+        memcpy(&x, bytes, 4);
+        *out = x;
+        return true;
+    }
+    if (type == FTL_PARQUET_INT64 && length == 8) {
+        memcpy(out, bytes, 8);
+        return true;
+    }
+    return false;
+}
+
+static ftl_status label_out_of_range(const char *path, int rg, const char *where, int64_t stored, int label_offset,
+                                     int64_t count) {
+    return ftl_fail(FTL_E_FORMAT, "%s: row group %d: %s label %lld%s is not a class: the dataset has %lld classes "
+                    "(labels 0..%lld)", path, rg, where, (long long)stored, label_offset ? " (before --label-offset)" : "",
+                    (long long)count, (long long)count - 1);
+}
+
+/* One file's labels into counts. */
+static ftl_status count_file_labels(ftl_parquet_file *g, const char *path, const char *label_column, int label_offset,
+                                    int64_t count, int64_t *counts) {
+    int c = ftl_parquet_find_column(g, label_column);
+    if (c < 0) return ftl_fail(FTL_E_NOT_FOUND, "%s: no column '%s'", path, label_column);
+    ftl_parquet_type type = ftl_parquet_column(g, c)->type;
+    if (type != FTL_PARQUET_INT32 && type != FTL_PARQUET_INT64)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: column '%s' is %s; labels must be INT32 or INT64 class indexes", path,
+                        label_column, ftl_parquet_type_name(type));
+    int groups = ftl_parquet_num_row_groups(g);
+    for (int rg = 0; rg < groups; rg++) { /* the footer's min/max: a bad label found without reading a row */
+        ftl_parquet_chunk_info ci;
+        int64_t lo, hi;
+        if (ftl_parquet_chunk_info_get(g, rg, c, &ci) != FTL_OK || !ci.has_min_max) continue;
+        if (!stat_value(ci.min_value, ci.min_length, type, &lo) || !stat_value(ci.max_value, ci.max_length, type, &hi)) continue;
+        if (lo + label_offset < 0 || lo > INT32_MAX)
+            return label_out_of_range(path, rg, "its smallest", lo, label_offset, count);
+        if (hi > INT32_MAX || hi + label_offset >= count)
+            return label_out_of_range(path, rg, "its largest", hi, label_offset, count);
+    }
+    ftl_clear_error();
+    ftl_parquet_column_values v = {0};
+    ftl_status st = FTL_OK;
+    for (int rg = 0; st == FTL_OK && rg < groups; rg++) {
+        st = ftl_parquet_read_column(g, rg, c, &v);
+        for (int64_t i = 0; st == FTL_OK && i < v.rows; i++) {
+            if (v.validity && !v.validity[i]) {
+                st = ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' is null", path, rg, (long long)i, label_column);
+                break;
+            }
+            int64_t x;
+            if (v.type == FTL_PARQUET_INT32) {
+                int32_t y;
+                memcpy(&y, (const uint8_t *)v.values + 4 * i, 4);
+                x = y;
+            } else {
+                memcpy(&x, (const uint8_t *)v.values + 8 * i, 8);
+            }
+            int64_t label = x >= INT32_MIN && x <= INT32_MAX ? x + label_offset : -1; /* no overflow in the sum */
+            if (label < 0 || label >= count) {
+                char where[48];
+                snprintf(where, sizeof where, "row %lld:", (long long)i);
+                st = label_out_of_range(path, rg, where, x, label_offset, count);
+                break;
+            }
+            counts[label]++;
+        }
+    }
+    ftl_parquet_column_values_free(&v);
+    return st;
+}
+
+ftl_status dataset_count_labels(const char *const *sources, const char *label_column, int label_offset, int64_t count,
+                                int64_t *counts) {
+    memset(counts, 0, (size_t)count * sizeof *counts);
+    char **paths;
+    int n;
+    FTL_TRY(loader_expand_sources(sources, 1, &paths, &n));
+    ftl_status st = FTL_OK;
+    for (int k = 0; st == FTL_OK && k < n; k++) {
+        ftl_parquet_file *g = NULL;
+        st = ftl_parquet_open(paths[k], &g);
+        if (st == FTL_OK) st = count_file_labels(g, paths[k], label_column, label_offset, count, counts);
+        ftl_parquet_close(g);
+    }
+    for (int k = 0; k < n; k++) free(paths[k]);
+    free(paths);
+    return st;
+}

@@ -15,5 +15,11 @@ ftl_status dataset_check_classes(const char *const *sources, const char *label_c
                                  int64_t count,
                                  const char *what);
 void dataset_free_classes(char **names, int64_t count);
+/* Rows per class (counts[count], zeroed here) over every file of the dataset, refusing a null label
+ * or one outside 0..count-1 (after label_offset) with the file and row group named: before any
+ * work, not at the training batch that meets it. The column statistics are checked first (no rows
+ * read); the counts then take one pass over the label column alone. */
+ftl_status dataset_count_labels(const char *const *sources, const char *label_column, int label_offset, int64_t count,
+                                int64_t *counts);
 
 #endif

@@ -15,6 +15,7 @@
  * by (batch, dropout, epoch), their batch order continued from where it stopped. Each trial's
  * epoch-end checkpoint, model and result file make the sweep resumable after a kill. */
 #include "ftl/sweep.h"
+#include "pipeline/train_checks.h"
 #include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
 #include "train/pool.h"
@@ -814,6 +815,19 @@ static ftl_status merge_logs(sweep_shared *sh, const char *part_path) {
     return st;
 }
 
+/* --resume: the first trial checkpoint this host has, against the run, before the features are made
+ * (the trials share the run's data, backbone and preprocessing). */
+static ftl_status check_resumed_trials(const ftl_train_options *trials, int count, const train_run *r) {
+    for (int i = 0; i < count; i++) {
+        char *checkpoint = with_suffix(trials[i].out_path, ".ckpt");
+        bool found = ftl_path_exists(checkpoint);
+        ftl_status st = found ? train_check_checkpoint_matches(&trials[i], r, checkpoint) : FTL_OK;
+        free(checkpoint);
+        if (found) return st;
+    }
+    return FTL_OK;
+}
+
 /* Whether any rank failed (every rank learns it; the one that failed keeps its message). */
 static ftl_status agree(const ftl_collectives *col, ftl_status st, const char *what) {
     if (!ftl_dist_active(col)) return st;
@@ -859,6 +873,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     }
     if (trials[0].val_path && !ftl_path_exists(trials[0].val_path))
         return ftl_fail(FTL_E_NOT_FOUND, "validation dataset %s does not exist", trials[0].val_path);
+    FTL_TRY(train_check_folder_of(trials[0].out_path, "trial model")); /* every rank writes its trials */
     train_run r;
     memset(&r, 0, sizeof r);
     const ftl_train_options *o = &trials[0];
@@ -869,6 +884,8 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     memset(&summary, 0, sizeof summary);
     if (st == FTL_OK && ftl_model_get_info(r.backbone)->device_kind != FTL_DEVICE_CPU)
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
+    if (st == FTL_OK && ro->resume) st = check_resumed_trials(trials, count, &r);
+    if (ro->resume) st = agree(&trials[0].fit.collectives, st, "checking the trials' checkpoints");
     if (st == FTL_OK) st = train_run_setup_cached(&r, o, &summary);
     /* Under mpirun the trials are spread over the ranks, each trained whole by one: every rank
      * embedded its share of the rows, and gets all of them. */

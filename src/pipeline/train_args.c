@@ -25,7 +25,7 @@ typedef struct train_arg_values {
     int keep_last;
 } train_arg_values;
 
-enum { TRAIN_ARG_COUNT = 64 };
+enum { TRAIN_ARG_COUNT = 80 };
 
 static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *out) {
     const ftl_arg table[] = {
@@ -67,7 +67,8 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"restore-best", FTL_ARG_BOOL, &v->restore_best, NULL, "end with the best epoch's weights (default; --no-restore-best keeps the last)"},
         {"checkpoint", FTL_ARG_STRING, &o->fit.checkpoint_pattern, "PATTERN", "checkpoint every epoch, e.g. 'ckpt/checkpoint-{epoch}.ckpt'"},
         {"save-best-only", FTL_ARG_BOOL, &o->fit.save_best_only, NULL, "checkpoint only epochs that improved the monitored metric"},
-        {"keep-last", FTL_ARG_INT, &v->keep_last, "K", "keep only the last K checkpoints"},
+        {"keep-last", FTL_ARG_INT, &v->keep_last, "K",
+         "keep only this run's last K checkpoints (a --resume finishes deletions a killed run owed; other runs' files are kept)"},
         {"resume", FTL_ARG_STRING, &o->resume_path, "CKPT", "continue from a checkpoint (bit-identical to an uninterrupted run)"},
         {"log", FTL_ARG_STRING, &o->fit.log_path, "RUN.jsonl", "per-epoch metrics, learning rate, speed and time split as JSON lines"},
         {"report", FTL_ARG_STRING, &v->report, "REPORT.html", "after training, draw the --log (and --timeline) as an HTML page (ftl report)"},
@@ -86,6 +87,8 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"threads", FTL_ARG_INT, &o->embed.threads, "N", "compute threads; default: all cores"},
         {"loader-threads", FTL_ARG_INT, &o->embed.loader_threads, "N", "background readers; default 1"},
         {"overwrite", FTL_ARG_BOOL, &o->overwrite, NULL, "replace an existing --out"},
+        {"strict", FTL_ARG_BOOL, &o->strict, NULL,
+         "a class without any training (or validation) image is an error, not a warning"},
         {"stall-timeout", FTL_ARG_DOUBLE, &v->stall_timeout, "S",
          "under mpirun: abort when a rank waits S s for the others in one step, naming the missing ranks (default 60, 0 = never)"},
         {"fine-tune-last", FTL_ARG_INT, &o->fine_tune.last_convs, "N",
@@ -99,6 +102,7 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"quiet", FTL_ARG_BOOL, &v->quiet, NULL, "only warnings, errors and the final line"},
     };
 
+    _Static_assert(sizeof table / sizeof table[0] <= TRAIN_ARG_COUNT, "raise TRAIN_ARG_COUNT");
     int n = (int)(sizeof table / sizeof table[0]);
     memcpy(out, table, sizeof table);
     return n;
@@ -142,6 +146,9 @@ static ftl_status check_values(const train_arg_values *v, const ftl_train_option
     if (v->eval_batch < 1 || v->eval_batch > FTL_LOADER_MAX_BATCH)
         return ftl_fail(FTL_E_INVALID_ARG, "--eval-batch must be 1..%d, not %lld", FTL_LOADER_MAX_BATCH,
                         (long long)v->eval_batch);
+    /* checked here, where the option has its name: the backbone's own check knows it only as a batch */
+    if (o->embed.batch < 1 || o->embed.batch > FTL_MODEL_MAX_BATCH)
+        return ftl_fail(FTL_E_INVALID_ARG, "--embed-batch must be 1..%d, not %d", FTL_MODEL_MAX_BATCH, o->embed.batch);
     if (v->epochs < 1) return ftl_fail(FTL_E_INVALID_ARG, "--epochs must be positive, not %lld", (long long)v->epochs);
     const struct { const char *name; double value; } counts[] = {
         {"steps-per-epoch", (double)v->steps}, {"seed", (double)v->seed}, {"keep-last", v->keep_last},

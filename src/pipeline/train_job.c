@@ -10,6 +10,7 @@
 #include "pipeline/feature_cache.h"
 #include "pipeline/loader_source.h"
 #include "pipeline/store_sources.h"
+#include "pipeline/train_checks.h"
 #include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
 #include "util/error.h"
@@ -510,6 +511,7 @@ ftl_status train_run_prepare(train_run *r, const ftl_train_options **op, ftl_tra
     } else if (st == FTL_OK) {
         st = loader_dataset_image_size(train_src, 1, o->embed.image_size, &r->image_size);
     }
+    if (st == FTL_OK) st = train_check_labels(o, r); /* before any calibration or feature reads an image */
     /* int8: one calibration on the training images (rank 0's, broadcast) before any cache key; with a
      * cut, of the frozen bottom only, so the tuned top runs fp32 in every graph it is part of */
     if (st == FTL_OK && o->embed.precision == FTL_NN_INT8 && !o->embed.int8_scales) {
@@ -603,6 +605,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                         "kernels in oneDNN (bf16 needs AVX-512): use --precision fp32, or auto");
     FTL_TRY(ensure_parent_folder(o->out_path));
     if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));
+    FTL_TRY(train_check_output_folders(o));
     train_run r, bottom; /* bottom: the cut's frozen bottom, when fine-tuning */
     memset(&r, 0, sizeof r);
     memset(&bottom, 0, sizeof bottom);
@@ -613,6 +616,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     int resume_phase = 1;
     ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
     if (st == FTL_OK && o->resume_path) st = fine_tune_resume_phase(o, &resume_phase, &epoch0);
+    if (st == FTL_OK) st = train_check_resume_identity(o, &r, o->resume_path); /* before the features */
     if (st == FTL_OK && resume_phase == 2 && !ft)
         st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it is a fine-tuning checkpoint; give the same "
                       "--fine-tune-last/--fine-tune-from as the run that wrote it", o->resume_path);

@@ -14,7 +14,10 @@
  * metadata  ftl.format = ftl-checkpoint-2, ftl.version, ftl.feature_dim, the caller's
  *           checkpoint_meta (backbone, classes, args), ftl.optimizer, ftl.train_state (epoch, step,
  *           early-stopping scalars; doubles printed with 17 digits, so they read back exactly),
- *           ftl.history (the epoch records), ftl.checkpoints (files written, for --keep-last). */
+ *           ftl.history (the epoch records), ftl.checkpoints (files written, for --keep-last),
+ *           ftl.checkpoints_to_delete (--keep-last's deletions still owed when it was written: a
+ *           resume finishes them), ftl.run_id (the run's id: only its own files are deleted;
+ *           checkpoint_owner.c). */
 #include "ftl/train.h"
 #include "ftl/dist.h"
 #include "train/gemm.h"
@@ -146,6 +149,15 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *t, const char *path, ftl_bat
     ftl_strbuf_append(&b, "]", 1);
     ftl_safetensors_writer_set_metadata(w, "ftl.checkpoints", b.data);
     ftl_strbuf_free(&b);
+    ftl_strbuf_append(&b, "[", 1);
+    for (size_t i = 0; i < t->to_delete_count; i++) {
+        if (i) ftl_strbuf_append(&b, ",", 1);
+        ftl_json_append_string(&b, t->to_delete[i]);
+    }
+    ftl_strbuf_append(&b, "]", 1);
+    ftl_safetensors_writer_set_metadata(w, FTL_CHECKPOINT_META_TO_DELETE, b.data);
+    ftl_strbuf_free(&b);
+    ftl_safetensors_writer_set_metadata(w, FTL_CHECKPOINT_META_RUN_ID, t->run_id);
 
     int64_t kshape[2] = {t->head.dim, t->head.classes}, bshape[1] = {t->head.classes};
     int64_t pshape[1] = {(int64_t)t->param_count};
@@ -211,11 +223,10 @@ static ftl_status compare_classes(const char *path, const char *saved, const cha
     return s;
 }
 
-static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st, const char *path) {
-    const ftl_fit_config *c = &t->config;
+static ftl_status check_identity(const ftl_kv *meta, size_t meta_count, const ftl_safetensors *st, const char *path) {
     for (size_t i = 0; i < sizeof identity_keys / sizeof identity_keys[0]; i++) {
         const char *key = identity_keys[i];
-        const char *mine = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count, key);
+        const char *mine = ftl_train_kv_find(meta, meta_count, key);
         if (!mine) continue;
         const char *saved = ftl_safetensors_metadata(st, key);
         if (!saved && strcmp(key, "ftl.augment") == 0) saved = "none"; /* written before augmentation existed */
@@ -227,8 +238,7 @@ static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st
         } else if (strcmp(saved, mine) != 0) {
             if (strcmp(key, FTL_MODEL_META_BACKBONE_SHA256) == 0) {
                 const char *sp = ftl_safetensors_metadata(st, FTL_MODEL_META_BACKBONE_PATH);
-                const char *mp = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count,
-                                                   FTL_MODEL_META_BACKBONE_PATH);
+                const char *mp = ftl_train_kv_find(meta, meta_count, FTL_MODEL_META_BACKBONE_PATH);
                 return ftl_fail(FTL_E_INVALID_ARG,
                                 "cannot resume from %s: it was trained on features of another backbone "
                                 "(sha256 %.16s... %s, this run: %.16s... %s)",
@@ -238,15 +248,19 @@ static ftl_status check_identity(const ftl_trainer *t, const ftl_safetensors *st
                             path, key, saved, mine);
         }
     }
+    return FTL_OK;
+}
+
+/* Settings that may differ, each named in a warning. */
+static void warn_soft_identity(const ftl_kv *meta, size_t meta_count, const ftl_safetensors *st, const char *path) {
     for (size_t i = 0; i < sizeof soft_identity_keys / sizeof soft_identity_keys[0]; i++) {
         const char *key = soft_identity_keys[i];
-        const char *mine = ftl_train_kv_find(c->checkpoint_meta, c->checkpoint_meta_count, key);
+        const char *mine = ftl_train_kv_find(meta, meta_count, key);
         const char *saved = ftl_safetensors_metadata(st, key);
         if (mine && saved && strcmp(saved, mine) != 0)
             ftl_log_warn("resuming from %s: %s was \"%s\", this run uses \"%s\"; the result will not be identical to an "
                          "uninterrupted run", path, key, saved, mine);
     }
-    return FTL_OK;
 }
 
 static bool json_bool(const ftl_json *o, const char *key, bool *out) {
@@ -349,10 +363,34 @@ static bool pattern_produces(const char *pattern, const char *path, int64_t max_
     return false;
 }
 
+/* The files named in metadata `key` (a JSON array) that --keep-last may delete: only names this run's
+ * pattern produces, so a checkpoint from elsewhere can never make ftl delete an unrelated file. */
+static void read_run_files(const ftl_trainer *t, const ftl_safetensors *st, const char *key, char ***files,
+                           size_t *count) {
+    *files = NULL;
+    *count = 0;
+    const char *text = ftl_safetensors_metadata(st, key);
+    ftl_json *v = NULL;
+    if (text && t->config.checkpoint_pattern && ftl_json_parse(text, strlen(text), &v) == FTL_OK &&
+        v->type == FTL_JSON_ARRAY) {
+        *files = ftl_xmalloc((v->count + 1) * sizeof(char *));
+        for (size_t i = 0; i < v->count; i++)
+            /* Checkpoints are written at completed epochs, each of which has a history record: the
+             * record count (bounded by the file's size) bounds the search, not the claimed epoch. */
+            if (v->items[i].type == FTL_JSON_STRING &&
+                pattern_produces(t->config.checkpoint_pattern, v->items[i].string,
+                                 t->epoch < (int64_t)t->history_count ? t->epoch : (int64_t)t->history_count))
+                (*files)[(*count)++] = ftl_strdup(v->items[i].string);
+    }
+    ftl_json_free(v);
+}
+
 static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
     for (size_t i = 0; i < t->history_count; i++) free((char *)t->history[i].checkpoint);
     t->history_count = 0;
     for (size_t i = 0; i < t->checkpoint_count; i++) free(t->checkpoints[i]);
+    free(t->checkpoints);
+    t->checkpoints = NULL;
     t->checkpoint_count = 0;
     const char *text = ftl_safetensors_metadata(st, "ftl.history");
     ftl_json *v = NULL;
@@ -380,23 +418,32 @@ static ftl_status read_history(ftl_trainer *t, const ftl_safetensors *st) {
         }
     }
     ftl_json_free(v);
-    v = NULL;
-    /* Files --keep-last may delete later: only names this run's pattern produces, so a checkpoint
-     * from elsewhere can never make ftl delete an unrelated file. */
-    text = ftl_safetensors_metadata(st, "ftl.checkpoints");
-    if (text && t->config.checkpoint_pattern && ftl_json_parse(text, strlen(text), &v) == FTL_OK &&
-        v->type == FTL_JSON_ARRAY) {
-        t->checkpoints = ftl_xrealloc(t->checkpoints, (v->count + 1) * sizeof(char *));
-        for (size_t i = 0; i < v->count; i++)
-            /* Checkpoints are written at completed epochs, each of which has a history record: the
-             * record count (bounded by the file's size) bounds the search, not the claimed epoch. */
-            if (v->items[i].type == FTL_JSON_STRING &&
-                pattern_produces(t->config.checkpoint_pattern, v->items[i].string,
-                                 t->epoch < (int64_t)t->history_count ? t->epoch : (int64_t)t->history_count))
-                t->checkpoints[t->checkpoint_count++] = ftl_strdup(v->items[i].string);
-    }
-    ftl_json_free(v);
+    read_run_files(t, st, "ftl.checkpoints", &t->checkpoints, &t->checkpoint_count);
     return FTL_OK;
+}
+
+/* The run's id (a checkpoint from before run ids has none: its files are deleted by name, as then),
+ * and the --keep-last deletions the checkpoint still owed (a kill came between its write and them):
+ * done now by rank 0 under this run's --keep-last; with --keep-last 0 they rejoin the run's files. */
+static void adopt_run(ftl_trainer *t, const ftl_safetensors *st) {
+    const char *id = ftl_safetensors_metadata(st, FTL_CHECKPOINT_META_RUN_ID);
+    t->legacy_checkpoints = !id;
+    if (ftl_checkpoint_run_id_valid(id)) snprintf(t->run_id, sizeof t->run_id, "%s", id);
+    char **owed = NULL;
+    size_t n = 0;
+    read_run_files(t, st, FTL_CHECKPOINT_META_TO_DELETE, &owed, &n);
+    if (n && t->config.keep_last > 0) {
+        if (ftl_dist_rank(&t->config.collectives) == 0) ftl_checkpoint_delete_owned(t, owed, n);
+        for (size_t i = 0; i < n; i++) free(owed[i]);
+    } else if (n) { /* oldest first, as they were */
+        owed = ftl_xrealloc(owed, (n + t->checkpoint_count) * sizeof(char *));
+        memcpy(owed + n, t->checkpoints, t->checkpoint_count * sizeof(char *));
+        free(t->checkpoints);
+        t->checkpoints = owed;
+        t->checkpoint_count += n;
+        return;
+    }
+    free(owed);
 }
 
 /* Rank 0 reads the file and broadcasts its bytes: every rank restores exactly the same state, and
@@ -451,32 +498,53 @@ static ftl_status restore_data_position(ftl_trainer *t, const ftl_safetensors *s
     return s == FTL_OK ? FTL_OK : ftl_fail_context(s, "cannot resume from %s", path);
 }
 
+/* A checkpoint this version can continue, with a 2-D head kernel (*kernel). */
+static ftl_status check_format(const ftl_safetensors *st, const char *path, const ftl_safetensors_tensor **kernel) {
+    const char *format = ftl_safetensors_metadata(st, FTL_MODEL_META_FORMAT);
+    const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
+    *kernel = k;
+    if (format && strcmp(format, "ftl-checkpoint-1") == 0)
+        return ftl_fail(FTL_E_INVALID_ARG,
+                        "cannot resume from %s: it was written by an older ftl (ftl-checkpoint-1), whose dropout draws "
+                        "came from a stream per rank; this version keys them by (seed, step, row) so that any number of "
+                        "ranks trains the same model, and cannot continue that run exactly: train again from the start",
+                        path);
+    if (!format || strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
+        return ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: %s", path,
+                        format && strcmp(format, FTL_MODEL_FORMAT) == 0 ? "it is a final model, not a checkpoint"
+                                                                       : "not an ftl checkpoint");
+    if (!k || k->ndim != 2) return ftl_fail(FTL_E_FORMAT, "%s: tensor \"head.kernel\" is missing or not 2-D", path);
+    return FTL_OK;
+}
+
+ftl_status ftl_checkpoint_check_identity(const char *path, const ftl_kv *meta, size_t meta_count) {
+    ftl_safetensors *st;
+    FTL_TRY(ftl_safetensors_open(path, &st));
+    const ftl_safetensors_tensor *k = NULL;
+    ftl_status s = check_format(st, path, &k);
+    if (s == FTL_OK) s = check_identity(meta, meta_count, st, path); /* the cause (a backbone) before its symptoms */
+    const char *dim = ftl_train_kv_find(meta, meta_count, FTL_MODEL_META_FEATURE_DIM);
+    if (s == FTL_OK && dim && k->shape[0] != atoll(dim))
+        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld-dimensional features, these have %s",
+                     path, (long long)k->shape[0], dim);
+    ftl_safetensors_close(st);
+    return s;
+}
+
 ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source *train) {
     ftl_safetensors *st;
     FTL_TRY(open_shared_checkpoint(&t->config.collectives, path, &st));
-    ftl_status s = FTL_OK;
-    const char *format = ftl_safetensors_metadata(st, FTL_MODEL_META_FORMAT);
-    const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
+    const ftl_safetensors_tensor *k = NULL;
     const char *opt_text = ftl_safetensors_metadata(st, "ftl.optimizer");
-    if (format && strcmp(format, "ftl-checkpoint-1") == 0)
-        s = ftl_fail(FTL_E_INVALID_ARG,
-                     "cannot resume from %s: it was written by an older ftl (ftl-checkpoint-1), whose dropout draws came "
-                     "from a stream per rank; this version keys them by (seed, step, row) so that any number of ranks "
-                     "trains the same model, and cannot continue that run exactly: train again from the start",
-                     path);
-    else if (!format || strcmp(format, FTL_CHECKPOINT_FORMAT) != 0)
-        s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: %s", path,
-                     format && strcmp(format, FTL_MODEL_FORMAT) == 0 ? "it is a final model, not a checkpoint"
-                                                                    : "not an ftl checkpoint");
-    else if (!k || k->ndim != 2)
-        s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"head.kernel\" is missing or not 2-D", path);
-    else if (k->shape[0] != t->head.dim)
+    ftl_status s = check_format(st, path, &k);
+    if (s == FTL_OK && k->shape[0] != t->head.dim)
         s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld-dimensional features, these have %lld",
                      path, (long long)k->shape[0], (long long)t->head.dim);
-    else if (k->shape[1] != t->head.classes)
+    else if (s == FTL_OK && k->shape[1] != t->head.classes)
         s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld classes, this dataset has %lld", path,
                      (long long)k->shape[1], (long long)t->head.classes);
-    if (s == FTL_OK) s = check_identity(t, st, path);
+    if (s == FTL_OK) s = check_identity(t->config.checkpoint_meta, t->config.checkpoint_meta_count, st, path);
+    if (s == FTL_OK) warn_soft_identity(t->config.checkpoint_meta, t->config.checkpoint_meta_count, st, path);
     if (s == FTL_OK) {
         ftl_json *o = NULL;
         const char *kind = NULL;
@@ -573,6 +641,7 @@ ftl_status ftl_trainer_resume(ftl_trainer *t, const char *path, ftl_batch_source
     }
     if (s == FTL_OK) s = read_history(t, st);
     if (s == FTL_OK && train) s = restore_data_position(t, st, path, train);
+    if (s == FTL_OK) adopt_run(t, st);
     ftl_safetensors_close(st);
     return s;
 }

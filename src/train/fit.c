@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,6 +114,7 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
         return s;
     }
     t->head.dropout = (float)c->dropout;
+    ftl_checkpoint_new_run_id(t->run_id);
     ftl_head_init_glorot(&t->head, derive_seed(c->seed, 0));
     t->dropout_seed = derive_seed(c->seed, 1);
     /* Every rank starts from rank 0's weights (Horovod's BroadcastGlobalVariablesCallback(0)). */
@@ -243,7 +245,8 @@ static void free_strings(char **list, size_t count) {
 
 /* Writes this epoch's checkpoint. It records the files of the run as they are once it is written
  * (itself included, the pruned ones not), so a resume from it knows every file --keep-last may
- * delete later; the pruned ones are deleted only after it is safely on disk. */
+ * delete later; the pruned ones are deleted only after it is safely on disk, and it records them
+ * as owed, so a resume after a kill in between finishes their deletion. */
 static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train, const char *path) {
     bool rank0 = ftl_dist_rank(&t->config.collectives) == 0;
     ftl_status s = FTL_OK;
@@ -261,7 +264,11 @@ static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train
     size_t before_count = t->checkpoint_count;
     t->checkpoints = kept;
     t->checkpoint_count = kept_count;
+    t->to_delete = dropped;
+    t->to_delete_count = dropped_count;
     if (s == FTL_OK) s = ftl_trainer_save_checkpoint(t, path, train);
+    t->to_delete = NULL;
+    t->to_delete_count = 0;
     if (s != FTL_OK) { /* nothing written: the run's files are as before */
         t->checkpoints = before;
         t->checkpoint_count = before_count;
@@ -270,9 +277,10 @@ static ftl_status write_epoch_checkpoint(ftl_trainer *t, ftl_batch_source *train
         return s;
     }
     free_strings(before, before_count);
-    for (size_t i = 0; rank0 && i < dropped_count; i++)
-        if (unlink(dropped[i]) != 0 && errno != ENOENT)
-            ftl_log_warn("cannot delete old checkpoint %s: %s", dropped[i], strerror(errno));
+    /* Test-only hook (tests/e2e/test_keep_last.sh): killed between the write and the deletions. */
+    const char *kill_at = getenv("FTL_TEST_KILL_AFTER_CHECKPOINT_EPOCH");
+    if (rank0 && kill_at && atoll(kill_at) == t->epoch) raise(SIGKILL);
+    if (rank0) ftl_checkpoint_delete_owned(t, dropped, dropped_count);
     free_strings(dropped, dropped_count);
     return FTL_OK;
 }

@@ -17,6 +17,8 @@ void ftl_train_free_class_names(char **names, size_t count);
 /* Value of key in a borrowed key/value list, or NULL. */
 const char *ftl_train_kv_find(const ftl_kv *kv, size_t count, const char *key);
 
+enum { FTL_RUN_ID_CHARS = 32 };
+
 /* The trainer (fit.c runs it, checkpoint.c saves and restores it). */
 struct ftl_trainer {
     ftl_fit_config config;
@@ -38,7 +40,18 @@ struct ftl_trainer {
     ftl_timeline timeline;    /* --timeline, open during ftl_trainer_fit */
     char **checkpoints;       /* files written by this run, oldest first (for keep_last) */
     size_t checkpoint_count;
+    char run_id[FTL_RUN_ID_CHARS + 1]; /* drawn at init, a resume's checkpoint's once resumed */
+    bool legacy_checkpoints;  /* resumed from a checkpoint without a run id: its files have none either */
+    char *const *to_delete;   /* while a checkpoint is written: the deletions it owes (borrowed) */
+    size_t to_delete_count;
 };
+
+/* A new run's id: 128 random bits as 32 lowercase hex digits. */
+void ftl_checkpoint_new_run_id(char out[FTL_RUN_ID_CHARS + 1]);
+bool ftl_checkpoint_run_id_valid(const char *id);
+/* --keep-last's deletions: each file that its header shows to be a checkpoint of t's run is deleted;
+ * any other (another run's, or not a checkpoint) is kept, with a warning naming it. Rank 0 calls it. */
+void ftl_checkpoint_delete_owned(const ftl_trainer *t, char *const *paths, size_t count);
 
 /* One fit in progress, between its calls: ftl_trainer_fit is open, then per epoch epoch_begin, the
  * source's begin_pass, `steps` x (next_batch, step), epoch_end, and close. A sweep's stack runs

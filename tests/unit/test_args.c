@@ -97,7 +97,7 @@ TEST(train_args_defaults_and_values) {
     CHECK_NEAR(o.fit.dropout, 0.25, 0);
     CHECK_EQ_INT(o.fit.early_stopping.monitor, FTL_MONITOR_VAL_LOSS);
     CHECK_EQ_INT(o.fit.early_stopping.patience, 2);
-    CHECK(!o.fit.early_stopping.restore_best && o.augment_flip && o.feature_cache);
+    CHECK(!o.fit.early_stopping.restore_best && o.augment_flip && o.feature_cache && !o.strict);
     CHECK_EQ_INT(o.fit.seed, 42);
     CHECK_EQ_INT(o.argc, 25);
     int n = 0;
@@ -116,6 +116,8 @@ TEST(train_args_refused_with_the_reason) {
         const char *message;
     } cases[] = {
         {"--batch 0", "--batch must be 1..65536, not 0"},
+        {"--embed-batch 0", "--embed-batch must be 1..4096, not 0"},
+        {"--embed-batch 4097", "--embed-batch must be 1..4096, not 4097"},
         {"--epochs 0", "--epochs must be positive, not 0"},
         {"--dropout 1", "--dropout must be in [0, 1), not 1"},
         {"--seed -1", "--seed must be non-negative, not -1"},

@@ -659,6 +659,61 @@ TEST(train_fit_keep_last_survives_resume_and_never_deletes_foreign_files) {
     free(pattern), free(victim), free(k3), free(doctored), free(list);
 }
 
+/* A kill between a checkpoint's write and --keep-last's deletions leaves the oldest file: the
+ * checkpoint records that deletion as owed (and its run's id), and a resume finishes it, but only
+ * for a file whose own header shows it to be a checkpoint of this run. */
+TEST(train_fit_resume_finishes_owed_deletions_of_its_own_run_only) {
+    static dataset d;
+    make_dataset(&d);
+    const char *dir = ftl_test_scratch_dir();
+    char *pattern = ftl_format("%s/o-{epoch}.ckpt", dir);
+    char *c1 = ftl_format("%s/o-1.ckpt", dir), *c2 = ftl_format("%s/o-2.ckpt", dir), *c3 = ftl_format("%s/o-3.ckpt", dir);
+    ftl_fit_config cfg = base_config(3);
+    cfg.checkpoint_pattern = pattern;
+    cfg.keep_last = 2;
+    run r;
+    REQUIRE_OK(run_fit(&r, &d, &cfg, NULL, true));
+    run_free(&r);
+    CHECK(!ftl_path_exists(c1) && ftl_path_exists(c2) && ftl_path_exists(c3));
+    /* what o-3 records: o-1's deletion, owed when it was written, and one run id in both files */
+    ftl_safetensors *s2, *s3;
+    REQUIRE_OK(ftl_safetensors_open(c2, &s2));
+    REQUIRE_OK(ftl_safetensors_open(c3, &s3));
+    char *owed = ftl_format("[\"%s\"]", c1);
+    CHECK_STR_EQ(ftl_safetensors_metadata(s3, FTL_CHECKPOINT_META_TO_DELETE), owed);
+    CHECK_STR_EQ(ftl_safetensors_metadata(s2, FTL_CHECKPOINT_META_TO_DELETE), "[]");
+    const char *id = ftl_safetensors_metadata(s3, FTL_CHECKPOINT_META_RUN_ID);
+    CHECK(ftl_checkpoint_run_id_valid(id));
+    CHECK_STR_EQ(ftl_safetensors_metadata(s2, FTL_CHECKPOINT_META_RUN_ID), id);
+    ftl_safetensors_close(s2);
+    ftl_safetensors_close(s3);
+    /* o-1 as the kill left it (a checkpoint of this run): the resume deletes it, even with no epoch left */
+    REQUIRE_OK(rewrite_metadata(c2, c1, "no.such.key", ""));
+    REQUIRE_OK(run_fit(&r, &d, &cfg, c3, true));
+    run_free(&r);
+    CHECK(!ftl_path_exists(c1) && ftl_path_exists(c2) && ftl_path_exists(c3));
+    /* another run's checkpoint under that name, or a file that is no checkpoint: kept */
+    REQUIRE_OK(rewrite_metadata(c2, c1, FTL_CHECKPOINT_META_RUN_ID, "0123456789abcdef0123456789abcdef"));
+    REQUIRE_OK(run_fit(&r, &d, &cfg, c3, true));
+    run_free(&r);
+    CHECK(ftl_path_exists(c1));
+    FILE *f = fopen(c1, "w");
+    REQUIRE(f);
+    fputs("notes, not a checkpoint\n", f);
+    fclose(f);
+    REQUIRE_OK(run_fit(&r, &d, &cfg, c3, true));
+    run_free(&r);
+    CHECK(ftl_path_exists(c1));
+    /* the run goes on: later epochs delete o-2 and o-3 (its own), never the foreign o-1 */
+    cfg.epochs = 5;
+    REQUIRE_OK(run_fit(&r, &d, &cfg, c3, true));
+    run_free(&r);
+    char *c4 = ftl_format("%s/o-4.ckpt", dir), *c5 = ftl_format("%s/o-5.ckpt", dir);
+    CHECK(ftl_path_exists(c1) && !ftl_path_exists(c2) && !ftl_path_exists(c3));
+    CHECK(ftl_path_exists(c4) && ftl_path_exists(c5));
+    free(pattern), free(c1), free(c2), free(c3), free(c4), free(c5), free(owed);
+}
+
 /* A fine-tuned model: its backbone tensors round-trip bit-exactly under their ONNX names, the file
  * says ftl-model-2 so a reader of ftl-model-1 refuses it (as this reader refuses a format newer than
  * it knows), and a file whose tensors and metadata disagree is refused. */
