@@ -10,6 +10,7 @@ rules; the CRCs from tests/ref/crc32c.py, written independently of ftl's).
 """
 import json
 import os
+import signal
 import struct
 import sys
 
@@ -44,6 +45,7 @@ def span(header, start, name):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `tensors FILE | grep -m1`: no traceback when grep is done
     cmd, path = sys.argv[1], sys.argv[2]
     raw, header, start = load(path)
     meta = header.setdefault("__metadata__", {})
