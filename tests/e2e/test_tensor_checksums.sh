@@ -3,8 +3,9 @@
 # recorded (checked by an independent Python CRC32C), and one bit flipped inside any tensor's bytes
 # is refused, naming the file and the tensor, by eval, predict, export, inspect (--verify too), the
 # Python package, --resume (both phases' checkpoints) and sweep --resume, leaving no output behind.
-# Files without checksums (as written before) still load, with one note. Small and fast: the
-# 0.25-width MobileNet at 128 px.
+# Files without checksums (as written before) still load, with one note. The feature cache (Parquet
+# with page CRCs): a damaged part is named, removed and embedded again by train (plain and
+# fine-tuning's boundary rows), and not used by eval. Small and fast: the 0.25-width MobileNet at 128 px.
 source "$(dirname "$0")/lib.sh"
 d=$(scratch tensor-checksums)
 MODEL="$SHARED/models/mobilenet_v1_0.25_128.onnx"
@@ -136,8 +137,43 @@ $EDIT set-meta "$d/m.ftl" "$d/nothex.ftl" ftl.crc32c '{"head.kernel":"0000000g",
 expect_error non_hex_checksum_refused 1 'nothex\.ftl: metadata "ftl\.crc32c": the CRC of tensor "head\.kernel" is not 8 hex digits' \
     "$FTL_SAN" inspect --verify "$d/nothex.ftl"
 
+# ---- a feature cache part with a flipped byte: train names it, removes it and embeds its rows again
+# (the same model); eval does not use it (the same metrics)
+flip_middle() { # FILE: one bit in the middle of the file (the features' page data)
+    $PY -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 0x10; open(sys.argv[1], "wb").write(b)' "$1"
+}
+same_weights() { # A.ftl B.ftl: the same data section (tensor bytes)
+    $PY -c 'import struct, sys
+def body(p):
+    raw = open(p, "rb").read()
+    return raw[8 + struct.unpack("<Q", raw[:8])[0]:]
+sys.exit(body(sys.argv[1]) != body(sys.argv[2]))' "$1" "$2"
+}
+part=$(ls "$d"/cache/train-*.features.parquet)
+flip_middle "$part"
+"$FTL_SAN" inspect --checksums "$part" >/dev/null 2>"$d/inspect-part.err"
+grep -q 'page CRC mismatch' "$d/inspect-part.err" && pass parquet_reader_verifies_page_crcs ||
+    fail parquet_reader_verifies_page_crcs "$(cat "$d/inspect-part.err")"
+"$FTL" train "$T" --val "$V" "${TRAIN[@]}" --out "$d/recached.ftl" >/dev/null 2>"$d/recache.err" &&
+    grep -qF "feature cache: $part is damaged (row group 0, column 'features': page at offset" "$d/recache.err" &&
+    grep -q "page CRC mismatch: the data is corrupt); removing it and computing its rows again" "$d/recache.err" &&
+    grep -q 'feature cache: computing train features' "$d/recache.err" && same_weights "$d/m.ftl" "$d/recached.ftl" &&
+    pass train_rebuilds_a_damaged_cache_part || fail train_rebuilds_a_damaged_cache_part "$(cat "$d/recache.err")"
+"$FTL" train "$T" --val "$V" "${TRAIN[@]}" --out "$d/recached2.ftl" >/dev/null 2>"$d/recache2.err" &&
+    grep -q 'feature cache: reusing 1 part .* for train' "$d/recache2.err" && ! grep -q damaged "$d/recache2.err" &&
+    pass rebuilt_cache_part_is_reused || fail rebuilt_cache_part_is_reused "$(cat "$d/recache2.err")"
+vpart=$(ls "$d"/cache/val-*.features.parquet)
+cp "$vpart" "$d/val-part.bak"
+flip_middle "$vpart"
+"$FTL_SAN" eval "$d/m.ftl" "$V" "${C[@]}" --json "$d/damaged-cache.json" >/dev/null 2>"$d/damaged-cache.err" &&
+    grep -qF "feature cache: $vpart is damaged (" "$d/damaged-cache.err" && grep -q '); not using it$' "$d/damaged-cache.err" &&
+    cmp -s "$d/intact.json" "$d/damaged-cache.json" &&
+    pass eval_does_not_use_a_damaged_cache_part || fail eval_does_not_use_a_damaged_cache_part "$(cat "$d/damaged-cache.err")"
+mv "$d/val-part.bak" "$vpart"
+
 # ---- a fine-tuned model's backbone tensors and phase 2's checkpoint
 FT=(--backbone "$MODEL" --batch 16 --epochs 1 --fine-tune-last 1 --fine-tune-epochs 1 "${C[@]}")
+ls "$d"/cache >"$d/cache-before.txt"
 if "$FTL" train "$T" --val "$V" "${FT[@]}" --out "$d/ft.ftl" --checkpoint "$d/ftck/c-{epoch}.ckpt" --quiet >/dev/null 2>"$d/ft.err"; then
     t=$($EDIT tensors "$d/ft.ftl" | grep -m1 '^backbone/')
     $EDIT flip "$d/ft.ftl" "$d/ft-flip.ftl" "$t"
@@ -151,6 +187,12 @@ if "$FTL" train "$T" --val "$V" "${FT[@]}" --out "$d/ft.ftl" --checkpoint "$d/ft
     expect_error resume_refuses_damaged_fine_tuning_checkpoint 1 'ft-flip\.ckpt: tensor "top\.params" is damaged' \
         "$FTL" train "$T" --val "$V" "${FT[@]}" --fine-tune-epochs 2 --resume "$d/ft-flip.ckpt" --out "$d/ft-resumed.ftl"
     check damaged_fine_tuning_checkpoint_writes_nothing test ! -e "$d/ft-resumed.ftl"
+    # the boundary rows' cache part of the cut: rebuilt the same way, the same model
+    bpart="$d/cache/$(ls "$d"/cache | grep '^train-' | grep -vxF -f "$d/cache-before.txt")"
+    flip_middle "$bpart"
+    "$FTL" train "$T" --val "$V" "${FT[@]}" --out "$d/ft-recached.ftl" --quiet >/dev/null 2>"$d/ft-recache.err" &&
+        grep -qF "feature cache: $bpart is damaged (" "$d/ft-recache.err" && same_weights "$d/ft.ftl" "$d/ft-recached.ftl" &&
+        pass fine_tuning_rebuilds_a_damaged_boundary_part || fail fine_tuning_rebuilds_a_damaged_boundary_part "$(cat "$d/ft-recache.err")"
 else
     fail checksums_fine_tune_train "$(tail -3 "$d/ft.err")"
 fi
