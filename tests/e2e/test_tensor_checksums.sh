@@ -187,6 +187,10 @@ if "$FTL" train "$T" --val "$V" "${FT[@]}" --out "$d/ft.ftl" --checkpoint "$d/ft
     expect_error resume_refuses_damaged_fine_tuning_checkpoint 1 'ft-flip\.ckpt: tensor "top\.params" is damaged' \
         "$FTL" train "$T" --val "$V" "${FT[@]}" --fine-tune-epochs 2 --resume "$d/ft-flip.ckpt" --out "$d/ft-resumed.ftl"
     check damaged_fine_tuning_checkpoint_writes_nothing test ! -e "$d/ft-resumed.ftl"
+    expect_error fine_tune_only_refuses_a_damaged_init 1 'flip-head\.kernel\.ftl: tensor "head\.kernel" is damaged' \
+        "$FTL" train "$T" --val "$V" --backbone "$MODEL" --batch 16 --fine-tune-only --init "$d/flip-head.kernel.ftl" \
+        --fine-tune-last 1 --fine-tune-epochs 1 "${C[@]}" --out "$d/ft-init.ftl"
+    check damaged_init_writes_nothing test ! -e "$d/ft-init.ftl"
     # the boundary rows' cache part of the cut: rebuilt the same way, the same model
     bpart="$d/cache/$(ls "$d"/cache | grep '^train-' | grep -vxF -f "$d/cache-before.txt")"
     flip_middle "$bpart"
