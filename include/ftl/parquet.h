@@ -238,6 +238,11 @@ typedef struct ftl_parquet_column_values {
  * columns, unknown encodings or codecs; FTL_E_FORMAT for corrupt data; FTL_E_IO for read errors. */
 ftl_status ftl_parquet_read_column(ftl_parquet_file *f, int row_group, int column, ftl_parquet_column_values *out);
 void ftl_parquet_column_values_free(ftl_parquet_column_values *v);
+/* Checks that row group `row_group` still holds the bytes it was written with, without
+ * decompressing or decoding: every column chunk's page headers (as ftl_parquet_read_column
+ * checks them) and the CRC of every page that has one. FTL_E_FORMAT names the file, row group,
+ * column and page. Sets *pages_without_crc (may be NULL) to the pages it could not check. */
+ftl_status ftl_parquet_check_row_group(ftl_parquet_file *f, int row_group, int64_t *pages_without_crc);
 
 /* ------------------------------------------------------------------------------------------
  * Column checksum "interop colhash v1" (shared/tools/interop/README.md): SHA-256 over the

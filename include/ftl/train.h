@@ -42,7 +42,11 @@ typedef struct ftl_kv {
 /* ======================================================================== safetensors
  * File: u64 little-endian N, then N bytes of JSON header {"name": {"dtype": "F32", "shape": [..],
  * "data_offsets": [begin, end]}, ..., "__metadata__": {"k": "v"}}, then the data section.
- * Offsets are relative to the data section; tensors cover it exactly, without gaps or overlap. */
+ * Offsets are relative to the data section; tensors cover it exactly, without gaps or overlap.
+ * ftl's writer adds the metadata entry FTL_SAFETENSORS_META_CRC32C: a JSON object (as a string,
+ * as safetensors wants metadata values) of each tensor's name and the CRC32C of its bytes as 8
+ * lowercase hex digits, e.g. {"head.kernel":"0a1b2c3d","head.bias":"e3069283"}. */
+#define FTL_SAFETENSORS_META_CRC32C "ftl.crc32c"
 
 typedef enum ftl_dtype {
     FTL_DTYPE_F32, FTL_DTYPE_F64, FTL_DTYPE_F16, FTL_DTYPE_BF16,
@@ -84,10 +88,23 @@ const char *ftl_safetensors_metadata(const ftl_safetensors *st, const char *key)
 size_t ftl_safetensors_metadata_count(const ftl_safetensors *st);
 ftl_kv ftl_safetensors_metadata_at(const ftl_safetensors *st, size_t index);
 /* Copies tensor `name` into dst after checking it exists and has this dtype and shape
- * (shape entries < 0 match any size; ndim < 0 skips the shape check); dst_bytes must equal its
- * byte size. Errors: "FILE: tensor NAME: expected F32 [257], found F32 [256]". */
+ * (shape entries < 0 match any size; ndim < 0 skips the shape check) and its bytes against its
+ * CRC32C (ftl_safetensors_verify); dst_bytes must equal its byte size. Errors: "FILE: tensor NAME:
+ * expected F32 [257], found F32 [256]". */
 ftl_status ftl_safetensors_read(const ftl_safetensors *st, const char *name, ftl_dtype dtype, int ndim,
                                 const int64_t *shape, void *dst, size_t dst_bytes);
+/* Whether the file records a CRC32C of each tensor (files ftl wrote before it recorded them, and
+ * other writers' files, do not). With the entry, every tensor has a valid CRC (else open failed). */
+bool ftl_safetensors_has_checksums(const ftl_safetensors *st);
+/* The CRC32C recorded for tensor t (one of this file's); false when the file records none. */
+bool ftl_safetensors_checksum(const ftl_safetensors *st, const ftl_safetensors_tensor *t, uint32_t *expected);
+/* Checks tensor t's bytes against their recorded CRC32C, once per tensor of an open file (for a
+ * caller that reads t->data itself): FTL_E_FORMAT "FILE: tensor NAME is damaged: its N bytes have
+ * CRC32C X, the file recorded Y ...". A file without checksums passes, with a note (once per path
+ * in a process) that it cannot be verified. */
+ftl_status ftl_safetensors_verify(const ftl_safetensors *st, const ftl_safetensors_tensor *t);
+/* ftl_safetensors_verify of every tensor (files that are copied or described, not read tensor by tensor). */
+ftl_status ftl_safetensors_verify_all(const ftl_safetensors *st);
 
 typedef struct ftl_safetensors_writer ftl_safetensors_writer;
 
@@ -411,6 +428,10 @@ bool ftl_is_safetensors_file(const char *path);
  * preprocessing, training arguments and final metrics of a model; epoch, step, rank count and
  * what it resumes of a checkpoint. As text or one JSON document. */
 ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json);
+/* `ftl inspect --verify FILE`: checks every tensor of a safetensors file against its CRC32C and
+ * prints one line (or JSON document): tensor count, bytes, and ok, the first damaged tensor (then
+ * FTL_E_FORMAT naming it), or that the file has no checksums (FTL_OK: nothing can be checked). */
+ftl_status ftl_trained_file_verify(const char *path, FILE *out, bool json);
 
 typedef struct ftl_classifier {
     ftl_head head;

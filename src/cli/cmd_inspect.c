@@ -36,16 +36,18 @@ int cli_cmd_inspect(int argc, char **argv) {
             break;
         }
     static const cli_command cmd = {
-        "inspect", "ftl inspect FILE [--json] [--checksums] [--pages]",
+        "inspect", "ftl inspect FILE [--json] [--checksums] [--pages] [--verify]",
         "Describe a Parquet file (schema, rows, row groups, codecs, metadata; class names and counts for ftl datasets),\n"
         "a trained model or checkpoint (MODEL.ftl: classes, backbone, preprocessing, training, metrics),\n"
         "or an ONNX model (its own options: ftl inspect MODEL.onnx --help).",
         1, 1};
-    bool json = false, checksums = false, pages = false;
+    bool json = false, checksums = false, pages = false, verify = false;
     const cli_flag flags[] = {
         {"json", CLI_BOOL, &json, NULL, "print one JSON document instead of text"},
         {"checksums", CLI_BOOL, &checksums, NULL, "Parquet: read every column and print its checksum (interop colhash v1)"},
         {"pages", CLI_BOOL, &pages, NULL, "Parquet: count the pages of each column chunk by type and encoding"},
+        {"verify", CLI_BOOL, &verify, NULL, "model or checkpoint: check every tensor against the CRC32C it was written "
+                                            "with (exit 1 when one differs)"},
     };
     const char *pos[1];
     int npos = 0;
@@ -63,7 +65,13 @@ int cli_cmd_inspect(int argc, char **argv) {
         return 2;
     }
 
-    if (ftl_is_safetensors_file(path)) return cli_report(ftl_trained_file_describe(path, stdout, json));
+    if (ftl_is_safetensors_file(path))
+        return cli_report(verify ? ftl_trained_file_verify(path, stdout, json) : ftl_trained_file_describe(path, stdout, json));
+    if (verify) {
+        fprintf(stderr, "ftl inspect: error: --verify checks a model file or checkpoint; %s is neither (for a Parquet "
+                        "file, --checksums reads every page and checks its CRC)\n", path);
+        return 2;
+    }
     switch (detect_kind(path)) {
     case INSPECT_PARQUET: {
         ftl_parquet_describe_options opts = {.json = json, .checksums = checksums, .pages = pages};

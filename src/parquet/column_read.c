@@ -342,6 +342,48 @@ ftl_status ftl_parquet_read_column(ftl_parquet_file *f, int row_group, int colum
     return FTL_OK;
 }
 
+ftl_status ftl_parquet_check_row_group(ftl_parquet_file *f, int row_group, int64_t *pages_without_crc) {
+    if (pages_without_crc) *pages_without_crc = 0;
+    if (!f) return ftl_fail(FTL_E_INVALID_ARG, "ftl_parquet_check_row_group: NULL file");
+    if (row_group < 0 || row_group >= f->md.row_group_count)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s: row group %d out of range (the file has %d)", f->path, row_group, f->md.row_group_count);
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    ftl_status st = FTL_OK;
+    for (int column = 0; column < f->column_count && st == FTL_OK; column++) {
+        chunk_ctx c = {.f = f, .row_group = row_group, .column = column, .col = &f->columns[column],
+                       .chunk = &f->md.row_groups[row_group].chunks[column]};
+        size_t len = (size_t)c.chunk->length;
+        if (len > cap || !buf) {
+            free(buf);
+            cap = len;
+            buf = malloc(cap + 1);
+            if (!buf) st = chunk_fail(&c, FTL_E_NOMEM, "out of memory for %s", "the column chunk");
+        }
+        if (st == FTL_OK) st = pq_pread_full(f, buf, len, (uint64_t)c.chunk->start);
+        c.bytes = buf;
+        if (st == FTL_OK) st = walk_pages(&c, f->md.row_groups[row_group].num_rows);
+        /* walk_pages checked that the headers parse and the pages tile the chunk */
+        for (size_t pos = 0; st == FTL_OK && pos < len;) {
+            c.page_offset = (uint64_t)c.chunk->start + pos;
+            pq_page_header h;
+            size_t hs;
+            const char *err;
+            if (!pq_parse_page_header(buf + pos, len - pos, &h, &hs, &err)) {
+                st = page_fail(&c, FTL_E_FORMAT, err);
+                break;
+            }
+            const uint8_t *body = buf + pos + hs;
+            if (!h.has_crc && pages_without_crc) (*pages_without_crc)++;
+            else if (h.has_crc && (uint32_t)crc32(0, body, (uInt)h.compressed_size) != h.crc)
+                st = page_fail(&c, FTL_E_FORMAT, "page CRC mismatch: the data is corrupt");
+            pos += hs + (size_t)h.compressed_size;
+        }
+    }
+    free(buf);
+    return st;
+}
+
 void ftl_parquet_column_values_free(ftl_parquet_column_values *v) {
     if (!v) return;
     for (int i = 0; i < (int)(sizeof v->priv_ / sizeof v->priv_[0]); i++) free(v->priv_[i]);

@@ -10,8 +10,10 @@
 #include "util/sha256.h"
 #include "util/string_list.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct cache_identity {
     char fingerprint[65];
@@ -111,6 +113,24 @@ static void list_parts(const char *dir, const char *prefix, const cache_identity
     if (*count > 1) qsort(*parts, (size_t)*count, sizeof **parts, part_order);
 }
 
+/* Why the row groups of part p that hold rows [from, to) no longer have the bytes they were written
+ * with (a page CRC or header that does not match), or NULL when they do: a cache damaged on disk is
+ * rebuilt, never trained on, and the check happens before any work rather than in an epoch. */
+static char *part_damage(const feature_part *p, int64_t from, int64_t to) {
+    ftl_parquet_file *f;
+    if (ftl_parquet_open(p->path, &f) != FTL_OK) return ftl_strdup(ftl_last_error());
+    char *why = NULL;
+    int64_t first = p->begin;
+    for (int g = 0; g < ftl_parquet_num_row_groups(f) && !why; g++) {
+        int64_t n = ftl_parquet_row_group_rows(f, g);
+        if (first < to && first + n > from && ftl_parquet_check_row_group(f, g, NULL) != FTL_OK)
+            why = ftl_strdup(ftl_last_error());
+        first += n;
+    }
+    ftl_parquet_close(f);
+    return why;
+}
+
 static ftl_status embed_part(const feature_cache_request *r, const char *fingerprint, const char *path, int64_t begin,
                              int64_t end) {
     const ftl_embed_options *e = r->embed;
@@ -199,11 +219,25 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
     /* Cover [begin, end) with the parts there are, embedding the gaps. */
     bool *taken = ftl_xcalloc((size_t)(have_count ? have_count : 1), sizeof *taken);
     int64_t at = begin;
+    int usable = have_count;
     out->reused = true;
     while (st == FTL_OK && at < end) {
         int best = -1;
         for (int i = 0; i < have_count; i++)
             if (have[i].begin <= at && have[i].end > at && (best < 0 || have[i].end > have[best].end)) best = i;
+        char *damage = best >= 0 ? part_damage(&have[best], at, have[best].end < end ? have[best].end : end) : NULL;
+        if (damage) {
+            size_t named = strlen(have[best].path); /* the reader's message starts with the path */
+            const char *detail = strncmp(damage, have[best].path, named) == 0 && damage[named] == ':' ? damage + named + 2 : damage;
+            ftl_log_warn("feature cache: %s is damaged (%s); %s", have[best].path, detail,
+                         embed_on_miss ? "removing it and computing its rows again" : "not using it");
+            if (embed_on_miss) unlink(have[best].path);
+            free(damage);
+            ftl_clear_error();
+            have[best].begin = have[best].end = INT64_MAX; /* out of every later choice and gap */
+            usable--;
+            continue;
+        }
         if (best >= 0) {
             taken[best] = true;
             out->parts = ftl_xrealloc(out->parts, (size_t)(out->count + 1) * sizeof *out->parts);
@@ -220,7 +254,7 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
             break;
         }
         char *path = ftl_format("%s/%s%lld-%lld.features.parquet", r->cache_dir, prefix, (long long)at, (long long)gap_end);
-        if (have_count == 0)
+        if (usable == 0)
             ftl_log_info("feature cache: computing %s features of %s%s (rows %lld-%lld) into %s", r->what, r->sources[0],
                          r->flipped ? ", mirrored" : "", (long long)at, (long long)gap_end, path);
         else

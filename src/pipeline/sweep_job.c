@@ -1034,6 +1034,12 @@ ftl_status ftl_sweep_copy_model(const ftl_collectives *col, const char *model_pa
     size_t size = 0;
     ftl_status st = FTL_OK;
     if (me == owner) st = ftl_read_file(model_path, &data, &size);
+    if (st == FTL_OK && me == owner) { /* a resumed sweep's trial model may have been damaged since it was written */
+        ftl_safetensors *model = NULL;
+        st = ftl_safetensors_open_buffer(data, size, model_path, &model);
+        if (st == FTL_OK) st = ftl_safetensors_verify_all(model);
+        ftl_safetensors_close(model);
+    }
     if (ftl_dist_active(col)) {
         st = agree(col, st, "reading the best trial's model");
         if (st == FTL_OK) st = ftl_dist_broadcast_blob(col, &data, &size, owner);

@@ -494,6 +494,7 @@ static ftl_status restore_data_position(ftl_trainer *t, const ftl_safetensors *s
     }
     if (pos->dtype != FTL_DTYPE_U8 || pos->ndim != 1)
         return ftl_fail(FTL_E_FORMAT, "%s: tensor \"%s\" should be U8 [n]", path, name);
+    FTL_TRY(ftl_safetensors_verify(st, pos));
     ftl_status s = train->restore_position(train->ctx, pos->data, (size_t)pos->byte_size);
     return s == FTL_OK ? FTL_OK : ftl_fail_context(s, "cannot resume from %s", path);
 }

@@ -1,5 +1,7 @@
-/* `ftl inspect MODEL.ftl | CHECKPOINT`: what a trained model or a checkpoint holds, as text or JSON. */
+/* `ftl inspect MODEL.ftl | CHECKPOINT`: what a trained model or a checkpoint holds, as text or JSON;
+ * `--verify`: whether its tensors still have the bytes they were written with. */
 #include "ftl/train.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
@@ -56,6 +58,12 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
         ftl_safetensors_close(st);
         return ftl_fail(FTL_E_FORMAT, "%s: a safetensors file, but not an ftl model or checkpoint (ftl.format is \"%s\")", path,
                         format);
+    }
+    /* What is described must be what eval and resume would load: a damaged tensor is refused here too. */
+    ftl_status verified = ftl_safetensors_verify_all(st);
+    if (verified != FTL_OK) {
+        ftl_safetensors_close(st);
+        return verified;
     }
     const ftl_safetensors_tensor *k = ftl_safetensors_find(st, "head.kernel");
     long long dim = k && k->ndim == 2 ? (long long)k->shape[0] : -1, classes = k && k->ndim == 2 ? (long long)k->shape[1] : -1;
@@ -148,4 +156,59 @@ ftl_status ftl_trained_file_describe(const char *path, FILE *out, bool json) {
     ftl_strbuf_free(&b);
     ftl_safetensors_close(st);
     return s;
+}
+
+ftl_status ftl_trained_file_verify(const char *path, FILE *out, bool json) {
+    ftl_safetensors *st;
+    FTL_TRY(ftl_safetensors_open(path, &st));
+    size_t count = ftl_safetensors_tensor_count(st);
+    unsigned long long bytes = 0;
+    for (size_t i = 0; i < count; i++) bytes += ftl_safetensors_tensor_at(st, i)->byte_size;
+    bool checked = ftl_safetensors_has_checksums(st);
+    const ftl_safetensors_tensor *damaged = NULL;
+    ftl_status s = FTL_OK;
+    char *why = NULL;
+    for (size_t i = 0; checked && i < count && !damaged; i++) {
+        s = ftl_safetensors_verify(st, ftl_safetensors_tensor_at(st, i));
+        if (s != FTL_OK) {
+            damaged = ftl_safetensors_tensor_at(st, i);
+            why = ftl_strdup(ftl_last_error());
+        }
+    }
+    uint32_t expected = 0, found = 0;
+    if (damaged) {
+        ftl_safetensors_checksum(st, damaged, &expected);
+        found = ftl_crc32c(0, damaged->data, (size_t)damaged->byte_size);
+    }
+    ftl_strbuf b = {0};
+    if (json) {
+        ftl_strbuf_printf(&b, "{\"path\": ");
+        ftl_json_append_string(&b, path);
+        ftl_strbuf_printf(&b, ", \"tensors\": %zu, \"bytes\": %llu, \"checksums\": %s, \"ok\": %s, \"damaged\": ", count,
+                          bytes, checked ? "true" : "false", !checked ? "null" : damaged ? "false" : "true");
+        if (damaged) {
+            ftl_strbuf_printf(&b, "{\"tensor\": ");
+            ftl_json_append_string(&b, damaged->name);
+            ftl_strbuf_printf(&b, ", \"crc32c_recorded\": \"%08x\", \"crc32c_found\": \"%08x\"}", expected, found);
+        } else {
+            ftl_strbuf_append(&b, "null", 4);
+        }
+        ftl_strbuf_printf(&b, "}\n");
+    } else {
+        ftl_strbuf_printf(&b, "%s: %zu tensors, %llu bytes: ", path, count, bytes);
+        if (!checked)
+            ftl_strbuf_printf(&b, "NOT VERIFIED: the file carries no tensor checksums (written before ftl recorded "
+                                  "them, or by another program)\n");
+        else if (damaged)
+            ftl_strbuf_printf(&b, "DAMAGED: tensor \"%s\" has CRC32C %08x, the file recorded %08x\n", damaged->name,
+                              found, expected);
+        else
+            ftl_strbuf_printf(&b, "ok, every tensor's CRC32C matches\n");
+    }
+    ftl_status w = ftl_write_all(out, b.data, b.len, "stdout");
+    ftl_strbuf_free(&b);
+    ftl_safetensors_close(st);
+    if (damaged) s = ftl_fail(FTL_E_FORMAT, "%s", why);
+    free(why);
+    return s != FTL_OK ? s : w;
 }

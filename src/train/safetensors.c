@@ -1,12 +1,17 @@
 /* safetensors reader and writer (format: github.com/huggingface/safetensors, "Format" section).
  * The reader validates every field against the file before using it, so truncated, bit-flipped
- * or hostile files fail with a message naming the file and tensor, never a crash. */
+ * or hostile files fail with a message naming the file and tensor, never a crash. The writer
+ * records a CRC32C of each tensor's bytes in the metadata, and the reader checks a tensor's bytes
+ * when they are first read, so a flipped bit in the data is refused too. */
 #include "ftl/train.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
+#include "util/log.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +47,12 @@ static bool dtype_parse(const char *name, ftl_dtype *out) {
 
 /* ---------------------------------------------------------------- reader */
 
+/* A tensor's recorded CRC32C, and whether its bytes were checked against it already. */
+typedef struct tensor_checksum {
+    uint32_t expected;
+    bool verified;
+} tensor_checksum;
+
 struct ftl_safetensors {
     char *path;
     uint8_t *buf;
@@ -50,6 +61,7 @@ struct ftl_safetensors {
     size_t tensor_count;
     ftl_kv *meta;
     size_t meta_count;
+    tensor_checksum *checksums; /* [tensor_count], parallel to tensors; NULL: the file records none */
 };
 
 void ftl_safetensors_close(ftl_safetensors *st) {
@@ -61,6 +73,7 @@ void ftl_safetensors_close(ftl_safetensors *st) {
     }
     free(st->tensors);
     free(st->meta);
+    free(st->checksums);
     free(st->buf);
     free(st->path);
     free(st);
@@ -221,6 +234,64 @@ static ftl_status parse_file(ftl_safetensors *st) {
     return s;
 }
 
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Exactly 8 hex digits. */
+static bool parse_crc_text(const char *text, uint32_t *out) {
+    uint32_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        int d = hex_digit(text[i]);
+        if (d < 0) return false;
+        v = v << 4 | (uint32_t)d;
+    }
+    if (text[8] != '\0') return false;
+    *out = v;
+    return true;
+}
+
+/* The FTL_SAFETENSORS_META_CRC32C entry: one CRC for every tensor, and none for a tensor the file
+ * does not hold (a header edited by hand, or cut short, is refused rather than half-checked). */
+static ftl_status parse_checksums(ftl_safetensors *st) {
+    const char *text = ftl_safetensors_metadata(st, FTL_SAFETENSORS_META_CRC32C);
+    if (!text) return FTL_OK;
+    ftl_json *v = NULL;
+    ftl_status s = ftl_json_parse(text, strlen(text), &v);
+    if (s != FTL_OK) return ftl_fail_context(s, "%s: metadata \"%s\"", st->path, FTL_SAFETENSORS_META_CRC32C);
+    st->checksums = ftl_xcalloc(st->tensor_count ? st->tensor_count : 1, sizeof *st->checksums);
+    bool *seen = ftl_xcalloc(st->tensor_count ? st->tensor_count : 1, sizeof *seen);
+    if (v->type != FTL_JSON_OBJECT)
+        s = ftl_fail(FTL_E_FORMAT, "%s: metadata \"%s\" is not a JSON object of tensor names and CRCs", st->path,
+                     FTL_SAFETENSORS_META_CRC32C);
+    for (size_t i = 0; s == FTL_OK && i < v->count; i++) {
+        const char *name = v->keys[i];
+        size_t at = 0;
+        while (at < st->tensor_count && strcmp(st->tensors[at].name, name) != 0) at++;
+        uint32_t crc = 0;
+        if (at == st->tensor_count)
+            s = ftl_fail(FTL_E_FORMAT, "%s: metadata \"%s\" names tensor \"%s\", which the file does not hold", st->path,
+                         FTL_SAFETENSORS_META_CRC32C, name);
+        else if (seen[at])
+            s = ftl_fail(FTL_E_FORMAT, "%s: metadata \"%s\" names tensor \"%s\" twice", st->path,
+                         FTL_SAFETENSORS_META_CRC32C, name);
+        else if (v->items[i].type != FTL_JSON_STRING || !parse_crc_text(v->items[i].string, &crc))
+            s = ftl_fail(FTL_E_FORMAT, "%s: metadata \"%s\": the CRC of tensor \"%s\" is not 8 hex digits", st->path,
+                         FTL_SAFETENSORS_META_CRC32C, name);
+        else {
+            seen[at] = true;
+            st->checksums[at].expected = crc;
+        }
+    }
+    for (size_t i = 0; s == FTL_OK && i < st->tensor_count; i++)
+        if (!seen[i])
+            s = ftl_fail(FTL_E_FORMAT, "%s: tensor \"%s\" has no CRC in metadata \"%s\" (the header was edited?)",
+                         st->path, st->tensors[i].name, FTL_SAFETENSORS_META_CRC32C);
+    free(seen);
+    ftl_json_free(v);
+    return s;
+}
+
 ftl_status ftl_safetensors_open_buffer(const void *data, size_t size, const char *name, ftl_safetensors **out) {
     *out = NULL;
     ftl_safetensors *st = ftl_xcalloc(1, sizeof *st);
@@ -229,6 +300,7 @@ ftl_status ftl_safetensors_open_buffer(const void *data, size_t size, const char
     memcpy(st->buf, data, size);
     st->size = size;
     ftl_status s = parse_file(st);
+    if (s == FTL_OK) s = parse_checksums(st);
     if (s != FTL_OK) {
         ftl_safetensors_close(st);
         return s;
@@ -243,6 +315,7 @@ ftl_status ftl_safetensors_open(const char *path, ftl_safetensors **out) {
     st->path = ftl_strdup(path);
     ftl_status s = ftl_read_file(path, &st->buf, &st->size);
     if (s == FTL_OK) s = parse_file(st);
+    if (s == FTL_OK) s = parse_checksums(st);
     if (s != FTL_OK) {
         ftl_safetensors_close(st);
         return s;
@@ -272,6 +345,55 @@ const char *ftl_safetensors_metadata(const ftl_safetensors *st, const char *key)
 size_t ftl_safetensors_metadata_count(const ftl_safetensors *st) { return st->meta_count; }
 ftl_kv ftl_safetensors_metadata_at(const ftl_safetensors *st, size_t index) {
     return index < st->meta_count ? st->meta[index] : (ftl_kv){NULL, NULL};
+}
+
+bool ftl_safetensors_has_checksums(const ftl_safetensors *st) { return st->checksums != NULL; }
+
+bool ftl_safetensors_checksum(const ftl_safetensors *st, const ftl_safetensors_tensor *t, uint32_t *expected) {
+    if (!st->checksums || t < st->tensors || t >= st->tensors + st->tensor_count) return false;
+    *expected = st->checksums[t - st->tensors].expected;
+    return true;
+}
+
+/* The note that a file cannot be verified, once per path in a process (a command may open a
+ * file more than once: resume reads the checkpoint's metadata before its tensors). */
+static void note_no_checksums(const char *path) {
+    enum { REMEMBERED = 64 };
+    static char *noted[REMEMBERED];
+    static int noted_count;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    bool seen = false;
+    for (int i = 0; i < noted_count && !seen; i++) seen = strcmp(noted[i], path) == 0;
+    if (!seen && noted_count < REMEMBERED) noted[noted_count++] = ftl_strdup(path);
+    pthread_mutex_unlock(&lock);
+    if (!seen)
+        ftl_log_info("note: %s carries no tensor checksums (written before ftl recorded them), so its tensors cannot "
+                     "be verified", path);
+}
+
+ftl_status ftl_safetensors_verify(const ftl_safetensors *st, const ftl_safetensors_tensor *t) {
+    if (t < st->tensors || t >= st->tensors + st->tensor_count)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s: ftl_safetensors_verify: not one of this file's tensors", st->path);
+    if (!st->checksums) {
+        note_no_checksums(st->path);
+        return FTL_OK;
+    }
+    tensor_checksum *c = &st->checksums[t - st->tensors];
+    if (c->verified) return FTL_OK;
+    uint32_t found = ftl_crc32c(0, t->data, (size_t)t->byte_size);
+    if (found != c->expected)
+        return ftl_fail(FTL_E_FORMAT,
+                        "%s: tensor \"%s\" is damaged: its %llu bytes have CRC32C %08x, the file recorded %08x when it "
+                        "was written",
+                        st->path, t->name, (unsigned long long)t->byte_size, found, c->expected);
+    c->verified = true;
+    return FTL_OK;
+}
+
+ftl_status ftl_safetensors_verify_all(const ftl_safetensors *st) {
+    for (size_t i = 0; i < st->tensor_count; i++) FTL_TRY(ftl_safetensors_verify(st, &st->tensors[i]));
+    return FTL_OK;
 }
 
 static void append_shape(ftl_strbuf *b, int ndim, const int64_t *shape) {
@@ -308,6 +430,7 @@ ftl_status ftl_safetensors_read(const ftl_safetensors *st, const char *name, ftl
     if (t->byte_size != dst_bytes)
         return ftl_fail(FTL_E_FORMAT, "%s: tensor \"%s\": %llu bytes, expected %zu", st->path, name,
                         (unsigned long long)t->byte_size, dst_bytes);
+    FTL_TRY(ftl_safetensors_verify(st, t));
     if (dst_bytes) memcpy(dst, t->data, dst_bytes);
     return FTL_OK;
 }
@@ -403,6 +526,17 @@ ftl_status ftl_safetensors_writer_write(ftl_safetensors_writer *w, const char *p
             if (strcmp(w->tensors[i].name, w->tensors[j].name) == 0)
                 return ftl_fail(FTL_E_INVALID_ARG, "%s: tensor \"%s\" added twice", path, w->tensors[i].name);
     }
+    /* Each tensor's CRC32C, replacing any the caller copied from another file. */
+    ftl_strbuf crcs = {0};
+    ftl_strbuf_append(&crcs, "{", 1);
+    for (size_t i = 0; i < w->count; i++) {
+        if (i) ftl_strbuf_append(&crcs, ",", 1);
+        ftl_json_append_string(&crcs, w->tensors[i].name);
+        ftl_strbuf_printf(&crcs, ":\"%08x\"", ftl_crc32c(0, w->tensors[i].data, (size_t)w->tensors[i].bytes));
+    }
+    ftl_strbuf_append(&crcs, "}", 1);
+    ftl_safetensors_writer_set_metadata(w, FTL_SAFETENSORS_META_CRC32C, crcs.data);
+    ftl_strbuf_free(&crcs);
     ftl_strbuf h = {0};
     ftl_strbuf_append(&h, "{", 1);
     bool first = true;
