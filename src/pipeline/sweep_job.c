@@ -819,7 +819,7 @@ static ftl_status merge_logs(sweep_shared *sh, const char *part_path) {
  * (the trials share the run's data, backbone and preprocessing). */
 static ftl_status check_resumed_trials(const ftl_train_options *trials, int count, const train_run *r) {
     for (int i = 0; i < count; i++) {
-        char *checkpoint = with_suffix(trials[i].out_path, ".ckpt");
+        char *checkpoint = sweep_trial_file(trials[i].out_path, ".ckpt");
         bool found = ftl_path_exists(checkpoint);
         ftl_status st = found ? train_check_checkpoint_matches(&trials[i], r, checkpoint) : FTL_OK;
         free(checkpoint);
