@@ -51,6 +51,8 @@ ftl_status train_check_folder_of(const char *path, const char *option) {
 
 ftl_status train_check_output_folders(const ftl_train_options *o) {
     if (ftl_dist_rank(&o->fit.collectives) != 0) return FTL_OK;
+    FTL_TRY(train_check_folder_of(o->out_path, "--out"));
+    if (o->fit.timeline_path) FTL_TRY(train_check_folder_of(o->fit.timeline_path, "--timeline"));
     if (o->fit.checkpoint_pattern) FTL_TRY(train_check_folder_of(o->fit.checkpoint_pattern, "--checkpoint"));
     if (o->fit.log_path) FTL_TRY(train_check_folder_of(o->fit.log_path, "--log"));
     return FTL_OK;

@@ -10,7 +10,7 @@
  * and written to once (a file made and removed), so a read-only folder fails now, not when the run
  * first writes there; `option` names the path in the message. */
 ftl_status train_check_folder_of(const char *path, const char *option);
-/* That check for --checkpoint and --log, on rank 0 (their writer). */
+/* That check for --out, --timeline, --checkpoint and --log, on rank 0 (their writer). */
 ftl_status train_check_output_folders(const ftl_train_options *o);
 /* `checkpoint` against the run r prepared: a checkpoint of other data, preprocessing or backbone is
  * refused before any feature is computed. */

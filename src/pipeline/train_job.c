@@ -215,16 +215,6 @@ void train_run_free(train_run *r) {
 }
 
 /* Creates the folder an output goes into, so a long run cannot fail at its very end. */
-static ftl_status ensure_parent_folder(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash || slash == path) return FTL_OK;
-    char *dir = ftl_format("%.*s", (int)(slash - path), path);
-    ftl_status st = ftl_make_dirs(dir);
-    if (st == FTL_OK && access(dir, W_OK) != 0) st = ftl_fail(FTL_E_IO, "cannot write into %s (for %s)", dir, path);
-    free(dir);
-    return st;
-}
-
 /* This rank's share of a dataset's rows: contiguous, sizes differing by at most one. */
 static void rank_rows(const ftl_collectives *c, int64_t total, int64_t *begin, int64_t *end) {
     int64_t k = ftl_dist_rank(c), n = ftl_dist_size(c);
@@ -603,8 +593,6 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     if (ft && o->embed.precision == FTL_NN_BF16 && !ftl_nn_cpu_bf16_available())
         return ftl_fail(FTL_E_UNSUPPORTED, "--precision bf16 with fine-tuning: the top trains on this CPU, which has no bf16 "
                         "kernels in oneDNN (bf16 needs AVX-512): use --precision fp32, or auto");
-    FTL_TRY(ensure_parent_folder(o->out_path));
-    if (o->fit.timeline_path && ftl_dist_rank(&o->fit.collectives) == 0) FTL_TRY(ensure_parent_folder(o->fit.timeline_path));
     FTL_TRY(train_check_output_folders(o));
     train_run r, bottom; /* bottom: the cut's frozen bottom, when fine-tuning */
     memset(&r, 0, sizeof r);
