@@ -2,7 +2,8 @@
  * goes through the backbone once (ftl embed) and training epochs read the stored vectors. The
  * file name is a key over everything that determines the features (dataset fingerprint,
  * backbone sha256, feature tensor, preprocessing, precision, columns), and the file's own
- * metadata is checked again before reuse: a stale cache is rebuilt, never silently reused. */
+ * metadata is checked again before reuse: a stale cache is rebuilt, never silently reused. So are
+ * the page CRCs of the rows a run takes from it: a part damaged on disk is rebuilt too. */
 #ifndef FTL_PIPELINE_FEATURE_CACHE_H
 #define FTL_PIPELINE_FEATURE_CACHE_H
 
