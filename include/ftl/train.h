@@ -634,7 +634,8 @@ ftl_status ftl_trainer_save_checkpoint(ftl_trainer *trainer, const char *path, f
 ftl_status ftl_trainer_resume(ftl_trainer *trainer, const char *path, ftl_batch_source *train);
 /* What ftl_trainer_resume checks first, without a trainer: that `path` is a checkpoint and that its
  * identity keys (those of `meta` it records: backbone, classes, features, preprocessing, ...) are
- * this run's. A run calls it before computing any features, so a wrong --resume costs nothing. */
+ * this run's, and that every tensor matches its checksum. A run calls it before computing any
+ * features, so a wrong or damaged --resume costs nothing. */
 ftl_status ftl_checkpoint_check_identity(const char *path, const ftl_kv *meta, size_t meta_count);
 /* The epoch history so far (including epochs before a resume, from the checkpoint). */
 size_t ftl_trainer_history(const ftl_trainer *trainer, const ftl_epoch_log **logs);

@@ -528,6 +528,7 @@ ftl_status ftl_checkpoint_check_identity(const char *path, const ftl_kv *meta, s
     if (s == FTL_OK && dim && k->shape[0] != atoll(dim))
         s = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it was trained on %lld-dimensional features, these have %s",
                      path, (long long)k->shape[0], dim);
+    if (s == FTL_OK) s = ftl_safetensors_verify_all(st); /* a damaged tensor found before the work, not after it */
     ftl_safetensors_close(st);
     return s;
 }

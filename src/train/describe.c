@@ -209,6 +209,9 @@ ftl_status ftl_trained_file_verify(const char *path, FILE *out, bool json) {
     ftl_strbuf_free(&b);
     ftl_safetensors_close(st);
     if (damaged) s = ftl_fail(FTL_E_FORMAT, "%s", why);
+    /* --verify answers "is this file intact?": a file that cannot say is not a yes */
+    else if (!checked && s == FTL_OK)
+        s = ftl_fail(FTL_E_FORMAT, "%s cannot be verified: it carries no tensor checksums", path);
     free(why);
     return s != FTL_OK ? s : w;
 }
