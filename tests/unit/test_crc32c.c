@@ -1,21 +1,13 @@
 /* CRC-32C on both code paths (tables, SSE4.2) against published values and a bit-at-a-time
  * reference written from the definition, over lengths and alignments that cross every branch. */
 #include "test.h"
+#include "train_test_util.h"
 #include "util/crc32c.h"
 #include "util/rng.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The definition: reflected CRC-32 with polynomial 0x82F63B78, one bit at a time. */
-static uint32_t crc32c_bitwise(const uint8_t *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int b = 0; b < 8; b++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
 
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
 

@@ -7,14 +7,6 @@
 
 #include <stdint.h>
 
-static uint32_t crc32c_bitwise(const uint8_t *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int b = 0; b < 8; b++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
 
 /* Three tensors of different sizes and dtypes, the last one empty; written to the scratch folder. */
 static char *write_sample(const char *name, float *f, int64_t *step) {
@@ -111,19 +103,10 @@ TEST(train_checksums_every_flipped_data_bit_is_refused_naming_its_tensor) {
     free(copy), free(good), free(path);
 }
 
-/* Builds a file from a header text and `data_len` zero bytes of data. */
-static uint8_t *make_file(const char *header, size_t data_len, size_t *size) {
-    size_t n = strlen(header);
-    *size = 8 + n + data_len;
-    uint8_t *buf = calloc(1, *size);
-    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
-    memcpy(buf + 8, header, n);
-    return buf;
-}
 
 TEST(train_checksums_files_without_them_load_unverified) {
     size_t size;
-    uint8_t *buf = make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, &size);
+    uint8_t *buf = safetensors_make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, &size);
     ftl_safetensors *st = NULL;
     REQUIRE_OK(ftl_safetensors_open_buffer(buf, size, "old.safetensors", &st));
     CHECK(!ftl_safetensors_has_checksums(st));
@@ -143,7 +126,7 @@ static void expect_refused(const char *crc_json_escaped, const char *message_par
                               "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}",
                               crc_json_escaped);
     size_t size;
-    uint8_t *buf = make_file(header, 8, &size);
+    uint8_t *buf = safetensors_make_file(header, 8, &size);
     ftl_safetensors *st = NULL;
     if (ftl_safetensors_open_buffer(buf, size, "crafted.safetensors", &st) == FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "accepted: %s", header);
@@ -159,7 +142,7 @@ TEST(train_checksums_malformed_metadata_is_refused) {
     /* The well-formed baseline (the CRC of four zero bytes is 48674bc7), so each refusal below is
      * about the one thing it changes. */
     size_t size;
-    uint8_t *buf = make_file("{\"__metadata__\":{\"ftl.crc32c\":\"{\\\"a\\\":\\\"48674bc7\\\",\\\"b\\\":\\\"48674BC7\\\"}\"},"
+    uint8_t *buf = safetensors_make_file("{\"__metadata__\":{\"ftl.crc32c\":\"{\\\"a\\\":\\\"48674bc7\\\",\\\"b\\\":\\\"48674BC7\\\"}\"},"
                              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                              "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}", 8, &size);
     ftl_safetensors *st = NULL;

@@ -167,19 +167,10 @@ TEST(train_safetensors_writer_refuses_bad_input_and_leaves_nothing) {
     free(path);
 }
 
-/* Builds a file from a header text and `data_len` bytes of data. */
-static uint8_t *make_file(const char *header, size_t data_len, size_t *size) {
-    size_t n = strlen(header);
-    *size = 8 + n + data_len;
-    uint8_t *buf = calloc(1, *size);
-    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
-    memcpy(buf + 8, header, n);
-    return buf;
-}
 
 static void expect_rejected(const char *header, size_t data_len, const char *message_part) {
     size_t size;
-    uint8_t *buf = make_file(header, data_len, &size);
+    uint8_t *buf = safetensors_make_file(header, data_len, &size);
     ftl_safetensors *st = NULL;
     ftl_status s = ftl_safetensors_open_buffer(buf, size, "crafted.safetensors", &st);
     if (s == FTL_OK) {
@@ -195,7 +186,7 @@ static void expect_rejected(const char *header, size_t data_len, const char *mes
 TEST(train_safetensors_rejects_hostile_headers) {
     /* A valid baseline first, so the rejections below are about the one thing each changes. */
     size_t size;
-    uint8_t *ok = make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, &size);
+    uint8_t *ok = safetensors_make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, &size);
     ftl_safetensors *st = NULL;
     CHECK_OK(ftl_safetensors_open_buffer(ok, size, "ok", &st));
     ftl_safetensors_close(st);

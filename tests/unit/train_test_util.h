@@ -45,4 +45,25 @@ static inline void train_fill_uniform(float *x, size_t n, uint64_t seed, float l
     }
 }
 
+/* CRC32C by its definition: reflected CRC-32 with polynomial 0x82F63B78, one bit at a time (the
+ * independent reference for ftl's table and SSE4.2 paths). */
+static inline uint32_t crc32c_bitwise(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int b = 0; b < 8; b++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+/* A safetensors file in memory: the 8-byte header length, `header`, then `data_len` zero bytes. */
+static inline uint8_t *safetensors_make_file(const char *header, size_t data_len, size_t *size) {
+    size_t n = strlen(header);
+    *size = 8 + n + data_len;
+    uint8_t *buf = calloc(1, *size);
+    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(buf + 8, header, n);
+    return buf;
+}
+
 #endif
