@@ -1,4 +1,4 @@
-/* File helpers: whole-file reads, checked writes, and atomic outputs (temporary name, fsync,
+/* File helpers: whole-file reads, checked writes, and atomic outputs (atomic_file.c: temporary name, fsync,
  * rename) whose temporaries are deleted if the process is interrupted. */
 #ifndef FTL_UTIL_FSUTIL_H
 #define FTL_UTIL_FSUTIL_H
@@ -49,6 +49,9 @@ void ftl_sync_directory_of(const char *path);
 char *ftl_path_folder(const char *path);
 /* What follows the last '/' (a pointer into path). */
 const char *ftl_path_file_name(const char *path);
+/* What running out of memory does before it aborts (the temporaries registry removes its paths). */
+void ftl_set_fatal_cleanup(void (*cleanup)(void));
+
 /* strdup/printf into a fresh string; abort on out-of-memory (small strings only). */
 char *ftl_strdup(const char *s);
 char *ftl_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -227,7 +227,10 @@ static char cleanup_paths[CLEANUP_SLOTS][CLEANUP_PATH_MAX];
 static atomic_int cleanup_used[CLEANUP_SLOTS];
 static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void remove_registered_on_fatal_error(void) { ftl_temporaries_remove_registered(); }
+
 void ftl_cleanup_register(const char *path) {
+    ftl_set_fatal_cleanup(remove_registered_on_fatal_error);
     bool stored = false;
     pthread_mutex_lock(&cleanup_lock);
     for (int i = 0; i < CLEANUP_SLOTS && !stored && strlen(path) < CLEANUP_PATH_MAX; i++) {
