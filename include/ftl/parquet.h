@@ -1,12 +1,15 @@
 /* ftl public API: Parquet files (reader and writer), written from the Apache Parquet spec.
  *
- * Reader: flat schemas (REQUIRED and OPTIONAL leaf columns), every physical type, PLAIN,
- * dictionary (PLAIN_DICTIONARY / RLE_DICTIONARY, with fallback to PLAIN mid-chunk), RLE booleans,
- * DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT encodings,
- * data pages v1 and v2, codecs none/snappy/gzip/zstd, page CRCs checked when present. Nested
- * columns (lists, maps, structs) are listed but reading them is an FTL_E_UNSUPPORTED error that
- * names the column. Every size and offset in the file is checked before use: a truncated or
- * corrupt file is an FTL_E_FORMAT error naming the file, row group, column and page.
+ * Reader: REQUIRED and OPTIONAL leaf columns, top-level or inside structs (groups, any depth, each
+ * level REQUIRED or OPTIONAL), every physical type, PLAIN, dictionary (PLAIN_DICTIONARY /
+ * RLE_DICTIONARY, with fallback to PLAIN mid-chunk), RLE booleans, DELTA_BINARY_PACKED,
+ * DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT encodings, definition levels of
+ * any bit width, data pages v1 and v2, codecs none/snappy/gzip/zstd, page CRCs checked when
+ * present. Whole column chunks (ftl_parquet_read_column) or single values at random
+ * (ftl_parquet_read_value: one page read). Leaves inside lists and maps (any repeated field) are
+ * listed but reading them is an FTL_E_UNSUPPORTED error that names the column. Every size and
+ * offset in the file is checked before use: a truncated or corrupt file is an FTL_E_FORMAT error
+ * naming the file, row group, column and page.
  *
  * Writer: one call per row group, DATA_PAGE (v1) pages with PLAIN values (RLE definition
  * levels for optional columns), page CRCs, column statistics, key-value metadata; the file
@@ -142,8 +145,10 @@ typedef struct ftl_parquet_column_info {
     ftl_parquet_type type;
     int32_t fixed_length;        /* bytes per value: FIXED_LEN_BYTE_ARRAY's type_length, 12 for
                                     INT96, 1 for BOOLEAN, 4 or 8 for numbers, 0 for BYTE_ARRAY */
-    bool optional;               /* may hold nulls */
-    bool nested;                 /* inside a group or repeated: listed, but not readable by ftl */
+    bool optional;               /* may hold nulls (the leaf or one of its groups is OPTIONAL) */
+    bool nested;                 /* inside a group ("a.b.c"): a struct's field, or a list's element */
+    bool repeated;               /* inside a LIST, a MAP or any repeated field: listed, but not
+                                    readable by ftl (max_repetition_level > 0) */
     bool utf8;                   /* STRING logical type or UTF8 converted type */
     const char *converted_type;  /* "UTF8", "INT_8", "DATE", ... or NULL */
     const char *logical_type;    /* "STRING", "INTEGER(8,signed)", "TIMESTAMP(MICROS,utc)", ... or NULL */
@@ -209,7 +214,12 @@ const char *ftl_parquet_metadata_value(const ftl_parquet_file *f, int i);
 const char *ftl_parquet_metadata_get(const ftl_parquet_file *f, const char *key);
 
 /* One decoded column chunk. Rows are indexed 0..rows-1 in every array.
- * - validity: rows bytes, 1 = value, 0 = null; NULL when the chunk has no nulls.
+ * - validity: rows bytes, 1 = value, 0 = null (at any level: the leaf, or one of the structs
+ *   holding it); NULL when the chunk has no nulls.
+ * - def_levels: rows bytes, each row's definition level (0..max_definition_level): how many of
+ *   the OPTIONAL levels on the leaf's path are present. For `image.bytes` in an optional struct
+ *   `image` with an optional field `bytes`: 0 = the struct is null, 1 = the struct is there but
+ *   its field is null, 2 = a value. NULL when the leaf and all its groups are REQUIRED.
  * - fixed-width types (all but BYTE_ARRAY): `values` holds rows x fixed_length bytes, packed,
  *   little-endian; BOOLEAN is one byte 0/1 per row; a null row's slot is zero.
  * - BYTE_ARRAY: value i is data[offsets[i] .. offsets[i+1]); `offsets` has rows + 1 entries,
@@ -223,21 +233,51 @@ typedef struct ftl_parquet_column_values {
     int64_t rows;
     int64_t null_count;
     uint8_t *validity;
+    uint8_t *def_levels;
     void *values;
     int64_t *offsets;
     uint8_t *data;
     int64_t data_size;
     /* private: buffers kept between calls */
-    void *priv_[10];
-    size_t priv_cap_[10];
+    void *priv_[11];
+    size_t priv_cap_[11];
 } ftl_parquet_column_values;
 
 /* Decodes column `column` of row group `row_group` into `out`. Thread-safe: several threads may
  * read different (or the same) row groups of one open file at once (positioned reads, no shared
- * cursor); each thread uses its own `out`. FTL_E_UNSUPPORTED (naming the column) for nested
- * columns, unknown encodings or codecs; FTL_E_FORMAT for corrupt data; FTL_E_IO for read errors. */
+ * cursor); each thread uses its own `out`. FTL_E_UNSUPPORTED (naming the column) for leaves in
+ * lists or maps (`repeated`), unknown encodings or codecs; FTL_E_FORMAT for corrupt data (a
+ * definition level above the column's maximum, counts that do not add up); FTL_E_IO for read
+ * errors. */
 ftl_status ftl_parquet_read_column(ftl_parquet_file *f, int row_group, int column, ftl_parquet_column_values *out);
 void ftl_parquet_column_values_free(ftl_parquet_column_values *v);
+
+/* One value read at random by ftl_parquet_read_value.
+ * - is_null: the row holds no value (null at some level; def_level tells which); data NULL, size 0.
+ * - def_level: the row's definition level (see def_levels above; 0 for REQUIRED columns).
+ * - data, size: the value's PLAIN bytes: a byte array's bytes (no length prefix), fixed-width
+ *   values little-endian as in ftl_parquet_column_values (BOOLEAN: one byte 0/1).
+ * `data` points into a buffer the struct owns, valid until the next ftl_parquet_read_value with
+ * this struct or ftl_parquet_value_free. Zero-initialise before the first call; pass the same
+ * struct again to reuse its buffers; release with ftl_parquet_value_free. */
+typedef struct ftl_parquet_value {
+    bool is_null;
+    int def_level;
+    const uint8_t *data;
+    int64_t size;
+    void *priv_;  /* private: buffers kept between calls */
+} ftl_parquet_value;
+
+/* Reads the value of row `row` (0-based, within the row group) of column `column` in row group
+ * `row_group`, reading only the page that holds it: one positioned read of that page, its CRC
+ * checked when present, decompressed, its levels decoded up to the row, the value located (for
+ * large byte arrays, such as encoded images, no per-value copy). The chunk's page map (each data
+ * page's offset and first row, from the OffsetIndex when the file has one, else by walking the
+ * page headers once) and its decoded dictionary are built on first use and kept in the file
+ * handle. Thread-safe like ftl_parquet_read_column (each thread its own `out`). Errors as
+ * ftl_parquet_read_column; FTL_E_INVALID_ARG for a row outside the row group. */
+ftl_status ftl_parquet_read_value(ftl_parquet_file *f, int row_group, int column, int64_t row, ftl_parquet_value *out);
+void ftl_parquet_value_free(ftl_parquet_value *v);
 /* Checks that row group `row_group` still holds the bytes it was written with, without
  * decompressing or decoding: every column chunk's page headers (as ftl_parquet_read_column
  * checks them) and the CRC of every page that has one. FTL_E_FORMAT names the file, row group,

@@ -179,9 +179,8 @@ static ftl_status read_data(describe_state *s) {
         s->results = ftl_xcalloc((size_t)ncol + 1, sizeof *s->results);
         for (int c = 0; c < ncol && st == FTL_OK; c++) {
             const ftl_parquet_column_info *ci = ftl_parquet_column(f, c);
-            if (ci->nested)
-                st = ftl_fail(FTL_E_UNSUPPORTED, "%s: column '%s': nested columns (lists, maps, structs) are not supported", f->path, ci->name);
-            else if (ci->type != FTL_PARQUET_INT96)
+            /* struct leaves are hashed like top-level columns; colhash v1 defines no list or INT96 */
+            if (!ci->repeated && ci->type != FTL_PARQUET_INT96)
                 st = ftl_parquet_colhash_init(&s->hashes[c], ci->type);
         }
     }
@@ -222,7 +221,8 @@ static ftl_status describe_json(describe_state *s, ftl_strbuf *b) {
         lit(b, ", \"logical_type\": ");
         json_str(b, pc->info.logical_type);
         if (pc->info.type == FTL_PARQUET_FIXED_LEN_BYTE_ARRAY) ftl_strbuf_printf(b, ", \"type_length\": %d", (int)pc->info.fixed_length);
-        ftl_strbuf_printf(b, ", \"nested\": %s}", pc->info.nested ? "true" : "false");
+        ftl_strbuf_printf(b, ", \"nested\": %s, \"repeated\": %s}", pc->info.nested ? "true" : "false",
+                          pc->info.repeated ? "true" : "false");
     }
     lit(b, "\n  ],\n  \"key_value_metadata\": [");
     for (int i = 0; i < ftl_parquet_metadata_count(f); i++) {
@@ -315,7 +315,7 @@ static ftl_status describe_text(describe_state *s, ftl_strbuf *b) {
         ftl_strbuf_printf(b, " %s", repetition_name(pc->element->repetition));
         if (pc->info.logical_type) ftl_strbuf_printf(b, " %s", pc->info.logical_type);
         else if (pc->info.converted_type) ftl_strbuf_printf(b, " %s", pc->info.converted_type);
-        if (pc->info.nested) lit(b, "  (nested: not readable by ftl)");
+        if (pc->info.repeated) lit(b, "  (in a list or map: not readable by ftl)");
         /* codecs and encodings over all row groups */
         uint32_t codecs = 0, encodings = 0;
         for (int g = 0; g < nrg; g++) {
@@ -369,7 +369,9 @@ static ftl_status describe_text(describe_state *s, ftl_strbuf *b) {
         lit(b, "checksums (interop colhash v1):\n");
         for (int c = 0; c < ncol; c++) {
             char *name = clean_text(f->columns[c].info.name, true);
-            if (!s->hashes[c]) {
+            if (!s->hashes[c] && f->columns[c].info.repeated) {
+                ftl_strbuf_printf(b, "  %-20s (not read: in a list or map)\n", name);
+            } else if (!s->hashes[c]) {
                 ftl_strbuf_printf(b, "  %-20s (not defined for %s)\n", name, ftl_parquet_type_name(f->columns[c].info.type));
             } else {
                 const ftl_parquet_colhash_result *r = &s->results[c];

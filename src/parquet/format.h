@@ -37,6 +37,9 @@ typedef struct pq_chunk {
     bool has_dictionary_page_offset;
     int64_t dictionary_page_offset;
     bool has_file_path;                  /* data in another file: not supported */
+    bool has_offset_index;               /* ColumnChunk's offset_index_offset and _length */
+    int64_t offset_index_offset;
+    int32_t offset_index_length;
     bool path_mismatch;                  /* path_in_schema differs from the schema leaf */
     pq_stats stats;
     int64_t start, length;               /* derived byte range of the chunk (validated) */

@@ -270,6 +270,12 @@ static void parse_column_chunk(thrift_reader *r, pq_chunk *c, const char *leaf_p
         } else if (id == 3 && thrift_expect(r, t, THRIFT_STRUCT)) {
             parse_column_metadata(r, c, leaf_path);
             has_meta = true;
+        } else if (id == 4) {
+            c->offset_index_offset = read_i64_field(r, t);
+            c->has_offset_index = !r->error && c->offset_index_offset > 0 && c->offset_index_length > 0;
+        } else if (id == 5) {
+            c->offset_index_length = read_i32_field(r, t);
+            c->has_offset_index = !r->error && c->offset_index_offset > 0 && c->offset_index_length > 0;
         } else if (id == 8 || id == 9) {
             thrift_set_error(r, "encrypted column chunks are not supported");
         } else if (id != 3) {

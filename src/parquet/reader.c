@@ -1,5 +1,6 @@
 /* Opening a Parquet file: footer read and validation, schema -> leaf columns, accessors. */
 #include "parquet/codec.h"
+#include "parquet/page_map.h"
 #include "parquet/reader.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -73,7 +74,8 @@ static int32_t value_width(int type, int32_t type_length) {
 }
 
 /* Leaf columns with their levels; a leaf is "nested" when it is not a direct, non-repeated
- * child of the root. Paths were validated by the metadata parser. */
+ * child of the root, "repeated" when it or a group holding it is (a list's or map's leaf).
+ * Paths were validated by the metadata parser. */
 static ftl_status build_columns(ftl_parquet_file *f) {
     const pq_file_metadata *md = &f->md;
     f->columns = ftl_xcalloc((size_t)md->schema_count, sizeof *f->columns);
@@ -112,6 +114,7 @@ static ftl_status build_columns(ftl_parquet_file *f) {
             c->info.max_repetition_level = r;
             c->info.optional = d > 0;
             c->info.nested = depth > 0 || r > 0;
+            c->info.repeated = r > 0;
             if (e->converted_type >= 0) {
                 snprintf(c->converted, sizeof c->converted, "%s", pq_converted_type_name(e->converted_type));
                 c->info.converted_type = c->converted;
@@ -218,6 +221,7 @@ ftl_status ftl_parquet_open(const char *path, ftl_parquet_file **out) {
     ftl_parquet_file *f = ftl_xcalloc(1, sizeof *f);
     f->path = ftl_strdup(path);
     f->fd = -1;
+    pthread_mutex_init(&f->cache_lock, NULL);
     ftl_status st = open_file(f);
     if (st != FTL_OK) {
         ftl_parquet_close(f);
@@ -230,6 +234,8 @@ ftl_status ftl_parquet_open(const char *path, ftl_parquet_file **out) {
 void ftl_parquet_close(ftl_parquet_file *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
+    pq_page_cache_free(f);
+    pthread_mutex_destroy(&f->cache_lock);
     if (f->columns)
         for (int i = 0; i < f->md.schema_count; i++) free((char *)f->columns[i].info.name);
     free(f->columns);

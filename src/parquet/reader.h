@@ -5,6 +5,8 @@
 #include "ftl/parquet.h"
 #include "parquet/format.h"
 
+#include <pthread.h>
+
 typedef struct pq_column {
     ftl_parquet_column_info info;        /* public view; strings point into this struct or md */
     char converted[24];
@@ -23,6 +25,10 @@ struct ftl_parquet_file {
     int column_count;
     pq_column *columns;
     bool skip_crc;                       /* ftl_parquet_set_verify_crc(f, false) */
+    /* single-value reads: page maps (and dictionaries) of the chunks read so far, one slot per
+     * row group x column, allocated on first use; guarded by cache_lock */
+    pthread_mutex_t cache_lock;
+    struct pq_page_map **page_maps;
 };
 
 /* Reads size bytes at offset (retrying short reads); FTL_E_IO / FTL_E_FORMAT (file shrank). */
