@@ -32,7 +32,7 @@ static ftl_status read_all_columns(const char *path, bool verify_crc, file_hashe
     out->columns = ftl_parquet_num_columns(f);
     for (int c = 0; c < out->columns && c < MAX_COLS && st == FTL_OK; c++) {
         const ftl_parquet_column_info *ci = ftl_parquet_column(f, c);
-        if (ci->nested) continue;
+        if (ci->repeated) continue;
         ftl_parquet_colhash *h;
         st = ftl_parquet_colhash_init(&h, ci->type);
         if (st != FTL_OK) {
