@@ -3,7 +3,8 @@
 # hyparquet, arrow-rs): all engines must agree, their column checksums must equal the data
 # definition's (tests/colhash_ref.py, an independent Python generator) and what
 # `ftl inspect --json --checksums` reports; for an ftl dataset the class counts `ftl inspect`
-# prints must equal counts regenerated in Python.
+# prints must equal counts regenerated in Python. Files with struct columns from DuckDB and
+# arrow-rs: ftl's checksum of every struct leaf equals the colhash of DuckDB's reading of it.
 source "$(dirname "$0")/lib.sh"
 T=$(scratch parquet_interop)
 GEN=$BUILD/tools/ftl_parquet_gen
@@ -103,6 +104,40 @@ for name in arrow_dict_fallback duckdb_types_v2 hyparquet_snappy_dict-auto_rg512
         fail "reference $name: engines" "$(head -c 400 "$T/$name.inspect.err")"
     fi
 done
+
+# struct columns from DuckDB and arrow-rs (tests/ref/gen_parquet_nested.sh): the checksums of
+# every struct leaf in `ftl inspect --json --checksums` equal the colhash of DuckDB's reading of
+# it; leaves inside lists and maps get none
+nested=$BUILD/ref/parquet_nested
+if [ ! -f "$nested/manifest.txt" ]; then
+    fail "nested reference files" "$nested/manifest.txt missing (tests/ref/gen_parquet_nested.sh makes it)"
+fi
+while read -r name; do
+    [ -n "$name" ] || continue
+    if ! "$FTL" inspect --json --checksums "$nested/$name.parquet" >"$T/nested_$name.ftl.json" 2>"$T/nested_$name.err"; then
+        fail "nested $name: ftl inspect" "$(cat "$T/nested_$name.err")"
+    elif diff=$("$PY" - "$T/nested_$name.ftl.json" "$nested/$name.json" <<'PYEOF'
+import json, sys
+ftl, ref = (json.load(open(p)) for p in sys.argv[1:3])
+cols = ftl.get("columns", {})
+for leaf, want in ref["leaves"].items():
+    got = cols.get(leaf)
+    for k in ("sha256", "nulls_sha256", "count", "null_count"):
+        if not got or got[k] != want["colhash"][k]:
+            print(f"{leaf} {k}: ftl {got and got[k]} vs DuckDB {want['colhash'][k]}")
+            break
+for leaf in ref["repeated"]:
+    if leaf in cols:
+        print(f"{leaf}: a list's leaf got a checksum")
+if not ref["leaves"]:
+    print("no struct leaves in the reference")
+PYEOF
+    ) && [ -z "$diff" ]; then
+        pass "nested $name: ftl inspect's struct-leaf checksums equal DuckDB's reading"
+    else
+        fail "nested $name: ftl inspect vs DuckDB" "$diff"
+    fi
+done <"$nested/manifest.txt"
 
 # the text view of a dataset names the classes and their counts
 if "$FTL" inspect "$T/snappy_dataset.parquet" >"$T/text.out" 2>&1 && grep -q '^classes: *10' "$T/text.out" &&
