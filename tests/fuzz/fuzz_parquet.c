@@ -1,5 +1,6 @@
-/* Fuzz target: open a Parquet file, read every column of every row group, hash it. Must never
- * crash, leak or read out of bounds, whatever the bytes. */
+/* Fuzz target: open a Parquet file, read every column of every row group, hash it, and read a
+ * few of its rows one by one (the page maps, dictionaries and single pages of
+ * ftl_parquet_read_value). Must never crash, leak or read out of bounds, whatever the bytes. */
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -17,6 +18,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
             }
             ftl_parquet_column_values_free(&v);
+            ftl_parquet_value one = {0};
+            int64_t rows = ftl_parquet_row_group_rows(f, g);
+            for (int64_t r = rows - 1; r >= 0; r = r > 2 ? r / 3 : r - 1) ftl_parquet_read_value(f, g, c, r, &one);
+            ftl_parquet_value_free(&one);
         }
     }
     ftl_parquet_close(f);
