@@ -143,7 +143,8 @@ static void check_python_case(const char *name) {
         free(list);
         return;
     }
-    text[list_size] = '\0'; /* ftl_read_file leaves room for it */
+    text = ftl_xrealloc(text, list_size + 1);
+    text[list_size] = '\0';
     tar_index *t = NULL;
     if (tar_index_open(shard, &t) != FTL_OK) ftl_test_fail(__FILE__, __LINE__, "%s: %s", name, ftl_last_error());
     size_t i = 0;
