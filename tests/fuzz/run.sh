@@ -35,6 +35,7 @@ seeds() {  # seeds TARGET DIR: copies up to 200 small files of the target's kind
     fuzz_image) find "$SHARED/data/hymenoptera" "$BUILD/ref" \( -iname '*.jpg' -o -iname '*.png' \) -size -60k 2>/dev/null ;;
     fuzz_safetensors) find "$BUILD/test-tmp" "$BUILD/demo" \( -name '*.ftl' -o -name '*.ckpt' \) -size -2M 2>/dev/null ;;
     fuzz_loader) find "$BUILD/test-tmp" "$BUILD/demo" -name '*.parquet' -size -400k 2>/dev/null ;;
+    fuzz_tar) find "$BUILD/test-tmp" "$BUILD/ref/tar" -name '*.tar' -size -400k 2>/dev/null ;;
     fuzz_loader_position) : >"$out/empty-input" # one run on an empty input writes the seeds
         FUZZ_TMPDIR="$out" FUZZ_WRITE_SEEDS="$dir" "$out/$t" "$out/empty-input" >/dev/null 2>&1 ;;
     esac | head -200 | while read -r f; do cp "$f" "$dir/$(echo "$f" | sha256sum | cut -c1-16)"; done
