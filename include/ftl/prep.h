@@ -15,6 +15,11 @@
 #include <stdio.h>
 
 typedef struct ftl_prep_options {
+    /* SRC: a folder of class folders (or of train/ and val/ with class folders); a Parquet table of
+     * encoded images (a .parquet file, or a folder of parts as Spark writes them, `key=value/`
+     * partition folders read as columns: Spark's binaryFile, Hugging Face's image datasets, DuckDB's
+     * read_blob); or WebDataset shards (a .tar, or a folder of them: KEY.jpg|png with KEY.cls or
+     * KEY.json). */
     const char *source_dir;
     const char *output_dir;
     int image_size;           /* S, default 299 */
@@ -28,6 +33,17 @@ typedef struct ftl_prep_options {
     bool strict;              /* a bad image or a folder loop is fatal instead of skipped */
     bool overwrite;           /* replace an existing OUT */
     bool show_progress;       /* progress bar / periodic lines on stderr */
+    /* Tables and shards (NULL: the defaults). The image column is found by type when not named: a
+     * binary column, or a struct with a binary `bytes` field (Hugging Face's image feature). */
+    const char *image_column;   /* --image-col */
+    const char *label_column;   /* --label-col: integer (names from ftl.classes or Hugging Face's
+                                   ClassLabel metadata) or string (names sorted into indexes); default label */
+    const char *label_from;     /* --label-from path: the parent folder of each row's path (the article's
+                                   file_to_label), as class folders are named */
+    const char *split_column;   /* --split-col: train, or val|valid|validation|test, per row */
+    const char *val_source;     /* --val-source: a second table or shard set, all of it val */
+    const char *images_root;    /* --images-root: rows without bytes but with a relative path read
+                                   ROOT/path (never outside ROOT) */
     /* Under mpirun: the ranks split the images; OUT/train.parquet and OUT/val.parquet become
      * folders of part files, one per rank (part-RRRRR.parquet, read in order = the single-process
      * row order), so OUT must be on a filesystem every rank shares. NULL: one process. */

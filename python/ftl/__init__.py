@@ -119,15 +119,24 @@ def _floats(buffer, rows, cols):
 # ---------------------------------------------------------------- prep
 
 def prep(src, out, size=299, val_fraction=None, seed=42, stratify=True, codec=None, threads=None, strict=False,
-         overwrite=False, verbose=1):
-    """`ftl prep SRC OUT`: a folder of class folders of photos (or train/ and val/ folders of them) into
-    OUT/train.parquet and OUT/val.parquet, each photo made a size x size thumbnail on white. Returns a
-    summary: classes, train_counts, val_counts, train_rows, val_rows, skipped files with the reason."""
-    src = _path(src, "prep: the source folder")
-    with _verbosity(verbose), _keyword_errors({"size", "val-fraction", "seed", "codec", "threads"}):
+         overwrite=False, verbose=1, image_col=None, label_col=None, label_from=None, split_col=None, val_source=None,
+         images_root=None):
+    """`ftl prep SRC OUT`: a folder of class folders of photos (or train/ and val/ folders of them), a Parquet
+    table of encoded images (a file or a folder of parts: Spark binaryFile, Hugging Face, DuckDB read_blob) or
+    WebDataset shards (.tar) into OUT/train.parquet and OUT/val.parquet, each photo made a size x size
+    thumbnail on white. image_col, label_col, label_from="path", split_col, val_source and images_root are
+    `ftl prep`'s --image-col ... --images-root. Returns a summary: classes, train_counts, val_counts,
+    train_rows, val_rows, skipped files with the reason."""
+    src = _path(src, "prep: the source")
+    optional = {"image_col": image_col, "label_col": label_col, "label_from": label_from, "split_col": split_col,
+                "val_source": None if val_source is None else _os.fspath(val_source),
+                "images_root": None if images_root is None else _os.fspath(images_root)}
+    with _verbosity(verbose), _keyword_errors({"size", "val-fraction", "seed", "codec", "threads", "image-col", "label-col",
+                                               "label-from", "split-col", "val-source", "images-root"}):
         return _ftl.prep(src, _os.fspath(out), size=int(size), val_fraction=-1.0 if val_fraction is None else float(val_fraction),
                          seed=int(seed), stratify=bool(stratify), codec=codec, threads=int(threads or 0),
-                         strict=bool(strict), overwrite=bool(overwrite), verbose=bool(verbose), catch_sigint=_main_thread())
+                         strict=bool(strict), overwrite=bool(overwrite), verbose=bool(verbose), catch_sigint=_main_thread(),
+                         **optional)
 
 
 # ---------------------------------------------------------------- train

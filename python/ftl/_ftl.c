@@ -278,16 +278,18 @@ static PyObject *train(PyObject *self, PyObject *args) {
 static PyObject *prep(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *keywords[] = {"src", "out", "size", "val_fraction", "seed", "stratify", "codec", "threads", "strict",
-                               "overwrite", "verbose", "catch_sigint", NULL};
+                               "overwrite", "verbose", "catch_sigint", "image_col", "label_col", "label_from",
+                               "split_col", "val_source", "images_root", NULL};
     ftl_prep_options o;
     ftl_prep_options_init(&o);
     unsigned long long seed = o.seed;
     int stratify = o.stratify, strict = 0, overwrite = 0, verbose = 1, catch = 0;
     double val_fraction = -1;
     const char *codec = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|idKpzipppp", keywords, &o.source_dir, &o.output_dir,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|idKpzippppzzzzzz", keywords, &o.source_dir, &o.output_dir,
                                      &o.image_size, &val_fraction, &seed, &stratify, &codec, &o.threads, &strict,
-                                     &overwrite, &verbose, &catch))
+                                     &overwrite, &verbose, &catch, &o.image_column, &o.label_column, &o.label_from,
+                                     &o.split_column, &o.val_source, &o.images_root))
         return NULL;
     if (codec) o.codec = codec;
     if (val_fraction >= 0) o.val_fraction = val_fraction, o.split_flags_given = true;

@@ -18,14 +18,22 @@ int cli_cmd_prep(int argc, char **argv) {
         {"row-group-bytes", CLI_BYTES, &o.row_group_bytes, "BYTES", "image bytes per Parquet row group; default 8MiB"},
         {"codec", CLI_STRING, &o.codec, "none|snappy|zstd", "compression of the Parquet pages; default none"},
         {"threads", CLI_INT, &o.threads, "N", "worker threads; default: all cores"},
+        {"image-col", CLI_STRING, &o.image_column, "NAME", "tables: the image column (a binary column, or a struct with a binary 'bytes' field); default: the one the table has"},
+        {"label-col", CLI_STRING, &o.label_column, "NAME", "tables: the label column, integer (names from ftl or Hugging Face metadata) or text; default label"},
+        {"label-from", CLI_STRING, &o.label_from, "path", "tables: the label is the parent folder of each row's path (Spark binaryFile, read_blob)"},
+        {"split-col", CLI_STRING, &o.split_column, "NAME", "tables: each row's split (train, or val/valid/validation/test), kept instead of drawing one"},
+        {"val-source", CLI_STRING, &o.val_source, "SOURCE", "tables, shards: a second source that is all val (e.g. Hugging Face's test file)"},
+        {"images-root", CLI_STRING, &o.images_root, "DIR", "tables: rows without image bytes read DIR/path (relative paths under DIR only)"},
         {"strict", CLI_BOOL, &o.strict, NULL, "stop at the first unreadable image or folder loop instead of skipping it"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},
         {"quiet", CLI_BOOL, &quiet, NULL, "no progress and no summary"},
     };
     const cli_command cmd = {"prep", "ftl prep SRC OUT [options]",
-                             "Turns folders of photos (one folder per class, or train/ and val/ with class folders) into\n"
-                             "OUT/train.parquet and OUT/val.parquet: label, image (S*S*3 RGB bytes), path.",
+                             "Turns folders of photos (one folder per class, or train/ and val/ with class folders), a Parquet\n"
+                             "table of encoded images (a file or a folder of parts: Spark binaryFile, Hugging Face, DuckDB\n"
+                             "read_blob) or WebDataset shards (.tar) into OUT/train.parquet and OUT/val.parquet: label,\n"
+                             "image (S*S*3 RGB bytes), path.",
                              2, 2};
     const char *positional[2];
     int npos = 0;

@@ -40,6 +40,7 @@ void ftl_prep_options_init(ftl_prep_options *o) {
 typedef struct result_slot {
     bool ready;
     ftl_status status;
+    bool fatal;           /* the source itself is damaged or refused (a table, a shard): never skipped */
     char *error;          /* reason when status != OK */
     uint8_t *canvas;      /* S*S*3 */
     uint64_t source_bytes;
@@ -78,19 +79,21 @@ static void *prep_worker(void *arg) {
 
         result_slot *slot = &job->ring[index % job->ring_size];
         const prep_item *item = &job->source->items[index];
-        char *path = ftl_format("%s/%s", job->source->root, item->relative_path);
         size_t file_size = 0;
         ftl_status st = init;
-        if (st == FTL_OK) st = ftl_read_file(path, &file_data, &file_size);
+        if (st == FTL_OK) st = prep_source_read(job->source, item, &file_data, &file_size);
+        /* an unreadable file or a row without an image is skipped; a damaged table or a refused path is not */
+        bool fatal = st != FTL_OK && init == FTL_OK &&
+                     (st == FTL_E_INVALID_ARG || (job->source->kind != PREP_SOURCE_FOLDERS && st != FTL_E_NOT_FOUND));
         if (st == FTL_OK) {
             ftl_image_info info;
             st = ftl_image_prepper_run(prepper, file_data, file_size, slot->canvas, &info);
         }
         free(file_data);
         file_data = NULL;
-        free(path);
         pthread_mutex_lock(&job->lock);
         slot->status = st;
+        slot->fatal = fatal;
         slot->error = st == FTL_OK ? NULL : ftl_strdup(init_error ? init_error : ftl_last_error());
         slot->source_bytes = file_size;
         slot->ready = true;
@@ -177,7 +180,7 @@ static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_optio
     char *size = ftl_format("%d", o->image_size);
     char *seed = ftl_format("%llu", (unsigned long long)o->seed);
     char *fraction = ftl_format("%.17g", o->val_fraction);
-    const char *method = s->has_split_folders ? "folders" : o->stratify ? "stratified" : "random";
+    const char *method = s->given_split ? s->given_split : o->stratify ? "stratified" : "random";
     const char *pairs[][2] = {
         {FTL_META_FORMAT, "ftl-dataset-1"},
         {FTL_META_VERSION, FTL_VERSION},
@@ -189,7 +192,7 @@ static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_optio
         {FTL_META_SPLIT, split},
         {FTL_META_SPLIT_METHOD, method},
         {FTL_META_SPLIT_SEED, seed},
-        {FTL_META_VAL_FRACTION, s->has_split_folders ? "" : fraction},
+        {FTL_META_VAL_FRACTION, s->given_split ? "" : fraction},
         {FTL_META_RESIZE, "pillow-9.4-thumbnail-lanczos+paste-centred-white"},
     };
     ftl_status st = FTL_OK;
@@ -246,13 +249,16 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
         }
         sum->source_bytes += slot->source_bytes;
         if (st == FTL_OK && slot->status != FTL_OK) {
-            if (o->strict) {
-                st = ftl_fail(slot->status == FTL_E_NOT_FOUND ? FTL_E_IO : slot->status, "%s/%s: %s (--strict)",
-                              s->root, item->relative_path, slot->error);
+            char *name = prep_source_item_name(s, item);
+            if (slot->fatal) {
+                st = ftl_fail(slot->status, "%s: %s", name, slot->error);
+            } else if (o->strict) {
+                st = ftl_fail(slot->status == FTL_E_NOT_FOUND ? FTL_E_IO : slot->status, "%s: %s (--strict)", name, slot->error);
             } else {
-                ftl_log_warn("skipping %s/%s: %s", s->root, item->relative_path, slot->error);
+                ftl_log_warn("skipping %s: %s", name, slot->error);
                 summary_add_skipped(sum, item->relative_path, slot->error);
             }
+            free(name);
         } else if (st == FTL_OK) {
             int64_t r = b.rows++;
             b.labels[r] = item->label;
@@ -513,10 +519,11 @@ static ftl_status reduce_summary(const ftl_collectives *col, ftl_prep_summary *s
 static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum) {
     FTL_TRY(check_output(o));
     prep_source source;
-    FTL_TRY(prep_source_scan(o->source_dir, &source));
-    if (source.has_split_folders && o->split_flags_given)
-        ftl_log_warn("%s has train/ and val/ folders: their split is kept and --val-fraction / --stratify are not used",
-                     o->source_dir);
+    FTL_TRY(prep_source_open(o, &source));
+    if (source.given_split && o->split_flags_given)
+        ftl_log_warn("%s comes with its split (%s): it is kept and --val-fraction / --stratify are not used", o->source_dir,
+                     strcmp(source.given_split, "folders") == 0 ? "train/ and val/ folders"
+                     : strcmp(source.given_split, "column") == 0 ? "--split-col" : "--val-source");
     prep_source_assign_splits(&source, o->val_fraction, o->seed, o->stratify);
     const ftl_collectives *col = o->collectives;
     bool dist = ftl_dist_active(col);
@@ -530,7 +537,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     sum->train_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->train_counts);
     sum->val_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->val_counts);
     sum->empty_class_count = source.empty_class_count;
-    sum->split_method = source.has_split_folders ? "folders" : o->stratify ? "stratified" : "random";
+    sum->split_method = source.given_split ? source.given_split : o->stratify ? "stratified" : "random";
     ftl_status findings = rank == 0 ? report_scan_findings(&source, o->strict) : FTL_OK;
     if (findings != FTL_OK) {
         prep_source_free(&source);

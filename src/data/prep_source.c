@@ -1,5 +1,7 @@
 /* Finding images and classes under SRC, and the seeded train/val split. */
 #include "data/prep_source.h"
+#include "data/prep_shards.h"
+#include "data/prep_table.h"
 #include "data/prep_walk.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -10,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Immediate subfolders of `dir` (hidden ones skipped), sorted. */
 static ftl_status list_subfolders(const char *dir, ftl_string_list *out) {
@@ -35,7 +38,7 @@ static char *display_name_of(const char *folder) {
     return ftl_strdup(folder);
 }
 
-static void set_class_names(prep_source *s) {
+void prep_source_set_class_names(prep_source *s) {
     s->class_names = ftl_xcalloc((size_t)s->class_count, sizeof *s->class_names);
     for (int i = 0; i < s->class_count; i++) s->class_names[i] = display_name_of(s->class_folders[i]);
     /* Stripping prefixes must not merge two classes; fall back to folder names if it would. */
@@ -53,7 +56,7 @@ static void set_class_names(prep_source *s) {
 static void add_class_items(prep_source *s, ftl_string_list *images, int label, prep_split split, int64_t *class_total) {
     for (int64_t i = 0; i < images->count; i++) {
         s->items = ftl_xrealloc(s->items, (size_t)(s->item_count + 1) * sizeof *s->items);
-        s->items[s->item_count++] = (prep_item){images->items[i], label, split};
+        s->items[s->item_count++] = (prep_item){.relative_path = images->items[i], .label = label, .split = split};
     }
     *class_total += images->count;
     free(images->items);
@@ -94,6 +97,7 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
     ftl_string_list classes = {0};
     if (has_train) {
         s->has_split_folders = true;
+        s->given_split = "folders";
         s->val_folder = val_name;
         for (int64_t i = 0; i < top.count; i++)
             if (strcmp(top.items[i], "train") != 0 && strcmp(top.items[i], val_name) != 0)
@@ -131,7 +135,7 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
 
     s->class_count = (int)classes.count;
     s->class_folders = classes.items;
-    set_class_names(s);
+    prep_source_set_class_names(s);
     prep_walk w;
     prep_walk_start(&w, root, s->class_count, s->class_folders, s->has_split_folders ? s->val_folder : NULL);
     for (int c = 0; c < s->class_count && st == FTL_OK; c++) {
@@ -184,7 +188,7 @@ static void shuffle_items(prep_item *items, int64_t n, ftl_rng *rng) {
 void prep_source_assign_splits(prep_source *s, double val_fraction, uint64_t seed, bool stratify) {
     ftl_rng rng;
     ftl_rng_seed(&rng, seed);
-    if (!s->has_split_folders) {
+    if (!s->given_split) {
         if (stratify) {
             /* Items are grouped by class in scan order; shuffle each class and cut. */
             int64_t start = 0;
@@ -217,7 +221,61 @@ void prep_source_assign_splits(prep_source *s, double val_fraction, uint64_t see
     shuffle_items(s->items + n_train, s->item_count - n_train, &order_rng);
 }
 
+static bool has_suffix(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && strcasecmp(name + n - k, suffix) == 0;
+}
+
+/* A .parquet file or a folder of parts is a table; a .tar or a folder of them, shards; else folders. */
+static prep_source_kind prep_source_kind_of(const char *src) {
+    if (!ftl_is_directory(src)) return has_suffix(src, ".tar") ? PREP_SOURCE_SHARDS : PREP_SOURCE_TABLE;
+    if (prep_table_folder_is_table(src)) return PREP_SOURCE_TABLE;
+    return prep_shards_folder_has_shards(src) ? PREP_SOURCE_SHARDS : PREP_SOURCE_FOLDERS;
+}
+
+ftl_status prep_source_open(const ftl_prep_options *o, prep_source *s) {
+    memset(s, 0, sizeof *s);
+    const char *src = o->source_dir;
+    if (!ftl_path_exists(src)) return ftl_fail(FTL_E_NOT_FOUND, "source %s does not exist", src);
+    ftl_status st = FTL_OK;
+    switch (prep_source_kind_of(src)) {
+    case PREP_SOURCE_TABLE: st = prep_table_open(o, s); break;
+    case PREP_SOURCE_SHARDS: st = prep_shards_open(o, s); break;
+    case PREP_SOURCE_FOLDERS: goto folders;
+    }
+    if (st != FTL_OK) prep_source_free(s);
+    return st;
+folders:
+    if (o->image_column || o->label_column || o->label_from || o->split_column || o->val_source || o->images_root)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s is a folder of class folders: --image-col, --label-col, --label-from, "
+                        "--split-col, --val-source and --images-root are for tables and shards", src);
+    return prep_source_scan(src, s);
+}
+
+ftl_status prep_source_read(const prep_source *s, const prep_item *item, uint8_t **data, size_t *size) {
+    switch (s->kind) {
+    case PREP_SOURCE_TABLE: return prep_table_read(s->table, item, data, size);
+    case PREP_SOURCE_SHARDS: return prep_shards_read(s->shards, item, data, size);
+    case PREP_SOURCE_FOLDERS: break;
+    }
+    char *path = ftl_format("%s/%s", s->root, item->relative_path);
+    ftl_status st = ftl_read_file(path, data, size);
+    free(path);
+    return st;
+}
+
+char *prep_source_item_name(const prep_source *s, const prep_item *item) {
+    switch (s->kind) {
+    case PREP_SOURCE_TABLE: return prep_table_item_name(s->table, item);
+    case PREP_SOURCE_SHARDS: return prep_shards_item_name(s->shards, item);
+    case PREP_SOURCE_FOLDERS: break;
+    }
+    return ftl_format("%s/%s", s->root, item->relative_path);
+}
+
 void prep_source_free(prep_source *s) {
+    prep_table_free(s->table);
+    prep_shards_free(s->shards);
     for (int i = 0; i < s->class_count; i++) {
         if (s->class_folders) free(s->class_folders[i]);
         if (s->class_names) free(s->class_names[i]);

@@ -4,18 +4,33 @@
 #define FTL_DATA_PREP_SOURCE_H
 
 #include "ftl/base.h"
+#include "ftl/prep.h"
 #include <stdbool.h>
 #include <stdint.h>
 
 typedef enum prep_split { PREP_SPLIT_TRAIN = 0, PREP_SPLIT_VAL = 1 } prep_split;
 
+typedef enum prep_source_kind { PREP_SOURCE_FOLDERS, PREP_SOURCE_TABLE, PREP_SOURCE_SHARDS } prep_source_kind;
+
 typedef struct prep_item {
-    char *relative_path;  /* relative to SRC, '/'-separated */
+    char *relative_path;  /* the row's path: relative to SRC ('/'-separated) for folders; a table's path
+                             value (or "PART#ROW" without one); "SHARD/KEY.EXT" for shards */
     int label;
     prep_split split;
+    int32_t origin;       /* tables, shards: the file (part or shard) the image is in */
+    int32_t row_group;    /* tables */
+    int64_t row;          /* tables: the row in its row group; shards: the member */
 } prep_item;
 
+typedef struct prep_table prep_table;
+typedef struct prep_shards prep_shards;
+
 typedef struct prep_source {
+    prep_source_kind kind;
+    prep_table *table;            /* PREP_SOURCE_TABLE: the parts and their columns */
+    prep_shards *shards;          /* PREP_SOURCE_SHARDS */
+    const char *given_split;      /* the split came with the source ("folders", "column", "val-source"),
+                                     NULL: drawn by prep_source_assign_splits */
     char *root;
     int class_count;
     char **class_folders;  /* sorted folder names; index = label */
@@ -39,6 +54,20 @@ typedef struct prep_source {
     char *mislabel;
     int64_t mislabel_count;
 } prep_source;
+
+/* Opens SRC as its kind (a table, shards or class folders: see ftl_prep_options) and lists its images,
+ * labels and given splits. Bad usage or input: FTL_E_INVALID_ARG / FTL_E_NOT_FOUND (exit 2), naming
+ * the file, row or member. */
+ftl_status prep_source_open(const ftl_prep_options *options, prep_source *source);
+/* The encoded bytes of an item (a file's, a table cell's or a shard member's); thread-safe. *data is
+ * malloc'ed. */
+ftl_status prep_source_read(const prep_source *source, const prep_item *item, uint8_t **data, size_t *size);
+/* How messages name an item: "SRC/ants/x.jpg", "part.parquet row 12 (photos/ants/x.jpg)",
+ * "shard-0.tar: 000012.jpg". Caller frees. */
+char *prep_source_item_name(const prep_source *source, const prep_item *item);
+/* "001.ak47" -> "ak47" (Caltech-style numeric prefixes dropped) for every name, unless that would
+ * merge two: then the names as they are. Fills s->class_names from s->class_folders. */
+void prep_source_set_class_names(prep_source *source);
 
 /* Scans SRC (folder symlinks followed, each real folder and file read once: see prep_walk.h).
  * Missing SRC, no class folders or no images: FTL_E_NOT_FOUND (exit 2). */
