@@ -18,14 +18,25 @@ static bool is_part_file(const char *name) {
     return name[0] != '.' && name[0] != '_' && n > 8 && strcmp(name + n - 8, ".parquet") == 0;
 }
 
+/* A folder of parts: every *.parquet below it, but none under the writer's own folders (Spark's
+ * _temporary/ holds unfinished parts); a Delta table is refused, since its folder keeps removed parts
+ * until they are vacuumed, and only its _delta_log says which are live. */
 static ftl_status collect_folder(const char *dir, ftl_string_list *out, int depth) {
     if (depth > 16) return FTL_OK;
+    char *delta = ftl_format("%s/_delta_log", dir);
+    bool is_delta = ftl_is_directory(delta);
+    free(delta);
+    if (is_delta)
+        return ftl_fail(FTL_E_INVALID_ARG, "%s is a Delta table (it has a _delta_log/ folder): its Parquet files may include "
+                        "removed ones, so ftl does not read them as a dataset; export a snapshot (e.g. Spark's "
+                        "df.write.parquet) and read that", dir);
     ftl_string_list names = {0};
     ftl_status st = ftl_list_folder(dir, &names);
     for (int64_t i = 0; st == FTL_OK && i < names.count; i++) {
         char *p = ftl_format("%s/%s", dir, names.items[i]);
-        if (ftl_is_directory(p)) st = collect_folder(p, out, depth + 1);
-        else if (is_part_file(names.items[i])) {
+        if (ftl_is_directory(p)) {
+            if (names.items[i][0] != '_') st = collect_folder(p, out, depth + 1); /* hidden ones are never listed */
+        } else if (is_part_file(names.items[i])) {
             ftl_string_list_push(out, p);
             p = NULL;
         }

@@ -591,6 +591,8 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     ftl_cleanup_register(paths[0]);
     ftl_cleanup_register(paths[1]);
     ftl_status st = ftl_make_dirs(temp_dir);
+    /* a table's cells copied in storage order first: rows are then read in any order for a small read each */
+    if (st == FTL_OK) st = prep_source_stage(&source, temp_dir, rank);
     /* Every rank scanned the whole source: all decide the same column type. */
     const char *odd = first_non_utf8_path(&source);
     if (odd && (!dist || rank == 0))
@@ -623,6 +625,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
         if (st == FTL_OK) st = ftl_parquet_writer_close(writers[k]);
         else ftl_parquet_writer_abort(writers[k]);
     }
+    prep_source_unstage(&source); /* the staged copy is not part of the dataset */
     ftl_dist_phase_end(col);
     if (st == FTL_OK) {
         uint64_t size;

@@ -252,6 +252,18 @@ folders:
     return prep_source_scan(src, s);
 }
 
+ftl_status prep_source_stage(prep_source *s, const char *folder, int rank) {
+    if (s->kind != PREP_SOURCE_TABLE) return FTL_OK;
+    char *path = ftl_format("%s/.staged-rank%d", folder, rank);
+    ftl_status st = prep_table_stage(s->table, s->items, s->item_count, path);
+    free(path);
+    return st;
+}
+
+void prep_source_unstage(prep_source *s) {
+    if (s->kind == PREP_SOURCE_TABLE) prep_table_unstage(s->table);
+}
+
 ftl_status prep_source_read(const prep_source *s, const prep_item *item, uint8_t **data, size_t *size) {
     switch (s->kind) {
     case PREP_SOURCE_TABLE: return prep_table_read(s->table, item, data, size);

@@ -20,6 +20,7 @@ typedef struct prep_item {
     int32_t origin;       /* tables, shards: the file (part or shard) the image is in */
     int32_t row_group;    /* tables */
     int64_t row;          /* tables: the row in its row group; shards: the member */
+    int64_t staged;       /* tables: the item's place in the staged copy (prep_source_stage) */
 } prep_item;
 
 typedef struct prep_table prep_table;
@@ -59,6 +60,12 @@ typedef struct prep_source {
  * labels and given splits. Bad usage or input: FTL_E_INVALID_ARG / FTL_E_NOT_FOUND (exit 2), naming
  * the file, row or member. */
 ftl_status prep_source_open(const ftl_prep_options *options, prep_source *source);
+/* Before the images are read in row order: a table's cells copied, in the order they are stored,
+ * into a file in `folder` (one pass over its pages, however large they are), so that reading them
+ * in any order costs one small read each. This process's items only (under mpirun, its share).
+ * Other sources need nothing. prep_source_unstage removes the copy. */
+ftl_status prep_source_stage(prep_source *source, const char *folder, int rank);
+void prep_source_unstage(prep_source *source);
 /* The encoded bytes of an item (a file's, a table cell's or a shard member's); thread-safe. *data is
  * malloc'ed. */
 ftl_status prep_source_read(const prep_source *source, const prep_item *item, uint8_t **data, size_t *size);

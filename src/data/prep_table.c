@@ -5,14 +5,17 @@
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
+#include "util/interrupt.h"
 #include "util/string_list.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct table_part {
     char *path;
@@ -24,8 +27,19 @@ typedef struct table_part {
     bool from_val_source;
 } table_part;
 
+/* A cell of the staged copy: where its bytes are, or why the row has none. */
+typedef struct staged_cell {
+    int64_t offset, size;
+    ftl_status status;
+    char *error;
+} staged_cell;
+
 struct prep_table {
     char *root;                     /* SRC as given */
+    char *spill_path;               /* the staged copy (prep_table_stage), or NULL */
+    int spill_fd;
+    staged_cell *cells;
+    int64_t cell_count;
     table_part *parts;
     int part_count;
     char *image_name;               /* the image column as found ("content", "image") */
@@ -404,6 +418,7 @@ static ftl_status check_options(const ftl_prep_options *o) {
 ftl_status prep_table_open(const ftl_prep_options *o, prep_source *s) {
     FTL_TRY(check_options(o));
     prep_table *t = ftl_xcalloc(1, sizeof *t);
+    t->spill_fd = -1;
     s->kind = PREP_SOURCE_TABLE;
     s->table = t;
     s->root = ftl_strdup(o->source_dir);
@@ -460,7 +475,8 @@ static ftl_status read_under_root(const prep_table *t, const char *path, uint8_t
     return st;
 }
 
-ftl_status prep_table_read(const prep_table *t, const prep_item *item, uint8_t **data, size_t *size) {
+/* The cell as the table holds it (a page read each: what staging does in storage order). */
+static ftl_status read_cell(const prep_table *t, const prep_item *item, uint8_t **data, size_t *size) {
     *data = NULL;
     *size = 0;
     const table_part *p = &t->parts[item->origin];
@@ -487,6 +503,96 @@ ftl_status prep_table_read(const prep_table *t, const prep_item *item, uint8_t *
     return st;
 }
 
+ftl_status prep_table_read(const prep_table *t, const prep_item *item, uint8_t **data, size_t *size) {
+    if (!t->cells) return read_cell(t, item, data, size);
+    *data = NULL;
+    *size = 0;
+    if (item->staged < 0 || item->staged >= t->cell_count)
+        return ftl_fail(FTL_E_INTERNAL, "an item outside the staged copy of %s", t->root);
+    const staged_cell *c = &t->cells[item->staged];
+    if (c->status != FTL_OK) return ftl_fail(c->status, "%s", c->error);
+    uint8_t *buf = ftl_xmalloc(c->size ? (size_t)c->size : 1);
+    ssize_t got = 0;
+    for (int64_t at = 0; at < c->size; at += got) {
+        got = pread(t->spill_fd, buf + at, (size_t)(c->size - at), (off_t)(c->offset + at));
+        if (got <= 0) {
+            free(buf);
+            return ftl_fail(FTL_E_IO, "cannot read the staged copy %s: %s", t->spill_path, got < 0 ? strerror(errno) : "short file");
+        }
+    }
+    *data = buf;
+    *size = (size_t)c->size;
+    return FTL_OK;
+}
+
+typedef struct stage_order {
+    const prep_item *item;
+    int64_t index;
+} stage_order;
+
+static int compare_storage(const void *a, const void *b) {
+    const prep_item *x = ((const stage_order *)a)->item, *y = ((const stage_order *)b)->item;
+    if (x->origin != y->origin) return x->origin < y->origin ? -1 : 1;
+    if (x->row_group != y->row_group) return x->row_group < y->row_group ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+ftl_status prep_table_stage(prep_table *t, prep_item *items, int64_t count, const char *spill_path) {
+    stage_order *order = ftl_xmalloc((size_t)(count ? count : 1) * sizeof *order);
+    for (int64_t i = 0; i < count; i++) order[i] = (stage_order){&items[i], i};
+    qsort(order, (size_t)count, sizeof *order, compare_storage);
+    FILE *spill = fopen(spill_path, "wb");
+    if (!spill) {
+        free(order);
+        return ftl_fail(FTL_E_IO, "cannot create %s: %s", spill_path, strerror(errno));
+    }
+    t->cells = ftl_xcalloc((size_t)(count ? count : 1), sizeof *t->cells);
+    t->cell_count = count;
+    t->spill_path = ftl_strdup(spill_path);
+    ftl_status st = FTL_OK;
+    int64_t offset = 0;
+    for (int64_t k = 0; k < count && st == FTL_OK; k++) {
+        prep_item *item = &items[order[k].index];
+        staged_cell *c = &t->cells[order[k].index];
+        item->staged = order[k].index;
+        uint8_t *data = NULL;
+        size_t size = 0;
+        ftl_status cell = read_cell(t, item, &data, &size);
+        if (cell == FTL_OK) {
+            st = ftl_write_all(spill, data, size, spill_path);
+            *c = (staged_cell){.offset = offset, .size = (int64_t)size};
+            offset += (int64_t)size;
+        } else if (cell == FTL_E_NOT_FOUND || cell == FTL_E_INVALID_ARG) { /* this row's: said when it is read */
+            *c = (staged_cell){.status = cell, .error = ftl_strdup(ftl_last_error())};
+        } else {
+            char *name = prep_table_item_name(t, item);
+            st = ftl_fail_context(cell, "%s", name);
+            free(name);
+        }
+        free(data);
+        if (st == FTL_OK) st = ftl_interrupt_check();
+    }
+    if (fclose(spill) != 0 && st == FTL_OK) st = ftl_fail(FTL_E_IO, "cannot write %s: %s", spill_path, strerror(errno));
+    free(order);
+    if (st == FTL_OK && (t->spill_fd = open(spill_path, O_RDONLY | O_CLOEXEC)) < 0)
+        st = ftl_fail(FTL_E_IO, "cannot open %s: %s", spill_path, strerror(errno));
+    if (st != FTL_OK) prep_table_unstage(t);
+    return st;
+}
+
+void prep_table_unstage(prep_table *t) {
+    if (!t || !t->cells) return;
+    for (int64_t i = 0; i < t->cell_count; i++) free(t->cells[i].error);
+    free(t->cells);
+    t->cells = NULL;
+    t->cell_count = 0;
+    if (t->spill_fd >= 0) close(t->spill_fd);
+    t->spill_fd = -1;
+    if (t->spill_path) unlink(t->spill_path);
+    free(t->spill_path);
+    t->spill_path = NULL;
+}
+
 char *prep_table_item_name(const prep_table *t, const prep_item *item) {
     const table_part *p = &t->parts[item->origin];
     int64_t row = item->row;
@@ -496,6 +602,7 @@ char *prep_table_item_name(const prep_table *t, const prep_item *item) {
 
 void prep_table_free(prep_table *t) {
     if (!t) return;
+    prep_table_unstage(t);
     for (int i = 0; i < t->part_count; i++) {
         table_part *p = &t->parts[i];
         ftl_parquet_close(p->file);

@@ -18,6 +18,11 @@ ftl_status prep_table_open(const ftl_prep_options *options, prep_source *source)
  * is); FTL_E_INVALID_ARG: a path that would leave --images-root (refused); others: a damaged table. */
 ftl_status prep_table_read(const prep_table *table, const prep_item *item, uint8_t **data, size_t *size);
 char *prep_table_item_name(const prep_table *table, const prep_item *item);
+/* prep_source_stage for a table: the items' cells in storage order into `spill_path`; then
+ * prep_table_read reads the copy. A damaged table fails here; a row without an image is recorded
+ * and reported when its item is read. */
+ftl_status prep_table_stage(prep_table *table, prep_item *items, int64_t count, const char *spill_path);
+void prep_table_unstage(prep_table *table);
 void prep_table_free(prep_table *table);
 
 #endif

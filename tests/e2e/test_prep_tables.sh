@@ -185,6 +185,15 @@ mkdir -p "$d/delta/_delta_log" && cp "$d/blob.parquet" "$d/delta/part-0.parquet"
 expect_error prep_delta_table_refused 2 'is a Delta table \(it has a _delta_log/ folder\)' \
     "$FTL_SAN" prep "$d/delta" "$d/o-delta" --size $S --label-from path --quiet
 gone prep_delta_table_refused "$d/o-delta"
+# the loader reads folders of parts by the same rule: a Delta table refused, Spark's _temporary/ skipped
+mkdir -p "$d/parts/_temporary/0" "$d/dparts/_delta_log"
+cp "$d/o-bad/train.parquet" "$d/parts/part-00000.parquet" && cp "$d/o-bad/train.parquet" "$d/dparts/part-00000.parquet"
+echo "an unfinished part" >"$d/parts/_temporary/0/part-00001.parquet"
+M="$SHARED/models/mobilenet_v1_0.25_128.onnx"
+check loader_skips_spark_temporary_folder "$FTL" embed "$d/parts" --backbone "$M" "$d/parts-features.parquet" --quiet
+expect_error loader_refuses_delta_table 2 'dparts is a Delta table \(it has a _delta_log/ folder\)' \
+    "$FTL_SAN" embed "$d/dparts" --backbone "$M" "$d/dparts-features.parquet" --quiet
+gone loader_refuses_delta_table "$d/dparts-features.parquet"
 # a table's list column is named, not read
 Q "COPY (SELECT [content] AS images, 'ants' AS label FROM read_blob('$ONE')) TO '$d/list.parquet' (FORMAT parquet)" >/dev/null
 expect_error prep_table_list_column_refused 2 "--image-col images is not a binary column" \
