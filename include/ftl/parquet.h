@@ -146,7 +146,8 @@ typedef struct ftl_parquet_column_info {
     int32_t fixed_length;        /* bytes per value: FIXED_LEN_BYTE_ARRAY's type_length, 12 for
                                     INT96, 1 for BOOLEAN, 4 or 8 for numbers, 0 for BYTE_ARRAY */
     bool optional;               /* may hold nulls (the leaf or one of its groups is OPTIONAL) */
-    bool nested;                 /* inside a group ("a.b.c"): a struct's field, or a list's element */
+    bool nested;                 /* inside a group ("a.b.c": a struct's field, a list's element),
+                                    or repeated itself */
     bool repeated;               /* inside a LIST, a MAP or any repeated field: listed, but not
                                     readable by ftl (max_repetition_level > 0) */
     bool utf8;                   /* STRING logical type or UTF8 converted type */
