@@ -2,9 +2,7 @@
  * shared cursor, so threads may read concurrently), its page headers are walked once to check
  * that they tile the chunk and hold exactly the row group's rows, then each page is verified
  * (CRC when present), decompressed and decoded. */
-#include "parquet/codec.h"
 #include "parquet/column_decode.h"
-#include "parquet/encoding.h"
 #include "parquet/page_crc.h"
 #include "parquet/reader.h"
 #include "util/error.h"
