@@ -2,15 +2,13 @@
  * shared cursor, so threads may read concurrently), its page headers are walked once to check
  * that they tile the chunk and hold exactly the row group's rows, then each page is verified
  * (CRC when present), decompressed and decoded. */
-#include "parquet/codec.h"
 #include "parquet/column_decode.h"
-#include "parquet/encoding.h"
+#include "parquet/page_crc.h"
 #include "parquet/reader.h"
 #include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* First pass: the pages tile the chunk, at most one dictionary page comes first, and the data
  * pages hold exactly `rows` values. */
@@ -192,7 +190,7 @@ ftl_status ftl_parquet_check_row_group(ftl_parquet_file *f, int row_group, int64
             }
             const uint8_t *body = buf + pos + hs;
             if (!h.has_crc && pages_without_crc) (*pages_without_crc)++;
-            else if (h.has_crc && (uint32_t)crc32(0, body, (uInt)h.compressed_size) != h.crc)
+            else if (h.has_crc && pq_crc32(body, (size_t)h.compressed_size) != h.crc)
                 st = pq_page_fail(&c, FTL_E_FORMAT, "page CRC mismatch: the data is corrupt");
             pos += hs + (size_t)h.compressed_size;
         }

@@ -4,11 +4,11 @@
 #include "parquet/codec.h"
 #include "parquet/column_decode.h"
 #include "parquet/levels.h"
+#include "parquet/page_crc.h"
 #include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 ftl_status pq_chunk_fail(const pq_chunk_ctx *c, ftl_status code, const char *fmt, const char *detail) {
     char what[512];
@@ -33,7 +33,7 @@ ftl_status pq_chunk_check_readable(const pq_chunk_ctx *c) {
 }
 
 ftl_status pq_page_check_crc(const pq_chunk_ctx *c, const pq_page_header *h, const uint8_t *body) {
-    if (h->has_crc && !c->f->skip_crc && (uint32_t)crc32(0, body, (uInt)h->compressed_size) != h->crc)
+    if (h->has_crc && !c->f->skip_crc && pq_crc32(body, (size_t)h->compressed_size) != h->crc)
         return pq_page_fail(c, FTL_E_FORMAT, "page CRC mismatch: the data is corrupt");
     return FTL_OK;
 }

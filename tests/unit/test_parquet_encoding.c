@@ -4,10 +4,13 @@
 #include "test.h"
 #include "parquet/column_decode.h"
 #include "parquet/encoding.h"
+#include "parquet/levels.h"
+#include "parquet/page_crc.h"
 #include "parquet/thrift.h"
 #include "util/rng.h"
 
 #include <stdlib.h>
+#include <zlib.h>
 
 /* ---- thrift ---- */
 
@@ -327,4 +330,66 @@ TEST(parquet_read_bits_at_buffer_end) {
         ref |= (uint64_t)(buf[bit >> 3] >> (bit & 7) & 1) << b;
     }
     CHECK(v == ref);
+}
+
+/* ---- definition levels ---- */
+
+TEST(parquet_levels_any_bit_width_exact_bytes) {
+    CHECK_EQ_INT(pq_level_bit_width(0), 0);
+    CHECK_EQ_INT(pq_level_bit_width(1), 1);
+    CHECK_EQ_INT(pq_level_bit_width(2), 2);
+    CHECK_EQ_INT(pq_level_bit_width(3), 2);
+    CHECK_EQ_INT(pq_level_bit_width(4), 3);
+    /* levels 0,1,2,2,2,2,2,2 | 2,2 | 1,0 at 2 bits: a bit-packed group (LSB first: 0 | 1<<2 | 2<<4 |
+     * 2<<6 = 0xA4, then 0xAA), an RLE run of two 2s, a bit-packed group padded with zeros; as a v1
+     * page: a 4-byte length first, the values after */
+    static const uint8_t v1[] = {8, 0, 0, 0, 0x03, 0xA4, 0xAA, 0x04, 0x02, 0x03, 0x01, 0x00, 'Z'};
+    static const uint8_t want[12] = {0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 1, 0};
+    uint8_t got[16];
+    size_t used = 0;
+    char err[160];
+    CHECK_OK(pq_decode_def_levels(v1, sizeof v1, FTL_PARQUET_ENC_RLE, true, 2, 12, 12, got, &used, err, sizeof err));
+    CHECK(memcmp(got, want, 12) == 0);
+    CHECK_EQ_INT(used, 12);
+    /* v2: the same levels without the length; the first 3 only */
+    memset(got, 9, sizeof got);
+    CHECK_OK(pq_decode_def_levels(v1 + 4, 8, FTL_PARQUET_ENC_RLE, false, 2, 12, 3, got, &used, err, sizeof err));
+    CHECK(memcmp(got, want, 3) == 0 && got[3] == 9);
+    /* the deprecated BIT_PACKED, most significant bit first: 2,1,0,2 = 10 01 00 10 */
+    static const uint8_t msb[] = {0x92, 'Z'};
+    CHECK_OK(pq_decode_def_levels(msb, sizeof msb, FTL_PARQUET_ENC_BIT_PACKED, true, 3, 4, 4, got, &used, err, sizeof err));
+    CHECK(got[0] == 2 && got[1] == 1 && got[2] == 0 && got[3] == 2);
+    CHECK_EQ_INT(used, 1);
+    /* a level of 3 where the maximum is 2 (2 bits hold it); at maximum 3 it is valid */
+    static const uint8_t three[] = {0x02, 0x03};
+    CHECK(pq_decode_def_levels(three, 2, FTL_PARQUET_ENC_RLE, false, 2, 1, 1, got, &used, err, sizeof err) == FTL_E_FORMAT);
+    CHECK_CONTAINS(err, "definition level 3 of value 0 is above the column's maximum 2");
+    CHECK_OK(pq_decode_def_levels(three, 2, FTL_PARQUET_ENC_RLE, false, 3, 1, 1, got, &used, err, sizeof err));
+    /* cut short, a length past the page, an unknown encoding */
+    CHECK(pq_decode_def_levels(v1 + 4, 2, FTL_PARQUET_ENC_RLE, false, 2, 12, 12, got, &used, err, sizeof err) == FTL_E_FORMAT);
+    CHECK_CONTAINS(err, "truncated");
+    CHECK(pq_decode_def_levels(v1, 6, FTL_PARQUET_ENC_RLE, true, 2, 12, 12, got, &used, err, sizeof err) == FTL_E_FORMAT);
+    CHECK_CONTAINS(err, "run past the page");
+    CHECK(pq_decode_def_levels(msb, 1, FTL_PARQUET_ENC_BIT_PACKED, true, 3, 5, 5, got, &used, err, sizeof err) == FTL_E_FORMAT);
+    CHECK(pq_decode_def_levels(v1, sizeof v1, FTL_PARQUET_ENC_PLAIN, true, 2, 12, 12, got, &used, err, sizeof err) == FTL_E_UNSUPPORTED);
+}
+
+/* ---- page CRCs ---- */
+
+TEST(parquet_page_crc_folded_equals_zlib) {
+    enum { N = (1 << 20) + 77 };
+    uint8_t *buf = malloc(N);
+    ftl_rng rng;
+    ftl_rng_seed(&rng, 5);
+    for (size_t i = 0; i < N; i++) buf[i] = (uint8_t)ftl_rng_next(&rng);
+    if (!pq_crc32_folding_available()) ftl_test_skip("parquet_page_crc_folded", "this CPU has no PCLMULQDQ (zlib's crc32 runs instead)");
+    /* every length around the 16- and 64-byte blocks, at every alignment, and a large buffer */
+    int bad = 0;
+    for (size_t len = 0; len < 600; len++)
+        for (size_t off = 0; off < 16; off += 5) bad += pq_crc32_folded(buf + off, len) != (uint32_t)crc32(0, buf + off, (uInt)len);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(pq_crc32_folded(buf, N) == (uint32_t)crc32(0, buf, N));
+    CHECK(pq_crc32(buf + 3, N - 3) == pq_crc32_zlib(buf + 3, N - 3));
+    CHECK(pq_crc32((const uint8_t *)"123456789", 9) == 0xCBF43926u); /* the check value of CRC-32 */
+    free(buf);
 }

@@ -475,3 +475,66 @@ TEST(parquet_nested_corrupt_files) {
     }
     free(dst);
 }
+
+/* Single-value reads against whole-chunk reads on every file of the flat interop matrix
+ * (tests/ref/gen_parquet.sh: DuckDB, arrow-rs and hyparquet, every codec, dictionary with
+ * fallback, DELTA_*, BYTE_STREAM_SPLIT, RLE booleans, v1 and v2 pages, nulls): every 23rd row and
+ * the last of each row group, every column. */
+TEST(parquet_read_value_matches_chunk_reads_on_reference_files) {
+    char *path = ftl_format("%s/ref/parquet/manifest.txt", ftl_test_build_dir());
+    uint8_t *text;
+    size_t n;
+    if (ftl_read_file(path, &text, &n) != FTL_OK) {
+        ftl_test_fail(__FILE__, __LINE__, "%s missing: run tests/ref/gen_parquet.sh (make test does)", path);
+        free(path);
+        return;
+    }
+    int files = 0, reads = 0, mismatches = 0;
+    ftl_parquet_column_values v = {0};
+    ftl_parquet_value one = {0};
+    for (size_t i = 0, start = 0; i <= n; i++) {
+        if (i < n && text[i] != '\n') continue;
+        if (i == start) {
+            start = i + 1;
+            continue;
+        }
+        char *pq = ftl_format("%s/ref/parquet/%.*s.parquet", ftl_test_build_dir(), (int)(i - start), (const char *)text + start);
+        start = i + 1;
+        ftl_parquet_file *f = NULL;
+        if (ftl_parquet_open(pq, &f) != FTL_OK) {
+            ftl_test_fail(__FILE__, __LINE__, "%s", ftl_last_error());
+            free(pq);
+            continue;
+        }
+        files++;
+        for (int g = 0; g < ftl_parquet_num_row_groups(f); g++)
+            for (int c = 0; c < ftl_parquet_num_columns(f); c++) {
+                if (ftl_parquet_column(f, c)->repeated) continue;
+                if (ftl_parquet_read_column(f, g, c, &v) != FTL_OK) {
+                    ftl_test_fail(__FILE__, __LINE__, "%s", ftl_last_error());
+                    continue;
+                }
+                for (int64_t r = 0; r < v.rows; r = r + 23 < v.rows || r == v.rows - 1 ? r + 23 : v.rows - 1) {
+                    const uint8_t *data;
+                    int64_t size;
+                    chunk_value(&v, r, &data, &size);
+                    bool null = v.validity && !v.validity[r];
+                    reads++;
+                    if (ftl_parquet_read_value(f, g, c, r, &one) != FTL_OK || one.is_null != null ||
+                        (!null && (one.size != size || (size && memcmp(one.data, data, (size_t)size) != 0)))) {
+                        if (!mismatches++)
+                            ftl_test_fail(__FILE__, __LINE__, "%s: row group %d column %s row %lld: read_value differs (%s)", pq, g,
+                                          ftl_parquet_column(f, c)->name, (long long)r, ftl_last_error());
+                    }
+                }
+            }
+        ftl_parquet_close(f);
+        free(pq);
+    }
+    ftl_parquet_value_free(&one);
+    ftl_parquet_column_values_free(&v);
+    free(text);
+    free(path);
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK(files >= 60 && reads > 10000);
+}
