@@ -475,23 +475,25 @@ static ftl_status read_under_root(const prep_table *t, const char *path, uint8_t
     return st;
 }
 
-/* The cell as the table holds it (a page read each: what staging does in storage order). */
-static ftl_status read_cell(const prep_table *t, const prep_item *item, uint8_t **data, size_t *size) {
+/* The cell as the table holds it. `v` is the caller's, kept from cell to cell: rows read in storage
+ * order find their page decoded already (ftl_parquet_read_value). */
+static ftl_status read_cell(const prep_table *t, const prep_item *item, ftl_parquet_value *image, ftl_parquet_value *path_value,
+                            uint8_t **data, size_t *size) {
     *data = NULL;
     *size = 0;
     const table_part *p = &t->parts[item->origin];
-    ftl_parquet_value v;
-    memset(&v, 0, sizeof v);
-    ftl_status st = ftl_parquet_read_value(p->file, item->row_group, p->image_col, item->row, &v);
-    if (st == FTL_OK && !v.is_null) {
-        *data = ftl_xmalloc(v.size ? (size_t)v.size : 1);
-        memcpy(*data, v.data, (size_t)v.size);
-        *size = (size_t)v.size;
+    ftl_parquet_value *v = image;
+    ftl_status st = ftl_parquet_read_value(p->file, item->row_group, p->image_col, item->row, v);
+    if (st == FTL_OK && !v->is_null) {
+        *data = ftl_xmalloc(v->size ? (size_t)v->size : 1);
+        memcpy(*data, v->data, (size_t)v->size);
+        *size = (size_t)v->size;
     } else if (st == FTL_OK) {
         char *path = NULL;
         if (t->image_is_struct && p->image_path_col >= 0) {
-            st = ftl_parquet_read_value(p->file, item->row_group, p->image_path_col, item->row, &v);
-            if (st == FTL_OK && !v.is_null) path = ftl_format("%.*s", (int)v.size, (const char *)v.data);
+            st = ftl_parquet_read_value(p->file, item->row_group, p->image_path_col, item->row, path_value);
+            if (st == FTL_OK && !path_value->is_null)
+                path = ftl_format("%.*s", (int)path_value->size, (const char *)path_value->data);
         }
         if (st == FTL_OK && path && t->images_root) st = read_under_root(t, path, data, size);
         else if (st == FTL_OK && path)
@@ -499,12 +501,19 @@ static ftl_status read_cell(const prep_table *t, const prep_item *item, uint8_t 
         else if (st == FTL_OK) st = ftl_fail(FTL_E_NOT_FOUND, "no image (the %s cell is null)", t->image_name);
         free(path);
     }
-    ftl_parquet_value_free(&v);
     return st;
 }
 
 ftl_status prep_table_read(const prep_table *t, const prep_item *item, uint8_t **data, size_t *size) {
-    if (!t->cells) return read_cell(t, item, data, size);
+    if (!t->cells) { /* not staged: one page read for the cell */
+        ftl_parquet_value image, path;
+        memset(&image, 0, sizeof image);
+        memset(&path, 0, sizeof path);
+        ftl_status st = read_cell(t, item, &image, &path, data, size);
+        ftl_parquet_value_free(&image);
+        ftl_parquet_value_free(&path);
+        return st;
+    }
     *data = NULL;
     *size = 0;
     if (item->staged < 0 || item->staged >= t->cell_count)
@@ -551,13 +560,16 @@ ftl_status prep_table_stage(prep_table *t, prep_item *items, int64_t count, cons
     t->spill_path = ftl_strdup(spill_path);
     ftl_status st = FTL_OK;
     int64_t offset = 0;
+    ftl_parquet_value image, path;
+    memset(&image, 0, sizeof image);
+    memset(&path, 0, sizeof path);
     for (int64_t k = 0; k < count && st == FTL_OK; k++) {
         prep_item *item = &items[order[k].index];
         staged_cell *c = &t->cells[order[k].index];
         item->staged = order[k].index;
         uint8_t *data = NULL;
         size_t size = 0;
-        ftl_status cell = read_cell(t, item, &data, &size);
+        ftl_status cell = read_cell(t, item, &image, &path, &data, &size);
         if (cell == FTL_OK) {
             st = ftl_write_all(spill, data, size, spill_path);
             *c = (staged_cell){.offset = offset, .size = (int64_t)size};
@@ -572,6 +584,8 @@ ftl_status prep_table_stage(prep_table *t, prep_item *items, int64_t count, cons
         free(data);
         if (st == FTL_OK) st = ftl_interrupt_check();
     }
+    ftl_parquet_value_free(&image);
+    ftl_parquet_value_free(&path);
     if (fclose(spill) != 0 && st == FTL_OK) st = ftl_fail(FTL_E_IO, "cannot write %s: %s", spill_path, strerror(errno));
     free(order);
     if (st == FTL_OK && (t->spill_fd = open(spill_path, O_RDONLY | O_CLOEXEC)) < 0)

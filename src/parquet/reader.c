@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -218,7 +219,9 @@ static ftl_status open_file(ftl_parquet_file *f) {
 ftl_status ftl_parquet_open(const char *path, ftl_parquet_file **out) {
     *out = NULL;
     if (!path) return ftl_fail(FTL_E_INVALID_ARG, "ftl_parquet_open: no path");
+    static atomic_uint_fast64_t opens;
     ftl_parquet_file *f = ftl_xcalloc(1, sizeof *f);
+    f->open_id = atomic_fetch_add(&opens, 1) + 1;
     f->path = ftl_strdup(path);
     f->fd = -1;
     pthread_mutex_init(&f->cache_lock, NULL);

@@ -25,6 +25,7 @@ struct ftl_parquet_file {
     int column_count;
     pq_column *columns;
     bool skip_crc;                       /* ftl_parquet_set_verify_crc(f, false) */
+    uint64_t open_id;                    /* unique per open in this process: what a cached page is keyed by */
     /* single-value reads: page maps (and dictionaries) of the chunks read so far, one slot per
      * row group x column, allocated on first use; guarded by cache_lock */
     pthread_mutex_t cache_lock;

@@ -117,7 +117,23 @@ static ftl_status locate_byte_array(pq_chunk_ctx *c, const pq_decoder *d, const 
     return set_value(out, v, d->dict_data + (e >> 32), (uint32_t)e, true);
 }
 
-/* Any other page: decoded whole into the struct's buffers, then the row picked. */
+/* Row idx of a page decoded whole into v's buffers. */
+static ftl_status pick_decoded(const ftl_parquet_column_info *info, ftl_parquet_column_values *v, int64_t idx, ftl_parquet_value *out) {
+    int max_def = info->max_definition_level;
+    if (max_def > 0) {
+        out->def_level = ((const uint8_t *)pq_slot(v, max_def == 1 ? SLOT_VALIDITY : SLOT_DEF_LEVELS))[idx];
+        if (out->def_level < max_def) return FTL_OK;
+    }
+    if (info->type == FTL_PARQUET_BYTE_ARRAY) {
+        const int64_t *offsets = pq_slot(v, SLOT_VALUES);
+        return set_value(out, v, (const uint8_t *)pq_slot(v, SLOT_DATA) + offsets[idx], offsets[idx + 1] - offsets[idx], false);
+    }
+    return set_value(out, v, (const uint8_t *)pq_slot(v, SLOT_VALUES) + (size_t)idx * (size_t)info->fixed_length,
+                     info->fixed_length, false);
+}
+
+/* Any other page (and a page asked for twice in a row): decoded whole into the struct's buffers,
+ * then the row picked. */
 static ftl_status decode_whole_page(pq_chunk_ctx *c, pq_decoder *d, const pq_page_header *h, const uint8_t *body, int64_t idx,
                                     ftl_parquet_value *out) {
     ftl_parquet_column_values *v = d->out;
@@ -126,17 +142,19 @@ static ftl_status decode_whole_page(pq_chunk_ctx *c, pq_decoder *d, const pq_pag
     v->data_size = 0;
     if (d->type == FTL_PARQUET_BYTE_ARRAY) ((int64_t *)pq_slot(v, SLOT_VALUES))[0] = 0;
     FTL_TRY(pq_decode_data_page(c, d, h, body));
-    int max_def = c->col->info.max_definition_level;
-    if (max_def > 0) {
-        out->def_level = ((const uint8_t *)pq_slot(v, max_def == 1 ? SLOT_VALIDITY : SLOT_DEF_LEVELS))[idx];
-        if (out->def_level < max_def) return FTL_OK;
-    }
-    if (d->type == FTL_PARQUET_BYTE_ARRAY) {
-        const int64_t *offsets = pq_slot(v, SLOT_VALUES);
-        return set_value(out, v, (const uint8_t *)pq_slot(v, SLOT_DATA) + offsets[idx], offsets[idx + 1] - offsets[idx], false);
-    }
-    return set_value(out, v, (const uint8_t *)pq_slot(v, SLOT_VALUES) + (size_t)idx * (size_t)d->width, d->width, false);
+    return pick_decoded(&c->col->info, v, idx, out);
 }
+
+/* What an ftl_parquet_value keeps between calls: its buffers, and which page they hold. A page
+ * asked for again right after (rows read in the order they are stored) is decoded whole once and
+ * its rows picked from it, instead of being read again for each row. */
+typedef struct value_state {
+    ftl_parquet_column_values v;
+    uint64_t file;           /* the open file's id (an address may be reused by a later open) */
+    int row_group, column;
+    int64_t page;            /* the page asked for last (-1: none) */
+    bool decoded;            /* that page is decoded whole in v */
+} value_state;
 
 ftl_status ftl_parquet_read_value(ftl_parquet_file *f, int row_group, int column, int64_t row, ftl_parquet_value *out) {
     if (!f || !out) return ftl_fail(FTL_E_INVALID_ARG, "ftl_parquet_read_value: NULL argument");
@@ -160,8 +178,16 @@ ftl_status ftl_parquet_read_value(ftl_parquet_file *f, int row_group, int column
     int64_t p = find_page(m, row);
     const pq_page_loc *loc = &m->pages[p];
     int64_t page_rows = (p + 1 < m->page_count ? m->pages[p + 1].first_row : m->rows) - loc->first_row;
-    if (!out->priv_) out->priv_ = ftl_xcalloc(1, sizeof(ftl_parquet_column_values));
-    ftl_parquet_column_values *v = out->priv_;
+    if (!out->priv_) {
+        value_state *fresh = ftl_xcalloc(1, sizeof *fresh);
+        fresh->page = -1;
+        out->priv_ = fresh;
+    }
+    value_state *state = out->priv_;
+    ftl_parquet_column_values *v = &state->v;
+    bool same_page = state->file == f->open_id && state->row_group == row_group && state->column == column && state->page == p;
+    if (same_page && state->decoded) return pick_decoded(&c.col->info, v, row - loc->first_row, out);
+    *state = (value_state){.v = state->v, .file = f->open_id, .row_group = row_group, .column = column, .page = p};
     pq_page_header h;
     const uint8_t *body = NULL;
     FTL_TRY(read_page(&c, v, loc, page_rows, &h, &body));
@@ -182,9 +208,11 @@ ftl_status ftl_parquet_read_value(ftl_parquet_file *f, int row_group, int column
             d.dict_data = dict->d.dict_data;
         }
     }
-    bool in_place = d.type == FTL_PARQUET_BYTE_ARRAY && (h.encoding == FTL_PARQUET_ENC_PLAIN || d.has_dict);
+    /* a first visit locates a byte array in place; a second one in a row decodes the page for the rest */
+    bool in_place = !same_page && d.type == FTL_PARQUET_BYTE_ARRAY && (h.encoding == FTL_PARQUET_ENC_PLAIN || d.has_dict);
     ftl_status st = in_place ? locate_byte_array(&c, &d, &h, body, row - loc->first_row, out)
                              : decode_whole_page(&c, &d, &h, body, row - loc->first_row, out);
+    state->decoded = st == FTL_OK && !in_place;
     if (st != FTL_OK) {
         out->is_null = true;
         out->data = NULL;
@@ -195,7 +223,8 @@ ftl_status ftl_parquet_read_value(ftl_parquet_file *f, int row_group, int column
 
 void ftl_parquet_value_free(ftl_parquet_value *v) {
     if (!v) return;
-    ftl_parquet_column_values_free(v->priv_);
+    value_state *state = v->priv_;
+    if (state) ftl_parquet_column_values_free(&state->v);
     free(v->priv_);
     memset(v, 0, sizeof *v);
 }
