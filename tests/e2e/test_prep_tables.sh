@@ -89,6 +89,17 @@ all_same=1
 for o in o-spark o-hf o-str o-blob; do cmp -s "$d/$o.classes" "$d/ref.classes" || all_same=0; done
 [ $all_same = 1 ] && pass prep_tables_class_names_as_folders || fail prep_tables_class_names_as_folders "$(cat "$d"/o-*.classes)"
 
+# arrow-rs writes one more: Hugging Face's layout in many small pages and row groups
+for split in train val; do
+    for class in ants bees; do
+        for f in "$H/$split/$class"/*.jp*g; do printf '%d\t%s\n' "$([ $class = ants ] && echo 0 || echo 1)" "$f"; done
+    done >"$d/arrow-$split.tsv"
+    SHARED="$SHARED" node "$TOOLS/arrow_image_table.mjs" "$d/arrow-$split.tsv" "$d/arrow-$split.parquet" ants bees >/dev/null ||
+        fail prep_tables_written_by_arrow_rs "arrow-rs could not write the $split table"
+done
+check prep_from_arrow_rs_table "$FTL" prep "$d/arrow-train.parquet" "$d/o-arrow" --size $S --val-source "$d/arrow-val.parquet" --quiet
+same_rows prep_arrow_rs_same_rows_as_folders "$d/o-arrow"
+
 # under mpirun: the same rows as one process
 if command -v mpirun >/dev/null 2>&1 && "$FTL" --version | grep -q 'Open MPI'; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
