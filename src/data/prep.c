@@ -521,8 +521,8 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     prep_source source;
     FTL_TRY(prep_source_open(o, &source));
     if (source.given_split && o->split_flags_given)
-        ftl_log_warn("%s comes with its split (%s): it is kept and --val-fraction / --stratify are not used", o->source_dir,
-                     strcmp(source.given_split, "folders") == 0 ? "train/ and val/ folders"
+        ftl_log_warn("%s comes with its split (%s): the split is kept and --val-fraction / --stratify are not used", o->source_dir,
+                     strcmp(source.given_split, "folders") == 0 ? "train/ and val/ or test/ folders"
                      : strcmp(source.given_split, "column") == 0 ? "--split-col" : "--val-source");
     prep_source_assign_splits(&source, o->val_fraction, o->seed, o->stratify);
     const ftl_collectives *col = o->collectives;
