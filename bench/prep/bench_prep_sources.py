@@ -3,13 +3,14 @@ JPEGs: class folders, a Spark binaryFile-like Parquet table (path URI + content,
 read_blob through the pinned interop tools) and WebDataset shards (KEY.jpg + KEY.cls, 1000 samples a
 shard, written by Python's tarfile), beside the article's Pillow recipe on the folders (the peer
 script ../shared/bench/peer/bench_prep.py). The photos are hymenoptera's, copied --copies times under
-distinct names (copies, not links: prep reads a file that links lead to once). Rounds interleave the
+distinct names and with distinct bytes (a JPEG comment segment naming the copy, so a Parquet writer
+cannot dictionary-encode identical copies into a small table, and prep reads every copy). Rounds interleave the
 four; ftl's time is the whole command (scan, read, decode, thumbnail, Parquet write and fsync), the
 peer's its recipe loop alone, so the ratios are conservative for ftl.
 
 usage: /usr/bin/python3 bench/prep/bench_prep_sources.py [--copies 16] [--rounds 3] [--threads 2]
        (env SHARED, BUILD, INTEROP_NODE_DIR)"""
-import argparse, io, json, os, shutil, statistics, subprocess, sys, tarfile, time
+import argparse, io, json, os, statistics, subprocess, sys, tarfile, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
@@ -23,7 +24,7 @@ ap.add_argument("--size", type=int, default=299)
 a = ap.parse_args()
 src = os.path.join(shared, "data", "hymenoptera")
 work = os.path.join(build, "bench-prep-sources")
-folders = os.path.join(work, f"x{a.copies}")
+folders = os.path.join(work, f"x{a.copies}-distinct")
 ftl = os.path.join(build, "ftl")
 
 # the photos, copied under distinct names: <split>/<class>/<stem>-c<k>.<ext>
@@ -39,18 +40,22 @@ if not os.path.isdir(folders):
         out = os.path.join(folders, split, cls)
         os.makedirs(out, exist_ok=True)
         stem, ext = os.path.splitext(os.path.basename(path))
+        with open(path, "rb") as f:
+            data = f.read()
         for k in range(a.copies):
-            shutil.copyfile(path, os.path.join(out, f"{stem}-c{k}{ext}"))
+            note = f"copy {k}".encode()
+            with open(os.path.join(out, f"{stem}-c{k}{ext}"), "wb") as f:  # SOI, COM segment, the rest
+                f.write(data[:2] + b"\xff\xfe" + (2 + len(note)).to_bytes(2, "big") + note + data[2:])
 files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(folders) for f in fs)
 n = len(files)
 
-table = os.path.join(work, f"x{a.copies}-binaryfile.parquet")
+table = os.path.join(work, f"x{a.copies}-distinct-binaryfile.parquet")
 if not os.path.exists(table):
     query = (f"COPY (SELECT 'file:' || filename AS path, last_modified AS modificationTime, size AS length, content "
              f"FROM read_blob('{folders}/*/*/*')) TO '{table}' (FORMAT parquet)")
     subprocess.run(["node", os.path.join(root, "tests", "tools", "duckdb_query.mjs"), query], check=True,
                    stdout=subprocess.DEVNULL)
-shards = os.path.join(work, f"x{a.copies}-shards")
+shards = os.path.join(work, f"x{a.copies}-distinct-shards")
 if not os.path.isdir(shards):
     os.makedirs(shards)
     classes = {"ants": 0, "bees": 1}

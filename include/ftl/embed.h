@@ -39,7 +39,8 @@ typedef struct ftl_embed_options {
     const char *source_fingerprint; /* ftl_dataset_fingerprint of sources when the caller has it (it reads every byte) */
     int batch;                     /* images per forward pass; default 32 */
     int threads;                   /* backbone threads; 0 = all cores */
-    int loader_threads;            /* background readers; 0 = 1 */
+    int loader_threads;            /* background readers; 0 = the loader's default (1, or a core each to decode
+                                      a dataset that keeps encoded images) */
     bool overwrite;
     bool show_progress;
     int shard, num_shards;         /* embed only this shard's rows (data parallelism) */

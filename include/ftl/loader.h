@@ -45,7 +45,8 @@ typedef struct ftl_loader_options {
     int64_t epochs;              /* 0 = endless */
     int64_t steps_per_epoch;     /* 0 = an epoch is one pass over the shard */
     bool equal_batches;          /* trim every shard to the smallest shard's rows (training) */
-    int threads;                 /* background readers; 0 = 2 */
+    int threads;                 /* background readers; 0 = 1 for pixel rows, one per core (ftl_cpu_count) for a
+                                    dataset that keeps encoded images (they are decoded on these threads) */
     int queue_row_groups;        /* decoded row-group pieces in flight; 0 = 2 x threads */
     const char *cache_dir;       /* local-disk cache of decoded row groups; NULL = none */
     int64_t cache_size_limit;    /* bytes; 0 = unlimited */

@@ -4,7 +4,8 @@
  * train/ and val/ folders with the same class folders, whose split is then kept. Each image is
  * decoded, converted to RGB, thumbnailed to fit S x S (Pillow 9.4's LANCZOS thumbnail) and
  * pasted centred on a white S x S canvas. OUT/train.parquet and OUT/val.parquet hold columns
- * label (int32), image (S*S*3 bytes, HWC RGB) and path (relative to SRC), plus metadata. */
+ * label (int32), image (S*S*3 bytes, HWC RGB) and path (relative to SRC), plus metadata; with
+ * keep_encoded, image holds the original file where that is smaller, and image_format says so. */
 #ifndef FTL_PREP_H
 #define FTL_PREP_H
 
@@ -33,6 +34,10 @@ typedef struct ftl_prep_options {
     bool strict;              /* a bad image or a folder loop is fatal instead of skipped */
     bool overwrite;           /* replace an existing OUT */
     bool show_progress;       /* progress bar / periodic lines on stderr */
+    /* Store each image's original file (JPEG or PNG) when it is smaller than its S*S*3 pixels, else
+     * the pixels; readers decode with prep's recipe, so features and models are the same as from a
+     * pixel dataset (format ftl-dataset-2: an image_format column says which each row holds). */
+    bool keep_encoded;
     /* Tables and shards (NULL: the defaults). The image column is found by type when not named: a
      * binary column, or a struct with a binary `bytes` field (Hugging Face's image feature). */
     const char *image_column;   /* --image-col */
@@ -70,6 +75,8 @@ typedef struct ftl_prep_summary {
     const char *split_method;             /* "folders", "stratified" or "random" */
     uint64_t train_file_bytes, val_file_bytes;
     uint64_t source_bytes;                /* bytes of image files read */
+    bool keep_encoded;                    /* --keep-encoded was asked for */
+    int64_t encoded_rows;                 /* then: rows stored as their original file */
     int threads;
     double seconds;
 } ftl_prep_summary;

@@ -120,12 +120,13 @@ def _floats(buffer, rows, cols):
 
 def prep(src, out, size=299, val_fraction=None, seed=42, stratify=True, codec=None, threads=None, strict=False,
          overwrite=False, verbose=1, image_col=None, label_col=None, label_from=None, split_col=None, val_source=None,
-         images_root=None):
+         images_root=None, keep_encoded=False):
     """`ftl prep SRC OUT`: a folder of class folders of photos (or train/ and val/ folders of them), a Parquet
     table of encoded images (a file or a folder of parts: Spark binaryFile, Hugging Face, DuckDB read_blob) or
     WebDataset shards (.tar) into OUT/train.parquet and OUT/val.parquet, each photo made a size x size
     thumbnail on white. image_col, label_col, label_from="path", split_col, val_source and images_root are
-    `ftl prep`'s --image-col ... --images-root. Returns a summary: classes, train_counts, val_counts,
+    `ftl prep`'s --image-col ... --images-root; keep_encoded=True is --keep-encoded (each JPEG/PNG kept where it
+    is smaller than its pixels). Returns a summary: classes, train_counts, val_counts,
     train_rows, val_rows, skipped files with the reason."""
     src = _path(src, "prep: the source")
     optional = {"image_col": image_col, "label_col": label_col, "label_from": label_from, "split_col": split_col,
@@ -136,7 +137,7 @@ def prep(src, out, size=299, val_fraction=None, seed=42, stratify=True, codec=No
         return _ftl.prep(src, _os.fspath(out), size=int(size), val_fraction=-1.0 if val_fraction is None else float(val_fraction),
                          seed=int(seed), stratify=bool(stratify), codec=codec, threads=int(threads or 0),
                          strict=bool(strict), overwrite=bool(overwrite), verbose=bool(verbose), catch_sigint=_main_thread(),
-                         **optional)
+                         keep_encoded=bool(keep_encoded), **optional)
 
 
 # ---------------------------------------------------------------- train

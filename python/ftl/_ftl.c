@@ -279,18 +279,19 @@ static PyObject *prep(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *keywords[] = {"src", "out", "size", "val_fraction", "seed", "stratify", "codec", "threads", "strict",
                                "overwrite", "verbose", "catch_sigint", "image_col", "label_col", "label_from",
-                               "split_col", "val_source", "images_root", NULL};
+                               "split_col", "val_source", "images_root", "keep_encoded", NULL};
     ftl_prep_options o;
     ftl_prep_options_init(&o);
     unsigned long long seed = o.seed;
-    int stratify = o.stratify, strict = 0, overwrite = 0, verbose = 1, catch = 0;
+    int stratify = o.stratify, strict = 0, overwrite = 0, verbose = 1, catch = 0, keep_encoded = 0;
     double val_fraction = -1;
     const char *codec = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|idKpzippppzzzzzz", keywords, &o.source_dir, &o.output_dir,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ss|idKpzippppzzzzzzp", keywords, &o.source_dir, &o.output_dir,
                                      &o.image_size, &val_fraction, &seed, &stratify, &codec, &o.threads, &strict,
                                      &overwrite, &verbose, &catch, &o.image_column, &o.label_column, &o.label_from,
-                                     &o.split_column, &o.val_source, &o.images_root))
+                                     &o.split_column, &o.val_source, &o.images_root, &keep_encoded))
         return NULL;
+    o.keep_encoded = keep_encoded;
     if (codec) o.codec = codec;
     if (val_fraction >= 0) o.val_fraction = val_fraction, o.split_flags_given = true;
     o.seed = seed;
@@ -329,11 +330,11 @@ static PyObject *prep(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
     PyObject *r = PyErr_Occurred() || !classes || !train_counts || !val_counts || !skipped
                       ? NULL
-                      : Py_BuildValue("{s:O,s:O,s:O,s:L,s:L,s:O,s:s,s:d,s:i}", "classes", classes, "train_counts",
+                      : Py_BuildValue("{s:O,s:O,s:O,s:L,s:L,s:O,s:s,s:d,s:i,s:L}", "classes", classes, "train_counts",
                                       train_counts, "val_counts", val_counts, "train_rows", (long long)sum.train_rows,
                                       "val_rows", (long long)sum.val_rows, "skipped", skipped, "split_method",
                                       sum.split_method ? sum.split_method : "", "seconds", sum.seconds, "threads",
-                                      sum.threads);
+                                      sum.threads, "encoded_rows", (long long)sum.encoded_rows);
     Py_XDECREF(classes);
     Py_XDECREF(train_counts);
     Py_XDECREF(val_counts);

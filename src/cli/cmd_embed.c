@@ -26,7 +26,7 @@ int cli_cmd_embed(int argc, char **argv) {
          "auto (default): Winograd for fp32 3x3 stride-1 convs with >= 64 channels where it pays; direct: never"},
         {"batch", CLI_INT, &o.batch, "N", "images per forward pass; default 32"},
         {"threads", CLI_INT, &o.threads, "N", "backbone threads; default: all cores"},
-        {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
+        {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1, or one per core for a --keep-encoded dataset (they decode)"},
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.image_column, "NAME", "column holding the S*S*3 image bytes; default image"},
         {"label-col", CLI_STRING, &o.label_column, "NAME", "column holding the int label; default label"},

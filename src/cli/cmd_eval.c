@@ -20,7 +20,7 @@ int cli_cmd_eval(int argc, char **argv) {
         {"batch", CLI_INT, &o.batch, "N", "images per backbone pass; default 32"},
         {"threads", CLI_INT, &o.threads, "N", "compute threads; default: all cores"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
-        {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1"},
+        {"loader-threads", CLI_INT, &o.loader_threads, "N", "background readers; default 1, or one per core for a --keep-encoded dataset (they decode)"},
         {"image-size", CLI_INT, &o.image_size, "S", "image size when the dataset has no ftl.image_size metadata"},
         {"image-col", CLI_STRING, &o.image_column, "NAME", "image column; default image"},
         {"label-col", CLI_STRING, &o.label_column, "NAME", "label column; default label"},

@@ -24,6 +24,7 @@ int cli_cmd_prep(int argc, char **argv) {
         {"split-col", CLI_STRING, &o.split_column, "NAME", "tables: each row's split (train, or val/valid/validation/test), kept instead of drawing one"},
         {"val-source", CLI_STRING, &o.val_source, "SOURCE", "tables, shards: a second source that is all val (e.g. Hugging Face's test file)"},
         {"images-root", CLI_STRING, &o.images_root, "DIR", "tables: rows without image bytes read DIR/path (relative paths under DIR only)"},
+        {"keep-encoded", CLI_BOOL, &o.keep_encoded, NULL, "store each image's JPEG/PNG file where it is smaller than its pixels (decoded by every reader to the same pixels)"},
         {"strict", CLI_BOOL, &o.strict, NULL, "stop at the first unreadable image or folder loop instead of skipping it"},
         {"overwrite", CLI_BOOL, &o.overwrite, NULL, "replace an existing OUT"},
         {"stall-timeout", CLI_DOUBLE, &stall_timeout, "S", "under mpirun: abort when a rank waits S s for the others (default 60, 0 = never)"},

@@ -20,7 +20,7 @@ static void loader_options_for(const ftl_embed_options *o, const char *const *so
     lo->shuffle = false;
     lo->equal_batches = false;
     lo->epochs = 1;
-    lo->threads = 1;
+    lo->threads = 0; /* the loader's default: a reader per core when it decodes */
 }
 
 /* The image size and rows of a set (its first loader's view). */

@@ -30,7 +30,7 @@ void ftl_embed_options_init(ftl_embed_options *o) {
     o->precision = FTL_NN_FP32;
     ftl_nn_preprocess_init(&o->preprocess, FTL_NN_SCALE_TF);
     o->batch = 32;
-    o->loader_threads = 1;
+    o->loader_threads = 0;
     o->show_progress = true;
     o->num_shards = 1;
     o->calibration_rows = 512;
@@ -449,7 +449,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     lo.shuffle = false;
     lo.equal_batches = false;
     lo.epochs = 1;
-    lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
+    lo.threads = o->loader_threads; /* 0: the loader's default for the dataset */
     lo.shard = o->shard;
     lo.num_shards = o->num_shards > 0 ? o->num_shards : 1;
     lo.row_begin = o->row_begin;

@@ -3,6 +3,7 @@
  * thread consumes them strictly in sequence, runs the shuffle buffer and fills a small ring of
  * batches; ftl_loader_next hands those out. Only the assembler decides the order, so the output
  * is the same for any number of readers. */
+#include "ftl/image.h"
 #include "ftl/loader.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
@@ -104,9 +105,61 @@ static int piece_for_sequence(ftl_loader *l, int64_t seq) {
 }
 
 typedef struct reader_buffers {
-    ftl_parquet_column_values label, value, path;
+    ftl_parquet_column_values label, value, path, format;
     loader_rows whole;
+    ftl_image_prepper *prepper;  /* encoded datasets: this reader's decoder, made on first use */
+    ftl_parquet_value name;      /* the path of a row that failed to decode */
 } reader_buffers;
+
+/* ", PATH" of a row for a message (malloc'd), or "" when the file has no path column. */
+static char *row_name(const loader_file *f, int group, int64_t row, reader_buffers *rb) {
+    if (f->name_column < 0 || ftl_parquet_read_value(f->parquet, group, f->name_column, row, &rb->name) != FTL_OK ||
+        rb->name.is_null)
+        return ftl_strdup("");
+    int n = rb->name.size < 4096 ? (int)rb->name.size : 4096;
+    return ftl_format(", %.*s", n, (const char *)rb->name.data);
+}
+
+/* A dataset that keeps encoded images: each row is its pixels ("rgb") or its original file, decoded
+ * here with prep's recipe to the very pixels prep computed. A row that does not decode was read at
+ * prep: it is damaged, and an error, not a skip. */
+static ftl_status decode_encoded_rows(ftl_loader *l, const loader_file *f, int group, reader_buffers *rb) {
+    const int64_t row_bytes = l->plan.row_bytes;
+    FTL_TRY(ftl_parquet_read_column(f->parquet, group, f->format_column, &rb->format));
+    if (rb->format.rows != rb->value.rows)
+        return ftl_fail(FTL_E_FORMAT, "%s: row group %d: columns have different row counts", f->path, group);
+    if (!rb->prepper) FTL_TRY(ftl_image_prepper_init(&rb->prepper, l->plan.image_size));
+    for (int64_t i = 0; i < rb->value.rows; i++) {
+        const uint8_t *data = rb->value.data + rb->value.offsets[i];
+        int64_t n = rb->value.offsets[i + 1] - rb->value.offsets[i];
+        const char *format = (const char *)rb->format.data + rb->format.offsets[i];
+        int64_t format_len = rb->format.validity && !rb->format.validity[i] ? -1 : rb->format.offsets[i + 1] - rb->format.offsets[i];
+        uint8_t *to = rb->whole.values + i * row_bytes;
+        bool pixels = format_len == 3 && memcmp(format, FTL_IMAGE_FORMAT_PIXELS, 3) == 0;
+        bool file = (format_len == 4 && memcmp(format, "jpeg", 4) == 0) || (format_len == 3 && memcmp(format, "png", 3) == 0);
+        ftl_status st = FTL_OK, decoded = FTL_OK;
+        ftl_image_info info = {0};
+        if (pixels && n == row_bytes) {
+            memcpy(to, data, (size_t)row_bytes);
+        } else if (pixels) {
+            st = ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' has %lld bytes of pixels, expected %lld", f->path,
+                          group, (long long)i, FTL_COLUMN_IMAGE, (long long)n, (long long)row_bytes);
+        } else if (!file) {
+            st = ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' is '%.*s'; expected rgb, jpeg or png", f->path, group,
+                          (long long)i, FTL_COLUMN_IMAGE_FORMAT, format_len < 0 ? 4 : (int)(format_len < 16 ? format_len : 16),
+                          format_len < 0 ? "null" : format);
+        } else if ((decoded = ftl_image_prepper_run(rb->prepper, data, (size_t)n, to, &info)) != FTL_OK || info.warning[0]) {
+            /* prep stored only files that decoded without a warning */
+            char *why = ftl_strdup(decoded != FTL_OK ? ftl_last_error() : info.warning), *name = row_name(f, group, i, rb);
+            st = ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld%s: its stored %.*s does not decode (%s); the dataset is "
+                          "damaged: prep it again", f->path, group, (long long)i, name, (int)format_len, format, why);
+            free(why);
+            free(name);
+        }
+        if (st != FTL_OK) return st;
+    }
+    return FTL_OK;
+}
 
 static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int group, reader_buffers *rb) {
     const int64_t row_bytes = l->plan.row_bytes;
@@ -142,7 +195,9 @@ static ftl_status decode_row_group(ftl_loader *l, const loader_file *f, int grou
         for (int64_t i = 0; i < rows; i++)
             if (!rb->value.validity[i])
                 return ftl_fail(FTL_E_FORMAT, "%s: row group %d: row %lld: '%s' is null", f->path, group, (long long)i, value_name);
-    if (rb->value.type == FTL_PARQUET_BYTE_ARRAY) {
+    if (f->encoded) {
+        FTL_TRY(decode_encoded_rows(l, f, group, rb));
+    } else if (rb->value.type == FTL_PARQUET_BYTE_ARRAY) {
         for (int64_t i = 0; i < rows; i++) {
             int64_t n = rb->value.offsets[i + 1] - rb->value.offsets[i];
             if (n != row_bytes)
@@ -234,6 +289,9 @@ static void *reader_main(void *arg) {
     ftl_parquet_column_values_free(&rb.label);
     ftl_parquet_column_values_free(&rb.value);
     ftl_parquet_column_values_free(&rb.path);
+    ftl_parquet_column_values_free(&rb.format);
+    ftl_parquet_value_free(&rb.name);
+    ftl_image_prepper_free(rb.prepper);
     loader_rows_free(&rb.whole);
     return NULL;
 }
@@ -522,7 +580,6 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
     if (!l->o.value_column) l->o.value_column = FTL_COLUMN_IMAGE;
     if (!l->o.label_column) l->o.label_column = FTL_COLUMN_LABEL;
     if (l->o.num_shards == 0) l->o.num_shards = 1;
-    if (l->o.threads <= 0) l->o.threads = 2;
     if (l->o.threads > 256) { /* each is a thread with its buffers: a typo, not a plan */
         int threads = l->o.threads;
         free(l);
@@ -542,6 +599,10 @@ ftl_status ftl_loader_open(const ftl_loader_options *options, ftl_loader **out) 
         return st;
     }
     if (l->o.path_column && l->plan.file_count > 0 && l->plan.files[0].path_column < 0) l->o.path_column = NULL;
+    /* Pixel rows are a copy, which one reader keeps ahead of any backbone; encoded rows are decoded
+     * and thumbnailed here, one image at a time per reader: a reader per core (docs/BENCHMARKS.md,
+     * issue 48, measures decode against the backbone's rate). */
+    if (l->o.threads <= 0) l->o.threads = l->plan.any_encoded ? ftl_cpu_count() : 1;
     /* A shuffle buffer larger than the shard holds the whole shard and emits the same order. */
     int64_t shard_rows = l->plan.shard_end - l->plan.shard_begin;
     if (l->o.shuffle_buffer > shard_rows) l->o.shuffle_buffer = shard_rows;

@@ -178,12 +178,56 @@ static ftl_status decide_row_bytes(const ftl_loader_options *o, loader_plan *p) 
                         "(--image-size S for S x S x 3 images)", f->path, value->name, FTL_META_IMAGE_SIZE);
     p->image_size = size;
     p->row_bytes = (int64_t)size * size * 3;
+    /* encoded rows decode to their file's S (pixel rows are held to S by their length) */
+    for (int i = 0; i < p->file_count; i++) {
+        if (!p->files[i].encoded) continue;
+        p->any_encoded = true;
+        int stored = 0;
+        FTL_TRY(metadata_image_size(p->files[i].parquet, p->files[i].path, &stored));
+        if (stored != size)
+            return ftl_fail(FTL_E_INVALID_ARG, "%s keeps its images encoded at %s = %d, which %s %d: prep it again at that "
+                            "size", p->files[i].path, FTL_META_IMAGE_SIZE, stored,
+                            o->image_size ? "differs from the image size asked for," : "differs from the first file's", size);
+    }
+    return FTL_OK;
+}
+
+/* A dataset's format version: 2 keeps encoded images in its image column, which the loader decodes
+ * with prep's recipe; a later version, or a recipe this build does not have, is refused rather than
+ * read as something it is not. */
+static ftl_status check_dataset_format(const ftl_loader_options *o, loader_file *f) {
+    f->format_column = f->name_column = -1;
+    const char *format = ftl_parquet_metadata_get(f->parquet, FTL_META_FORMAT);
+    if (!format || strncmp(format, FTL_DATASET_PREFIX, strlen(FTL_DATASET_PREFIX)) != 0 ||
+        strcmp(format, FTL_DATASET_PIXELS) == 0)
+        return FTL_OK;
+    if (strcmp(format, FTL_DATASET_ENCODED) != 0)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s: dataset format '%s' is newer than this ftl reads (%s, %s): update ftl",
+                        f->path, format, FTL_DATASET_PIXELS, FTL_DATASET_ENCODED);
+    if (strcmp(o->value_column, FTL_COLUMN_IMAGE) != 0) return FTL_OK; /* another column: stored as it is */
+    const char *recipe = ftl_parquet_metadata_get(f->parquet, FTL_META_RESIZE);
+    if (!recipe || strcmp(recipe, FTL_RESIZE_RECIPE) != 0)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s keeps encoded images made with the recipe '%s'; this ftl decodes them with "
+                        "'%s' only, which would not give the same pixels", f->path, recipe ? recipe : "(none)", FTL_RESIZE_RECIPE);
+    int c = ftl_parquet_find_column(f->parquet, FTL_COLUMN_IMAGE_FORMAT);
+    const ftl_parquet_column_info *info = c >= 0 ? ftl_parquet_column(f->parquet, c) : NULL;
+    if (!info || info->type != FTL_PARQUET_BYTE_ARRAY || info->nested)
+        return ftl_fail(FTL_E_FORMAT, "%s: a %s dataset needs a string column '%s' (which rows are encoded); %s", f->path,
+                        FTL_DATASET_ENCODED, FTL_COLUMN_IMAGE_FORMAT, info ? "it has the wrong type" : "it has none");
+    if (f->value_column >= 0 && ftl_parquet_column(f->parquet, f->value_column)->type != FTL_PARQUET_BYTE_ARRAY)
+        return ftl_fail(FTL_E_FORMAT, "%s: a %s dataset's '%s' column must be BYTE_ARRAY", f->path, FTL_DATASET_ENCODED,
+                        FTL_COLUMN_IMAGE);
+    f->encoded = true;
+    f->format_column = c;
+    int n = ftl_parquet_find_column(f->parquet, FTL_COLUMN_PATH);
+    if (n >= 0 && ftl_parquet_column(f->parquet, n)->type == FTL_PARQUET_BYTE_ARRAY) f->name_column = n;
     return FTL_OK;
 }
 
 static ftl_status open_file(const ftl_loader_options *o, loader_file *f, int64_t first_row) {
     FTL_TRY(ftl_parquet_open(f->path, &f->parquet));
     FTL_TRY(find_columns(o, f));
+    FTL_TRY(check_dataset_format(o, f));
     struct stat sb;
     if (stat(f->path, &sb) == 0) {
         f->size = (uint64_t)sb.st_size;

@@ -10,6 +10,10 @@ typedef struct loader_file {
     char *path;
     ftl_parquet_file *parquet;
     int label_column, value_column, path_column;  /* -1 when absent (path only) */
+    /* a dataset that keeps encoded images (ftl-dataset-2): which each row holds, and the paths that
+     * name a row that fails to decode (-1 when absent) */
+    bool encoded;
+    int format_column, name_column;
     int64_t first_row;                            /* global index of its first row */
     int64_t *row_group_first_row;                 /* global index of each row group's first row */
     uint64_t size, mtime_ns;                      /* identity for the disk cache */
@@ -27,6 +31,7 @@ typedef struct loader_plan {
     int64_t total_rows;
     int64_t row_bytes;
     int image_size;
+    bool any_encoded;                /* some file keeps encoded images: readers decode */
     int shard, num_shards;
     int64_t shard_begin, shard_end;  /* global rows owned by this shard */
     loader_piece *pieces;            /* in file order */

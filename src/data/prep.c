@@ -43,6 +43,9 @@ typedef struct result_slot {
     bool fatal;           /* the source itself is damaged or refused (a table, a shard): never skipped */
     char *error;          /* reason when status != OK */
     uint8_t *canvas;      /* S*S*3 */
+    uint8_t *encoded;     /* --keep-encoded: the original file when smaller than its pixels, else NULL */
+    size_t encoded_size;
+    const char *encoded_format; /* "jpeg" or "png" */
     uint64_t source_bytes;
 } result_slot;
 
@@ -85,11 +88,17 @@ static void *prep_worker(void *arg) {
         /* an unreadable file or a row without an image is skipped; a damaged table or a refused path is not */
         bool fatal = st != FTL_OK && init == FTL_OK &&
                      (st == FTL_E_INVALID_ARG || (job->source->kind != PREP_SOURCE_FOLDERS && st != FTL_E_NOT_FOUND));
-        if (st == FTL_OK) {
-            ftl_image_info info;
-            st = ftl_image_prepper_run(prepper, file_data, file_size, slot->canvas, &info);
-        }
-        free(file_data);
+        ftl_image_info info = {0};
+        if (st == FTL_OK) st = ftl_image_prepper_run(prepper, file_data, file_size, slot->canvas, &info);
+        /* kept when it saves bytes: a reader decodes it with the same recipe to the same pixels; a file
+         * that decoded with a warning (e.g. truncated) is stored as pixels, so that any warning when a
+         * reader decodes a stored file means damage */
+        bool keep = st == FTL_OK && job->options->keep_encoded && file_size < job->canvas_bytes && !info.warning[0] &&
+                    (info.format == FTL_IMAGE_FORMAT_JPEG || info.format == FTL_IMAGE_FORMAT_PNG);
+        slot->encoded = keep ? file_data : NULL;
+        slot->encoded_size = keep ? file_size : 0;
+        slot->encoded_format = info.format == FTL_IMAGE_FORMAT_PNG ? "png" : "jpeg";
+        if (!keep) free(file_data);
         file_data = NULL;
         pthread_mutex_lock(&job->lock);
         slot->status = st;
@@ -105,31 +114,43 @@ static void *prep_worker(void *arg) {
     return NULL;
 }
 
-/* Rows of the current row group, accumulated until row_group_bytes of images. */
+/* Rows of the current row group, accumulated until row_group_bytes of images (as pixels, whatever
+ * is stored: a dataset's row groups, and so the loader's order, are the same in both forms). */
 typedef struct row_group_buffer {
     int64_t rows, capacity;
     int32_t *labels;
     uint8_t *images;
+    uint8_t **encoded;          /* --keep-encoded: row i's original file (owned), or NULL for its pixels */
     const uint8_t **image_ptrs;
     uint32_t *image_lengths;
     const uint8_t **path_ptrs;
     uint32_t *path_lengths;
+    const uint8_t **format_ptrs;  /* --keep-encoded: the image_format column */
+    uint32_t *format_lengths;
 } row_group_buffer;
 
-static ftl_status flush_row_group(ftl_parquet_writer *w, row_group_buffer *b, size_t canvas_bytes) {
+static ftl_status flush_row_group(ftl_parquet_writer *w, row_group_buffer *b, size_t canvas_bytes, bool keep_encoded) {
     if (b->rows == 0) return FTL_OK;
     for (int64_t i = 0; i < b->rows; i++) {
+        if (keep_encoded && b->encoded[i]) continue; /* set when the row was added */
         b->image_ptrs[i] = b->images + (size_t)i * canvas_bytes;
         b->image_lengths[i] = (uint32_t)canvas_bytes;
+        if (keep_encoded) b->format_ptrs[i] = (const uint8_t *)FTL_IMAGE_FORMAT_PIXELS, b->format_lengths[i] = 3;
     }
-    ftl_parquet_column_data columns[3];
+    ftl_parquet_column_data columns[4];
     memset(columns, 0, sizeof columns);
     columns[0].values = b->labels;
     columns[1].byte_values = b->image_ptrs;
     columns[1].byte_lengths = b->image_lengths;
     columns[2].byte_values = b->path_ptrs;
     columns[2].byte_lengths = b->path_lengths;
+    columns[3].byte_values = b->format_ptrs;
+    columns[3].byte_lengths = b->format_lengths;
     ftl_status st = ftl_parquet_writer_write_row_group(w, b->rows, columns);
+    for (int64_t i = 0; keep_encoded && i < b->rows; i++) {
+        free(b->encoded[i]);
+        b->encoded[i] = NULL;
+    }
     b->rows = 0;
     return st;
 }
@@ -162,14 +183,15 @@ static const char *first_non_utf8_path(const prep_source *s) {
 /* paths_utf8: the path column is a STRING; else plain bytes, since readers (DuckDB, Arrow) refuse
  * a STRING column holding bytes that are not UTF-8. */
 static ftl_status open_split_writer(const char *path, const ftl_prep_options *o, bool paths_utf8, ftl_parquet_writer **w) {
-    ftl_parquet_column_def columns[3] = {
+    ftl_parquet_column_def columns[4] = {
         {.name = FTL_COLUMN_LABEL, .type = FTL_PARQUET_INT32},
         {.name = FTL_COLUMN_IMAGE, .type = FTL_PARQUET_BYTE_ARRAY},
         {.name = FTL_COLUMN_PATH, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = paths_utf8},
+        {.name = FTL_COLUMN_IMAGE_FORMAT, .type = FTL_PARQUET_BYTE_ARRAY, .utf8 = true},
     };
     ftl_parquet_writer_options wo = {0};
     FTL_TRY(parse_codec(o->codec, &wo.codec));
-    return ftl_parquet_writer_open(path, columns, 3, &wo, w);
+    return ftl_parquet_writer_open(path, columns, o->keep_encoded ? 4 : 3, &wo, w);
 }
 
 static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_options *o, const prep_source *s,
@@ -182,7 +204,7 @@ static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_optio
     char *fraction = ftl_format("%.17g", o->val_fraction);
     const char *method = s->given_split ? s->given_split : o->stratify ? "stratified" : "random";
     const char *pairs[][2] = {
-        {FTL_META_FORMAT, "ftl-dataset-1"},
+        {FTL_META_FORMAT, o->keep_encoded ? FTL_DATASET_ENCODED : FTL_DATASET_PIXELS},
         {FTL_META_VERSION, FTL_VERSION},
         {FTL_META_CLASSES, classes},
         {FTL_META_CLASS_FOLDERS, folders},
@@ -193,7 +215,7 @@ static ftl_status set_split_metadata(ftl_parquet_writer *w, const ftl_prep_optio
         {FTL_META_SPLIT_METHOD, method},
         {FTL_META_SPLIT_SEED, seed},
         {FTL_META_VAL_FRACTION, s->given_split ? "" : fraction},
-        {FTL_META_RESIZE, "pillow-9.4-thumbnail-lanczos+paste-centred-white"},
+        {FTL_META_RESIZE, FTL_RESIZE_RECIPE},
     };
     ftl_status st = FTL_OK;
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0] && st == FTL_OK; i++)
@@ -231,6 +253,12 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
     b.image_lengths = ftl_xmalloc((size_t)rows_per_group * sizeof *b.image_lengths);
     b.path_ptrs = ftl_xmalloc((size_t)rows_per_group * sizeof *b.path_ptrs);
     b.path_lengths = ftl_xmalloc((size_t)rows_per_group * sizeof *b.path_lengths);
+    const bool keep = o->keep_encoded;
+    if (keep) {
+        b.encoded = ftl_xcalloc((size_t)rows_per_group, sizeof *b.encoded);
+        b.format_ptrs = ftl_xmalloc((size_t)rows_per_group * sizeof *b.format_ptrs);
+        b.format_lengths = ftl_xmalloc((size_t)rows_per_group * sizeof *b.format_lengths);
+    }
 
     ftl_progress progress;
     if (o->show_progress) ftl_progress_start(&progress, "prep", "images", s->item_count);
@@ -244,7 +272,7 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
 
         const prep_item *item = &s->items[i];
         if ((int)item->split != current_split) {
-            st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
+            st = flush_row_group(writers[current_split], &b, job->canvas_bytes, keep);
             current_split = (int)item->split;
         }
         sum->source_bytes += slot->source_bytes;
@@ -262,16 +290,29 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
         } else if (st == FTL_OK) {
             int64_t r = b.rows++;
             b.labels[r] = item->label;
-            memcpy(b.images + (size_t)r * job->canvas_bytes, slot->canvas, job->canvas_bytes);
+            if (slot->encoded) { /* the buffer now owns the file */
+                b.encoded[r] = slot->encoded;
+                b.image_ptrs[r] = slot->encoded;
+                b.image_lengths[r] = (uint32_t)slot->encoded_size;
+                b.format_ptrs[r] = (const uint8_t *)slot->encoded_format;
+                b.format_lengths[r] = (uint32_t)strlen(slot->encoded_format);
+                slot->encoded = NULL;
+                sum->encoded_rows++;
+            } else {
+                if (keep) b.encoded[r] = NULL;
+                memcpy(b.images + (size_t)r * job->canvas_bytes, slot->canvas, job->canvas_bytes);
+            }
             b.path_ptrs[r] = (const uint8_t *)item->relative_path;
             b.path_lengths[r] = (uint32_t)strlen(item->relative_path);
             if (item->split == PREP_SPLIT_TRAIN) sum->train_counts[item->label]++, sum->train_rows++;
             else sum->val_counts[item->label]++, sum->val_rows++;
-            if (b.rows == b.capacity) st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
+            if (b.rows == b.capacity) st = flush_row_group(writers[current_split], &b, job->canvas_bytes, keep);
         }
         pthread_mutex_lock(&job->lock);
         free(slot->error);
         slot->error = NULL;
+        free(slot->encoded); /* a row that was not written (a failure) */
+        slot->encoded = NULL;
         slot->ready = false;
         job->write_pos = i + 1;
         pthread_cond_broadcast(&job->slot_free);
@@ -279,7 +320,7 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
         if (o->show_progress) ftl_progress_update(&progress, i + 1);
         if (st == FTL_OK) st = ftl_interrupt_check();
     }
-    if (st == FTL_OK) st = flush_row_group(writers[current_split], &b, job->canvas_bytes);
+    if (st == FTL_OK) st = flush_row_group(writers[current_split], &b, job->canvas_bytes, keep);
     if (o->show_progress) ftl_progress_finish(&progress, job->write_pos);
     free(b.labels);
     free(b.images);
@@ -287,6 +328,10 @@ static ftl_status write_rows(prep_job *job, ftl_parquet_writer *writers[2], ftl_
     free(b.image_lengths);
     free(b.path_ptrs);
     free(b.path_lengths);
+    for (int64_t i = 0; keep && i < b.rows; i++) free(b.encoded[i]); /* rows of a failed run */
+    free(b.encoded);
+    free(b.format_ptrs);
+    free(b.format_lengths);
     return st;
 }
 
@@ -501,13 +546,13 @@ static ftl_status reduce_summary(const ftl_collectives *col, ftl_prep_summary *s
     int c = sum->class_count;
     int64_t n = 6 + 2 * (int64_t)c;
     int64_t *v = ftl_xcalloc((size_t)n, sizeof *v);
-    v[0] = sum->train_rows, v[1] = sum->val_rows;
+    v[0] = sum->train_rows, v[1] = sum->val_rows, v[2] = sum->encoded_rows;
     v[3] = (int64_t)sum->source_bytes, v[4] = (int64_t)sum->train_file_bytes, v[5] = (int64_t)sum->val_file_bytes;
     memcpy(v + 6, sum->train_counts, (size_t)c * sizeof *v);
     memcpy(v + 6 + c, sum->val_counts, (size_t)c * sizeof *v);
     ftl_status st = ftl_dist_allreduce_i64(col, v, (size_t)n);
     if (st == FTL_OK) {
-        sum->train_rows = v[0], sum->val_rows = v[1];
+        sum->train_rows = v[0], sum->val_rows = v[1], sum->encoded_rows = v[2];
         sum->source_bytes = (uint64_t)v[3], sum->train_file_bytes = (uint64_t)v[4], sum->val_file_bytes = (uint64_t)v[5];
         memcpy(sum->train_counts, v + 6, (size_t)c * sizeof *v);
         memcpy(sum->val_counts, v + 6 + c, (size_t)c * sizeof *v);
@@ -517,6 +562,7 @@ static ftl_status reduce_summary(const ftl_collectives *col, ftl_prep_summary *s
 }
 
 static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum) {
+    sum->keep_encoded = o->keep_encoded;
     FTL_TRY(check_output(o));
     prep_source source;
     FTL_TRY(prep_source_open(o, &source));
@@ -661,6 +707,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     for (int64_t i = 0; i < job.ring_size; i++) {
         free(job.ring[i].canvas);
         free(job.ring[i].error);
+        free(job.ring[i].encoded);
     }
     free(job.ring);
     pthread_mutex_destroy(&job.lock);

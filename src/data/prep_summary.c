@@ -31,6 +31,9 @@ void ftl_prep_summary_print(const ftl_prep_summary *s, FILE *out) {
     fprintf(out, "; read ");
     print_bytes(out, s->source_bytes);
     fprintf(out, " of images\n");
+    if (s->keep_encoded)
+        fprintf(out, "  kept encoded: %lld of %lld images (the others are stored as pixels, which are smaller)\n",
+                (long long)s->encoded_rows, (long long)images);
     if (s->skipped_count > 0) {
         fprintf(out, "  skipped %lld file%s:\n", (long long)s->skipped_count, s->skipped_count == 1 ? "" : "s");
         for (int64_t i = 0; i < s->skipped_count; i++) fprintf(out, "    %s: %s\n", s->skipped[i].path, s->skipped[i].reason);

@@ -25,7 +25,7 @@
 void ftl_eval_options_init(ftl_eval_options *o) {
     memset(o, 0, sizeof *o);
     o->batch = 32;
-    o->loader_threads = 1;
+    o->loader_threads = 0;
     o->show_progress = true;
 }
 
@@ -304,7 +304,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         lo.shuffle = false;
         lo.equal_batches = false;
         lo.epochs = 1;
-        lo.threads = o->loader_threads > 0 ? o->loader_threads : 1;
+        lo.threads = o->loader_threads; /* 0: the loader's default for the dataset */
         lo.label_offset = part ? 0 : label_offset; /* cached labels carry it already */
         lo.row_begin = part ? at - part->begin : at;
         lo.row_end = part ? next - part->begin : next;

@@ -85,7 +85,7 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"eval-batch", FTL_ARG_INT64, &v->eval_batch, "N", "validation batch size; default 1024"},
         {"embed-batch", FTL_ARG_INT, &o->embed.batch, "N", "images per backbone pass; default 32"},
         {"threads", FTL_ARG_INT, &o->embed.threads, "N", "compute threads; default: all cores"},
-        {"loader-threads", FTL_ARG_INT, &o->embed.loader_threads, "N", "background readers; default 1"},
+        {"loader-threads", FTL_ARG_INT, &o->embed.loader_threads, "N", "background readers; default 1, or one per core for a --keep-encoded dataset (they decode)"},
         {"overwrite", FTL_ARG_BOOL, &o->overwrite, NULL, "replace an existing --out"},
         {"strict", FTL_ARG_BOOL, &o->strict, NULL,
          "a class without any training (or validation) image is an error, not a warning"},

@@ -65,7 +65,7 @@ ftl_loader_options train_run_order(const ftl_train_options *o, const char *const
     lo.label_offset = o->embed.label_offset;
     lo.shard = o->fit.collectives.rank;
     lo.num_shards = o->fit.collectives.world_size > 0 ? o->fit.collectives.world_size : 1;
-    lo.threads = o->embed.loader_threads > 0 ? o->embed.loader_threads : 1;
+    lo.threads = o->embed.loader_threads; /* 0: the loader's default for the dataset */
     lo.cache_dir = o->data_cache_dir;
     lo.cache_size_limit = o->data_cache_limit;
     return lo;
