@@ -286,7 +286,7 @@ static PyObject *prep(PyObject *self, PyObject *args, PyObject *kwargs) {
     int stratify = o.stratify, strict = 0, overwrite = 0, verbose = 1, catch = 0, keep_encoded = 0;
     double val_fraction = -1;
     const char *codec = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ss|idKpzippppzzzzzzp", keywords, &o.source_dir, &o.output_dir,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|idKpzippppzzzzzzp", keywords, &o.source_dir, &o.output_dir,
                                      &o.image_size, &val_fraction, &seed, &stratify, &codec, &o.threads, &strict,
                                      &overwrite, &verbose, &catch, &o.image_column, &o.label_column, &o.label_from,
                                      &o.split_column, &o.val_source, &o.images_root, &keep_encoded))

@@ -32,7 +32,7 @@ void ftl_prep_summary_print(const ftl_prep_summary *s, FILE *out) {
     print_bytes(out, s->source_bytes);
     fprintf(out, " of images\n");
     if (s->keep_encoded)
-        fprintf(out, "  kept encoded: %lld of %lld images (the others are stored as pixels, which are smaller)\n",
+        fprintf(out, "  kept encoded: %lld of %lld images (the others as pixels: their files are larger, or decoded with a warning)\n",
                 (long long)s->encoded_rows, (long long)images);
     if (s->skipped_count > 0) {
         fprintf(out, "  skipped %lld file%s:\n", (long long)s->skipped_count, s->skipped_count == 1 ? "" : "s");
