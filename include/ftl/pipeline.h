@@ -35,6 +35,7 @@ typedef struct ftl_train_options {
     int64_t fine_tune_epochs;     /* default 10 */
     double fine_tune_lr;          /* default 1e-5 (the Keras guide) */
     double fine_tune_warmup_epochs;
+    ftl_lr_decay fine_tune_lr_decay; /* --fine-tune-lr-schedule (default constant) */
     bool fine_tune_only;          /* no phase 1: start from init_path */
     const char *init_path;        /* a trained MODEL.ftl (its head, and its fine-tuned tensors if any) */
     bool overwrite;

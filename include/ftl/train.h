@@ -142,6 +142,7 @@ typedef struct ftl_head {
     int64_t classes;    /* C */
     size_t param_count; /* D*C + C */
     float dropout;      /* drop probability for training batches (inverted dropout), 0 = none */
+    float label_smoothing; /* training batches' targets (1 - e) onehot + e / C (PyTorch/Keras semantics); 0 = none */
     float *params;      /* the parameter block: kernel then bias */
     float *kernel;      /* = params, [D x C] row-major */
     float *bias;        /* = params + D*C, [C] */
@@ -170,8 +171,9 @@ typedef struct ftl_row_draws {
 
 /* One training batch: x [n x D] row-major (n may be 0: this rank holds none of the global
  * batch's rows), labels [n] in [0, C). Applies dropout (when head->dropout > 0, masks from
- * `draws`), computes logits and the gradient of (sum of the n rows' cross-entropies) x
- * grad_scale into head->grads (overwritten). With grad_scale = 1 / (rows of the global batch),
+ * `draws`), computes logits and the gradient of (sum of the n rows' cross-entropies, against
+ * smoothed targets when head->label_smoothing > 0) x grad_scale into head->grads (overwritten).
+ * With grad_scale = 1 / (rows of the global batch),
  * the sum of every rank's gradient is the global batch's mean gradient. Adds the batch's loss
  * sum / correct / count to *counts (metrics of the training-mode forward pass, as Keras
  * reports). A label out of range fails, naming it. */
@@ -276,7 +278,7 @@ typedef struct ftl_head_engine {
     ftl_status (*store)(void *ctx, float *params, float *opt_state, int slots);
     /* As ftl_head_train_batch (the same draws and scaling); the gradient stays on the engine. */
     ftl_status (*train_batch)(void *ctx, const float *x, const int32_t *labels, size_t n, const ftl_row_draws *draws,
-                              float dropout, float grad_scale, ftl_metric_counts *counts);
+                              float dropout, float label_smoothing, float grad_scale, ftl_metric_counts *counts);
     /* The ranks' gradients summed in place on the engine (NCCL); NULL: the trainer copies them
      * to the host for the collectives and back. */
     ftl_status (*allreduce)(void *ctx);
@@ -296,10 +298,35 @@ typedef enum ftl_lr_scaling {
 
 ftl_status ftl_lr_scaling_parse(const char *name, ftl_lr_scaling *out); /* "none" | "linear" | "sqrt" */
 
-/* Learning-rate schedule: scaling for the batch size, then linear warmup (per step), then constant.
+/* The per-epoch decay after scaling (--lr-schedule), stepped once per epoch (timm's default, and
+ * PyTorch's schedulers as usually stepped), e = 0-based epoch, T = the run's epochs:
+ *   constant   target
+ *   cosine     min_lr + (target - min_lr) (1 + cos(pi e / T)) / 2  (torch CosineAnnealingLR, Keras CosineDecay)
+ *   step       target gamma^floor(e / step_epochs)                   (torch StepLR)
+ *   plateau    Keras ReduceLROnPlateau on the early-stopping monitor: after `patience` epochs in a row
+ *              without improving by more than its min_delta, lr = max(lr factor, min_lr) (torch's
+ *              ReduceLROnPlateau with patience - 1 and an absolute threshold) */
+typedef enum ftl_lr_schedule_kind { FTL_LR_CONSTANT, FTL_LR_COSINE, FTL_LR_STEP, FTL_LR_PLATEAU } ftl_lr_schedule_kind;
+
+typedef struct ftl_lr_decay {
+    ftl_lr_schedule_kind kind;
+    double min_lr;            /* cosine's and plateau's floor (--min-lr); not scaled */
+    int64_t step_epochs;      /* step */
+    double gamma;
+    int patience;             /* plateau */
+    double factor;
+} ftl_lr_decay;
+
+/* "constant" | "cosine" | "step:EPOCHS:GAMMA" | "plateau:PATIENCE:FACTOR[:MIN_LR]"; out->min_lr on
+ * entry is the floor to keep (--min-lr) unless the spec names one. `option` names the flag in errors. */
+ftl_status ftl_lr_decay_parse(const char *spec, const char *option, ftl_lr_decay *out);
+void ftl_lr_decay_describe(const ftl_lr_decay *d, char *out, size_t size);
+
+/* Learning-rate schedule: scaling for the batch size, the per-epoch decay, then linear warmup (per step).
  *   factor k   = 1, B/B0 or sqrt(B/B0); B is the GLOBAL batch (per-rank batch x ranks)
  *   target     = lr * k
- *   warmup     lr(t) = target * (s + (1 - s) * min(1, (t + 1) / W)), t = 0-based global step,
+ *   epoch lr   E = the decay's value for the epoch (target when constant)
+ *   warmup     lr(t) = E * (s + (1 - s) * min(1, (t + 1) / W)), t = 0-based global step,
  *              W = warmup_epochs * steps_per_epoch steps
  *   start s    = 1/k when k > 1: warmup starts at the base batch's LR (Goyal et al.; with k = ranks
  *              this is exactly Horovod's LearningRateWarmupCallback, which starts at lr/size);
@@ -311,10 +338,26 @@ typedef struct ftl_lr_schedule {
     double warmup_epochs;       /* 0 = none */
     int64_t steps_per_epoch;
     double warmup_start_factor; /* < 0: automatic (above) */
+    ftl_lr_decay decay;
+    int64_t epochs;             /* T of the cosine */
+    double epoch_lr;            /* E of the current epoch (ftl_lr_schedule_epoch), when epoch_lr_set */
+    bool epoch_lr_set;
 } ftl_lr_schedule;
 
+/* Plateau's state, kept in checkpoints so a resume continues it exactly. */
+typedef struct ftl_lr_plateau {
+    double lr;    /* the current (reduced) learning rate */
+    double best;  /* NaN until the first epoch */
+    int wait;     /* epochs in a row without improvement */
+} ftl_lr_plateau;
+
 double ftl_lr_schedule_target(const ftl_lr_schedule *s);
+/* E for 0-based `epoch`; plateau_lr is the plateau's current value (NaN: not started, the target). */
+double ftl_lr_schedule_epoch(const ftl_lr_schedule *s, int64_t epoch, double plateau_lr);
 double ftl_lr_schedule_at(const ftl_lr_schedule *s, int64_t step);
+void ftl_lr_plateau_start(ftl_lr_plateau *p, double lr);
+/* The epoch's monitored value in; true when it reduced p->lr. */
+bool ftl_lr_plateau_update(ftl_lr_plateau *p, const ftl_lr_decay *d, double value, bool maximize, double min_delta);
 
 /* ======================================================================== early stopping */
 
@@ -555,6 +598,8 @@ typedef struct ftl_fit_config {
     int64_t base_batch;       /* B0 for lr scaling */
     double warmup_epochs;
     double warmup_start_factor; /* < 0: automatic */
+    ftl_lr_decay lr_decay;      /* --lr-schedule (default constant) */
+    double label_smoothing;     /* --label-smoothing e in [0, 1): the training loss's targets; val's loss stays plain */
     double dropout;
     uint64_t seed;            /* weights init and dropout (the loader has its own) */
     ftl_early_stopping_config early_stopping;

@@ -203,6 +203,7 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
     fit.optimizer.lr = o->fine_tune_lr;
     fit.epochs = o->fine_tune_epochs;
     fit.warmup_epochs = o->fine_tune_warmup_epochs;
+    fit.lr_decay = o->fine_tune_lr_decay;
     fit.top = &top;
     fit.initial = &initial;
     char *pattern = fine_tune_checkpoint_pattern(o->fit.checkpoint_pattern);

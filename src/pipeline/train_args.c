@@ -18,14 +18,14 @@
 /* The options that are parsed into locals before they land in ftl_train_options. */
 typedef struct train_arg_values {
     const char *scale, *mean, *std, *precision, *calibration_method, *device, *conv_algorithm, *optimizer, *scale_lr;
-    const char *early, *augment, *report;
-    double lr, momentum, dropout, weight_decay, stall_timeout;
+    const char *early, *augment, *report, *lr_schedule, *fine_tune_lr_schedule;
+    double lr, momentum, dropout, weight_decay, stall_timeout, min_lr;
     int64_t batch, epochs, steps, seed, base_batch, eval_batch;
     bool nesterov, restore_best, drop_remainder, quiet;
     int keep_last;
 } train_arg_values;
 
-enum { TRAIN_ARG_COUNT = 80 };
+enum { TRAIN_ARG_COUNT = 96 };
 
 static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *out) {
     const ftl_arg table[] = {
@@ -61,6 +61,13 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"scale-lr", FTL_ARG_STRING, &v->scale_lr, "none|linear|sqrt", "scale the learning rate with the batch size relative to --base-batch"},
         {"base-batch", FTL_ARG_INT64, &v->base_batch, "B0", "the batch size --lr was tuned for"},
         {"warmup-epochs", FTL_ARG_DOUBLE, &o->fit.warmup_epochs, "N", "ramp the learning rate up linearly over N epochs (Goyal et al.)"},
+        {"lr-schedule", FTL_ARG_STRING, &v->lr_schedule, "constant|cosine|step:E:G|plateau:P:F[:MIN]",
+         "the learning rate per epoch after warmup: constant (default); cosine to --min-lr over --epochs; x G every E epochs; "
+         "x F after P epochs without improving the early-stopping monitor (Keras ReduceLROnPlateau). Free: no extra backbone pass"},
+        {"min-lr", FTL_ARG_DOUBLE, &v->min_lr, "LR", "the floor of cosine and plateau; default 0"},
+        {"label-smoothing", FTL_ARG_DOUBLE, &o->fit.label_smoothing, "E",
+         "train against (1-E) onehot + E/classes (Keras/PyTorch semantics); the loss shown for training is the smoothed "
+         "one, val's the plain one. Free: no extra backbone pass"},
         {"dropout", FTL_ARG_DOUBLE, &v->dropout, "P", "dropout before the dense layer; default 0 (the article: 0.5)"},
         {"seed", FTL_ARG_INT64, &v->seed, "N", "weights, dropout and data order; default 42"},
         {"early-stopping", FTL_ARG_STRING, &v->early, "SPEC", "e.g. monitor=val_acc,patience=3,min_delta=0.001"},
@@ -97,6 +104,7 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"fine-tune-epochs", FTL_ARG_INT64, &o->fine_tune_epochs, "N", "phase 2 epochs (its own early stopping); default 10"},
         {"fine-tune-lr", FTL_ARG_DOUBLE, &o->fine_tune_lr, "LR", "phase 2 learning rate; default 1e-5 (the Keras guide)"},
         {"fine-tune-warmup-epochs", FTL_ARG_DOUBLE, &o->fine_tune_warmup_epochs, "N", "phase 2 learning-rate warmup"},
+        {"fine-tune-lr-schedule", FTL_ARG_STRING, &v->fine_tune_lr_schedule, "SPEC", "phase 2's --lr-schedule (over --fine-tune-epochs); default constant"},
         {"fine-tune-only", FTL_ARG_BOOL, &o->fine_tune_only, NULL, "skip phase 1: fine-tune the model given by --init"},
         {"init", FTL_ARG_STRING, &o->init_path, "MODEL.ftl", "the trained model --fine-tune-only starts from"},
         {"quiet", FTL_ARG_BOOL, &v->quiet, NULL, "only warnings, errors and the final line"},
@@ -158,6 +166,9 @@ static ftl_status check_values(const train_arg_values *v, const ftl_train_option
             return ftl_fail(FTL_E_INVALID_ARG, "--%s must be non-negative, not %g", counts[i].name, counts[i].value);
     if (!(v->dropout >= 0 && v->dropout < 1))
         return ftl_fail(FTL_E_INVALID_ARG, "--dropout must be in [0, 1), not %g", v->dropout);
+    if (!(o->fit.label_smoothing >= 0 && o->fit.label_smoothing < 1))
+        return ftl_fail(FTL_E_INVALID_ARG, "--label-smoothing must be in [0, 1), not %g", o->fit.label_smoothing);
+    if (!(v->min_lr >= 0)) return ftl_fail(FTL_E_INVALID_ARG, "--min-lr must be >= 0, not %g", v->min_lr);
     if (!isnan(v->lr) && !(v->lr > 0)) return ftl_fail(FTL_E_INVALID_ARG, "--lr must be positive, not %g", v->lr);
     if (v->report && !o->fit.log_path)
         return ftl_fail(FTL_E_INVALID_ARG, "--report draws the log: give --log RUN.jsonl too");
@@ -208,6 +219,13 @@ ftl_status ftl_train_args_parse(int argc, char **argv, ftl_train_options *out, f
     if (o.fit.lr_scaling != FTL_LR_SCALE_NONE && v.base_batch < 1)
         return ftl_fail(FTL_E_INVALID_ARG, "--scale-lr needs --base-batch B0 (the batch size the learning rate was tuned for)");
     if (v.early) FTL_TRY(ftl_early_stopping_parse(v.early, &o.fit.early_stopping));
+    o.fit.lr_decay.min_lr = o.fine_tune_lr_decay.min_lr = v.min_lr;
+    if (v.lr_schedule) FTL_TRY(ftl_lr_decay_parse(v.lr_schedule, "lr-schedule", &o.fit.lr_decay));
+    if (v.fine_tune_lr_schedule)
+        FTL_TRY(ftl_lr_decay_parse(v.fine_tune_lr_schedule, "fine-tune-lr-schedule", &o.fine_tune_lr_decay));
+    if (v.min_lr > 0 && o.fit.lr_decay.kind != FTL_LR_COSINE && o.fit.lr_decay.kind != FTL_LR_PLATEAU &&
+        o.fine_tune_lr_decay.kind != FTL_LR_COSINE && o.fine_tune_lr_decay.kind != FTL_LR_PLATEAU)
+        return ftl_fail(FTL_E_INVALID_ARG, "--min-lr is the floor of --lr-schedule cosine or plateau, which this run does not use");
     if (strcmp(v.augment, "flip") == 0) o.augment_flip = true;
     else if (strcmp(v.augment, "none") != 0)
         return ftl_fail(FTL_E_INVALID_ARG, "--augment %s: ftl augments with flip (or none); augmentations that change an "

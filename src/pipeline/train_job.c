@@ -100,6 +100,10 @@ char *train_run_args_json(const ftl_train_options *o) {
                       f->lr_scaling == FTL_LR_SCALE_LINEAR ? "linear" : f->lr_scaling == FTL_LR_SCALE_SQRT ? "sqrt" : "none",
                       (long long)f->base_batch);
     ftl_json_append_number(&b, f->warmup_epochs);
+    char schedule[96];
+    ftl_lr_decay_describe(&f->lr_decay, schedule, sizeof schedule);
+    ftl_strbuf_printf(&b, ", \"lr_schedule\": \"%s\", \"label_smoothing\": ", schedule);
+    ftl_json_append_number(&b, f->label_smoothing);
     if (o->fine_tune.last_convs > 0 || (o->fine_tune.from_tensor && o->fine_tune.from_tensor[0])) {
         ftl_strbuf_printf(&b, ", \"fine_tune\": {\"last_convs\": %d, \"from\": ", o->fine_tune.last_convs);
         if (o->fine_tune.from_tensor && o->fine_tune.from_tensor[0]) ftl_json_append_string(&b, o->fine_tune.from_tensor);
@@ -108,7 +112,8 @@ char *train_run_args_json(const ftl_train_options *o) {
         ftl_json_append_number(&b, o->fine_tune_lr);
         ftl_strbuf_printf(&b, ", \"warmup_epochs\": ");
         ftl_json_append_number(&b, o->fine_tune_warmup_epochs);
-        ftl_strbuf_printf(&b, ", \"only\": %s}", o->fine_tune_only ? "true" : "false");
+        ftl_lr_decay_describe(&o->fine_tune_lr_decay, schedule, sizeof schedule);
+        ftl_strbuf_printf(&b, ", \"lr_schedule\": \"%s\", \"only\": %s}", schedule, o->fine_tune_only ? "true" : "false");
     }
     ftl_strbuf_printf(&b, ", \"augment\": \"%s\"", o->augment_flip ? "flip" : "none");
     ftl_strbuf_printf(&b, ", \"early_stopping\": %s, \"monitor\": \"%s\", \"patience\": %d, \"min_delta\": ",

@@ -73,6 +73,16 @@ static void append_state_json(ftl_strbuf *b, const ftl_trainer *t) {
     ftl_json_append_number(b, t->config.warmup_epochs);
     ftl_strbuf_printf(b, ",\"warmup_start_factor\":");
     ftl_json_append_number(b, t->config.warmup_start_factor);
+    char schedule[96];
+    ftl_lr_decay_describe(&t->config.lr_decay, schedule, sizeof schedule);
+    ftl_strbuf_printf(b, ",\"label_smoothing\":");
+    ftl_json_append_number(b, t->config.label_smoothing);
+    /* plateau's state, so a resume reduces the learning rate exactly when the run would have */
+    ftl_strbuf_printf(b, ",\"lr_schedule\":\"%s\",\"plateau\":{\"lr\":", schedule);
+    ftl_json_append_number(b, isnan(t->plateau.lr) ? -1.0 : t->plateau.lr);
+    ftl_strbuf_printf(b, ",\"has_best\":%s,\"best\":", isnan(t->plateau.best) ? "false" : "true");
+    ftl_json_append_number(b, isnan(t->plateau.best) ? 0.0 : t->plateau.best);
+    ftl_strbuf_printf(b, ",\"wait\":%d}", t->plateau.wait);
     ftl_strbuf_printf(b, ",\"simd\":\"%s\",\"early_stopping\":{\"monitor\":\"%s\",\"maximize\":%s,\"has_best\":%s,\"best\":",
                       ftl_gemm_isa_name(ftl_gemm_active()), ftl_monitor_name(es->config.monitor),
                       es->maximize ? "true" : "false", es->has_best ? "true" : "false");
@@ -335,6 +345,21 @@ static ftl_status read_state(ftl_trainer *t, const ftl_safetensors *st, const ch
     if (seed && strtoull(seed, NULL, 10) != t->config.seed)
         ftl_strbuf_printf(&diff, "--seed %s -> %llu", seed, (unsigned long long)t->config.seed);
     note_change(&diff, v, "dropout", "--dropout", t->config.dropout);
+    note_change(&diff, v, "label_smoothing", "--label-smoothing", t->config.label_smoothing);
+    char schedule[96];
+    ftl_lr_decay_describe(&t->config.lr_decay, schedule, sizeof schedule);
+    const char *saved_schedule = ftl_json_get_string(v, "lr_schedule");
+    if (saved_schedule && strcmp(saved_schedule, schedule) != 0)
+        ftl_strbuf_printf(&diff, "%s--lr-schedule %s -> %s", diff.data ? ", " : "", saved_schedule, schedule);
+    const ftl_json *plateau = ftl_json_get(v, "plateau");
+    double plateau_lr, plateau_best;
+    int64_t plateau_wait;
+    bool plateau_has_best;
+    if (plateau && ftl_json_get_number(plateau, "lr", &plateau_lr) && ftl_json_get_number(plateau, "best", &plateau_best) &&
+        json_bool(plateau, "has_best", &plateau_has_best) && json_int(plateau, "wait", 0, INT32_MAX, &plateau_wait) &&
+        isfinite(plateau_lr))
+        t->plateau = (ftl_lr_plateau){.lr = plateau_lr < 0 ? NAN : plateau_lr, .best = plateau_has_best ? plateau_best : NAN,
+                                      .wait = (int)plateau_wait};
     note_change(&diff, v, "lr_scaling", "--scale-lr (0 none, 1 linear, 2 sqrt)", (double)t->config.lr_scaling);
     note_change(&diff, v, "base_batch", "--base-batch", (double)t->config.base_batch);
     note_change(&diff, v, "warmup_epochs", "--warmup-epochs", t->config.warmup_epochs);

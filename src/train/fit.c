@@ -72,6 +72,8 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
     if (c->lr_scaling != FTL_LR_SCALE_NONE && c->base_batch < 1)
         return ftl_fail(FTL_E_INVALID_ARG, "--scale-lr needs --base-batch (the batch size the learning rate was tuned for)");
     if (!(c->warmup_epochs >= 0)) return ftl_fail(FTL_E_INVALID_ARG, "--warmup-epochs %g must be >= 0", c->warmup_epochs);
+    if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
+        return ftl_fail(FTL_E_INVALID_ARG, "--label-smoothing %g must be in [0, 1)", c->label_smoothing);
     if (c->keep_last < 0) return ftl_fail(FTL_E_INVALID_ARG, "--keep-last %d must be >= 0", c->keep_last);
     if (c->collectives.world_size < 1 || c->collectives.rank < 0 || c->collectives.rank >= c->collectives.world_size)
         return ftl_fail(FTL_E_INVALID_ARG, "rank %d of %d is not valid", c->collectives.rank, c->collectives.world_size);
@@ -114,6 +116,8 @@ ftl_status ftl_trainer_init(ftl_trainer **out, const ftl_fit_config *config, int
         return s;
     }
     t->head.dropout = (float)c->dropout;
+    t->head.label_smoothing = (float)c->label_smoothing;
+    t->plateau = (ftl_lr_plateau){.lr = NAN, .best = NAN};
     ftl_checkpoint_new_run_id(t->run_id);
     ftl_head_init_glorot(&t->head, derive_seed(c->seed, 0));
     t->dropout_seed = derive_seed(c->seed, 1);
@@ -350,7 +354,9 @@ static ftl_status train_step(ftl_trainer *t, const ftl_feature_batch *b, const f
     float scale = (float)(1.0 / (double)b->global_count);
     const ftl_fit_top *top = t->config.top;
     const ftl_head_engine *e = t->config.head_engine;
-    if (e) return e->train_batch(e->ctx, b->features, b->labels, b->count, draws, t->head.dropout, scale, counts);
+    if (e)
+        return e->train_batch(e->ctx, b->features, b->labels, b->count, draws, t->head.dropout, t->head.label_smoothing, scale,
+                              counts);
     if (!top) return ftl_head_train_batch(&t->head, b->features, b->labels, b->count, draws, scale, counts);
     *top_seconds = 0;
     size_t rows = (size_t)top->max_rows, chunks = (b->count + rows - 1) / rows;
@@ -445,6 +451,8 @@ void ftl_fit_run_epoch_begin(ftl_trainer *t, ftl_fit_run *run) {
     run->step_in_epoch = 0;
     run->log = (ftl_epoch_log){.epoch = t->epoch + 1, .epochs = t->config.epochs, .gpu_util_percent = NAN,
                                .gpu_memory_bytes = NAN};
+    run->sched.epoch_lr = ftl_lr_schedule_epoch(&run->sched, t->epoch, t->plateau.lr);
+    run->sched.epoch_lr_set = true;
     run->epoch_start = ftl_now();
 }
 
@@ -602,7 +610,12 @@ ftl_status ftl_fit_run_open(ftl_trainer *t, ftl_batch_source *train, ftl_batch_s
     run->sched = (ftl_lr_schedule){.lr = c->optimizer.lr, .scaling = c->lr_scaling,
                                    .batch = c->batch_size * ftl_dist_size(col), .base_batch = c->base_batch,
                                    .warmup_epochs = c->warmup_epochs, .steps_per_epoch = run->steps,
-                                   .warmup_start_factor = c->warmup_start_factor};
+                                   .warmup_start_factor = c->warmup_start_factor, .decay = c->lr_decay,
+                                   .epochs = c->epochs};
+    if (c->lr_decay.kind == FTL_LR_PLATEAU && !t->tracking)
+        return ftl_fail(FTL_E_INVALID_ARG, "--lr-schedule plateau follows %s, which is not measured (no validation data)",
+                        ftl_monitor_name(m));
+    if (isnan(t->plateau.lr)) ftl_lr_plateau_start(&t->plateau, ftl_lr_schedule_target(&run->sched));
     if (c->log_path && col->rank == 0) {
         FILE *jsonl = fopen(c->log_path, "a");
         if (!jsonl) return ftl_fail(FTL_E_IO, "cannot open the log %s: %s", c->log_path, strerror(errno));
@@ -658,6 +671,10 @@ ftl_status ftl_fit_run_epoch_end(ftl_trainer *t, ftl_fit_run *run) {
         log.best_epoch = t->es.best_epoch;
     }
     if (stop) t->finished = true;
+    double lr_before = t->plateau.lr;
+    bool reduced = c->lr_decay.kind == FTL_LR_PLATEAU && t->tracking &&
+                   ftl_lr_plateau_update(&t->plateau, &c->lr_decay, monitored_value(m, &log), t->es.maximize,
+                                         c->early_stopping.min_delta);
     /* Hooks first may stop too; the checkpoint then records the finished state. */
     log.seconds = ftl_now() - start;
     ftl_status s = FTL_OK;
@@ -692,6 +709,9 @@ ftl_status ftl_fit_run_epoch_end(ftl_trainer *t, ftl_fit_run *run) {
                                          log.validation_s + log.checkpoint_s));
     ftl_train_history_append(t, &log);
     if (rank0 && c->epoch_out) print_epoch_line(c->epoch_out, &log, run->val != NULL);
+    if (reduced && rank0 && c->epoch_out && !t->finished) /* as Keras' ReduceLROnPlateau says it, after the epoch */
+        fprintf(c->epoch_out, "Epoch %lld: reducing the learning rate from %g to %g (%s did not improve for %d epochs)\n",
+                (long long)log.epoch, lr_before, t->plateau.lr, ftl_monitor_name(m), c->lr_decay.patience);
     if (run->jsonl) {
         ftl_strbuf b = {0};
         ftl_train_append_epoch_json(&b, &log);

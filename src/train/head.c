@@ -130,9 +130,14 @@ static void forward(ftl_head *head, const float *x, size_t n, ftl_pool_site *sit
 }
 
 /* Per row: loss = logsumexp(z) - z[y] (max-shifted, so no overflow), argmax (first maximum).
- * If dz is given: dz = (softmax(z) - onehot(y)) * grad_scale; else if probs is given: softmax(z). */
+ * If dz is given: dz = (softmax(z) - onehot(y)) * grad_scale; else if probs is given: softmax(z).
+ * Label smoothing e (training only, with dz): the target is (1 - e) onehot(y) + e / C, as in
+ * PyTorch's CrossEntropyLoss(label_smoothing=e) and Keras' label_smoothing: the loss becomes
+ * (1 - e) (lse - z[y]) + e (lse - mean(z)) and dz = (softmax(z) - target) * grad_scale. */
 static void softmax_cross_entropy_strided(const float *z, size_t n, size_t C, size_t ld, const int32_t *labels,
-                                          float grad_scale, float *dz, float *probs, ftl_metric_counts *counts) {
+                                          float grad_scale, float smoothing, float *dz, float *probs,
+                                          ftl_metric_counts *counts) {
+    const bool smooth = smoothing > 0.0f && dz && labels;
     for (size_t i = 0; i < n; i++) {
         const float *row = z + i * ld;
         size_t arg = 0;
@@ -156,7 +161,14 @@ static void softmax_cross_entropy_strided(const float *z, size_t n, size_t C, si
         }
         if (labels) {
             int32_t y = labels[i];
-            counts->loss_sum += log(sum) + (double)m - (double)row[y];
+            double lse = log(sum) + (double)m;
+            if (smooth) {
+                double zsum = 0;
+                for (size_t j = 0; j < C; j++) zsum += (double)row[j];
+                counts->loss_sum += (1.0 - (double)smoothing) * (lse - (double)row[y]) + (double)smoothing * (lse - zsum / (double)C);
+            } else {
+                counts->loss_sum += lse - (double)row[y];
+            }
             counts->correct += (size_t)y == arg;
             counts->count += 1;
         }
@@ -164,7 +176,13 @@ static void softmax_cross_entropy_strided(const float *z, size_t n, size_t C, si
             float inv = (float)(1.0 / sum);
             float *d = dz + i * ld;
             for (size_t j = 0; j < C; j++) d[j] = d[j] * inv * grad_scale;
-            if (labels) d[labels[i]] -= grad_scale;
+            if (smooth) {
+                float each = (float)((double)smoothing / (double)C) * grad_scale;
+                for (size_t j = 0; j < C; j++) d[j] -= each;
+                d[labels[i]] -= (1.0f - smoothing) * grad_scale;
+            } else if (labels) {
+                d[labels[i]] -= grad_scale;
+            }
         } else if (probs) {
             float inv = (float)(1.0 / sum);
             for (size_t j = 0; j < C; j++) probs[i * ld + j] *= inv;
@@ -173,8 +191,8 @@ static void softmax_cross_entropy_strided(const float *z, size_t n, size_t C, si
 }
 
 static void softmax_cross_entropy(const float *z, size_t n, size_t C, const int32_t *labels, float grad_scale,
-                                  float *dz, float *probs, ftl_metric_counts *counts) {
-    softmax_cross_entropy_strided(z, n, C, C, labels, grad_scale, dz, probs, counts);
+                                  float smoothing, float *dz, float *probs, ftl_metric_counts *counts) {
+    softmax_cross_entropy_strided(z, n, C, C, labels, grad_scale, smoothing, dz, probs, counts);
 }
 
 /* The dropout stream of one row: a function of (seed, step, position in the global batch) only. */
@@ -217,6 +235,8 @@ void ftl_head_dropout_rows(float p, int64_t dim, const float *x, size_t n, const
 static ftl_status check_train_args(const ftl_head *head, float grad_scale) {
     if (!(head->dropout >= 0.0f && head->dropout < 1.0f))
         return ftl_fail(FTL_E_INVALID_ARG, "dropout %g is outside [0, 1)", (double)head->dropout);
+    if (!(head->label_smoothing >= 0.0f && head->label_smoothing < 1.0f))
+        return ftl_fail(FTL_E_INVALID_ARG, "label smoothing %g is outside [0, 1)", (double)head->label_smoothing);
     if (!(grad_scale > 0.0f) || !isfinite(grad_scale))
         return ftl_fail(FTL_E_INVALID_ARG, "gradient scale %g must be positive", (double)grad_scale);
     return FTL_OK;
@@ -227,7 +247,7 @@ static void train_rows(ftl_head *head, const float *xin, const int32_t *labels, 
                        ftl_metric_counts *counts) {
     size_t C = (size_t)head->classes, D = (size_t)head->dim;
     forward(head, xin, n, &head->ws->train_site);
-    softmax_cross_entropy(head->ws->logits, n, C, labels, grad_scale, head->ws->dlogits, NULL, counts);
+    softmax_cross_entropy(head->ws->logits, n, C, labels, grad_scale, head->label_smoothing, head->ws->dlogits, NULL, counts);
     /* dW = x^T dZ: A[d][b] = x[b][d], so rows of A have stride 1 and columns stride D. */
     ftl_gemm_args g = {.M = D, .N = C, .K = n, .A = xin, .a_row_stride = 1, .a_col_stride = D,
                        .B = head->ws->dlogits, .ldb = C, .C = head->grad_kernel, .ldc = C, .accumulate = false,
@@ -312,7 +332,7 @@ ftl_status ftl_head_evaluate_batch(ftl_head *head, const float *x, const int32_t
     FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
     ensure_capacity(head, n, false);
     forward(head, x, n, &head->ws->eval_site);
-    softmax_cross_entropy(head->ws->logits, n, (size_t)head->classes, labels, 0.0f, NULL, NULL, counts);
+    softmax_cross_entropy(head->ws->logits, n, (size_t)head->classes, labels, 0.0f, 0.0f, NULL, NULL, counts);
     return FTL_OK;
 }
 
@@ -322,7 +342,7 @@ ftl_status ftl_head_predict(ftl_head *head, const float *x, size_t n, float *pro
     forward(head, x, n, &head->ws->eval_site);
     size_t C = (size_t)head->classes;
     if (logits_out) memcpy(logits_out, head->ws->logits, n * C * sizeof(float));
-    if (probs_out) softmax_cross_entropy(head->ws->logits, n, C, NULL, 0.0f, NULL, probs_out, NULL);
+    if (probs_out) softmax_cross_entropy(head->ws->logits, n, C, NULL, 0.0f, 0.0f, NULL, probs_out, NULL);
     return FTL_OK;
 }
 
@@ -387,8 +407,8 @@ ftl_status ftl_head_stack_train(ftl_head_stack *s, ftl_head *const *heads, int k
                        .C = s->logits, .ldc = KC, .accumulate = true, .site = &s->forward_site};
     ftl_gemm(&f);
     for (int h = 0; h < k; h++)
-        softmax_cross_entropy_strided(s->logits + (size_t)h * C, n, C, KC, labels, grad_scale, s->dlogits + (size_t)h * C,
-                                      NULL, counts[h]);
+        softmax_cross_entropy_strided(s->logits + (size_t)h * C, n, C, KC, labels, grad_scale, heads[h]->label_smoothing,
+                                      s->dlogits + (size_t)h * C, NULL, counts[h]);
     ftl_gemm_args g = {.M = D, .N = KC, .K = n, .A = x, .a_row_stride = 1, .a_col_stride = D, .B = s->dlogits, .ldb = KC,
                        .C = s->dw, .ldc = KC, .accumulate = false, .site = &s->backward_site};
     ftl_gemm(&g);

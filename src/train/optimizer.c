@@ -1,5 +1,5 @@
 /* Optimizers over the parameter block: nadam (Keras Nadam = torch >= 2.0 NAdam), adam and sgd
- * (torch.optim semantics), plus the learning-rate schedule (scaling for the batch, warmup).
+ * (torch.optim semantics); the learning rate each step gets is lr_schedule.c's.
  *
  * The per-element updates are written once (UPDATE_BODY) and compiled for AVX-512, AVX2 and
  * plain C. Divisions and square roots bound their speed, so each element takes one sqrt and one
@@ -246,32 +246,4 @@ void ftl_optimizer_step(ftl_optimizer *opt, float *params, const float *grads, d
     ftl_optimizer_update u;
     ftl_optimizer_next_update(opt, lr, &u);
     ftl_optimizer_apply(opt, &u, params, grads);
-}
-
-/* ---------------------------------------------------------------- learning-rate schedule */
-
-ftl_status ftl_lr_scaling_parse(const char *name, ftl_lr_scaling *out) {
-    if (strcmp(name, "none") == 0) *out = FTL_LR_SCALE_NONE;
-    else if (strcmp(name, "linear") == 0) *out = FTL_LR_SCALE_LINEAR;
-    else if (strcmp(name, "sqrt") == 0) *out = FTL_LR_SCALE_SQRT;
-    else return ftl_fail(FTL_E_INVALID_ARG, "unknown --scale-lr \"%s\" (expected linear, sqrt or none)", name);
-    return FTL_OK;
-}
-
-static double scale_factor(const ftl_lr_schedule *s) {
-    if (s->scaling == FTL_LR_SCALE_NONE || s->base_batch <= 0 || s->batch <= 0) return 1.0;
-    double r = (double)s->batch / (double)s->base_batch;
-    return s->scaling == FTL_LR_SCALE_LINEAR ? r : sqrt(r);
-}
-
-double ftl_lr_schedule_target(const ftl_lr_schedule *s) { return s->lr * scale_factor(s); }
-
-double ftl_lr_schedule_at(const ftl_lr_schedule *s, int64_t step) {
-    double k = scale_factor(s);
-    double target = s->lr * k;
-    double warmup_steps = s->warmup_epochs * (double)s->steps_per_epoch;
-    if (!(warmup_steps > 0) || (double)(step + 1) >= warmup_steps) return target;
-    double start = s->warmup_start_factor >= 0 ? s->warmup_start_factor : k > 1.0 ? 1.0 / k : 0.0;
-    double progress = (double)(step + 1) / warmup_steps;
-    return target * (start + (1.0 - start) * progress);
 }

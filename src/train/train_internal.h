@@ -29,6 +29,7 @@ struct ftl_trainer {
     float *grads_sum;         /* a batch's gradient over several top chunks (allocated when needed) */
     ftl_optimizer opt;
     ftl_early_stopping es;
+    ftl_lr_plateau plateau;   /* --lr-schedule plateau's state (lr NaN until the run opens) */
     bool tracking;            /* the monitored metric is measured (validation present for val_*) */
     uint64_t dropout_seed;    /* keys the dropout draws with (step, position in the global batch) */
     int64_t epoch;            /* completed epochs */

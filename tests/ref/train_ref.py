@@ -33,7 +33,11 @@ OPTS = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.05),
     "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
     "sgd_nesterov": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
+    "nadam_ls": lambda p: torch.optim.NAdam(p, lr=0.01, betas=(0.9, 0.999), eps=1e-7, momentum_decay=0.004, foreach=True),
+    "sgd_ls": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
 }
+# label smoothing of the cases that have it: CrossEntropyLoss(label_smoothing=e)
+SMOOTHING = {"nadam_ls": 0.1, "sgd_ls": 0.3}
 
 
 def save(path, array, dtype):
@@ -65,7 +69,7 @@ def make_case(out, name, N, D, C, B, seed):
         losses = []
         for s in range(STEPS):
             idx = torch.from_numpy(order[s]).long()
-            loss = torch.nn.functional.cross_entropy(lin(Xt[idx]), yt[idx])
+            loss = torch.nn.functional.cross_entropy(lin(Xt[idx]), yt[idx], label_smoothing=SMOOTHING.get(opt_name, 0.0))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -73,6 +77,45 @@ def make_case(out, name, N, D, C, B, seed):
         save(os.path.join(d, opt_name + ".losses.f32"), np.array(losses), np.float32)
         save(os.path.join(d, opt_name + ".kernel.f32"), lin.weight.detach().numpy().T, np.float32)
         save(os.path.join(d, opt_name + ".bias.f32"), lin.bias.detach().numpy(), np.float32)
+
+
+def write_schedules(out):
+    """Per-epoch learning rates of torch.optim.lr_scheduler stepped once per epoch (the lr in effect
+    during epoch e, then step()), and for plateau a scripted metric sequence: schedules.json."""
+    def run(make, epochs, metrics=None):
+        p = torch.nn.Parameter(torch.zeros(1))
+        opt = torch.optim.SGD([p], lr=0.01)
+        sched = make(opt)
+        lrs = []
+        for e in range(epochs):
+            lrs.append(opt.param_groups[0]["lr"])
+            if metrics is None:
+                sched.step()
+            else:
+                sched.step(metrics[e])
+        return lrs
+    falling = [1.0, 0.9, 0.95, 0.92, 0.91, 0.8, 0.85, 0.86, 0.87, 0.7, 0.71, 0.72, 0.73, 0.74, 0.75, 0.76, 0.77, 0.78]
+    rising = [0.5, 0.6, 0.605, 0.61, 0.62, 0.7, 0.705, 0.71, 0.69, 0.72, 0.8, 0.79, 0.8, 0.805, 0.81, 0.79]
+    sch = torch.optim.lr_scheduler
+    cases = [
+        {"kind": "cosine", "lr": 0.01, "min_lr": 0.001, "epochs": 12,
+         "lrs": run(lambda o: sch.CosineAnnealingLR(o, T_max=12, eta_min=0.001), 12)},
+        {"kind": "cosine", "lr": 0.01, "min_lr": 0.0, "epochs": 7,
+         "lrs": run(lambda o: sch.CosineAnnealingLR(o, T_max=7, eta_min=0.0), 7)},
+        {"kind": "step", "lr": 0.01, "step_epochs": 3, "gamma": 0.5, "epochs": 10,
+         "lrs": run(lambda o: sch.StepLR(o, step_size=3, gamma=0.5), 10)},
+        # Keras' patience P is torch's P - 1 (Keras reduces after P bad epochs, torch after more than P)
+        {"kind": "plateau", "lr": 0.01, "patience": 2, "factor": 0.5, "min_lr": 0.002, "maximize": False,
+         "min_delta": 0.0, "metrics": falling, "epochs": len(falling),
+         "lrs": run(lambda o: sch.ReduceLROnPlateau(o, mode="min", factor=0.5, patience=1, threshold=0.0,
+                                                    threshold_mode="abs", min_lr=0.002), len(falling), falling)},
+        {"kind": "plateau", "lr": 0.01, "patience": 3, "factor": 0.2, "min_lr": 0.0, "maximize": True,
+         "min_delta": 0.01, "metrics": rising, "epochs": len(rising),
+         "lrs": run(lambda o: sch.ReduceLROnPlateau(o, mode="max", factor=0.2, patience=2, threshold=0.01,
+                                                    threshold_mode="abs", min_lr=0.0), len(rising), rising)},
+    ]
+    with open(os.path.join(out, "schedules.json"), "w") as f:
+        json.dump(cases, f, indent=1)
 
 
 def write_safetensors_by_hand(out):
@@ -116,6 +159,7 @@ def main():
     for i, (name, c) in enumerate(CASES.items()):
         make_case(out, name, seed=1234 + i, **c)
     write_safetensors_by_hand(out)
+    write_schedules(out)
 
 
 if __name__ == "__main__":

@@ -300,6 +300,7 @@ typedef struct head_case {
     bool nesterov, shuffled_positions;
     int dim, classes, rows;
     bool nccl; /* one rank through NCCL's allreduce between the gradient and the update */
+    double label_smoothing;
 } head_case;
 
 /* One rank whose collectives can broadcast (a no-op): the head engine then opens NCCL. */
@@ -335,6 +336,7 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
         return;
     }
     cpu.dropout = (float)hc->dropout;
+    cpu.label_smoothing = (float)hc->label_smoothing;
     ftl_head_init_glorot(&cpu, 7);
     ftl_head_engine *e = NULL;
     if (ftl_device_head_engine_create(dev, hc->dim, hc->classes, (size_t)hc->rows, cpu_opt.slot_count,
@@ -379,7 +381,7 @@ static void check_head_case(const ftl_device *dev, const head_case *hc) {
         float scale = 1.0f / (float)n;
         double lr = 0.01 * (1.0 + step * 0.05);
         ok = ftl_head_train_batch(&cpu, x, labels, rows, &draws, scale, &cc) == FTL_OK &&
-             e->train_batch(e->ctx, x, labels, rows, &draws, cpu.dropout, scale, &gc) == FTL_OK;
+             e->train_batch(e->ctx, x, labels, rows, &draws, cpu.dropout, cpu.label_smoothing, scale, &gc) == FTL_OK;
         if (ok && hc->nccl) ok = e->allreduce(e->ctx) == FTL_OK;
         if (!ok) break;
         ftl_optimizer_step(&cpu_opt, cpu.params, cpu.grads, lr);
@@ -435,17 +437,19 @@ static int check_head(void) {
         float x[8 * 2] = {0};
         int32_t bad[2] = {1, 3};
         ftl_metric_counts c = {0};
-        ftl_status st = e->train_batch(e->ctx, x, bad, 2, NULL, 0.0f, 0.5f, &c);
+        ftl_status st = e->train_batch(e->ctx, x, bad, 2, NULL, 0.0f, 0.0f, 0.5f, &c);
         verdict(st != FTL_OK && strstr(ftl_last_error(), "label 3 of batch example 1"), "head-bad-label",
                 "%.0s%.0s", 0, 0);
         ftl_head_engine_free(e);
     }
     static const head_case cases[] = {
-        {"nadam-dropout", FTL_OPTIMIZER_NADAM, 0, 0, 0.3, false, false, 98, 7, 24, false},
-        {"adam-weight-decay-45-classes", FTL_OPTIMIZER_ADAM, 0, 1e-3, 0, false, false, 64, 45, 20, false},
-        {"sgd-nesterov-dropout-positions", FTL_OPTIMIZER_SGD, 0.9, 0, 0.5, true, true, 98, 7, 24, false},
-        {"sgd-plain", FTL_OPTIMIZER_SGD, 0, 0, 0, false, false, 33, 2, 16, false},
-        {"nadam-nccl-one-rank", FTL_OPTIMIZER_NADAM, 0, 0, 0.2, false, false, 64, 10, 16, true},
+        {"nadam-dropout", FTL_OPTIMIZER_NADAM, 0, 0, 0.3, false, false, 98, 7, 24, false, 0},
+        {"adam-weight-decay-45-classes", FTL_OPTIMIZER_ADAM, 0, 1e-3, 0, false, false, 64, 45, 20, false, 0},
+        {"sgd-nesterov-dropout-positions", FTL_OPTIMIZER_SGD, 0.9, 0, 0.5, true, true, 98, 7, 24, false, 0},
+        {"sgd-plain", FTL_OPTIMIZER_SGD, 0, 0, 0, false, false, 33, 2, 16, false, 0},
+        {"nadam-nccl-one-rank", FTL_OPTIMIZER_NADAM, 0, 0, 0.2, false, false, 64, 10, 16, true, 0},
+        {"nadam-label-smoothing", FTL_OPTIMIZER_NADAM, 0, 0, 0.2, false, false, 98, 7, 24, false, 0.1},
+        {"sgd-label-smoothing-45-classes", FTL_OPTIMIZER_SGD, 0.9, 0, 0, false, false, 64, 45, 20, false, 0.3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_head_case(&dev, &cases[i]);
     return failures != 0;

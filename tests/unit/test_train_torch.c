@@ -20,7 +20,11 @@ enum { STEPS = 20 };
 
 static ftl_optimizer_config config_for(const char *opt) {
     ftl_optimizer_config c;
-    if (strcmp(opt, "nadam") == 0) {
+    if (strcmp(opt, "sgd_ls") == 0) {
+        c = ftl_optimizer_config_default(FTL_OPTIMIZER_SGD);
+        c.lr = 0.05;
+        c.momentum = 0.9;
+    } else if (strncmp(opt, "nadam", 5) == 0) {
         c = ftl_optimizer_config_default(FTL_OPTIMIZER_NADAM);
         c.lr = 0.01;
     } else if (strncmp(opt, "adam", 4) == 0) {
@@ -69,6 +73,7 @@ static double run_case(const torch_case *tc, const char *opt_name, const char *i
         ftl_optimizer_config cfg = config_for(opt_name);
         if (ftl_head_init(&h, (int64_t)D, (int64_t)C) == FTL_OK && ftl_optimizer_init(&opt, &cfg, h.param_count) == FTL_OK) {
             memcpy(h.kernel, W0, D * C * 4);
+            h.label_smoothing = strcmp(opt_name, "nadam_ls") == 0 ? 0.1f : strcmp(opt_name, "sgd_ls") == 0 ? 0.3f : 0.0f;
             float *xb = malloc(B * D * 4);
             int32_t yb[64];
             ftl_row_draws draws = {.seed = 1};
@@ -121,3 +126,6 @@ TEST(train_torch_adam_weight_decay_matches) { check_optimizer("adam_wd"); }
 TEST(train_torch_sgd_matches) { check_optimizer("sgd"); }
 TEST(train_torch_sgd_momentum_matches) { check_optimizer("sgd_momentum"); }
 TEST(train_torch_sgd_nesterov_matches) { check_optimizer("sgd_nesterov"); }
+/* CrossEntropyLoss(label_smoothing=e): the smoothed loss of every step and the weights after 20 */
+TEST(train_torch_label_smoothing_nadam_matches) { check_optimizer("nadam_ls"); }
+TEST(train_torch_label_smoothing_sgd_momentum_matches) { check_optimizer("sgd_ls"); }

@@ -117,7 +117,7 @@ static ftl_status gemm(cuda_head *h, cublasOperation_t op_a, cublasOperation_t o
 
 /* Rows and labels in; logits = x W, then cross-entropy (and dz when training); per-row results out. */
 static ftl_status forward(cuda_head *h, const float *x, const int32_t *labels, size_t n, const ftl_row_draws *draws,
-                          float dropout, float grad_scale, bool train, ftl_metric_counts *counts) {
+                          float dropout, float label_smoothing, float grad_scale, bool train, ftl_metric_counts *counts) {
     const cuda_libs *L = h->L;
     size_t D = (size_t)h->dim, C = (size_t)h->classes;
     FTL_TRY(ftl_head_check_labels(h->classes, labels, n));
@@ -143,7 +143,7 @@ static ftl_status forward(cuda_head *h, const float *x, const int32_t *labels, s
                  "the head's forward GEMM"));
     ka_ce_args ce = {.rows = (int64_t)n, .classes = (int64_t)C, .logits = h->logits, .bias = h->params + D * C * sizeof(float),
                      .labels = h->labels, .dz = train ? h->dlogits : 0, .loss = h->loss, .correct = h->correct,
-                     .grad_scale = grad_scale};
+                     .grad_scale = grad_scale, .label_smoothing = train ? label_smoothing : 0.0f};
     FTL_TRY(launch(h, h->f_ce, &ce, (int64_t)n * 32, "the head's softmax cross-entropy kernel"));
     if (train) {
         /* dW = x^T dZ, db = column sums of dZ */
@@ -165,10 +165,12 @@ static ftl_status forward(cuda_head *h, const float *x, const int32_t *labels, s
 }
 
 static ftl_status head_train_batch(void *ctx, const float *x, const int32_t *labels, size_t n, const ftl_row_draws *draws,
-                                   float dropout, float grad_scale, ftl_metric_counts *counts) {
+                                   float dropout, float label_smoothing, float grad_scale, ftl_metric_counts *counts) {
     cuda_head *h = ctx;
     if (!(dropout >= 0.0f && dropout < 1.0f))
         return ftl_fail(FTL_E_INVALID_ARG, "dropout %g is outside [0, 1)", (double)dropout);
+    if (!(label_smoothing >= 0.0f && label_smoothing < 1.0f))
+        return ftl_fail(FTL_E_INVALID_ARG, "label smoothing %g is outside [0, 1)", (double)label_smoothing);
     if (!(grad_scale > 0.0f) || !isfinite(grad_scale))
         return ftl_fail(FTL_E_INVALID_ARG, "gradient scale %g must be positive", (double)grad_scale);
     if (n == 0) { /* none of the global batch's rows are here: this rank adds nothing */
@@ -176,12 +178,12 @@ static ftl_status head_train_batch(void *ctx, const float *x, const int32_t *lab
         return cuda_check(h->L->cuMemsetD8Async(h->grads, 0, h->param_count * sizeof(float), h->stream), "zeroing gradients");
     }
     if (dropout > 0.0f && !draws) return ftl_fail(FTL_E_INVALID_ARG, "dropout needs the rows' random draws");
-    return forward(h, x, labels, n, draws, dropout, grad_scale, true, counts);
+    return forward(h, x, labels, n, draws, dropout, label_smoothing, grad_scale, true, counts);
 }
 
 static ftl_status head_evaluate_batch(void *ctx, const float *x, const int32_t *labels, size_t n, ftl_metric_counts *counts) {
     if (n == 0) return FTL_OK;
-    return forward(ctx, x, labels, n, NULL, 0.0f, 0.0f, false, counts);
+    return forward(ctx, x, labels, n, NULL, 0.0f, 0.0f, 0.0f, false, counts);
 }
 
 static ftl_status check_slots(const cuda_head *h, int slots) {

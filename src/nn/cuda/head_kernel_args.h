@@ -18,14 +18,16 @@ typedef struct ka_dropout_args {
 } ka_dropout_args;
 
 /* Softmax cross-entropy of logits [rows x classes] (+ bias), one warp per row: the row's loss
- * (double) and whether its first maximum is the label; with dz: (softmax - onehot) x grad_scale. */
+ * (double) and whether its first maximum is the label; with dz: (softmax - target) x grad_scale,
+ * target = onehot, or (1 - e) onehot + e / classes with label smoothing e (then the loss is the
+ * smoothed one), in the CPU head's arithmetic (src/train/head.c). */
 typedef struct ka_ce_args {
     int64_t rows, classes;
     uint64_t logits, bias, labels; /* float, float [classes], int32 [rows] */
     uint64_t dz;                   /* float [rows x classes], or 0 (evaluation) */
     uint64_t loss, correct;        /* double [rows], int32 [rows] */
     float grad_scale;
-    int32_t pad_;
+    float label_smoothing;         /* e; 0 = none (and always 0 in evaluation) */
 } ka_ce_args;
 
 /* grad_bias[j] = sum over rows (in order) of dz[row][j]. */

@@ -93,16 +93,28 @@ extern "C" __global__ void ftl_head_softmax_ce(ka_ce_args a) {
         }
         sum = warp_sum_f64(sum);
         int y = labels[r];
+        const float e = a.dz ? a.label_smoothing : 0.0f;
+        double zsum = 0;
+        if (e > 0.0f) {
+            for (int64_t j = lane; j < a.classes; j += 32) zsum += (double)z[j];
+            zsum = warp_sum_f64(zsum);
+        }
         if (lane == 0) {
-            reinterpret_cast<double *>(a.loss)[r] = log(sum) + (double)m - (double)z[y];
+            double lse = log(sum) + (double)m;
+            reinterpret_cast<double *>(a.loss)[r] = e > 0.0f ? (1.0 - (double)e) * (lse - (double)z[y]) +
+                                                                   (double)e * (lse - zsum / (double)a.classes)
+                                                             : lse - (double)z[y];
             reinterpret_cast<int32_t *>(a.correct)[r] = arg == y;
         }
         if (!a.dz) continue;
         float inv = (float)(1.0 / sum), *d = reinterpret_cast<float *>(a.dz) + r * a.classes;
+        const float each = __fmul_rn((float)((double)e / (double)a.classes), a.grad_scale);
+        const float on_label = e > 0.0f ? __fmul_rn(__fsub_rn(1.0f, e), a.grad_scale) : a.grad_scale;
         for (int64_t j = lane; j < a.classes; j += 32) {
             float t = __fsub_rn(z[j], m);
             float g = __fmul_rn(__fmul_rn(t < FTL_SOFTMAX_CUTOFF ? 0.0f : expf(t), inv), a.grad_scale);
-            d[j] = j == y ? __fsub_rn(g, a.grad_scale) : g;
+            if (e > 0.0f) g = __fsub_rn(g, each);
+            d[j] = j == y ? __fsub_rn(g, on_label) : g;
         }
     }
 }
