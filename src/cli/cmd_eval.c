@@ -13,7 +13,7 @@ int cli_cmd_eval(int argc, char **argv) {
     double stall_timeout = 60;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
-        {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "use cached features of this dataset from the feature cache when present (default: the ftl-feature-cache/ folder next to the model, as train leaves it)"},
+        {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "use cached features of this dataset from the feature cache when present (default: the ftl-feature-cache/ folder next to the model, as train leaves it, or a sweep's BEST.trials/ftl-feature-cache/)"},
         {"json", CLI_STRING, &json, "FILE", "write the metrics, per-class accuracy and confusion matrix as JSON"},
         {"confusion", CLI_STRING, &confusion, "FILE.csv", "write the confusion matrix as CSV"},
         {"predictions", CLI_STRING, &o.predictions_path, "FILE.csv", "write every image's prediction (path, label, predicted, probability)"},

@@ -187,6 +187,9 @@ static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, cons
         }
         ftl_log_info("eval: reusing the boundary rows of the cut (%s) from %d part%s in %s: only the tuned top and the "
                      "head run", cut_text, c->parts.count, c->parts.count == 1 ? "" : "s", cache_dir);
+    } else {
+        ftl_log_info("eval: reusing the features of rows %lld-%lld from %d part%s in %s: only the head runs", (long long)begin,
+                     (long long)end, c->parts.count, c->parts.count == 1 ? "" : "s", cache_dir);
     }
     return FTL_OK;
 }
@@ -206,6 +209,23 @@ static ftl_status eval_check_paths(const ftl_eval_options *o) {
         if (outputs[i][1] && !o->overwrite && ftl_path_exists(outputs[i][1]))
             st = ftl_fail(FTL_E_EXISTS, "%s %s already exists (use --overwrite to replace it)", outputs[i][0], outputs[i][1]);
     return st;
+}
+
+/* Where `ftl train` or `ftl sweep` left the features of this model's data, or NULL: the folder next
+ * to the model (train's default), else the one of a sweep's trials beside BEST.ftl
+ * (BEST.trials/ftl-feature-cache/, where the trials that made it trained). */
+static char *default_cache_dir(const char *model_path) {
+    const char *slash = strrchr(model_path, '/');
+    char *next_to = slash ? ftl_format("%.*s/ftl-feature-cache", (int)(slash - model_path), model_path)
+                          : ftl_strdup("ftl-feature-cache");
+    if (ftl_is_directory(next_to)) return next_to;
+    free(next_to);
+    size_t n = strlen(model_path);
+    bool ftl_suffix = n > 4 && strcmp(model_path + n - 4, ".ftl") == 0;
+    char *trials = ftl_format("%.*s.trials/ftl-feature-cache", (int)(ftl_suffix ? n - 4 : n), model_path);
+    if (ftl_is_directory(trials)) return trials;
+    free(trials);
+    return NULL;
 }
 
 ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
@@ -270,14 +290,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.label_offset = label_offset;
     /* Without --cache-dir, the cache `ftl train` leaves next to the model by default (only files of
      * exactly this key are used: same data, backbone, preprocessing, precision, algorithm). */
-    char *cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : NULL;
-    if (!cache_dir) {
-        const char *slash = strrchr(o->model_path, '/');
-        char *guess = slash ? ftl_format("%.*s/ftl-feature-cache", (int)(slash - o->model_path), o->model_path)
-                            : ftl_strdup("ftl-feature-cache");
-        if (ftl_is_directory(guess)) cache_dir = guess;
-        else free(guess);
-    }
+    char *cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->model_path);
     cached_rows from = {0};
     if (st == FTL_OK && cache_dir && end > begin) st = cached_rows_find(&from, &cb, o, &eo, cache_dir, begin, end, col);
     float *features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float) + 1);

@@ -113,6 +113,16 @@ phase1 = [r["lr"] for r in recs[:runs[-1]] if r["record"] == "epoch"]
 assert phase1 and all(x == 0.001 for x in phase1), phase1  # phase 1 keeps its constant default
 PYEOF
 
+# ---- a sweep's best model: eval finds the trials' feature cache (BEST.trials/ftl-feature-cache)
+mkdir -p "$d/sw"
+"$FTL" sweep "$T" --val "$V" --backbone "$MODEL" --epochs 2 --seed 5 --grid lr=1e-3,1e-2 --out "$d/sw/best.ftl" \
+    --quiet >/dev/null 2>"$d/sw.err" || fail sweep_for_eval_runs "$(tail -3 "$d/sw.err")"
+"$FTL" eval "$d/sw/best.ftl" "$V" --json "$d/sw-eval.json" >/dev/null 2>"$d/sw-eval.err"
+"$FTL" eval "$d/sw/best.ftl" "$V" --json "$d/sw-eval-fresh.json" --cache-dir "$d/empty-cache" >/dev/null 2>"$d/sw-fresh.err"
+grep -q "eval: reusing the features of rows 0-153 from 1 part in .*sw/best.trials/ftl-feature-cache" "$d/sw-eval.err" &&
+    cmp -s "$d/sw-eval.json" "$d/sw-eval-fresh.json" && pass eval_of_sweep_best_reuses_trial_cache ||
+    fail eval_of_sweep_best_reuses_trial_cache "$(cat "$d/sw-eval.err" | head -3)"
+
 # ---- Python: ftl.train takes the options
 PYTHONPATH="$BUILD/python" $PY - "$T" "$V" "$MODEL" "$d" >"$d/py.out" 2>&1 <<'PYEOF' && pass python_train_takes_schedule_and_smoothing || fail python_train_takes_schedule_and_smoothing "$(tail -3 "$d/py.out")"
 import math, sys, ftl
