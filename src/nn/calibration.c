@@ -2,7 +2,7 @@
  * convolution reads, and the scales table that model files and feature files record. */
 #include "ftl/nn.h"
 #include "nn/model_parts.h"
-#include "nn/quantize.h"
+#include "nn/ir/quantize.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/fsutil.h"
