@@ -680,7 +680,7 @@ static ftl_status avgpool_overhang_fix(nn_plan *p, const nn_node *n, const nn_sh
     return cpu_emit_prim(p, pd, keys, vals, 3, 2, label);
 }
 
-/* MaxPool as ftl's loop (cpu_pool.c) when src is f32 in a layout it reads; the output in src's
+/* MaxPool as ftl's loop (kernels/max_pool.c) when src is f32 in a layout it reads; the output in src's
  * layout. *emitted false, nothing done, otherwise. */
 static ftl_status emit_ftl_max_pool(nn_plan *p, const nn_node *n, const nn_shape *ys, int src, bool *emitted,
                                     const char *label) {

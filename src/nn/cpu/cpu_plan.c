@@ -762,7 +762,7 @@ static void run_copy(nn_plan *p, const cpu_step *s) {
     void *from = NULL, *to = NULL, *addend = NULL;
     dnnl_memory_get_data_handle(p->vals[s->arg_val[0]].mem, &from);
     dnnl_memory_get_data_handle(p->vals[s->arg_val[1]].mem, &to);
-    if (s->nargs == 3) { /* a gather with the residual added (cpu_gather.c) */
+    if (s->nargs == 3) { /* a gather with the residual added (cpu_movement_fusion.c) */
         dnnl_memory_get_data_handle(p->vals[s->arg_val[2]].mem, &addend);
         cpu_copy_run_add(s->copy, from, addend, to, p->threads);
         return;
@@ -904,7 +904,7 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     memset(info, 0, sizeof *info);
     info->node = s->node;
     info->also_node = s->also_node;
-    bool gather = s->kind == CPU_STEP_COPY && strncmp(s->impl, "ftl:gather", 10) == 0; /* cpu_gather.c's chains */
+    bool gather = s->kind == CPU_STEP_COPY && strncmp(s->impl, "ftl:gather", 10) == 0; /* cpu_movement_fusion.c's chains */
     info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention"
                  : s->also_node >= 0           ? "Conv+Depthwise"
                  : gather                      ? (s->nargs == 3 ? "Movement+Add" : "Movement")

@@ -42,11 +42,11 @@ typedef struct cpu_buf {
 } cpu_buf;
 
 /* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
- * (cpu_copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
- * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (cpu_copy.c);
+ * (kernels/copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
+ * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (kernels/copy.c);
  * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h); ATTENTION: the
- * fused attention of args Q, K^T, V into arg 3 (cpu_attention.c); MAXPOOL: ftl's max pool of arg 0
- * into arg 1 (cpu_pool.c); LAYERNORM: ftl's layer norm of arg 0 into arg 1, fp32 or bf16 each
+ * fused attention of args Q, K^T, V into arg 3 (cpu_attention_fusion.c); MAXPOOL: ftl's max pool of arg 0
+ * into arg 1 (kernels/max_pool.c); LAYERNORM: ftl's layer norm of arg 0 into arg 1, fp32 or bf16 each
  * (nn/layernorm.h). */
 typedef enum cpu_step_kind {
     CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
@@ -85,7 +85,7 @@ typedef struct cpu_step {
     int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
 } cpu_step;
 
-/* A fused attention (cpu_attention.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
+/* A fused attention (cpu_attention_fusion.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
  * scale and the constant bias table [period][rows][keys] (NULL: none). */
 typedef struct cpu_attention_op {
     int qk, pv;
@@ -95,7 +95,7 @@ typedef struct cpu_attention_op {
     int64_t period;
 } cpu_attention_op;
 
-/* A chain of data movement run as one copy (cpu_gather.c): the sink node's output copied from the
+/* A chain of data movement run as one copy (cpu_movement_fusion.c): the sink node's output copied from the
  * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
  * at element b x src_per_image + run_src[r] of the source (plain row-major both); with an addend
  * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
@@ -225,11 +225,11 @@ bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_sha
 
 /* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
 bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out);
-/* cpu_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
+/* cpu_measure_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
  * prefers (format any) and run alone on its own buffers; best seconds per execution. */
 ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed);
 
-/* cpu_copy.c: a copy src -> dst as contiguous runs (false, nothing made, when the layouts are
+/* kernels/copy.c: a copy src -> dst as contiguous runs (false, nothing made, when the layouts are
  * not both plain strided of one type, or the runs would be too short to beat oneDNN's reorder). */
 bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
 void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
@@ -239,7 +239,7 @@ void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int thr
 cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem, size_t dst_elem);
 /* A gather's copy with f32 addend (laid out as the destination) added: dst = gathered src + addend. */
 void cpu_copy_run_add(const cpu_copy_plan *plan, const void *src, const float *addend, void *dst, int threads);
-/* cpu_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
+/* kernels/max_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
  * conv layouts (channels-last, nChw8c, nChw16c; false, nothing made, otherwise); the loop. */
 bool cpu_pool_ftl_wanted(void);
 bool cpu_pool_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, const int64_t kernel[2],
@@ -264,7 +264,7 @@ cpu_step *cpu_host_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const 
 cpu_step *cpu_new_step(nn_plan *p, const char *label);
 void cpu_touch(nn_plan *p, int v, int step);
 
-/* cpu_attention.c: marks the fused attentions of g (before any node is emitted; none when the CPU
+/* cpu_attention_fusion.c: marks the fused attentions of g (before any node is emitted; none when the CPU
  * lacks AVX-512F and AVX2, FTL_NN_FUSED_ATTENTION=0, or an absorbed tensor is observed), emits one at its
  * second MatMul, runs its step, frees them. */
 ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe);
@@ -281,7 +281,7 @@ bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int de
  * bf16 readers take t (linear layers, fused attentions, through views), else dt. */
 dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t);
 
-/* cpu_gather.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
+/* cpu_movement_fusion.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
  * none under FTL_NN_GATHER_CHAINS=0, in int8 plans, or through an observed tensor), emits one at its
  * sink node, frees them. Shapes are for p->batch on return. */
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);

@@ -148,7 +148,7 @@ static ftl_status axis_ok(const nn_node *n, const qparams *p, const nn_shape *s,
     return FTL_OK;
 }
 
-/* vectorised as cpu_copy.c's conversions are (GCC's dynamic cost model; an AVX-512 copy picked at load) */
+/* vectorised as kernels/copy.c's conversions are (GCC's dynamic cost model; an AVX-512 copy picked at load) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "default"), optimize("vect-cost-model=dynamic")))
 #endif
