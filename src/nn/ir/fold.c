@@ -2,7 +2,7 @@
  * float or int64 (booleans as 0/1 int64), at most FOLD_MAX_ELEMENTS elements; every index read
  * from a tensor is bounds-checked. */
 #include "nn/ir/fold.h"
-#include "nn/ir/shape.h"
+#include "nn/ir/shape_rules.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 
@@ -21,12 +21,6 @@ typedef struct value {
 
 static ftl_status fail(const nn_node *n, const char *why) {
     return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (%s): %s", n->name, n->op_type, why);
-}
-
-bool nn_op_is_value_only(nn_op op) {
-    return op == NN_OP_SHAPE || op == NN_OP_GATHER || op == NN_OP_CAST || op == NN_OP_EQUAL || op == NN_OP_WHERE ||
-           op == NN_OP_CONSTANTOFSHAPE || op == NN_OP_EXPAND || op == NN_OP_RANGE || op == NN_OP_MOD || op == NN_OP_NOT ||
-           op == NN_OP_SCATTERND;
 }
 
 static bool evaluable(nn_op op) {
@@ -184,43 +178,6 @@ static ftl_status eval_elementwise(const nn_node *n, const value *v, int nv, nn_
                                : n->op == NN_OP_SQRT ? sqrtf(x) : (float)r;
         }
         else ((int64_t *)*out)[i] = (int64_t)r;
-    }
-    return FTL_OK;
-}
-
-ftl_status nn_slice_bounds(const nn_graph *g, const nn_node *n, const nn_shape *x, int64_t *begin, int64_t *end,
-                           int64_t *step) {
-    for (int i = 0; i < x->rank; i++) begin[i] = 0, end[i] = x->d[i], step[i] = 1;
-    const nn_tensor *ts[4] = {NULL, NULL, NULL, NULL};
-    for (int k = 1; k < n->n_in && k < 5; k++) {
-        if (n->in[k] < 0) continue;
-        ts[k - 1] = &g->tensors[n->in[k]];
-        if (!ts[k - 1]->data || ts[k - 1]->dtype != NN_I64 || ts[k - 1]->shape.rank > 1)
-            return fail(n, "starts, ends, axes and steps must be 1-D integer constants (or computed from shapes)");
-    }
-    int64_t m = ts[0]->count;
-    for (int k = 1; k < 4; k++)
-        if (ts[k] && ts[k]->count != m) return fail(n, "starts, ends, axes and steps differ in length");
-    if (m > x->rank) return fail(n, "more starts than the input has axes");
-    bool seen[NN_MAX_RANK] = {0};
-    for (int64_t j = 0; j < m; j++) {
-        int64_t a = ts[2] ? ((const int64_t *)ts[2]->data)[j] : j;
-        if (a < 0) a += x->rank;
-        if (a < 0 || a >= x->rank || seen[a]) return fail(n, "an axis out of range or repeated");
-        seen[a] = true;
-        int64_t d = x->d[a], s = ts[3] ? ((const int64_t *)ts[3]->data)[j] : 1;
-        if (s == 0) return fail(n, "a step of 0");
-        int64_t b = ((const int64_t *)ts[0]->data)[j], e = ((const int64_t *)ts[1]->data)[j];
-        if (b < 0) b += d;
-        if (e < 0 && e > INT64_MIN / 2) e += d;
-        if (s > 0) {
-            b = b < 0 ? 0 : b > d ? d : b;
-            e = e < 0 ? 0 : e > d ? d : e;
-        } else {
-            b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
-            e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-        }
-        begin[a] = b, end[a] = e, step[a] = s;
     }
     return FTL_OK;
 }

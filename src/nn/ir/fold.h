@@ -10,14 +10,8 @@
 /* Whether n can be evaluated now: an op the evaluator knows, every input a constant (Shape only
  * needs its input's shape). */
 bool nn_fold_possible(const nn_graph *g, const nn_node *n);
-/* Ops that only exist as shape arithmetic in ftl (an error when their input is an activation). */
-bool nn_op_is_value_only(nn_op op);
 /* Evaluates n into its output tensor (data, shape; marked computed). An output whose value
  * changed keeps the old buffer alive in g->retired (plans compiled for another batch may hold it). */
 ftl_status nn_fold_eval(nn_graph *g, nn_node *n);
-/* Slice's constant inputs resolved for an input of `rank` dims: begin, end, step per axis
- * (ONNX clamping rules; axes not named keep their whole range). */
-ftl_status nn_slice_bounds(const nn_graph *g, const nn_node *n, const nn_shape *x, int64_t *begin, int64_t *end,
-                           int64_t *step);
 
 #endif
