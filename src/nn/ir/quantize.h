@@ -29,6 +29,8 @@ struct ftl_nn_int8_scales {
 /* A scales table from its parts (copied), hashed as calibration's are: for tests and importers. */
 ftl_nn_int8_scales *nn_int8_scales_make(char *const *names, const float *scales, const bool *is_unsigned, int count,
                                         const char *method, int rows);
+/* Sets s->hash from every field (int8_scales.c; for a table filled in place, as calibration does). */
+void nn_int8_scales_rehash(ftl_nn_int8_scales *s);
 
 /* Whether node n may run in int8: a 2-D convolution with constant weights, except the image stem
  * (3 channels of pixels) and the convolution reading the stem's output, which stay fp32 (they lose
