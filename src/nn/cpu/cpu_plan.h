@@ -18,6 +18,8 @@
 #define FTL_NN_CPU_PLAN_H
 
 #include "nn/backend.h"
+#include "nn/cpu/kernels/copy.h"
+#include "nn/cpu/kernels/max_pool.h"
 
 #include <dnnl.h>
 
@@ -52,8 +54,6 @@ typedef enum cpu_step_kind {
     CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
     CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL, CPU_STEP_LAYERNORM
 } cpu_step_kind;
-typedef struct cpu_copy_plan cpu_copy_plan;
-typedef struct cpu_pool_plan cpu_pool_plan;
 
 typedef struct cpu_step {
     cpu_step_kind kind;
@@ -228,34 +228,6 @@ bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out);
 /* cpu_measure_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
  * prefers (format any) and run alone on its own buffers; best seconds per execution. */
 ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed);
-
-/* kernels/copy.c: a copy src -> dst as contiguous runs (false, nothing made, when the layouts are
- * not both plain strided of one type, or the runs would be too short to beat oneDNN's reorder). */
-bool cpu_copy_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, cpu_copy_plan **plan);
-void cpu_copy_run(const cpu_copy_plan *plan, const void *src, void *dst, int threads);
-/* A copy of n_runs runs of `run` elements of elem bytes from byte offsets src_offset[i] of the source
- * to one after another in the destination, whose elements have dst_elem bytes: elem, or 2 from 4 (f32
- * rounded to bf16). */
-cpu_copy_plan *cpu_copy_plan_gather(const int64_t *src_offset, int64_t n_runs, size_t run, size_t elem, size_t dst_elem);
-/* A gather's copy with f32 addend (laid out as the destination) added: dst = gathered src + addend. */
-void cpu_copy_run_add(const cpu_copy_plan *plan, const void *src, const float *addend, void *dst, int threads);
-/* kernels/max_pool.c: whether MaxPool runs as ftl's loop on this CPU; its plan for f32 src -> dst in one of the
- * conv layouts (channels-last, nChw8c, nChw16c; false, nothing made, otherwise); the loop. */
-bool cpu_pool_ftl_wanted(void);
-bool cpu_pool_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst, const int64_t kernel[2],
-                        const int64_t stride[2], const int64_t dilation[2], const int64_t pad_begin[2],
-                        cpu_pool_plan **plan);
-void cpu_pool_plan_free(cpu_pool_plan *plan);
-void cpu_pool_run(const cpu_pool_plan *plan, const float *src, float *dst, int threads);
-/* Whether src and dst are one layout of f32 and u8/s8 (either way), so cpu_convert_run converts them
- * element by element. */
-bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst);
-/* n elements: f32 -> u8/s8 as saturate(round_half_even(x * scale) + zero), or u8/s8 -> f32 as
- * (x - zero) * scale. */
-void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
-                     float scale, int zero, int threads);
-/* n floats through a quantized model's FakeQuantize (nn_fake_quantize) on the OpenMP team. */
-void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads);
 
 /* A step of kind `kind` that ftl runs itself from value src into dst (arg 0 -> arg 1), its kernel
  * named impl. */

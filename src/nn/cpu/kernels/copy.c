@@ -2,7 +2,7 @@
  * slices, pads), done as runs of contiguous elements spread over the backbone's OpenMP threads. oneDNN 2.6 runs such
  * permutations through its scalar `simple:any` reorder, one element at a time: Swin-T's window
  * shifts and partitions alone are over a hundred of them per forward pass. Built with -fopenmp. */
-#include "nn/cpu/cpu_plan.h"
+#include "nn/cpu/kernels/copy.h"
 #include "nn/ir/qdq.h"
 #include "util/error.h"
 #include "util/fsutil.h"

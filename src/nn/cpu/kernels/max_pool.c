@@ -4,7 +4,7 @@
  * at half this loop's speed (2 x 128 x 147 x 147: 3.6 vs 1.7 ms on a Zen 3). Taken on CPUs with AVX2
  * and without AVX-512, where it was measured (FTL_NN_FTL_MAXPOOL=1 / 0 forces it either way). Built
  * with -fopenmp. */
-#include "nn/cpu/cpu_plan.h"
+#include "nn/cpu/kernels/max_pool.h"
 #include "util/fsutil.h"
 
 #include <float.h>
