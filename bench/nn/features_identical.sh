@@ -63,7 +63,7 @@ embed() {  # embed SIDE BUILD_DIR MODEL PRECISION: prints the images/s of the em
     local side=$1 dir=$2 m=$3 p=$4 line
     line=$("$dir/ftl" embed "$out/data/val.parquet" --backbone "$(model_path "$m")" "$out/$side-$m-$p.parquet" \
         --overwrite --batch 16 --threads "$threads" --precision "$p" --input-scale "$(input_scale "$m")" 2>&1 |
-        grep '^embed:')
+        grep '^embed: [0-9]* images ->')  # the summary, not the progress lines
     sed -E 's/.*\(([0-9.]+) images\/s\).*/\1/' <<<"$line"
 }
 
