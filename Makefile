@@ -49,7 +49,10 @@ endif
 
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 GEN_H    := $(BUILD)/gen/onnx.pb-c.h
-LIB_SRCS := $(sort $(filter-out src/cli/% $(DIST_EXCLUDE) $(CUDA_EXCLUDE),$(wildcard src/*/*.c)) $(CUDA_SRCS))
+# Every C file under src/, layer subfolders included (src/nn/ir/, src/nn/cpu/kernels/); the CUDA
+# backend's own (src/nn/cuda/) only when CUDA=1.
+ALL_SRCS := $(filter-out src/nn/cuda/%,$(wildcard src/*/*.c src/*/*/*.c src/*/*/*/*.c))
+LIB_SRCS := $(sort $(filter-out src/cli/% $(DIST_EXCLUDE) $(CUDA_EXCLUDE),$(ALL_SRCS)) $(CUDA_SRCS))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 # Test helpers (tests/tools/NAME.c -> build/tools/NAME) and benchmarks (bench/DIR/NAME.c ->
@@ -89,11 +92,11 @@ $(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
 # OpenMP pragmas in these files only: batch preprocessing runs on the backbone's own thread team
 # (and in the strided copies, and the training plan's host loops, which share it too)
 $(BUILD)/obj/src/nn/preprocess_batch.o $(BUILD)/san/src/nn/preprocess_batch.o: CFLAGS += -fopenmp
-$(BUILD)/obj/src/nn/cpu_copy.o $(BUILD)/san/src/nn/cpu_copy.o: CFLAGS += -fopenmp
-$(BUILD)/obj/src/nn/attention.o $(BUILD)/san/src/nn/attention.o: CFLAGS += -fopenmp
-$(BUILD)/obj/src/nn/layernorm.o $(BUILD)/san/src/nn/layernorm.o: CFLAGS += -fopenmp
-$(BUILD)/obj/src/nn/cpu_pool.o $(BUILD)/san/src/nn/cpu_pool.o: CFLAGS += -fopenmp
-$(BUILD)/obj/src/nn/cpu_train.o $(BUILD)/san/src/nn/cpu_train.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu/kernels/copy.o $(BUILD)/san/src/nn/cpu/kernels/copy.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu/kernels/attention.o $(BUILD)/san/src/nn/cpu/kernels/attention.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu/kernels/layernorm.o $(BUILD)/san/src/nn/cpu/kernels/layernorm.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu/kernels/max_pool.o $(BUILD)/san/src/nn/cpu/kernels/max_pool.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu/cpu_train.o $(BUILD)/san/src/nn/cpu/cpu_train.o: CFLAGS += -fopenmp
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)

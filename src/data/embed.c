@@ -7,7 +7,7 @@
 #include "data/calibration_sample.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
-#include "nn/backbone_files.h"
+#include "nn/onnx/backbone_files.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"

@@ -5,7 +5,7 @@
 #define FTL_EXPORT_BACKBONE_GRAPH_H
 
 #include "export/onnx_build.h"
-#include "nn/onnx_tensor.h"
+#include "nn/onnx/onnx_tensor.h"
 
 typedef struct backbone_graph {
     Onnx__ModelProto *model;        /* the unpacked file (owns the original messages) */

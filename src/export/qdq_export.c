@@ -1,6 +1,6 @@
 /* QDQ around the int8 convolutions of an exported backbone (see qdq_export.h). */
 #include "export/qdq_export.h"
-#include "nn/quantize.h"
+#include "nn/ir/quantize.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -5,7 +5,7 @@
 #ifndef FTL_NN_BACKEND_H
 #define FTL_NN_BACKEND_H
 
-#include "nn/graph.h"
+#include "nn/ir/graph.h"
 #include <stdint.h>
 #include <stdio.h>
 

@@ -1,8 +1,8 @@
 /* `ftl inspect MODEL.onnx`: a human-readable summary of an ONNX backbone. */
 #include "ftl/nn.h"
-#include "nn/load.h"
-#include "nn/topo.h"
-#include "nn/trainable.h"
+#include "nn/onnx/load.h"
+#include "nn/ir/topo.h"
+#include "nn/ir/trainable.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -1,11 +1,11 @@
 /* The public face of fine-tuning (ftl/nn.h: ftl_finetune_*): loads a backbone, selects its unfrozen
  * part (nn/trainable.c) and compiles the training plan (nn/cpu_train.c). */
 #include "ftl/nn.h"
-#include "nn/load.h"
-#include "nn/shape.h"
-#include "nn/topo.h"
+#include "nn/onnx/load.h"
+#include "nn/ir/shape.h"
+#include "nn/ir/topo.h"
 #include "nn/train_plan.h"
-#include "nn/trainable.h"
+#include "nn/ir/trainable.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -3,15 +3,15 @@
 #include "ftl/profile.h"
 #include "nn/backend.h"
 #include "nn/cuda_backend.h"
-#include "nn/load.h"
+#include "nn/onnx/load.h"
 #include "nn/model_parts.h"
-#include "nn/topo.h"
-#include "nn/trainable.h"
+#include "nn/ir/topo.h"
+#include "nn/ir/trainable.h"
 #include "nn/preprocess.h"
-#include "nn/quantize.h"
-#include "nn/ops.h"
+#include "nn/ir/quantize.h"
+#include "nn/ir/ops.h"
 #include "ftl/image.h"
-#include "nn/shape.h"
+#include "nn/ir/shape.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"
@@ -53,30 +53,6 @@ void ftl_model_options_init(ftl_model_options *o) {
     o->batch = DEFAULT_BATCH;
     o->device = FTL_DEVICE_AUTO;
     o->device_index = -1;
-}
-
-ftl_status ftl_nn_precision_parse(const char *text, ftl_nn_precision *precision) {
-    if (strcmp(text, "fp32") == 0 || strcmp(text, "f32") == 0 || strcmp(text, "float32") == 0) *precision = FTL_NN_FP32;
-    else if (strcmp(text, "bf16") == 0 || strcmp(text, "bfloat16") == 0) *precision = FTL_NN_BF16;
-    else if (strcmp(text, "tf32") == 0) *precision = FTL_NN_TF32;
-    else if (strcmp(text, "int8") == 0) *precision = FTL_NN_INT8;
-    else return ftl_fail(FTL_E_INVALID_ARG, "--precision '%s': expected fp32, bf16, tf32 or int8", text);
-    return FTL_OK;
-}
-
-const char *ftl_nn_precision_name(ftl_nn_precision precision) {
-    return precision == FTL_NN_BF16 ? "bf16" : precision == FTL_NN_TF32 ? "tf32" : precision == FTL_NN_INT8 ? "int8" : "fp32";
-}
-
-ftl_status ftl_nn_conv_algorithm_parse(const char *text, ftl_nn_conv_algorithm *algorithm) {
-    if (strcmp(text, "auto") == 0) *algorithm = FTL_NN_CONV_AUTO;
-    else if (strcmp(text, "direct") == 0) *algorithm = FTL_NN_CONV_DIRECT;
-    else return ftl_fail(FTL_E_INVALID_ARG, "--conv-algorithm '%s': expected auto or direct", text);
-    return FTL_OK;
-}
-
-const char *ftl_nn_conv_algorithm_name(ftl_nn_conv_algorithm algorithm) {
-    return algorithm == FTL_NN_CONV_DIRECT ? "direct" : "auto";
 }
 
 void ftl_model_free(ftl_model *m) {

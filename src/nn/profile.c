@@ -3,9 +3,9 @@
  * measured peak of the plan's precision, and optionally each convolution and matmul alone (the
  * model's ceiling; a fused attention's two products as oneDNN matmuls). Medians over runs, since a shared machine adds spikes. */
 #include "ftl/profile.h"
-#include "nn/load.h"
+#include "nn/onnx/load.h"
 #include "nn/model_parts.h"
-#include "nn/shape.h"
+#include "nn/ir/shape.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/fsutil.h"

@@ -12,9 +12,9 @@
 #ifndef FTL_NN_TRAIN_PLAN_H
 #define FTL_NN_TRAIN_PLAN_H
 
-#include "nn/graph.h"
+#include "nn/ir/graph.h"
 #include <stdio.h>
-#include "nn/trainable.h"
+#include "nn/ir/trainable.h"
 
 typedef struct nn_train_plan nn_train_plan;
 

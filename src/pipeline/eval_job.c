@@ -8,7 +8,7 @@
 #include "pipeline/classifier_backbone.h"
 #include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
-#include "nn/backbone_files.h"
+#include "nn/onnx/backbone_files.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"

@@ -1,7 +1,7 @@
 /* ftl train's paths: what it reads, what it writes, and the check that the two never meet. */
 #include "pipeline/train_paths.h"
 #include "ftl/sweep.h"
-#include "nn/backbone_files.h"
+#include "nn/onnx/backbone_files.h"
 #include "pipeline/train_run.h"
 #include "util/error.h"
 #include "util/fsutil.h"

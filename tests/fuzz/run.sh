@@ -20,7 +20,8 @@ libs=(-lturbojpeg -lpng -lprotobuf-c -ldnnl -lgomp -lzstd -lsnappy -lz -lm -lpth
 # the library, instrumented (rebuilt when a source is newer than its object)
 lib_objs=()
 # (the single-process collectives: the parsers need no MPI)
-for src in $(ls src/*/*.c | grep -v -e '^src/cli/' -e '^src/parallel/transport_mpi.c') "$BUILD/gen/onnx.pb-c.c"; do
+# (every C file under src/, layer subfolders included; the CUDA backend's own are left out: cuda_none.c stands in)
+for src in $(find src -name '*.c' -not -path 'src/nn/cuda/*' | sort | grep -v -e '^src/cli/' -e '^src/parallel/transport_mpi.c') "$BUILD/gen/onnx.pb-c.c"; do
     o="$objs/$(echo "$src" | tr '/' '_' | sed 's/\.c$/.o/')"
     if [ ! -f "$o" ] || [ "$src" -nt "$o" ]; then "$CLANG" "${flags[@]}" -c "$src" -o "$o"; fi
     lib_objs+=("$o")

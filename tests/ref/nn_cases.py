@@ -292,7 +292,7 @@ def build_cases(d):
                                 perm=[0, 1, 3, 2, 4, 5]), g.const(np.array([-1, 16, 16, 8], np.int64))])
     g.save(d, g.op("ReduceMean", [img], axes=[1, 2], keepdims=0))
     # Swin's shifted windows: torch.roll as Slice + Concat per axis, the window partition (Reshape, Transpose,
-    # Reshape), a product per token, then back and the residual; ftl copies each direction once (cpu_gather.c)
+    # Reshape), a product per token, then back and the residual; ftl copies each direction once (cpu_movement_fusion.c)
     g = G("roll_window_partition", [2, 6, 8, 8])
     x = g.op("Transpose", [g.conv("x", 6, 16, pads=[1, 1, 1, 1])], perm=[0, 2, 3, 1])  # [N,8,8,16]
 
@@ -314,7 +314,7 @@ def build_cases(d):
     g.save(d, g.op("ReduceMean", [g.op("Add", [back, x])], axes=[1, 2], keepdims=0))
     # Swin's patch merging: the 2 x 2 neighbours of each pixel side by side on the channels, as torchvision
     # exports it (rows every second from 0 and 1, then columns, four Slices with step 2 into one Concat), then
-    # its product; ftl copies the Slices and the Concat at once (cpu_gather.c)
+    # its product; ftl copies the Slices and the Concat at once (cpu_movement_fusion.c)
     g = G("patch_merging", [2, 6, 8, 8])
     x = g.op("MatMul", [g.op("Transpose", [g.conv("x", 6, 16, pads=[1, 1, 1, 1])], perm=[0, 2, 3, 1]),
                         g.const(rand(16, 16, scale=0.25))])  # [N,8,8,16] channels last, as Swin's layer norm writes

@@ -6,7 +6,7 @@
  * the same plan with it off. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "nn/attention.h"
+#include "nn/cpu/kernels/attention.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

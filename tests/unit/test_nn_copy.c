@@ -1,6 +1,6 @@
 /* ftl's strided copies (transposes, slices, window shuffles in the CPU plan) and their f32 -> bf16
  * form against oneDNN's own reorder of the same layouts: the same bits. */
-#include "nn/cpu_plan.h"
+#include "nn/cpu/cpu_plan.h"
 #include "test.h"
 
 #include <dnnl.h>

@@ -322,7 +322,7 @@ static void check_concat_copies(const char *name, int batch, int at_most_one_in)
 TEST(nn_concat_copies_swin) { check_concat_copies("swin_small_cfg", 3, 10); }
 TEST(nn_concat_copies_shufflenet) { check_concat_copies("shufflenet_v2_x0_5", 2, 2); }
 
-/* Chains of data movement copied at once (cpu_gather.c): Swin's roll + window partition and back (the
+/* Chains of data movement copied at once (cpu_movement_fusion.c): Swin's roll + window partition and back (the
  * way back adding the residual as it copies), in nn_cases.py's roll_window_partition (against ONNX
  * Runtime) and the torchvision Swin (against PyTorch). The floats are moved and added as the nodes' own
  * steps do, so the rows equal theirs bit for bit; there are `copies` gathers and `adds` gathers with the

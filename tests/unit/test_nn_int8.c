@@ -5,7 +5,7 @@
 #include "nn_testutil.h"
 #include "test.h"
 #include "nn/model_parts.h"
-#include "nn/quantize.h"
+#include "nn/ir/quantize.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -6,7 +6,7 @@
  * against the plan with oneDNN's layer norm. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "nn/layernorm.h"
+#include "nn/cpu/kernels/layernorm.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* ftl's max pool (src/nn/cpu_pool.c, `ftl:max_pool`): the MaxPool-after-convolution cases of
+/* ftl's max pool (src/nn/cpu/kernels/max_pool.c, `ftl:max_pool`): the MaxPool-after-convolution cases of
  * tests/ref/nn_cases.py against ONNX Runtime and bit for bit against oneDNN's pooling
  * (FTL_NN_FTL_MAXPOOL=0), in the channels-last and in the blocked conv layout, with odd sizes, ceil
  * mode, dilation and asymmetric pads; and Xception's four pools the same way. */

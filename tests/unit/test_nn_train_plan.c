@@ -5,11 +5,11 @@
  * Flatten/Reshape, Gemm (both transB) and MatMul on tokens - the forward output, the gradient of every
  * trained parameter and of the input match within 1e-4 of their largest value. The whole graph is
  * unfrozen (the cut at its input). */
-#include "nn/load.h"
-#include "nn/shape.h"
-#include "nn/topo.h"
+#include "nn/onnx/load.h"
+#include "nn/ir/shape.h"
+#include "nn/ir/topo.h"
 #include "nn/train_plan.h"
-#include "nn/trainable.h"
+#include "nn/ir/trainable.h"
 #include "nn_testutil.h"
 #include "test.h"
 #include "util/fsutil.h"

@@ -1,8 +1,8 @@
 /* The CUDA backend: placement of tensors, device memory, steps, compile, run (see cuda_plan.h). */
 #include "nn/cuda/cuda_plan.h"
 #include "nn/cuda_backend.h"
-#include "nn/shape.h"
-#include "nn/topo.h"
+#include "nn/ir/shape.h"
+#include "nn/ir/topo.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"

@@ -1,0 +1,272 @@
+/* Internals of the oneDNN CPU backend, shared by cpu_plan.c (values, buffers, memory planning,
+ * execution) and cpu_ops.c (one emitter per op).
+ *
+ * A value is one dnnl memory: a descriptor (layout + data type) bound to a buffer. Several
+ * values may share a buffer (in-place ops, reshapes, sum post-ops). Buffers get offsets in one
+ * arena after compilation from their step lifetimes, so memory is planned once and reused by
+ * every run. Each graph tensor maps to the value holding it in its current layout; a consumer
+ * that needs another layout or type gets a cached reorder of it.
+ *
+ * Micro-batches per node: a plan of `batch` images may run each node on mb images at a time
+ * (mb divides batch; from nn_compile_opts.node_batch). Consecutive steps with the same mb form a
+ * segment, run chunk by chunk (every step of the segment on images 0..mb-1, then mb..2mb-1, ...),
+ * so a chunk's activations stay in cache from layer to layer while later, smaller layers get
+ * bigger chunks. A buffer used by one segment holds one chunk and is reused by the next; a
+ * buffer used across segments is "full" (all batch images, batch outermost) and each step
+ * addresses its chunk in it. */
+#ifndef FTL_NN_CPU_PLAN_H
+#define FTL_NN_CPU_PLAN_H
+
+#include "nn/backend.h"
+#include "nn/cpu/kernels/copy.h"
+#include "nn/cpu/kernels/max_pool.h"
+
+#include <dnnl.h>
+
+enum { CPU_MAX_ARGS = 16 };
+
+typedef struct cpu_value {
+    dnnl_memory_desc_t md;
+    int buf;                  /* >= 0 arena buffer; CPU_BUF_CONST own allocation; CPU_BUF_EXTERNAL set at run */
+    dnnl_memory_t mem;
+    void *own;                /* CPU_BUF_CONST: allocated data */
+    int mb;                   /* images in md (its first dimension) */
+} cpu_value;
+enum { CPU_BUF_CONST = -1, CPU_BUF_EXTERNAL = -2 };
+
+typedef struct cpu_buf {
+    size_t size;
+    int first_step, last_step; /* lifetime in steps (first -1: written before the run) */
+    int last_node;            /* last graph node that reads a tensor living here */
+    size_t offset;
+    bool full;                /* holds all batch images (used by more than one segment) */
+    size_t image_bytes;       /* full: bytes per image (the values' batch stride) */
+} cpu_buf;
+
+/* PRIM: a oneDNN primitive; FILL: a constant written over a value; COPY: ftl's strided copy
+ * (kernels/copy.c) between layouts of one data type; OBSERVE: arg 0's values handed to the plan's
+ * observer (calibration); CONVERT: ftl's f32 <-> u8/s8 conversion within one layout (kernels/copy.c);
+ * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h); ATTENTION: the
+ * fused attention of args Q, K^T, V into arg 3 (cpu_attention_fusion.c); MAXPOOL: ftl's max pool of arg 0
+ * into arg 1 (kernels/max_pool.c); LAYERNORM: ftl's layer norm of arg 0 into arg 1, fp32 or bf16 each
+ * (nn/layernorm.h). */
+typedef enum cpu_step_kind {
+    CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
+    CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL, CPU_STEP_LAYERNORM
+} cpu_step_kind;
+
+typedef struct cpu_step {
+    cpu_step_kind kind;
+    dnnl_primitive_t prim;
+    int nargs;
+    int arg_key[CPU_MAX_ARGS];
+    int arg_val[CPU_MAX_ARGS];
+    int writes;               /* index into arg_* of the output (for lifetimes); -1 none */
+    bool scratch;             /* pass the shared scratchpad */
+    float fill_value;         /* CPU_STEP_FILL: value written over arg 0 */
+    cpu_copy_plan *copy;      /* CPU_STEP_COPY: arg 0 -> arg 1 */
+    cpu_pool_plan *pool;      /* CPU_STEP_MAXPOOL: arg 0 -> arg 1 */
+    dnnl_exec_arg_t *exec;    /* built at finalize */
+    int mb;                   /* images per execution (the micro-batch of its node) */
+    int n_chunked;            /* args in full buffers: their data handle moves with the chunk */
+    int chunked_arg[CPU_MAX_ARGS];
+    char label[96];
+    char impl[64];
+    int node;                 /* graph node it was emitted for (n_nodes: the plan's copy to the caller) */
+    bool reorder;             /* a layout / type conversion */
+    int tensor;               /* CPU_STEP_OBSERVE: the graph tensor arg 0 holds */
+    float convert_scale;      /* CPU_STEP_CONVERT: arg 1 = arg 0 x this (rounded and saturated to int8) */
+    int convert_zero;         /* CONVERT: the int8 side's zero point (q = round(x scale) + zero; x = (q - zero) scale) */
+    float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
+    int fq_zero, fq_lo, fq_hi;
+    int attn;                 /* CPU_STEP_ATTENTION: index into nn_plan.attn */
+    float *ln_params;         /* CPU_STEP_LAYERNORM: gamma then beta (owned), channels each */
+    float ln_epsilon;
+    int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
+} cpu_step;
+
+/* A fused attention (cpu_attention_fusion.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
+ * scale and the constant bias table [period][rows][keys] (NULL: none). */
+typedef struct cpu_attention_op {
+    int qk, pv;
+    int q, kt, v;
+    float scale;
+    float *bias;
+    int64_t period;
+} cpu_attention_op;
+
+/* A chain of data movement run as one copy (cpu_movement_fusion.c): the sink node's output copied from the
+ * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
+ * at element b x src_per_image + run_src[r] of the source (plain row-major both); with an addend
+ * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
+typedef struct cpu_gather_op {
+    int source, sink_node, addend, emit_node;
+    int64_t run, runs_per_image, src_per_image;
+    int64_t *run_src;
+} cpu_gather_op;
+
+typedef struct cpu_conv_cache {
+    int tensor, value;
+} cpu_conv_cache;
+
+struct nn_plan {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    nn_precision precision;
+    bool winograd;            /* eligible fp32 convs try Winograd kernels first */
+    int n_winograd;           /* convolution nodes that got them */
+    int batch, threads;
+    cpu_value *vals;
+    int n_vals, cap_vals;
+    cpu_buf *bufs;
+    int n_bufs, cap_bufs;
+    cpu_step *steps;
+    int n_steps, cap_steps;
+    int *tval;                /* graph tensor -> value in its native layout (-1 none) */
+    int *last_node;           /* graph tensor -> last node index reading it (INT_MAX: output) */
+    cpu_conv_cache *conv;     /* reorders made for consumers: (tensor, value) */
+    int n_conv, cap_conv;
+    int cur_node;             /* node being compiled */
+    int cur_mb;               /* its micro-batch */
+    int *node_mb;             /* per node micro-batch (NULL: batch) */
+    int input_val, output_val;
+    size_t scratch_size;
+    void *scratch;
+    dnnl_memory_t scratch_mem;
+    void *arena;
+    size_t arena_size;
+    int64_t out_count;        /* floats written by run */
+    int n_reorders;           /* reorders executed per run (layout/type conversions) */
+    int n_segs;               /* runs of steps with the same micro-batch */
+    int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
+    bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
+    float *int8_scale;        /* NN_PREC_INT8: copies of nn_compile_opts' per-tensor arrays */
+    bool *int8_unsigned, *int8_written;
+    int *int8_zero;           /* per tensor, NULL: all 0 */
+    nn_observe_fn observe_fn;
+    void *observe_ctx;
+    int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */
+    bool blocked_layout;      /* fp32 convs run blocked (nChw16c / nChw8c), the layout oneDNN's fused kernel is right in:
+                                 for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
+                                 cut halves included, so they give the whole backbone's bits; on AVX2 CPUs for
+                                 convolutional backbones too (nn_graph.blocked_images) */
+    cpu_attention_op *attn;   /* fused attentions */
+    int n_attn, cap_attn;
+    int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
+                                 where attention k is emitted */
+    cpu_gather_op *gathers;   /* data movement chains run as one copy */
+    int n_gathers, cap_gathers;
+    int *node_gather;         /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
+                                 sink of chain k */
+};
+
+/* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
+ftl_status cpu_check(dnnl_status_t s, const char *what);
+#define CPU_TRY(call, what) FTL_TRY(cpu_check((call), (what)))
+
+int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md, int buf);
+int cpu_new_buf(nn_plan *p, size_t size, int last_node);
+/* A constant value holding `data` (of md_plain's type and plain layout) converted to `md`. */
+ftl_status cpu_const_value(nn_plan *p, const void *data, const dnnl_memory_desc_t *md_plain,
+                           const dnnl_memory_desc_t *md, int *val);
+/* The value of graph tensor t in layout/type md (reordered once and cached when it differs; a
+ * conversion to or from u8/s8 scales by the tensor's int8 scale). */
+ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val);
+/* Plain row-major layout of t's current dims with data type dt. */
+void cpu_plain_md(dnnl_memory_desc_t *md, const nn_shape *s, dnnl_data_type_t dt);
+/* Appends a reorder step src -> dst (values). */
+ftl_status cpu_emit_reorder(nn_plan *p, int src, int dst, const char *label);
+/* Appends a primitive step created from pd (takes ownership of pd). */
+ftl_status cpu_emit_prim(nn_plan *p, dnnl_primitive_desc_t pd, const int *keys, const int *vals, int nargs,
+                         int writes, const char *label);
+/* True when the buffer of value v may be overwritten by the current node (nothing later reads it). */
+bool cpu_can_overwrite(const nn_plan *p, int v);
+/* Whether every node from the current one to tensor t's last reader runs at the current micro-batch
+ * (one segment: a view of t whose first axis is not the images is never addressed by image). */
+bool cpu_one_chunk_until_read(const nn_plan *p, int t);
+/* Makes tensor t's value one of cur_mb images (a view of the same buffer) when it was made for
+ * another micro-batch. */
+ftl_status cpu_rebatch(nn_plan *p, int t);
+/* Records that tensor t now lives in value v. */
+void cpu_bind(nn_plan *p, int t, int v);
+/* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
+ * starting with y = -y (a swapped Sub). */
+ftl_status cpu_make_attr(const nn_node *n, dnnl_primitive_attr_t *attr, bool negate_first);
+/* The attributes of a product n (activations only) followed by x scale (scale_md, broadcast over
+ * rows) and + the destination's prior contents (a residual); *binary_index: the scale's post-op index. */
+ftl_status cpu_make_attr_scaled_sum(const nn_node *n, const dnnl_memory_desc_t *scale_md, dnnl_primitive_attr_t *attr,
+                                    int *binary_index);
+/* The attributes of a 1x1 convolution n that runs the 3x3 depthwise convolution dw (stride 1 or 2,
+ * padding 1) on its output as a post-op: n's activations, the depthwise conv, dw's activations (fp32). */
+ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnnl_primitive_attr_t *attr);
+/* The same for an int8 primitive: per-output-channel scales (count 1: one for all) applied to the
+ * integer sums, then n's post-ops, the last activation's result multiplied by act_scale (the
+ * requantization to the output's scale when an activation runs last; else 1). */
+ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
+                              float act_scale, int src_zero, int dst_zero);
+/* Whether node n's data input has an int8 form, so the node runs in int8. */
+bool cpu_node_int8(const nn_plan *p, const nn_node *n);
+/* Appends a FakeQuantize step src -> dst (f32 values of one layout; dst may be src). */
+void cpu_emit_fake_quant(nn_plan *p, int src, int dst, float scale, int zero, int lo, int hi, const char *label);
+/* Appends the f32 -> u8/s8 conversion of value src into value dst (same layout) at `scale` (real =
+ * scale x (q - zero)): the node's own work, e.g. a ReLU that only int8 convolutions read. */
+ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero, const char *label);
+/* Appends a step that sets every element of value v to `value` (Pad borders). */
+ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
+dnnl_data_type_t cpu_compute_type(const nn_plan *p);
+/* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 and for fp32 models
+ * with fused depthwise pairs (measured, see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
+ * own pick). Returns dnnl_format_tag_any for any. */
+dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
+dnnl_format_tag_t cpu_blocked_tag(void);
+/* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
+ * 16s, transformed weights amortised over the run's pixels; see cpu_plan.c). */
+bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
+
+/* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
+bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out);
+/* cpu_measure_alone.c: step `step`'s convolution / matmul / inner product rebuilt with the layouts oneDNN
+ * prefers (format any) and run alone on its own buffers; best seconds per execution. */
+ftl_status cpu_time_alone(nn_plan *p, int step, double min_seconds, double *seconds, bool *timed);
+
+/* A step of kind `kind` that ftl runs itself from value src into dst (arg 0 -> arg 1), its kernel
+ * named impl. */
+cpu_step *cpu_host_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label);
+/* A new step of the current node (kind PRIM until set), and the record that it uses value v. */
+cpu_step *cpu_new_step(nn_plan *p, const char *label);
+void cpu_touch(nn_plan *p, int v, int step);
+
+/* cpu_attention_fusion.c: marks the fused attentions of g (before any node is emitted; none when the CPU
+ * lacks AVX-512F and AVX2, FTL_NN_FUSED_ATTENTION=0, or an absorbed tensor is observed), emits one at its
+ * second MatMul, runs its step, frees them. */
+ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe);
+ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node);
+void cpu_attention_run(nn_plan *p, const cpu_step *s);
+void cpu_attention_free(nn_plan *p);
+/* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
+bool cpu_switch_on(const char *name);
+/* Whether tensor t (produced by the current node) is read only by fused attentions, directly or
+ * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
+ * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
+bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
+/* The type a copy of tensor t from a source of type dt is written in: bf16 in a bf16 plan when only
+ * bf16 readers take t (linear layers, fused attentions, through views), else dt. */
+dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t);
+
+/* cpu_movement_fusion.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
+ * none under FTL_NN_GATHER_CHAINS=0, in int8 plans, or through an observed tensor), emits one at its
+ * sink node, frees them. Shapes are for p->batch on return. */
+ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);
+ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node);
+void cpu_gather_free(nn_plan *p);
+
+/* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
+ * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */
+int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g);
+/* Whether this plan fuses depthwise pairs at all (fp32, AVX-512, not calibrating, not turned off). */
+bool cpu_depthwise_fusion_on(const nn_plan *p);
+
+/* cpu_ops.c: emits the steps of one node. */
+ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);
+
+#endif
