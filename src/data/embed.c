@@ -8,6 +8,7 @@
 #include "data/dataset.h"
 #include "data/loader_plan.h"
 #include "nn/backbone_files.h"
+#include "nn/device_caps.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"
@@ -53,7 +54,7 @@ static void embed_model_options(const ftl_embed_options *o, ftl_model_options *m
 
 ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **out) {
     *out = NULL;
-    if (o->device == FTL_DEVICE_CUDA) /* said before any GPU is looked for */
+    if (!nn_device_caps_of(o->device)->int8) /* said before any GPU is looked for */
         return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; use "
                         "--device cpu (or auto), or fp32/bf16/tf32 on the GPU");
     ftl_status st = FTL_OK;
@@ -510,7 +511,7 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     ftl_batch b;
     uint8_t *flipped = NULL;
     ftl_device gpu;
-    ftl_device_monitor *monitor = info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK
+    ftl_device_monitor *monitor = nn_device_caps_of(info->device_kind)->gpu && ftl_device_select(info->device_kind, -1, &gpu) == FTL_OK
                                       ? ftl_device_monitor_start(&gpu) : NULL;
     /* On a GPU, batch k+1 is started (copied to the device) before batch k's features are collected,
      * so the copy overlaps the compute; elsewhere (and for a partial last batch) each batch runs at once. */

@@ -15,6 +15,7 @@
  * by (batch, dropout, epoch), their batch order continued from where it stopped. Each trial's
  * epoch-end checkpoint, model and result file make the sweep resumable after a kill. */
 #include "ftl/sweep.h"
+#include "nn/device_caps.h"
 #include "pipeline/train_checks.h"
 #include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
@@ -74,7 +75,7 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
     }
     if (!reason && count > 0) {
         ftl_device d;
-        if (ftl_device_select(trials[0].embed.device, -1, &d) != FTL_OK || d.kind != FTL_DEVICE_CPU)
+        if (ftl_device_select(trials[0].embed.device, -1, &d) != FTL_OK || nn_device_caps_of(d.kind)->gpu)
             reason = "the head would train on a GPU";
     }
     if (why && why_size) snprintf(why, why_size, "%s", reason ? reason : "");
@@ -882,7 +883,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     ftl_status st = train_run_prepare(&r, &o, &calibrated, &own_scales);
     ftl_train_summary summary;
     memset(&summary, 0, sizeof summary);
-    if (st == FTL_OK && ftl_model_get_info(r.backbone)->device_kind != FTL_DEVICE_CPU)
+    if (st == FTL_OK && nn_device_caps_of(ftl_model_get_info(r.backbone)->device_kind)->gpu)
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
     if (st == FTL_OK && ro->resume) st = check_resumed_trials(trials, count, &r);
     if (ro->resume) st = agree(&trials[0].fit.collectives, st, "checking the trials' checkpoints");

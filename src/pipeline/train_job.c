@@ -6,6 +6,7 @@
 #include "ftl/parquet.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
+#include "nn/device_caps.h"
 #include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
 #include "pipeline/loader_source.h"
@@ -255,7 +256,8 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     ftl_head_engine *engine = NULL;
     snprintf(s->head_device, sizeof s->head_device, "cpu");
     ftl_device gpu;
-    bool on_gpu = st == FTL_OK && info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK;
+    bool on_gpu = st == FTL_OK && nn_device_caps_of(info->device_kind)->gpu &&
+                  ftl_device_select(info->device_kind, -1, &gpu) == FTL_OK;
     bool head_on_gpu = on_gpu;
     if (st == FTL_OK && run_phase1 && ftl_dist_active(&fit.collectives)) {
         /* The gradient sums take one path on all ranks (NCCL on the GPU head, MPI on the CPU's):

@@ -2,6 +2,7 @@
  * the fit's result (ftl.metrics), and the model file that carries them with the head. */
 #include "ftl/pipeline.h"
 #include "ftl/dist.h"
+#include "nn/device_caps.h"
 #include "pipeline/train_run.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -85,7 +86,7 @@ char *train_run_record_json(const ftl_train_options *o, int64_t dim, const char 
                       classes_json ? classes_json : "[]", o->embed.label_offset, ftl_nn_precision_name(o->embed.precision),
                       ftl_nn_conv_algorithm_name(o->embed.conv_algorithm), o->feature_cache ? "true" : "false",
                       o->embed.threads > 0 ? o->embed.threads : ftl_cpu_count(), ftl_dist_size(&o->fit.collectives),
-                      ftl_device_kind_name(info->device_kind == FTL_DEVICE_CUDA ? FTL_DEVICE_CUDA : FTL_DEVICE_CPU));
+                      nn_device_caps_of(info->device_kind)->name);
     ftl_json_append_string(&b, info->device ? info->device : "");
     ftl_strbuf_printf(&b, ",\"head_device\":");
     ftl_json_append_string(&b, head_device);
