@@ -1,7 +1,7 @@
 /* Raw labels (integers or text) into class indexes and names. */
 #include "data/prep_labels.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
 #include <ctype.h>

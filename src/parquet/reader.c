@@ -2,8 +2,8 @@
 #include "parquet/codec.h"
 #include "parquet/page_map.h"
 #include "parquet/reader.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

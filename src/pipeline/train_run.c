@@ -7,7 +7,6 @@
 #include "pipeline/feature_cache.h"
 #include "pipeline/train_run.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 #include "util/timing.h"
 

@@ -1,8 +1,8 @@
 /* An epoch's record: the name its checkpoint gets, its place in the trainer's history and its JSON
  * object (the JSONL line and the checkpoint's history), shared by the fit loop and checkpoints. */
 #include "train/train_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
 #include <stdio.h>
