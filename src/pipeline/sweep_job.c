@@ -306,13 +306,8 @@ static ftl_status agree(const ftl_collectives *col, ftl_status st, const char *w
     return any ? ftl_fail(FTL_E_INTERRUPTED, "another rank failed %s (its message says why)", what) : FTL_OK;
 }
 
-ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro,
-                         ftl_sweep_trial_result *results) {
-    ftl_sweep_run_options defaults;
-    ftl_sweep_run_options_init(&defaults);
-    if (!ro) ro = &defaults;
-    if (count < 1) return ftl_fail(FTL_E_INVALID_ARG, "a sweep needs at least one trial");
-    memset(results, 0, (size_t)count * sizeof *results);
+/* The trials' options, refused before any work as ftl train (and ftl_trainer_init) would refuse them. */
+static ftl_status check_trials(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro) {
     char why[256];
     if (!ftl_sweep_stackable(trials, count, why, sizeof why))
         return ftl_fail(FTL_E_UNSUPPORTED, "these trials cannot share the cached features: %s", why);
@@ -339,6 +334,72 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     if (trials[0].val_path && !ftl_path_exists(trials[0].val_path))
         return ftl_fail(FTL_E_NOT_FOUND, "validation dataset %s does not exist", trials[0].val_path);
     FTL_TRY(train_check_folder_of(trials[0].out_path, "trial model")); /* every rank writes its trials */
+    return FTL_OK;
+}
+
+/* --resume: the trials with a checkpoint are opened first (their epochs decide their stacks), each
+ * with its batch order where the checkpoint left it. */
+static ftl_status open_resumed_trials(sweep_shared *sh, int me) {
+    train_run *r = sh->run;
+    ftl_status st = FTL_OK;
+    for (int i = 0; i < sh->trial_count && st == FTL_OK; i++) {
+        if (sh->owner[i] != me || sh->trials[i].ended || !ftl_path_exists(sh->trials[i].checkpoint)) continue;
+        const char *src[1] = {sh->options[i].train_path};
+        ftl_loader_options order = train_run_order(&sh->options[i], src);
+        global_order_source gs;
+        st = global_order_source_init(&gs, &order, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
+                                      sh->options[i].fit.seed, sh->train_rows, 1);
+        ftl_batch_source train = global_order_source_as_batch_source(&gs);
+        file_order_source vs;
+        ftl_batch_source val = {0};
+        if (r->have_val_store) {
+            file_order_source_init(&vs, &r->val_store);
+            val = file_order_source_as_batch_source(&vs);
+        }
+        if (st == FTL_OK) st = sweep_open_trial(sh, i, &train, r->have_val_store ? &val : NULL);
+        if (st != FTL_OK) st = ftl_fail_context(st, "resuming trial %d from %s", i + 1, sh->trials[i].checkpoint);
+        if (sh->trials[i].open) sh->trials[i].fr.train = sh->trials[i].fr.val = NULL;
+        if (r->have_val_store) file_order_source_free(&vs);
+        global_order_source_free(&gs);
+    }
+    return st;
+}
+
+/* One phase: the trials still training, in stacks formed afresh, up to epoch `rung` on the workers. */
+static ftl_status train_to_rung(sweep_shared *sh, int stack_size, int workers, int64_t rung) {
+    sh->until_epoch = rung;
+    build_stacks(sh, stack_size, workers);
+    int phase_workers = workers < sh->stack_count ? workers : sh->stack_count;
+    sh->caller_only = phase_workers > 1;
+    if (sh->ro->progress && sh->stack_count > 0 && ftl_dist_rank(sh->col) == 0) {
+        int live = 0, together = 0;
+        for (int i = 0; i < sh->stack_count; i++) live += sh->stacks[i].count, together += sweep_trains_side_by_side(sh, &sh->stacks[i]);
+        fprintf(sh->ro->progress, "sweep: %d trials in %d stacks (%d side by side, one GEMM per step), %d at a time, up to epoch %lld%s\n",
+                live, sh->stack_count, together, phase_workers, (long long)rung, ftl_dist_size(sh->col) > 1 ? " (rank 0's)" : "");
+        fflush(sh->ro->progress);
+    }
+    atomic_store(&sh->next_stack, 0);
+    ftl_dist_phase_begin(sh->col, "training its trials"); /* the ranks meet again at the rung */
+    pthread_t *threads = ftl_xcalloc((size_t)(phase_workers > 0 ? phase_workers : 1), sizeof *threads);
+    int started = 0;
+    for (int w = 1; w < phase_workers; w++)
+        if (pthread_create(&threads[started + 1], NULL, sweep_worker_main, sh) == 0) started++;
+    if (phase_workers > 0) sweep_worker_main(sh);
+    for (int w = 1; w <= started; w++) pthread_join(threads[w], NULL);
+    free(threads);
+    free_stacks(sh);
+    ftl_dist_phase_end(sh->col);
+    return sh->status != FTL_OK ? ftl_fail(sh->status, "%s", sh->error) : FTL_OK;
+}
+
+ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro,
+                         ftl_sweep_trial_result *results) {
+    ftl_sweep_run_options defaults;
+    ftl_sweep_run_options_init(&defaults);
+    if (!ro) ro = &defaults;
+    if (count < 1) return ftl_fail(FTL_E_INVALID_ARG, "a sweep needs at least one trial");
+    memset(results, 0, (size_t)count * sizeof *results);
+    FTL_TRY(check_trials(trials, count, ro));
     train_run r;
     memset(&r, 0, sizeof r);
     const ftl_train_options *o = &trials[0];
@@ -417,51 +478,10 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         fflush(ro->progress);
     }
     /* On resume the trials with a checkpoint are opened first: their epochs decide their stacks. */
-    for (int i = 0; i < count && st == FTL_OK && ro->resume; i++) {
-        if (owner[i] != me || state[i].ended || !ftl_path_exists(state[i].checkpoint)) continue;
-        const char *src[1] = {per[i].train_path};
-        ftl_loader_options order = train_run_order(&per[i], src);
-        global_order_source gs;
-        st = global_order_source_init(&gs, &order, &r.train_store, r.have_train_flipped ? &r.train_flipped : NULL,
-                                      per[i].fit.seed, summary.train_rows, 1);
-        ftl_batch_source train = global_order_source_as_batch_source(&gs);
-        file_order_source vs;
-        ftl_batch_source val = {0};
-        if (r.have_val_store) {
-            file_order_source_init(&vs, &r.val_store);
-            val = file_order_source_as_batch_source(&vs);
-        }
-        if (st == FTL_OK) st = sweep_open_trial(&sh, i, &train, r.have_val_store ? &val : NULL);
-        if (st != FTL_OK) st = ftl_fail_context(st, "resuming trial %d from %s", i + 1, state[i].checkpoint);
-        if (state[i].open) state[i].fr.train = state[i].fr.val = NULL;
-        if (r.have_val_store) file_order_source_free(&vs);
-        global_order_source_free(&gs);
-    }
+    if (st == FTL_OK && ro->resume) st = open_resumed_trials(&sh, me);
     st = agree(col, st, "resuming the trials");
     for (int g = 0; g < rung_count && st == FTL_OK; g++) {
-        sh.until_epoch = rungs[g];
-        build_stacks(&sh, stack_size, workers);
-        int phase_workers = workers < sh.stack_count ? workers : sh.stack_count;
-        sh.caller_only = phase_workers > 1;
-        if (ro->progress && sh.stack_count > 0 && me == 0) {
-            int live = 0, together = 0;
-            for (int i = 0; i < sh.stack_count; i++) live += sh.stacks[i].count, together += sweep_trains_side_by_side(&sh, &sh.stacks[i]);
-            fprintf(ro->progress, "sweep: %d trials in %d stacks (%d side by side, one GEMM per step), %d at a time, up to epoch %lld%s\n",
-                    live, sh.stack_count, together, phase_workers, (long long)rungs[g], ranks > 1 ? " (rank 0's)" : "");
-            fflush(ro->progress);
-        }
-        atomic_store(&sh.next_stack, 0);
-        ftl_dist_phase_begin(col, "training its trials"); /* the ranks meet again at the rung */
-        pthread_t *threads = ftl_xcalloc((size_t)(phase_workers > 0 ? phase_workers : 1), sizeof *threads);
-        int started = 0;
-        for (int w = 1; w < phase_workers; w++)
-            if (pthread_create(&threads[started + 1], NULL, sweep_worker_main, &sh) == 0) started++;
-        if (phase_workers > 0) sweep_worker_main(&sh);
-        for (int w = 1; w <= started; w++) pthread_join(threads[w], NULL);
-        free(threads);
-        free_stacks(&sh);
-        ftl_dist_phase_end(col);
-        if (sh.status != FTL_OK) st = ftl_fail(sh.status, "%s", sh.error);
+        st = train_to_rung(&sh, stack_size, workers, rungs[g]);
         st = agree(col, st, "training the trials");
         if (st == FTL_OK && g + 1 < rung_count) st = halve(&sh, ro->halving_eta, rungs[g]);
         st = agree(col, st, "ending the trials halved at the rung");

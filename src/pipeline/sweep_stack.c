@@ -160,6 +160,51 @@ bool sweep_trains_side_by_side(const sweep_shared *sh, const sweep_stack *stack)
     return stack->count > 1 && bytes <= (double)SIDE_BY_SIDE_BYTES;
 }
 
+/* The epoch's end for each trial still training: its log record, its checkpoint, and its end when it
+ * stopped (early or at --epochs: it leaves the stack, *live counts it out). */
+static ftl_status end_epoch(sweep_shared *sh, const sweep_stack *stack, ftl_batch_source *train, int *live) {
+    ftl_status st = FTL_OK;
+    for (int k = 0; k < stack->count && st == FTL_OK; k++) {
+        int trial = stack->trials[k];
+        sweep_trial *tr = &sh->trials[trial];
+        if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
+        double k0 = ftl_now();
+        st = ftl_fit_run_epoch_end(tr->t, &tr->fr);
+        tr->epoch = ftl_trainer_epoch(tr->t);
+        /* the log first, then the checkpoint: a kill between them repeats the epoch (the
+         * report keeps a trial's last record of each epoch) rather than losing its record */
+        if (st == FTL_OK) st = sweep_log_epoch(sh, trial);
+        if (st == FTL_OK && ftl_fit_run_more(tr->t) && sh->ro->checkpoints)
+            st = ftl_trainer_save_checkpoint(tr->t, tr->checkpoint, train);
+        tr->seconds += ftl_now() - k0;
+        if (st == FTL_OK && !ftl_fit_run_more(tr->t)) { /* stopped early or at --epochs: it leaves the stack */
+            (*live)--;
+            st = sweep_finish_trial(sh, trial, 0);
+        }
+        if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", trial + 1);
+    }
+    return st;
+}
+
+/* Where each member's order stands, for the next phase's stacks; this phase's sources end here. */
+static ftl_status save_positions(sweep_shared *sh, const sweep_stack *stack, ftl_batch_source *train) {
+    ftl_status st = FTL_OK;
+    uint8_t *blob = NULL;
+    size_t blob_size = 0;
+    if (train->save_position) st = train->save_position(train->ctx, &blob, &blob_size);
+    for (int k = 0; k < stack->count && st == FTL_OK; k++) {
+        sweep_trial *tr = &sh->trials[stack->trials[k]];
+        if (!tr->t) continue;
+        free(tr->position);
+        tr->position = ftl_xmalloc(blob_size ? blob_size : 1);
+        memcpy(tr->position, blob, blob_size);
+        tr->position_size = blob_size;
+        tr->fr.train = tr->fr.val = NULL; /* this phase's sources end here */
+    }
+    free(blob);
+    return st;
+}
+
 /* Trains one stack up to sh->until_epoch: its trials in lockstep over shared chunks of batches. */
 static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
     train_run *r = sh->run;
@@ -288,40 +333,9 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
                 tr->seconds += ftl_now() - k0 + shared_s;
             }
         }
-        for (int k = 0; k < n && st == FTL_OK; k++) {
-            int trial = stack->trials[k];
-            sweep_trial *tr = &sh->trials[trial];
-            if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
-            double k0 = ftl_now();
-            st = ftl_fit_run_epoch_end(tr->t, &tr->fr);
-            tr->epoch = ftl_trainer_epoch(tr->t);
-            /* the log first, then the checkpoint: a kill between them repeats the epoch (the
-             * report keeps a trial's last record of each epoch) rather than losing its record */
-            if (st == FTL_OK) st = sweep_log_epoch(sh, trial);
-            if (st == FTL_OK && ftl_fit_run_more(tr->t) && sh->ro->checkpoints)
-                st = ftl_trainer_save_checkpoint(tr->t, tr->checkpoint, &train);
-            tr->seconds += ftl_now() - k0;
-            if (st == FTL_OK && !ftl_fit_run_more(tr->t)) { /* stopped early or at --epochs: it leaves the stack */
-                live--;
-                st = sweep_finish_trial(sh, trial, 0);
-            }
-            if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", trial + 1);
-        }
+        if (st == FTL_OK) st = end_epoch(sh, stack, &train, &live);
     }
-    /* where each member's order stands, for the next phase's stacks */
-    uint8_t *blob = NULL;
-    size_t blob_size = 0;
-    if (st == FTL_OK && train.save_position) st = train.save_position(train.ctx, &blob, &blob_size);
-    for (int k = 0; k < n && st == FTL_OK; k++) {
-        sweep_trial *tr = &sh->trials[stack->trials[k]];
-        if (!tr->t) continue;
-        free(tr->position);
-        tr->position = ftl_xmalloc(blob_size ? blob_size : 1);
-        memcpy(tr->position, blob, blob_size);
-        tr->position_size = blob_size;
-        tr->fr.train = tr->fr.val = NULL; /* this phase's sources end here */
-    }
-    free(blob);
+    if (st == FTL_OK) st = save_positions(sh, stack, &train);
     ftl_head_stack_free(side_by_side);
     free(heads), free(counts), free(members);
     chunk_free(&chunk);
