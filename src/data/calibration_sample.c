@@ -1,8 +1,8 @@
 /* The calibration sample (see calibration_sample.h). */
 #include "data/calibration_sample.h"
 #include "ftl/loader.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/rng.h"
 
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * stay valid. (pread, not mmap: a file that shrinks meanwhile is an error, not a SIGBUS.) */
 #include "ftl/embed.h"
 #include "data/loader_plan.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/sha256.h"
 
 #include <fcntl.h>

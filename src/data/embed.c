@@ -8,6 +8,7 @@
 #include "data/dataset.h"
 #include "data/loader_plan.h"
 #include "nn/onnx/backbone_files.h"
+#include "nn/device_caps.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"
@@ -53,7 +54,7 @@ static void embed_model_options(const ftl_embed_options *o, ftl_model_options *m
 
 ftl_status ftl_embed_calibrate(const ftl_embed_options *o, ftl_nn_int8_scales **out) {
     *out = NULL;
-    if (o->device == FTL_DEVICE_CUDA) /* said before any GPU is looked for */
+    if (!nn_device_caps_of(o->device)->int8) /* said before any GPU is looked for */
         return ftl_fail(FTL_E_UNSUPPORTED, "--precision int8 with --device cuda: the GPU backend has no int8 path yet; use "
                         "--device cpu (or auto), or fp32/bf16/tf32 on the GPU");
     ftl_status st = FTL_OK;
@@ -425,17 +426,8 @@ static ftl_status embed_distributed(const ftl_embed_options *o, ftl_embed_summar
     return st;
 }
 
-ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
-    if (ftl_dist_active(o->collectives) && o->row_end <= 0) return embed_distributed(o, s);
-    memset(s, 0, sizeof *s);
-    s->gpu_util_percent = s->gpu_memory_bytes = NAN;
-    double start = ftl_now();
-    if (!o->backbone_path || !o->output_path || o->source_count < 1)
-        return ftl_fail(FTL_E_INVALID_ARG, "embed needs a dataset, a backbone and an output path");
-    FTL_TRY(embed_check_paths(o));
-    if (o->source_fingerprint) snprintf(s->dataset_fingerprint, sizeof s->dataset_fingerprint, "%s", o->source_fingerprint);
-    else FTL_TRY(ftl_dataset_fingerprint(o->sources, o->source_count, s->dataset_fingerprint));
-
+/* The loader embed reads through: every row of the sources (or of o's rows or shard) once, in order. */
+static ftl_loader_options embed_loader_options(const ftl_embed_options *o) {
     ftl_loader_options lo;
     ftl_loader_options_init(&lo);
     lo.sources = o->sources;
@@ -455,6 +447,36 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     lo.row_begin = o->row_begin;
     lo.row_end = o->row_end;
     lo.label_offset = o->label_offset;
+    return lo;
+}
+
+/* Room for the largest source row group (bounded) plus one batch. */
+static void feature_rows_reserve(feature_rows *f, ftl_loader *l, int batch) {
+    int64_t largest = 0, previous = 0;
+    for (int64_t i = 0; i < f->boundary_count; i++) {
+        if (f->boundaries[i] - previous > largest) largest = f->boundaries[i] - previous;
+        previous = f->boundaries[i];
+    }
+    if (ftl_loader_shard_rows(l) - previous > largest) largest = ftl_loader_shard_rows(l) - previous;
+    int64_t cap_rows = MAX_ALIGNED_FEATURE_BYTES / (4 * f->dim);
+    f->capacity = (largest < cap_rows ? largest : cap_rows) + batch;
+    f->labels = ftl_xmalloc((size_t)f->capacity * sizeof *f->labels);
+    f->features = ftl_xmalloc((size_t)(f->capacity * f->dim) * sizeof *f->features);
+    f->paths = ftl_xcalloc((size_t)f->capacity, sizeof *f->paths);
+}
+
+ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
+    if (ftl_dist_active(o->collectives) && o->row_end <= 0) return embed_distributed(o, s);
+    memset(s, 0, sizeof *s);
+    s->gpu_util_percent = s->gpu_memory_bytes = NAN;
+    double start = ftl_now();
+    if (!o->backbone_path || !o->output_path || o->source_count < 1)
+        return ftl_fail(FTL_E_INVALID_ARG, "embed needs a dataset, a backbone and an output path");
+    FTL_TRY(embed_check_paths(o));
+    if (o->source_fingerprint) snprintf(s->dataset_fingerprint, sizeof s->dataset_fingerprint, "%s", o->source_fingerprint);
+    else FTL_TRY(ftl_dataset_fingerprint(o->sources, o->source_count, s->dataset_fingerprint));
+
+    ftl_loader_options lo = embed_loader_options(o);
     ftl_loader *l;
     FTL_TRY(ftl_loader_open(&lo, &l));
     int image_size = ftl_loader_image_size(l);
@@ -493,24 +515,13 @@ ftl_status ftl_embed_run(const ftl_embed_options *o, ftl_embed_summary *s) {
     st = ftl_parquet_writer_open(o->output_path, cols, 3, &wo, &w);
     feature_rows f = {.dim = info->feature_dim};
     source_boundaries(l, o, &f);
-    /* Room for the largest source row group (bounded) plus one batch. */
-    int64_t largest = 0, previous = 0;
-    for (int64_t i = 0; i < f.boundary_count; i++) {
-        if (f.boundaries[i] - previous > largest) largest = f.boundaries[i] - previous;
-        previous = f.boundaries[i];
-    }
-    if (ftl_loader_shard_rows(l) - previous > largest) largest = ftl_loader_shard_rows(l) - previous;
-    int64_t cap_rows = MAX_ALIGNED_FEATURE_BYTES / (4 * f.dim);
-    f.capacity = (largest < cap_rows ? largest : cap_rows) + o->batch;
-    f.labels = ftl_xmalloc((size_t)f.capacity * sizeof *f.labels);
-    f.features = ftl_xmalloc((size_t)(f.capacity * f.dim) * sizeof *f.features);
-    f.paths = ftl_xcalloc((size_t)f.capacity, sizeof *f.paths);
+    feature_rows_reserve(&f, l, o->batch);
     ftl_progress progress;
     if (o->show_progress) ftl_progress_start(&progress, "embed", "images", ftl_loader_shard_rows(l));
     ftl_batch b;
     uint8_t *flipped = NULL;
     ftl_device gpu;
-    ftl_device_monitor *monitor = info->device_kind == FTL_DEVICE_CUDA && ftl_device_select(FTL_DEVICE_CUDA, -1, &gpu) == FTL_OK
+    ftl_device_monitor *monitor = nn_device_caps_of(info->device_kind)->gpu && ftl_device_select(info->device_kind, -1, &gpu) == FTL_OK
                                       ? ftl_device_monitor_start(&gpu) : NULL;
     /* On a GPU, batch k+1 is started (copied to the device) before batch k's features are collected,
      * so the copy overlaps the compute; elsewhere (and for a partial last batch) each batch runs at once. */

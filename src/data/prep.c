@@ -561,6 +561,62 @@ static ftl_status reduce_summary(const ftl_collectives *col, ftl_prep_summary *s
     return st;
 }
 
+/* The summary's classes and counts from the source, and what its scan found: reported by rank 0,
+ * refused under --strict (the caller frees the source then). */
+static ftl_status begin_summary(const ftl_prep_options *o, const prep_source *source, int rank, ftl_prep_summary *sum) {
+    sum->class_count = source->class_count;
+    sum->class_names = ftl_xcalloc((size_t)source->class_count, sizeof *sum->class_names);
+    for (int c = 0; c < source->class_count; c++) sum->class_names[c] = ftl_strdup(source->class_names[c]);
+    sum->train_counts = ftl_xcalloc((size_t)source->class_count, sizeof *sum->train_counts);
+    sum->val_counts = ftl_xcalloc((size_t)source->class_count, sizeof *sum->val_counts);
+    sum->empty_class_count = source->empty_class_count;
+    sum->split_method = source->given_split ? source->given_split : o->stratify ? "stratified" : "random";
+    ftl_status findings = rank == 0 ? report_scan_findings(source, o->strict) : FTL_OK;
+    if (findings != FTL_OK) return findings;
+    for (int64_t i = 0; i < source->unsupported_count && rank == 0; i++) { /* every rank sees them: rank 0 says it */
+        if (o->strict)
+            return ftl_fail(FTL_E_UNSUPPORTED, "%s/%s: %s (--strict)", source->root, source->unsupported_paths[i],
+                            source->unsupported_reasons[i]);
+        ftl_log_warn("skipping %s/%s: %s", source->root, source->unsupported_paths[i], source->unsupported_reasons[i]);
+        summary_add_skipped(sum, source->unsupported_paths[i], source->unsupported_reasons[i]);
+    }
+    return FTL_OK;
+}
+
+/* The decoding threads fill the ring while this one writes the rows in order; when st is already an
+ * error nothing starts. Rank phase: ended by the caller once the files are closed. */
+static ftl_status run_workers(prep_job *job, int threads, ftl_parquet_writer **writers, ftl_prep_summary *sum, ftl_status st) {
+    pthread_t *workers = ftl_xcalloc((size_t)threads, sizeof *workers);
+    int started = 0;
+    if (st == FTL_OK) {
+        for (; started < threads; started++)
+            if (pthread_create(&workers[started], NULL, prep_worker, job) != 0) break;
+        if (started == 0) st = ftl_fail(FTL_E_INTERNAL, "cannot start worker threads");
+    }
+    /* Ranks' shares can take very different times (image sizes, hosts): a long phase. */
+    ftl_dist_phase_begin(job->options->collectives, "preparing its share of the images");
+    if (st == FTL_OK) st = write_rows(job, writers, sum);
+    pthread_mutex_lock(&job->lock);
+    job->stop = true;
+    pthread_cond_broadcast(&job->slot_free);
+    pthread_mutex_unlock(&job->lock);
+    for (int i = 0; i < started; i++) pthread_join(workers[i], NULL);
+    free(workers);
+    return st;
+}
+
+static void prep_job_free(prep_job *job) {
+    for (int64_t i = 0; i < job->ring_size; i++) {
+        free(job->ring[i].canvas);
+        free(job->ring[i].error);
+        free(job->ring[i].encoded);
+    }
+    free(job->ring);
+    pthread_mutex_destroy(&job->lock);
+    pthread_cond_destroy(&job->slot_ready);
+    pthread_cond_destroy(&job->slot_free);
+}
+
 static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summary *sum) {
     sum->keep_encoded = o->keep_encoded;
     FTL_TRY(check_output(o));
@@ -577,27 +633,10 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     int64_t all_items = source.item_count;
     if (dist) keep_rank_share(&source, rank, ftl_dist_size(col));
 
-    sum->class_count = source.class_count;
-    sum->class_names = ftl_xcalloc((size_t)source.class_count, sizeof *sum->class_names);
-    for (int c = 0; c < source.class_count; c++) sum->class_names[c] = ftl_strdup(source.class_names[c]);
-    sum->train_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->train_counts);
-    sum->val_counts = ftl_xcalloc((size_t)source.class_count, sizeof *sum->val_counts);
-    sum->empty_class_count = source.empty_class_count;
-    sum->split_method = source.given_split ? source.given_split : o->stratify ? "stratified" : "random";
-    ftl_status findings = rank == 0 ? report_scan_findings(&source, o->strict) : FTL_OK;
-    if (findings != FTL_OK) {
+    ftl_status begun = begin_summary(o, &source, rank, sum);
+    if (begun != FTL_OK) {
         prep_source_free(&source);
-        return findings;
-    }
-    for (int64_t i = 0; i < source.unsupported_count && rank == 0; i++) { /* every rank sees them: rank 0 says it */
-        if (o->strict) {
-            ftl_status st = ftl_fail(FTL_E_UNSUPPORTED, "%s/%s: %s (--strict)", source.root, source.unsupported_paths[i],
-                                     source.unsupported_reasons[i]);
-            prep_source_free(&source);
-            return st;
-        }
-        ftl_log_warn("skipping %s/%s: %s", source.root, source.unsupported_paths[i], source.unsupported_reasons[i]);
-        summary_add_skipped(sum, source.unsupported_paths[i], source.unsupported_reasons[i]);
+        return begun;
     }
 
     int threads = o->threads > 0 ? o->threads : ftl_cpu_count();
@@ -647,22 +686,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     if (st == FTL_OK) st = open_split_writer(paths[0], o, !odd, &writers[0]);
     if (st == FTL_OK) st = open_split_writer(paths[1], o, !odd, &writers[1]);
 
-    pthread_t *workers = ftl_xcalloc((size_t)threads, sizeof *workers);
-    int started = 0;
-    if (st == FTL_OK) {
-        for (; started < threads; started++)
-            if (pthread_create(&workers[started], NULL, prep_worker, &job) != 0) break;
-        if (started == 0) st = ftl_fail(FTL_E_INTERNAL, "cannot start worker threads");
-    }
-    /* Ranks' shares can take very different times (image sizes, hosts): a long phase. */
-    ftl_dist_phase_begin(col, "preparing its share of the images");
-    if (st == FTL_OK) st = write_rows(&job, writers, sum);
-    pthread_mutex_lock(&job.lock);
-    job.stop = true;
-    pthread_cond_broadcast(&job.slot_free);
-    pthread_mutex_unlock(&job.lock);
-    for (int i = 0; i < started; i++) pthread_join(workers[i], NULL);
-    free(workers);
+    st = run_workers(&job, threads, writers, sum, st);
 
     if (st == FTL_OK) st = set_split_metadata(writers[0], o, &source, "train", sum->train_counts);
     if (st == FTL_OK) st = set_split_metadata(writers[1], o, &source, "val", sum->val_counts);
@@ -704,15 +728,7 @@ static ftl_status prep_run_normalized(const ftl_prep_options *o, ftl_prep_summar
     }
     ftl_cleanup_unregister(temp_dir);
 
-    for (int64_t i = 0; i < job.ring_size; i++) {
-        free(job.ring[i].canvas);
-        free(job.ring[i].error);
-        free(job.ring[i].encoded);
-    }
-    free(job.ring);
-    pthread_mutex_destroy(&job.lock);
-    pthread_cond_destroy(&job.slot_ready);
-    pthread_cond_destroy(&job.slot_free);
+    prep_job_free(&job);
     free(paths[0]);
     free(paths[1]);
     free(temp_dir);

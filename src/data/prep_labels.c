@@ -1,9 +1,10 @@
 /* Raw labels (integers or text) into class indexes and names. */
 #include "data/prep_labels.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,16 +66,39 @@ bool prep_labels_names_from_metadata(prep_labels *l, const char *ftl_classes, co
     return found;
 }
 
+/* "001.ak47" -> "ak47": Caltech-style numeric prefixes are dropped from display names. */
+static char *display_name_of(const char *folder) {
+    const char *p = folder;
+    while (isdigit((unsigned char)*p)) p++;
+    if (p > folder && (*p == '.' || *p == '_' || *p == '-') && p[1] != '\0') return ftl_strdup(p + 1);
+    return ftl_strdup(folder);
+}
+
+void prep_labels_set_class_names(prep_source *s) {
+    s->class_names = ftl_xcalloc((size_t)s->class_count, sizeof *s->class_names);
+    for (int i = 0; i < s->class_count; i++) s->class_names[i] = display_name_of(s->class_folders[i]);
+    /* Stripping prefixes must not merge two classes; fall back to folder names if it would. */
+    for (int i = 0; i < s->class_count; i++)
+        for (int j = i + 1; j < s->class_count; j++)
+            if (strcmp(s->class_names[i], s->class_names[j]) == 0) {
+                for (int k = 0; k < s->class_count; k++) {
+                    free(s->class_names[k]);
+                    s->class_names[k] = ftl_strdup(s->class_folders[k]);
+                }
+                return;
+            }
+}
+
 static int compare_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Integer labels: the names from metadata, or "0".."max" when there are none. */
-static ftl_status finish_ints(prep_labels *l, prep_source *s) {
+static ftl_status finish_ints(prep_labels *l, prep_source *s, prep_item_namer name_item) {
     int64_t max = -1;
     for (int64_t i = 0; i < l->count; i++) {
         int64_t v = l->ints[i];
         bool bad = v < 0 || (l->names ? v >= l->name_count : v >= MAX_CLASSES);
         if (bad) {
-            char *name = prep_source_item_name(s, &s->items[i]);
+            char *name = name_item(s, &s->items[i]);
             ftl_status st = l->names ? ftl_fail(FTL_E_INVALID_ARG, "%s: label %lld is out of range: %s names %lld classes "
                                                 "(0..%lld)", name, (long long)v, l->names_from, (long long)l->name_count,
                                                 (long long)l->name_count - 1)
@@ -117,20 +141,20 @@ static ftl_status finish_texts(prep_labels *l, prep_source *s) {
     return FTL_OK;
 }
 
-ftl_status prep_labels_finish(prep_labels *l, prep_source *s) {
+ftl_status prep_labels_finish(prep_labels *l, prep_source *s, prep_item_namer name_item) {
     if (l->count != s->item_count)
         return ftl_fail(FTL_E_INTERNAL, "%lld labels for %lld items", (long long)l->count, (long long)s->item_count);
     if (l->int_count && l->text_count) {
         int64_t first_text = 0;
         while (!l->texts[first_text]) first_text++;
-        char *name = prep_source_item_name(s, &s->items[first_text]);
+        char *name = name_item(s, &s->items[first_text]);
         ftl_status st = ftl_fail(FTL_E_INVALID_ARG, "%s: label '%s' is text where other labels are integers: one source's "
                                  "labels are all of one kind", name, l->texts[first_text]);
         free(name);
         return st;
     }
-    FTL_TRY(l->text_count ? finish_texts(l, s) : finish_ints(l, s));
-    prep_source_set_class_names(s);
+    FTL_TRY(l->text_count ? finish_texts(l, s) : finish_ints(l, s, name_item));
+    prep_labels_set_class_names(s);
     int64_t *per_class = ftl_xcalloc((size_t)s->class_count, sizeof *per_class);
     for (int64_t i = 0; i < s->item_count; i++) per_class[s->items[i].label]++;
     for (int c = 0; c < s->class_count; c++) s->empty_class_count += per_class[c] == 0;

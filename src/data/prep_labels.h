@@ -23,9 +23,15 @@ void prep_labels_add_text(prep_labels *l, char *text); /* takes the string */
  * ClassLabel names of `column` (the `huggingface` key). Returns whether any were found. */
 bool prep_labels_names_from_metadata(prep_labels *l, const char *metadata_ftl_classes, const char *metadata_huggingface,
                                      const char *column, const char *file);
+/* How messages name an item (prep_source_item_name for the source's kind): the table or shards
+ * that call prep_labels_finish pass theirs, so labels sit below the sources. */
+typedef char *(*prep_item_namer)(const prep_source *source, const prep_item *item);
 /* Sets every item's label and the source's classes (class_folders, class_names, class_count).
  * Out-of-range or negative integers and mixed kinds are FTL_E_INVALID_ARG naming the item. */
-ftl_status prep_labels_finish(prep_labels *l, prep_source *source);
+ftl_status prep_labels_finish(prep_labels *l, prep_source *source, prep_item_namer name_item);
+/* "001.ak47" -> "ak47" (Caltech-style numeric prefixes dropped) for every name, unless that would
+ * merge two: then the names as they are. Fills s->class_names from s->class_folders. */
+void prep_labels_set_class_names(prep_source *source);
 void prep_labels_free(prep_labels *l);
 
 #endif

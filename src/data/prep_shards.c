@@ -147,6 +147,9 @@ static int compare_items(const void *a, const void *b) {
     return strcmp(x->relative_path, y->relative_path);
 }
 
+/* How prep_labels names an item in its messages: as prep_source_item_name does for shards. */
+static char *shards_item_name(const prep_source *s, const prep_item *item) { return prep_shards_item_name(s->shards, item); }
+
 ftl_status prep_shards_open(const ftl_prep_options *o, prep_source *s) {
     if (o->image_column || o->label_column || o->label_from || o->split_column || o->images_root)
         return ftl_fail(FTL_E_INVALID_ARG, "%s is WebDataset shards: their labels come from KEY.cls or KEY.json, and "
@@ -161,7 +164,7 @@ ftl_status prep_shards_open(const ftl_prep_options *o, prep_source *s) {
     for (int i = 0; i < s->shards->count && st == FTL_OK; i++) st = scan_shard(s, i, &labels);
     if (st == FTL_OK && s->item_count == 0)
         st = ftl_fail(FTL_E_NOT_FOUND, "no samples with a .jpg, .jpeg or .png image in %s", o->source_dir);
-    if (st == FTL_OK) st = prep_labels_finish(&labels, s);
+    if (st == FTL_OK) st = prep_labels_finish(&labels, s, shards_item_name);
     prep_labels_free(&labels);
     if (st == FTL_OK) {
         qsort(s->items, (size_t)s->item_count, sizeof *s->items, compare_items);

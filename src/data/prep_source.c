@@ -1,5 +1,6 @@
 /* Finding images and classes under SRC, and the seeded train/val split. */
 #include "data/prep_source.h"
+#include "data/prep_labels.h"
 #include "data/prep_shards.h"
 #include "data/prep_table.h"
 #include "data/prep_walk.h"
@@ -8,7 +9,6 @@
 #include "util/rng.h"
 #include "util/string_list.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,29 +28,6 @@ static ftl_status list_subfolders(const char *dir, ftl_string_list *out) {
     }
     ftl_string_list_free(&names);
     return FTL_OK;
-}
-
-/* "001.ak47" -> "ak47": Caltech-style numeric prefixes are dropped from display names. */
-static char *display_name_of(const char *folder) {
-    const char *p = folder;
-    while (isdigit((unsigned char)*p)) p++;
-    if (p > folder && (*p == '.' || *p == '_' || *p == '-') && p[1] != '\0') return ftl_strdup(p + 1);
-    return ftl_strdup(folder);
-}
-
-void prep_source_set_class_names(prep_source *s) {
-    s->class_names = ftl_xcalloc((size_t)s->class_count, sizeof *s->class_names);
-    for (int i = 0; i < s->class_count; i++) s->class_names[i] = display_name_of(s->class_folders[i]);
-    /* Stripping prefixes must not merge two classes; fall back to folder names if it would. */
-    for (int i = 0; i < s->class_count; i++)
-        for (int j = i + 1; j < s->class_count; j++)
-            if (strcmp(s->class_names[i], s->class_names[j]) == 0) {
-                for (int k = 0; k < s->class_count; k++) {
-                    free(s->class_names[k]);
-                    s->class_names[k] = ftl_strdup(s->class_folders[k]);
-                }
-                return;
-            }
 }
 
 static void add_class_items(prep_source *s, ftl_string_list *images, int label, prep_split split, int64_t *class_total) {
@@ -135,7 +112,7 @@ ftl_status prep_source_scan(const char *root, prep_source *s) {
 
     s->class_count = (int)classes.count;
     s->class_folders = classes.items;
-    prep_source_set_class_names(s);
+    prep_labels_set_class_names(s);
     prep_walk w;
     prep_walk_start(&w, root, s->class_count, s->class_folders, s->has_split_folders ? s->val_folder : NULL);
     for (int c = 0; c < s->class_count && st == FTL_OK; c++) {

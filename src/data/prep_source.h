@@ -72,9 +72,6 @@ ftl_status prep_source_read(const prep_source *source, const prep_item *item, ui
 /* How messages name an item: "SRC/ants/x.jpg", "part.parquet row 12 (photos/ants/x.jpg)",
  * "shard-0.tar: 000012.jpg". Caller frees. */
 char *prep_source_item_name(const prep_source *source, const prep_item *item);
-/* "001.ak47" -> "ak47" (Caltech-style numeric prefixes dropped) for every name, unless that would
- * merge two: then the names as they are. Fills s->class_names from s->class_folders. */
-void prep_source_set_class_names(prep_source *source);
 
 /* Scans SRC (folder symlinks followed, each real folder and file read once: see prep_walk.h).
  * Missing SRC, no class folders or no images: FTL_E_NOT_FOUND (exit 2). */

@@ -415,6 +415,9 @@ static ftl_status check_options(const ftl_prep_options *o) {
     return FTL_OK;
 }
 
+/* How prep_labels names an item in its messages: as prep_source_item_name does for a table. */
+static char *table_item_name(const prep_source *s, const prep_item *item) { return prep_table_item_name(s->table, item); }
+
 ftl_status prep_table_open(const ftl_prep_options *o, prep_source *s) {
     FTL_TRY(check_options(o));
     prep_table *t = ftl_xcalloc(1, sizeof *t);
@@ -443,7 +446,7 @@ ftl_status prep_table_open(const ftl_prep_options *o, prep_source *s) {
         if (st == FTL_OK) st = scan_part(s, i, o, label_col, &labels);
     }
     if (st == FTL_OK && s->item_count == 0) st = ftl_fail(FTL_E_NOT_FOUND, "%s holds no rows", o->source_dir);
-    if (st == FTL_OK) st = prep_labels_finish(&labels, s);
+    if (st == FTL_OK) st = prep_labels_finish(&labels, s, table_item_name);
     prep_labels_free(&labels);
     if (st == FTL_OK) {
         qsort(s->items, (size_t)s->item_count, sizeof *s->items, compare_items);

@@ -2,7 +2,7 @@
  * any later way is a loop (a folder on the path down from SRC), a second way within the same class,
  * or a mislabel (another class or split). */
 #include "data/prep_walk.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <ctype.h>
 #include <errno.h>

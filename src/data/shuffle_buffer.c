@@ -1,7 +1,7 @@
 /* Shuffle buffer. Rows are copied in; an emitted row is passed to the callback before its slot
  * is overwritten, so no extra copy is needed. */
 #include "data/shuffle_buffer.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

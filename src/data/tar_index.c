@@ -1,7 +1,7 @@
 /* tar_index: a tar file's regular-file members from its headers alone (see tar_index.h). */
 #include "data/tar_index.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
 #include <errno.h>

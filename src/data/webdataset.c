@@ -1,7 +1,7 @@
 /* WebDataset samples and labels over a tar index (see webdataset.h). */
 #include "data/webdataset.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
 #include <math.h>

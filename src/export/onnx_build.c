@@ -1,6 +1,6 @@
 /* Arena-owned ONNX messages for the exporter (see onnx_build.h). */
 #include "export/onnx_build.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* Opset conversion of the backbone's nodes (see opset_convert.h). The boundaries below are the
  * opset versions at which an op's inputs or attributes changed (ONNX's Changelog.md). */
 #include "export/opset_convert.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <float.h>
 #include <stdlib.h>

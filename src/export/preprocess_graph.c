@@ -10,8 +10,8 @@
 #include "export/preprocess_graph.h"
 #include "image/image_internal.h"
 #include "nn/preprocess.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

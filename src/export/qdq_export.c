@@ -1,8 +1,8 @@
 /* QDQ around the int8 convolutions of an exported backbone (see qdq_export.h). */
 #include "export/qdq_export.h"
 #include "nn/ir/quantize.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -91,7 +91,7 @@ static void scan_layout(const uint8_t *d, size_t n, jpeg_layout *lay) {
     }
 }
 
-ftl_status ftl_jpeg_probe(ftl_image_decoder *d, const uint8_t *data, size_t size, int *w, int *h) {
+static ftl_status jpeg_probe(ftl_image_decoder *d, const uint8_t *data, size_t size, int *w, int *h) {
     FTL_TRY(ensure_tj(d));
     int sub, cs;
     if (size > (size_t)0x7fffffff) return ftl_fail(FTL_E_UNSUPPORTED, "JPEG file larger than 2 GiB");
@@ -120,8 +120,8 @@ static void cmyk_inverted_to_rgb(const uint8_t *in, uint8_t *out, size_t pixels)
     }
 }
 
-ftl_status ftl_jpeg_decode(ftl_image_decoder *d, const uint8_t *data, size_t size, int dct_scale,
-                           ftl_image *out) {
+static ftl_status jpeg_decode(ftl_image_decoder *d, const uint8_t *data, size_t size,
+                              int dct_scale, ftl_image *out) {
     int w, h;
     FTL_TRY(ensure_tj(d));
     if (size > (size_t)0x7fffffff) return ftl_fail(FTL_E_UNSUPPORTED, "JPEG file larger than 2 GiB");
@@ -177,3 +177,5 @@ ftl_status ftl_jpeg_decode(ftl_image_decoder *d, const uint8_t *data, size_t siz
     if (cmyk) cmyk_inverted_to_rgb(d->scratch, out->pixels, (size_t)dw * dh);
     return FTL_OK;
 }
+
+const ftl_image_codec ftl_image_codec_jpeg = {FTL_IMAGE_FORMAT_JPEG, jpeg_probe, jpeg_decode};

@@ -22,7 +22,7 @@ static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-ftl_status ftl_png_probe(const uint8_t *data, size_t size, int *w, int *h) {
+static ftl_status png_probe(const uint8_t *data, size_t size, int *w, int *h) {
     if (size < 33 || memcmp(data, png_signature, 8) || memcmp(data + 12, "IHDR", 4))
         return ftl_fail(FTL_E_FORMAT, "corrupt PNG: no IHDR chunk at the start (%zu bytes)", size);
     uint32_t ww = be32(data + 16), hh = be32(data + 20);
@@ -191,9 +191,9 @@ static ftl_status decode_inner(png_ctx *c, ftl_image_decoder *d, size_t size,
     return FTL_OK;
 }
 
-ftl_status ftl_png_decode(ftl_image_decoder *d, const uint8_t *data, size_t size, ftl_image *out) {
+static ftl_status png_decode(ftl_image_decoder *d, const uint8_t *data, size_t size, ftl_image *out) {
     int w, h;
-    FTL_TRY(ftl_png_probe(data, size, &w, &h));
+    FTL_TRY(png_probe(data, size, &w, &h));
     png_ctx c;
     memset(&c, 0, sizeof c);
     c.warning = d->warning;
@@ -208,3 +208,18 @@ ftl_status ftl_png_decode(ftl_image_decoder *d, const uint8_t *data, size_t size
     free(c.rows);
     return st;
 }
+
+/* The codec table's signatures: PNG's header needs no decoder state and has no DCT scaling. */
+static ftl_status png_probe_codec(ftl_image_decoder *d, const uint8_t *data, size_t size, int *w,
+                                  int *h) {
+    (void)d;
+    return png_probe(data, size, w, h);
+}
+
+static ftl_status png_decode_codec(ftl_image_decoder *d, const uint8_t *data, size_t size,
+                                   int dct_scale, ftl_image *out) {
+    (void)dct_scale;
+    return png_decode(d, data, size, out);
+}
+
+const ftl_image_codec ftl_image_codec_png = {FTL_IMAGE_FORMAT_PNG, png_probe_codec, png_decode_codec};

@@ -1,4 +1,4 @@
-/* Image buffers, format sniffing and the decoder front end (JPEG and PNG; others refused). */
+/* Format sniffing and the decoder front end (JPEG and PNG; others refused). */
 #include "image/image_internal.h"
 #include "util/error.h"
 
@@ -29,36 +29,6 @@ const char *ftl_image_format_name(ftl_image_format f) {
     return "unknown";
 }
 
-ftl_status ftl_image_grow(uint8_t **buf, size_t *cap, size_t need) {
-    if (*cap >= need) return FTL_OK;
-    /* Grow by half again so a run of slightly bigger images does not reallocate each time. */
-    size_t want = need + need / 2;
-    uint8_t *p = realloc(*buf, want);
-    if (!p) {
-        p = realloc(*buf, need);
-        want = need;
-    }
-    if (!p) return ftl_fail(FTL_E_NOMEM, "out of memory (%zu bytes for image data)", need);
-    *buf = p;
-    *cap = want;
-    return FTL_OK;
-}
-
-ftl_status ftl_image_alloc(ftl_image *img, int width, int height) {
-    if (width < 1 || height < 1 || (long long)width * height > FTL_IMAGE_MAX_PIXELS)
-        return ftl_fail(FTL_E_INVALID_ARG, "bad image size %dx%d", width, height);
-    FTL_TRY(ftl_image_grow(&img->pixels, &img->capacity, (size_t)width * height * 3));
-    img->width = width;
-    img->height = height;
-    return FTL_OK;
-}
-
-void ftl_image_free(ftl_image *img) {
-    if (!img) return;
-    free(img->pixels);
-    memset(img, 0, sizeof *img);
-}
-
 static ftl_status refuse_format(ftl_image_format f, size_t size) {
     if (size == 0) return ftl_fail(FTL_E_FORMAT, "empty file (0 bytes)");
     if (f == FTL_IMAGE_FORMAT_UNKNOWN)
@@ -67,12 +37,21 @@ static ftl_status refuse_format(ftl_image_format f, size_t size) {
                     ftl_image_format_name(f));
 }
 
+/* The registered decoders, one per format ftl reads. */
+static const ftl_image_codec *const ftl_image_codecs[] = {&ftl_image_codec_jpeg, &ftl_image_codec_png};
+
+static const ftl_image_codec *codec_for(ftl_image_format f) {
+    for (size_t i = 0; i < sizeof ftl_image_codecs / sizeof ftl_image_codecs[0]; i++)
+        if (ftl_image_codecs[i]->format == f) return ftl_image_codecs[i];
+    return NULL;
+}
+
 ftl_status ftl_image_decoder_probe(ftl_image_decoder *d, const uint8_t *data, size_t size,
                                    ftl_image_format *format, int *width, int *height) {
     ftl_image_format f = ftl_image_sniff(data, size);
     if (format) *format = f;
-    if (f == FTL_IMAGE_FORMAT_JPEG) return ftl_jpeg_probe(d, data, size, width, height);
-    if (f == FTL_IMAGE_FORMAT_PNG) return ftl_png_probe(data, size, width, height);
+    const ftl_image_codec *codec = codec_for(f);
+    if (codec) return codec->probe(d, data, size, width, height);
     return refuse_format(f, size);
 }
 
@@ -81,8 +60,8 @@ ftl_status ftl_image_decoder_run(ftl_image_decoder *d, const uint8_t *data, size
     ftl_image_format f = ftl_image_sniff(data, size);
     if (format) *format = f;
     d->warning[0] = 0;
-    if (f == FTL_IMAGE_FORMAT_JPEG) return ftl_jpeg_decode(d, data, size, dct_scale, out);
-    if (f == FTL_IMAGE_FORMAT_PNG) return ftl_png_decode(d, data, size, out);
+    const ftl_image_codec *codec = codec_for(f);
+    if (codec) return codec->decode(d, data, size, dct_scale, out);
     return refuse_format(f, size);
 }
 

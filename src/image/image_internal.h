@@ -109,11 +109,18 @@ ftl_status ftl_image_decoder_probe(ftl_image_decoder *d, const uint8_t *data, si
 ftl_status ftl_image_decoder_run(ftl_image_decoder *d, const uint8_t *data, size_t size,
                                  int dct_scale, ftl_image *out, ftl_image_format *format);
 
-ftl_status ftl_jpeg_probe(ftl_image_decoder *d, const uint8_t *data, size_t size, int *w, int *h);
-ftl_status ftl_jpeg_decode(ftl_image_decoder *d, const uint8_t *data, size_t size, int dct_scale,
-                           ftl_image *out);
-ftl_status ftl_png_probe(const uint8_t *data, size_t size, int *w, int *h);
-ftl_status ftl_png_decode(ftl_image_decoder *d, const uint8_t *data, size_t size, ftl_image *out);
+/* One image format's decoder. The decoders register here (ftl_image_codecs in image.c lists them)
+ * and image.c picks one by the sniffed format, so it never names a decoder's functions. */
+typedef struct ftl_image_codec {
+    ftl_image_format format;
+    ftl_status (*probe)(ftl_image_decoder *d, const uint8_t *data, size_t size, int *w, int *h);
+    /* dct_scale is a hint a codec may ignore (only JPEG decodes at a reduced scale). */
+    ftl_status (*decode)(ftl_image_decoder *d, const uint8_t *data, size_t size, int dct_scale,
+                         ftl_image *out);
+} ftl_image_codec;
+
+extern const ftl_image_codec ftl_image_codec_jpeg;
+extern const ftl_image_codec ftl_image_codec_png;
 
 /* Grows a scratch buffer (contents not kept). */
 ftl_status ftl_image_grow(uint8_t **buf, size_t *cap, size_t need);

@@ -2,7 +2,7 @@
  * fx x fy block, rounded with Pillow's reciprocal multiply; blocks at the right and bottom edges
  * that are cut short are averaged over the pixels they have (ImagingReduceCorners). */
 #include "image/image_internal.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

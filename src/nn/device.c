@@ -2,6 +2,7 @@
 #include "ftl/device.h"
 #include "nn/backend.h"
 #include "nn/cuda_backend.h"
+#include "nn/device_caps.h"
 #include "util/error.h"
 
 #include <dnnl.h>
@@ -22,6 +23,12 @@ const char *ftl_device_kind_name(ftl_device_kind kind) {
 }
 
 bool ftl_device_cuda_built(void) { return nn_cuda_built(); }
+
+const nn_device_caps *nn_device_caps_of(ftl_device_kind kind) {
+    static const nn_device_caps cpu = {.name = "cpu", .gpu = false, .int8 = true, .tf32 = false};
+    static const nn_device_caps cuda = {.name = "cuda", .gpu = true, .int8 = false, .tf32 = true};
+    return kind == FTL_DEVICE_CUDA ? &cuda : &cpu;
+}
 
 static void cpu_model_name(char *out, size_t size) {
     snprintf(out, size, "CPU");

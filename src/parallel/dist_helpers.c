@@ -1,9 +1,10 @@
 /* The ftl_dist_* helpers: single-process fallbacks, blobs of any size, and the start-time
  * checks that all ranks run the same command on the same data. */
 #include "ftl/dist.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

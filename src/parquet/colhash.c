@@ -1,7 +1,7 @@
 /* "interop colhash v1": the column checksum the interop tools compute (see the header). */
 #include "ftl/parquet.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/sha256.h"
 
 #include <stdlib.h>

@@ -198,9 +198,3 @@ ftl_status ftl_parquet_check_row_group(ftl_parquet_file *f, int row_group, int64
     free(buf);
     return st;
 }
-
-void ftl_parquet_column_values_free(ftl_parquet_column_values *v) {
-    if (!v) return;
-    for (int i = 0; i < (int)(sizeof v->priv_ / sizeof v->priv_[0]); i++) free(v->priv_[i]);
-    memset(v, 0, sizeof *v);
-}

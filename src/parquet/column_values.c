@@ -1,5 +1,6 @@
 /* Value decoders for one data page: fixed-width and byte-array values in every encoding ftl
- * reads, scattered to their rows around nulls. All sizes are checked against the page. */
+ * reads, scattered to their rows around nulls, into buffers freed here. All sizes are checked
+ * against the page. */
 #include "parquet/column_decode.h"
 #include "parquet/encoding.h"
 
@@ -320,4 +321,10 @@ ftl_status pq_decode_fixed(pq_decoder *d, int encoding, const uint8_t *p, size_t
     default: break;
     }
     return fail(d, FTL_E_UNSUPPORTED, "encoding not supported for this physical type");
+}
+
+void ftl_parquet_column_values_free(ftl_parquet_column_values *v) {
+    if (!v) return;
+    for (int i = 0; i < (int)(sizeof v->priv_ / sizeof v->priv_[0]); i++) free(v->priv_[i]);
+    memset(v, 0, sizeof *v);
 }

@@ -4,8 +4,8 @@
 #include "ftl/parquet.h"
 #include "parquet/format.h"
 #include "parquet/reader.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* RLE / bit-packing hybrid, DELTA_BINARY_PACKED and BYTE_STREAM_SPLIT (Parquet Encodings.md). */
 #include "parquet/encoding.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <string.h>
 

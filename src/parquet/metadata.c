@@ -2,7 +2,7 @@
  * groups, column chunks, statistics, key-value metadata. Unknown fields are skipped; missing
  * required fields and wrong wire types are errors. */
 #include "parquet/format.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * that loses the race frees its copy, so readers never wait on another thread's I/O. */
 #include "parquet/page_map.h"
 #include "parquet/thrift.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,8 +2,8 @@
 #include "parquet/codec.h"
 #include "parquet/page_map.h"
 #include "parquet/reader.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,52 +14,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-const char *ftl_parquet_type_name(ftl_parquet_type t) {
-    static const char *const names[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"};
-    return (int)t >= 0 && (int)t < 8 ? names[t] : "?";
-}
-
-const char *ftl_parquet_codec_name(ftl_parquet_codec c) {
-    static const char *const names[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
-    return (int)c >= 0 && (int)c < 8 ? names[c] : "?";
-}
-
-const char *ftl_parquet_encoding_name(int e) {
-    static const char *const names[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED",
-                                        "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
-                                        "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
-    return e >= 0 && e < 10 ? names[e] : "?";
-}
-
-bool ftl_parquet_codec_parse(const char *name, ftl_parquet_codec *out) {
-    static const struct { const char *name; ftl_parquet_codec codec; } table[] = {
-        {"none", FTL_PARQUET_CODEC_NONE}, {"uncompressed", FTL_PARQUET_CODEC_NONE}, {"snappy", FTL_PARQUET_CODEC_SNAPPY},
-        {"gzip", FTL_PARQUET_CODEC_GZIP}, {"zstd", FTL_PARQUET_CODEC_ZSTD}};
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strcasecmp(name, table[i].name) == 0) {
-            *out = table[i].codec;
-            return true;
-        }
-    return false;
-}
-
-ftl_status pq_pread_full(const ftl_parquet_file *f, void *buf, size_t size, uint64_t offset) {
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = pread(f->fd, (uint8_t *)buf + got, size - got, (off_t)(offset + got));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return ftl_fail(FTL_E_IO, "%s: cannot read %zu bytes at offset %llu: %s", f->path, size, (unsigned long long)offset,
-                            strerror(errno));
-        }
-        if (n == 0)
-            return ftl_fail(FTL_E_FORMAT, "%s: file ends at %llu, wanted %zu bytes at offset %llu (truncated while open?)",
-                            f->path, (unsigned long long)(offset + got), size, (unsigned long long)offset);
-        got += (size_t)n;
-    }
-    return FTL_OK;
-}
 
 static int32_t value_width(int type, int32_t type_length) {
     switch (type) {

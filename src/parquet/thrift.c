@@ -1,6 +1,6 @@
 /* Thrift compact protocol reader and writer (the subset Parquet uses: no maps are written). */
 #include "parquet/thrift.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

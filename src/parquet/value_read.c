@@ -7,8 +7,8 @@
 #include "parquet/column_decode.h"
 #include "parquet/encoding.h"
 #include "parquet/page_map.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

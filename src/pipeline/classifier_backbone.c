@@ -1,4 +1,5 @@
 /* Opening MODEL.ftl with its backbone. */
+#include "nn/device_caps.h"
 #include "pipeline/classifier_backbone.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -85,7 +86,7 @@ ftl_status classifier_backbone_open(classifier_backbone *cb, const char *model_p
         cb->precision = r.precision;
         cb->conv_algorithm = r.conv_algorithm;
         ftl_device d;
-        if (cb->precision == FTL_NN_TF32 && ftl_device_select(device, -1, &d) == FTL_OK && d.kind == FTL_DEVICE_CPU) {
+        if (cb->precision == FTL_NN_TF32 && ftl_device_select(device, -1, &d) == FTL_OK && !nn_device_caps_of(d.kind)->tf32) {
             ftl_log_info("%s was trained with --precision tf32 (GPU tensor cores); the CPU runs it in fp32", model_path);
             cb->precision = FTL_NN_FP32;
         }

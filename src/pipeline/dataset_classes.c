@@ -3,8 +3,8 @@
 #include "ftl/parquet.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 #include "util/log.h"
 

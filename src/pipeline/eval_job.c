@@ -211,6 +211,39 @@ static ftl_status eval_check_paths(const ftl_eval_options *o) {
     return st;
 }
 
+/* Exact global sums over the ranks: counts as integers, the loss as a double sum; rank 0 gets every
+ * rank's prediction lines, in rank (= dataset) order. */
+static ftl_status sum_over_ranks(eval_state *e, const ftl_eval_options *o) {
+    const ftl_collectives *col = o->collectives;
+    bool rank0 = ftl_dist_rank(col) == 0;
+    int64_t c = e->r->classes;
+    ftl_dist_set_context(col, -1, "summing the eval metrics");
+    int64_t n = 3 + 2 * c + c * c;
+    int64_t *v = ftl_xcalloc((size_t)n, sizeof *v);
+    v[0] = e->r->rows, v[1] = e->top1, v[2] = e->top5;
+    memcpy(v + 3, e->class_correct, (size_t)c * sizeof *v);
+    memcpy(v + 3 + c, e->class_total, (size_t)c * sizeof *v);
+    memcpy(v + 3 + 2 * c, e->r->confusion, (size_t)(c * c) * sizeof *v);
+    ftl_status st = ftl_dist_allreduce_i64(col, v, (size_t)n);
+    if (st == FTL_OK) st = ftl_dist_allreduce_f64(col, &e->loss_sum, 1);
+    e->r->rows = v[0], e->top1 = v[1], e->top5 = v[2];
+    memcpy(e->class_correct, v + 3, (size_t)c * sizeof *v);
+    memcpy(e->class_total, v + 3 + c, (size_t)c * sizeof *v);
+    memcpy(e->r->confusion, v + 3 + 2 * c, (size_t)(c * c) * sizeof *v);
+    free(v);
+    if (st == FTL_OK && e->predictions) { /* every rank's lines, in rank (= dataset) order */
+        uint8_t *all = NULL;
+        size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(col), sizeof *sizes);
+        st = ftl_dist_gather(col, e->lines.data ? e->lines.data : "", e->lines.len, 0, &all, sizes);
+        size_t bytes = 0;
+        for (int k = 0; k < ftl_dist_size(col); k++) bytes += sizes[k];
+        if (st == FTL_OK && rank0 && bytes) st = ftl_write_all(e->csv.fp, all, bytes, o->predictions_path);
+        free(sizes);
+        free(all);
+    }
+    return st;
+}
+
 /* Where `ftl train` or `ftl sweep` left the features of this model's data, or NULL: the folder next
  * to the model (train's default), else the one of a sweep's trials beside BEST.ftl
  * (BEST.trials/ftl-feature-cache/, where the trials that made it trained). */
@@ -226,6 +259,12 @@ static char *default_cache_dir(const char *model_path) {
     if (ftl_is_directory(trials)) return trials;
     free(trials);
     return NULL;
+}
+
+/* Without --cache-dir, the cache `ftl train` leaves next to the model by default, or a sweep's (only
+ * files of exactly this key are used: same data, backbone, preprocessing, precision, algorithm); NULL: none. */
+static char *eval_cache_dir(const ftl_eval_options *o) {
+    return o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->model_path);
 }
 
 ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
@@ -288,9 +327,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;
     eo.label_offset = label_offset;
-    /* Without --cache-dir, the cache `ftl train` leaves next to the model by default (only files of
-     * exactly this key are used: same data, backbone, preprocessing, precision, algorithm). */
-    char *cache_dir = o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->model_path);
+    char *cache_dir = eval_cache_dir(o);
     cached_rows from = {0};
     if (st == FTL_OK && cache_dir && end > begin) st = cached_rows_find(&from, &cb, o, &eo, cache_dir, begin, end, col);
     float *features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float) + 1);
@@ -346,33 +383,7 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     }
     ftl_dist_phase_end(col);
     if (show) ftl_progress_finish(&progress, r->rows);
-    /* Exact global sums: counts as integers, the loss as a double sum. */
-    if (st == FTL_OK && ftl_dist_active(col)) {
-        ftl_dist_set_context(col, -1, "summing the eval metrics");
-        int64_t n = 3 + 2 * c + c * c;
-        int64_t *v = ftl_xcalloc((size_t)n, sizeof *v);
-        v[0] = r->rows, v[1] = e.top1, v[2] = e.top5;
-        memcpy(v + 3, e.class_correct, (size_t)c * sizeof *v);
-        memcpy(v + 3 + c, e.class_total, (size_t)c * sizeof *v);
-        memcpy(v + 3 + 2 * c, r->confusion, (size_t)(c * c) * sizeof *v);
-        st = ftl_dist_allreduce_i64(col, v, (size_t)n);
-        if (st == FTL_OK) st = ftl_dist_allreduce_f64(col, &e.loss_sum, 1);
-        r->rows = v[0], e.top1 = v[1], e.top5 = v[2];
-        memcpy(e.class_correct, v + 3, (size_t)c * sizeof *v);
-        memcpy(e.class_total, v + 3 + c, (size_t)c * sizeof *v);
-        memcpy(r->confusion, v + 3 + 2 * c, (size_t)(c * c) * sizeof *v);
-        free(v);
-        if (st == FTL_OK && e.predictions) { /* every rank's lines, in rank (= dataset) order */
-            uint8_t *all = NULL;
-            size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(col), sizeof *sizes);
-            st = ftl_dist_gather(col, e.lines.data ? e.lines.data : "", e.lines.len, 0, &all, sizes);
-            size_t bytes = 0;
-            for (int k = 0; k < ftl_dist_size(col); k++) bytes += sizes[k];
-            if (st == FTL_OK && rank0 && bytes) st = ftl_write_all(e.csv.fp, all, bytes, o->predictions_path);
-            free(sizes);
-            free(all);
-        }
-    }
+    if (st == FTL_OK && ftl_dist_active(col)) st = sum_over_ranks(&e, o);
     if (st == FTL_OK && r->rows == 0) st = ftl_fail(FTL_E_FORMAT, "%s has no rows", o->data_path);
     if (st == FTL_OK) {
         r->loss = e.loss_sum / (double)r->rows;

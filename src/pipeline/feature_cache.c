@@ -3,6 +3,7 @@
 #include "ftl/parquet.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
+#include "nn/device_caps.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
@@ -194,8 +195,9 @@ static ftl_status cache_resolve(const feature_cache_request *r, bool embed_on_mi
         free(key_text);
         key_text = k;
     }
-    if (info->device_kind == FTL_DEVICE_CUDA) { /* GPU features are not CPU features (CPU keys unchanged) */
-        char *k = ftl_format("%s\ndevice cuda", key_text);
+    const nn_device_caps *caps = nn_device_caps_of(info->device_kind);
+    if (caps->gpu) { /* GPU features are not CPU features (CPU keys unchanged): "device cuda" */
+        char *k = ftl_format("%s\ndevice %s", key_text, caps->name);
         free(key_text);
         key_text = k;
     }

@@ -1,8 +1,8 @@
 /* Feature rows from cache parts, in memory or streamed through an LRU set of row groups. */
 #include "pipeline/feature_store.h"
 #include "data/dataset.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

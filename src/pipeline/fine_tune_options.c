@@ -1,7 +1,7 @@
 /* What a run's options say of fine-tuning (phase 2): whether it runs, its cut in words, and where
  * its checkpoints go. */
 #include "pipeline/train_run.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <string.h>
 

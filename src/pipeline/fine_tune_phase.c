@@ -4,8 +4,8 @@
 #include "ftl/pipeline.h"
 #include "ftl/dist.h"
 #include "pipeline/train_run.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 #include "util/log.h"
 

@@ -1,8 +1,8 @@
 /* The trainer's batch-source protocol over the streaming loader. */
 #include "pipeline/loader_source.h"
 #include "ftl/image.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/timing.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Batch sources over a rank's cached features: global order for training, file order for validation. */
 #include "pipeline/store_sources.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,6 +15,8 @@
  * by (batch, dropout, epoch), their batch order continued from where it stopped. Each trial's
  * epoch-end checkpoint, model and result file make the sweep resumable after a kill. */
 #include "ftl/sweep.h"
+#include "pipeline/sweep_internal.h"
+#include "nn/device_caps.h"
 #include "pipeline/train_checks.h"
 #include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
@@ -74,7 +76,7 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
     }
     if (!reason && count > 0) {
         ftl_device d;
-        if (ftl_device_select(trials[0].embed.device, -1, &d) != FTL_OK || d.kind != FTL_DEVICE_CPU)
+        if (ftl_device_select(trials[0].embed.device, -1, &d) != FTL_OK || nn_device_caps_of(d.kind)->gpu)
             reason = "the head would train on a GPU";
     }
     if (why && why_size) snprintf(why, why_size, "%s", reason ? reason : "");
@@ -82,484 +84,6 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
 }
 
 /* ---------------------------------------------------------------- trials, stacks, workers */
-
-/* A stack whose kernels together take at most this many bytes trains side by side (one GEMM). */
-enum { SIDE_BY_SIDE_BYTES = 2 << 20 };
-
-typedef struct sweep_trial {
-    ftl_trainer *t;
-    ftl_fit_run fr;
-    bool open;             /* trainer made, its fit open */
-    bool ended;            /* its model and result are written */
-    int64_t epoch;         /* completed epochs */
-    uint8_t *position;     /* its batch order's position after its last epoch (NULL: the start) */
-    size_t position_size;
-    double seconds;
-    char *checkpoint, *result_path;
-} sweep_trial;
-
-typedef struct sweep_stack {
-    int *trials; /* indices, ascending */
-    int count;
-} sweep_stack;
-
-typedef struct sweep_shared {
-    train_run *run;
-    const ftl_train_options *options; /* per trial, with the run's int8 scales */
-    const ftl_sweep_run_options *ro;
-    ftl_sweep_trial_result *results;
-    sweep_trial *trials;
-    int trial_count;
-    int64_t train_rows;
-    train_run_meta meta;
-    FILE *log;             /* the sweep's log (guarded by lock) */
-    sweep_stack *stacks;
-    int stack_count;
-    int64_t until_epoch;   /* this phase trains up to here */
-    atomic_int next_stack;
-    atomic_bool failed;
-    pthread_mutex_t lock;  /* model and result files, progress lines, the log, the first error */
-    ftl_status status;
-    char error[2048];
-    int finished;
-    bool caller_only;
-    int *owner;            /* the rank that trains each trial (all 0 in one process) */
-    const ftl_collectives *col;
-} sweep_shared;
-
-static void record_error(sweep_shared *sh, ftl_status st) {
-    pthread_mutex_lock(&sh->lock);
-    if (sh->status == FTL_OK) {
-        sh->status = st;
-        snprintf(sh->error, sizeof sh->error, "%s", ftl_last_error());
-    }
-    atomic_store(&sh->failed, true);
-    pthread_mutex_unlock(&sh->lock);
-}
-
-/* A chunk's batches, copied out of the source (its buffer holds one batch). */
-typedef struct chunk_batches {
-    int capacity;  /* batches */
-    size_t rows;   /* per batch */
-    int64_t dim;
-    float *features, *dropped;
-    int32_t *labels;
-    uint32_t *positions;
-    ftl_feature_batch *batches;
-    double *fetch_seconds;
-} chunk_batches;
-
-static void chunk_init(chunk_batches *c, int capacity, size_t rows, int64_t dim, bool dropout) {
-    memset(c, 0, sizeof *c);
-    c->capacity = capacity;
-    c->rows = rows;
-    c->dim = dim;
-    c->features = ftl_train_alloc_floats((size_t)capacity * rows * (size_t)dim);
-    c->dropped = dropout ? ftl_train_alloc_floats((size_t)capacity * rows * (size_t)dim) : NULL;
-    c->labels = ftl_xcalloc((size_t)capacity * rows, sizeof *c->labels);
-    c->positions = ftl_xcalloc((size_t)capacity * rows, sizeof *c->positions);
-    c->batches = ftl_xcalloc((size_t)capacity, sizeof *c->batches);
-    c->fetch_seconds = ftl_xcalloc((size_t)capacity, sizeof *c->fetch_seconds);
-}
-
-static void chunk_free(chunk_batches *c) {
-    free(c->features), free(c->dropped), free(c->labels), free(c->positions), free(c->batches), free(c->fetch_seconds);
-}
-
-static ftl_status fetch_batch(ftl_batch_source *src, chunk_batches *c, int j, bool wrap) {
-    double t0 = ftl_now();
-    ftl_feature_batch b = {0};
-    FTL_TRY(src->next_batch(src->ctx, c->rows, wrap, &b));
-    if (b.count > c->rows) return ftl_fail(FTL_E_INTERNAL, "a batch of %zu rows for a chunk of %zu", b.count, c->rows);
-    size_t at = (size_t)j * c->rows;
-    memcpy(c->features + at * (size_t)c->dim, b.features, b.count * (size_t)c->dim * sizeof(float));
-    memcpy(c->labels + at, b.labels, b.count * sizeof(int32_t));
-    for (size_t i = 0; i < b.count; i++) c->positions[at + i] = b.positions ? b.positions[i] : (uint32_t)(b.position_base + (int64_t)i);
-    ftl_feature_batch *k = &c->batches[j];
-    *k = b;
-    k->features = c->features + at * (size_t)c->dim;
-    k->labels = c->labels + at;
-    k->positions = c->positions + at;
-    k->position_base = 0;
-    c->fetch_seconds[j] = ftl_now() - t0;
-    return FTL_OK;
-}
-
-/* The score successive halving ranks by: the best of the monitored metric over the trial's epochs up
- * to `epoch`, larger is better (losses negated); from the history, which a resume restores too. */
-static double score_at(const ftl_trainer *t, int64_t epoch) {
-    const ftl_epoch_log *h;
-    size_t n = ftl_trainer_history(t, &h);
-    const ftl_early_stopping *es = &t->es;
-    double best = -INFINITY;
-    for (size_t i = 0; i < n; i++) {
-        if (h[i].epoch > epoch) continue;
-        double v = NAN;
-        switch (es->config.monitor) {
-        case FTL_MONITOR_VAL_ACC: v = h[i].val_acc; break;
-        case FTL_MONITOR_VAL_LOSS: v = h[i].val_loss; break;
-        case FTL_MONITOR_ACC: v = h[i].acc; break;
-        case FTL_MONITOR_LOSS: v = h[i].loss; break;
-        }
-        if (!isnan(v) && (es->maximize ? v : -v) > best) best = es->maximize ? v : -v;
-    }
-    return best;
-}
-
-static void append_result_json(ftl_strbuf *b, int trial, const ftl_sweep_trial_result *r) {
-    const ftl_fit_result *f = &r->fit;
-    ftl_strbuf_printf(b, "{\"record\":\"trial\",\"trial\":%d,\"rank\":%d,\"epochs_run\":%lld,\"best_epoch\":%lld,\"stopped_early\":%s,"
-                         "\"halted_at\":%lld,\"score\":",
-                      trial + 1, r->rank, (long long)f->epochs_run, (long long)f->best_epoch, f->stopped_early ? "true" : "false",
-                      (long long)r->halted_at);
-    ftl_json_append_number(b, r->score);
-    const char *names[] = {"loss", "acc", "val_loss", "val_acc", "best_value", "seconds"};
-    double values[] = {f->final_loss, f->final_acc, f->final_val_loss, f->final_val_acc, f->best_value, r->seconds};
-    for (int i = 0; i < 6; i++) {
-        ftl_strbuf_printf(b, ",\"%s\":", names[i]);
-        ftl_json_append_number(b, values[i]);
-    }
-    ftl_strbuf_append(b, "}", 1);
-}
-
-static double json_number_or_nan(const ftl_json *v, const char *key) {
-    double x;
-    return ftl_json_get_number(v, key, &x) ? x : NAN;
-}
-
-/* A trial's result record (its result file, or a line another rank sent): the trial is done. */
-static ftl_status parse_result(const char *text, size_t size, const char *what, ftl_sweep_trial_result *r) {
-    ftl_json *v = NULL;
-    ftl_status st = ftl_json_parse(text, size, &v);
-    if (st != FTL_OK) return ftl_fail_context(st, "%s", what);
-    ftl_fit_result *f = &r->fit;
-    memset(r, 0, sizeof *r);
-    f->epochs_run = (int64_t)json_number_or_nan(v, "epochs_run");
-    f->best_epoch = (int64_t)json_number_or_nan(v, "best_epoch");
-    const ftl_json *se = ftl_json_get(v, "stopped_early");
-    f->stopped_early = se && se->type == FTL_JSON_BOOL && se->boolean;
-    r->halted_at = (int64_t)json_number_or_nan(v, "halted_at");
-    r->score = json_number_or_nan(v, "score");
-    if (isnan(r->score)) r->score = -INFINITY;
-    f->final_loss = json_number_or_nan(v, "loss");
-    f->final_acc = json_number_or_nan(v, "acc");
-    f->final_val_loss = json_number_or_nan(v, "val_loss");
-    f->final_val_acc = json_number_or_nan(v, "val_acc");
-    f->best_value = json_number_or_nan(v, "best_value");
-    r->seconds = json_number_or_nan(v, "seconds");
-    r->rank = (int)json_number_or_nan(v, "rank");
-    r->done = true;
-    ftl_json_free(v);
-    return FTL_OK;
-}
-
-/* A result file of an earlier (interrupted) run of the sweep. */
-static ftl_status read_result(const char *path, ftl_sweep_trial_result *r) {
-    uint8_t *data = NULL;
-    size_t size = 0;
-    FTL_TRY(ftl_read_file(path, &data, &size));
-    char *what = ftl_format("%s (delete it to train the trial again)", path);
-    ftl_status st = parse_result((const char *)data, size, what, r);
-    free(what);
-    free(data);
-    r->resumed = st == FTL_OK;
-    return st;
-}
-
-/* One line of the sweep's log (under the lock). */
-static ftl_status log_line(sweep_shared *sh, const char *text) {
-    if (!sh->log) return FTL_OK;
-    if (fputs(text, sh->log) == EOF || fputc('\n', sh->log) == EOF || fflush(sh->log) != 0)
-        return ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", sh->ro->log_path, strerror(errno));
-    return FTL_OK;
-}
-
-/* The trial's epoch record for the sweep's log: its settings and the epoch's metrics. */
-static ftl_status log_epoch(sweep_shared *sh, int trial) {
-    const ftl_epoch_log *h;
-    size_t n = ftl_trainer_history(sh->trials[trial].t, &h);
-    if (!sh->log || n == 0) return FTL_OK;
-    ftl_strbuf b = {0};
-    ftl_strbuf_printf(&b, "{\"record\":\"trial_epoch\",\"trial\":%d,\"settings\":%s,\"log\":", trial + 1,
-                      sh->ro->settings_json ? sh->ro->settings_json[trial] : "{}");
-    ftl_train_append_epoch_json(&b, &h[n - 1]);
-    ftl_strbuf_append(&b, "}", 1);
-    pthread_mutex_lock(&sh->lock);
-    ftl_status st = log_line(sh, b.data);
-    pthread_mutex_unlock(&sh->lock);
-    ftl_strbuf_free(&b);
-    return st;
-}
-
-/* Opens a trial: its trainer (from its checkpoint when resuming), its log's first line and its fit.
- * train: a source of the trial's order the checkpoint's position goes into. */
-static ftl_status open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val) {
-    const ftl_train_options *o = &sh->options[trial];
-    sweep_trial *tr = &sh->trials[trial];
-    train_run *r = sh->run;
-    bool resume = sh->ro->resume && ftl_path_exists(tr->checkpoint);
-    ftl_fit_config fit = o->fit;
-    fit.epoch_out = NULL; /* the sweep prints a line per trial */
-    fit.checkpoint_meta = sh->meta.kv;
-    fit.checkpoint_meta_count = TRAIN_RUN_META_COUNT;
-    ftl_train_options with_resume = *o;
-    with_resume.resume_path = resume ? tr->checkpoint : NULL;
-    char *record = fit.log_path ? train_run_record_json(&with_resume, r->dim, r->classes_json,
-                                                        ftl_model_get_info(r->backbone), "cpu", with_resume.resume_path)
-                                : NULL;
-    fit.run_record = record;
-    ftl_status st = ftl_trainer_init(&tr->t, &fit, r->dim, r->class_count);
-    if (st == FTL_OK && resume) st = ftl_trainer_resume(tr->t, tr->checkpoint, train);
-    if (st == FTL_OK) st = ftl_fit_run_open(tr->t, train, val, &tr->fr);
-    if (st == FTL_OK) {
-        tr->t->config.run_record = NULL; /* written: the trainer keeps no pointer to it */
-        tr->open = true;
-        tr->epoch = ftl_trainer_epoch(tr->t);
-        if (resume) {
-            free(tr->position);
-            tr->position = NULL;
-            if (train->save_position) st = train->save_position(train->ctx, &tr->position, &tr->position_size);
-        }
-    } else {
-        ftl_trainer_free(tr->t);
-        tr->t = NULL;
-    }
-    free(record);
-    return st;
-}
-
-/* The trial is over (stopped early, at --epochs, or halted at a rung): best weights, model, result. */
-static ftl_status finish_trial(sweep_shared *sh, int trial, int64_t halted_at) {
-    sweep_trial *tr = &sh->trials[trial];
-    ftl_sweep_trial_result *res = &sh->results[trial];
-    res->score = score_at(tr->t, halted_at > 0 ? halted_at : INT64_MAX);
-    ftl_status st = ftl_fit_run_close(tr->t, &tr->fr, FTL_OK, &res->fit);
-    tr->open = false;
-    res->seconds = tr->seconds;
-    res->halted_at = halted_at;
-    res->rank = ftl_dist_rank(sh->col);
-    pthread_mutex_lock(&sh->lock);
-    if (st == FTL_OK) st = train_run_save_model(sh->run, &sh->options[trial], tr->t, &res->fit, NULL, 0, NULL, 0);
-    ftl_strbuf b = {0};
-    append_result_json(&b, trial, res);
-    if (st == FTL_OK) st = ftl_write_file_atomic(tr->result_path, b.data, b.len); /* after the model: "done" */
-    if (st == FTL_OK) st = log_line(sh, b.data);
-    ftl_strbuf_free(&b);
-    if (st == FTL_OK) {
-        res->done = true;
-        tr->ended = true;
-        if (ftl_path_exists(tr->checkpoint)) unlink(tr->checkpoint); /* the model and result stand for it now */
-        sh->finished++;
-        FILE *out = sh->ro->progress;
-        if (out) {
-            const char *label = sh->ro->labels ? sh->ro->labels[trial] : "";
-            char how[64] = "";
-            if (halted_at > 0) snprintf(how, sizeof how, ", halted at rung epoch %lld", (long long)halted_at);
-            else if (res->fit.stopped_early) snprintf(how, sizeof how, ", stopped early");
-            fprintf(out, "sweep: trial %d done (%d/%d):%s%s  %lld epochs%s, best %lld: val_acc %.4f, val_loss %.4f (%.1f s)\n",
-                    trial + 1, sh->finished, sh->trial_count, label[0] ? " " : "", label, (long long)res->fit.epochs_run,
-                    how, (long long)res->fit.best_epoch, res->fit.final_val_acc, res->fit.final_val_loss, tr->seconds);
-            fflush(out);
-        }
-    }
-    pthread_mutex_unlock(&sh->lock);
-    ftl_trainer_free(tr->t);
-    tr->t = NULL;
-    return st;
-}
-
-/* FTL_SWEEP_SIDE_BY_SIDE=0 trains every stack one trial at a time per chunk, =1 every stack side by
- * side whatever its size (the tests compare both; the benchmark measures where each pays). */
-static bool trains_side_by_side(const sweep_shared *sh, const sweep_stack *stack) {
-    const char *env = getenv("FTL_SWEEP_SIDE_BY_SIDE");
-    if (env && strcmp(env, "0") == 0) return false;
-    if (env && strcmp(env, "1") == 0) return stack->count > 1;
-    double bytes = (double)stack->count * (double)sh->run->dim * (double)sh->run->class_count * 4.0;
-    return stack->count > 1 && bytes <= (double)SIDE_BY_SIDE_BYTES;
-}
-
-/* Trains one stack up to sh->until_epoch: its trials in lockstep over shared chunks of batches. */
-static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
-    train_run *r = sh->run;
-    const ftl_train_options *o0 = &sh->options[stack->trials[0]];
-    sweep_trial *first = &sh->trials[stack->trials[0]];
-    const char *src[1] = {o0->train_path};
-    ftl_loader_options order = train_run_order(o0, src);
-    global_order_source gs;
-    FTL_TRY(global_order_source_init(&gs, &order, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
-                                     o0->fit.seed, sh->train_rows, 1));
-    ftl_batch_source train = global_order_source_as_batch_source(&gs);
-    file_order_source vs;
-    ftl_batch_source val = {0}, *valp = NULL;
-    if (r->have_val_store) {
-        file_order_source_init(&vs, &r->val_store);
-        val = file_order_source_as_batch_source(&vs);
-        valp = &val;
-    }
-    int n = stack->count;
-    ftl_status st = FTL_OK;
-    /* where the stack's order stands: the members are at the same epoch, so at the same position */
-    if (first->position) st = train.restore_position(train.ctx, first->position, first->position_size);
-    for (int k = 0; k < n && st == FTL_OK; k++) {
-        sweep_trial *tr = &sh->trials[stack->trials[k]];
-        double t0 = ftl_now();
-        if (!tr->open) {
-            st = open_trial(sh, stack->trials[k], &train, valp);
-            if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
-        } else {
-            tr->fr.train = &train;
-            tr->fr.val = valp;
-        }
-        tr->seconds += ftl_now() - t0;
-    }
-    size_t rows = (size_t)o0->fit.batch_size;
-    double dropout = o0->fit.dropout;
-    /* Chunks of about 32 MB of rows (measured at 2048 x 257: shorter chunks bring each trial's
-     * blocks back into the cache too often; one trial's blocks are reread once per chunk). */
-    double batch_bytes = (double)rows * (double)r->dim * 4.0 * (dropout > 0 ? 2 : 1);
-    int chunk_steps = (int)fmax(1.0, fmin(256.0, (32 << 20) / batch_bytes));
-    chunk_batches chunk;
-    chunk_init(&chunk, chunk_steps, rows, r->dim, dropout > 0);
-    /* Small heads train side by side, one GEMM for the stack (their kernels together fit in the
-     * cache, and a head of a few classes alone would use a sliver of each vector); large ones one at a
-     * time within a chunk, where each keeps its blocks in the cache for its steps. */
-    ftl_head_stack *side_by_side = trains_side_by_side(sh, stack) ? ftl_head_stack_new() : NULL;
-    ftl_head **heads = ftl_xcalloc((size_t)n, sizeof *heads);
-    ftl_metric_counts **counts = ftl_xcalloc((size_t)n, sizeof *counts);
-    int *members = ftl_xcalloc((size_t)n, sizeof *members);
-    int live = 0;
-    for (int k = 0; k < n && st == FTL_OK; k++) {
-        sweep_trial *tr = &sh->trials[stack->trials[k]];
-        if (ftl_fit_run_more(tr->t)) live++;
-        else st = finish_trial(sh, stack->trials[k], 0); /* nothing left to train (a resumed, finished fit) */
-    }
-    while (st == FTL_OK && live > 0 && !atomic_load(&sh->failed)) {
-        int lead = -1; /* every active trial is at the same step: the first one's counters stand for all */
-        for (int k = 0; k < n; k++) {
-            sweep_trial *tr = &sh->trials[stack->trials[k]];
-            if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
-            ftl_fit_run_epoch_begin(tr->t, &tr->fr);
-            if (lead < 0) lead = k;
-        }
-        sweep_trial *lt = &sh->trials[stack->trials[lead]];
-        if (lt->epoch >= sh->until_epoch) break;
-        int64_t steps = lt->fr.steps;
-        bool wrap = lt->fr.wrap;
-        if (!wrap && train.begin_pass) {
-            st = train.begin_pass(train.ctx);
-            if (st != FTL_OK) st = ftl_fail_context(st, "epoch %lld", (long long)lt->fr.log.epoch);
-        }
-        for (int64_t i = 0; i < steps && st == FTL_OK; i += chunk_steps) {
-            int m = (int)(steps - i < chunk_steps ? steps - i : chunk_steps);
-            double f0 = ftl_now();
-            for (int j = 0; j < m && st == FTL_OK; j++) {
-                st = fetch_batch(&train, &chunk, j, wrap);
-                if (st != FTL_OK) st = ftl_fail_context(st, "epoch %lld, batch %lld", (long long)lt->fr.log.epoch, (long long)(i + j + 1));
-            }
-            if (st == FTL_OK && dropout > 0) /* the masks of the chunk's steps, the same for every trial here */
-                for (int j = 0; j < m; j++) {
-                    ftl_row_draws d = ftl_trainer_draws(lt->t, &chunk.batches[j]);
-                    d.step += j;
-                    ftl_head_dropout_rows((float)dropout, r->dim, chunk.batches[j].features, chunk.batches[j].count, &d,
-                                          chunk.dropped + (size_t)j * rows * (size_t)r->dim);
-                }
-            double shared_s = (ftl_now() - f0) / live;
-            if (side_by_side) { /* step-major: one GEMM each way per step for the whole stack */
-                for (int j = 0; j < m && st == FTL_OK; j++) {
-                    int a = 0;
-                    for (int k = 0; k < n; k++) {
-                        sweep_trial *tr = &sh->trials[stack->trials[k]];
-                        if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
-                        ftl_fit_test_hooks(0, ftl_trainer_step(tr->t));
-                        heads[a] = ftl_trainer_head(tr->t);
-                        counts[a] = &tr->fr.counts;
-                        members[a++] = k;
-                    }
-                    const ftl_feature_batch *b = &chunk.batches[j];
-                    double g0 = ftl_now();
-                    st = ftl_head_stack_train(side_by_side, heads, a,
-                                              dropout > 0 ? chunk.dropped + (size_t)j * rows * (size_t)r->dim : b->features,
-                                              b->labels, b->count, (float)(1.0 / (double)b->global_count), counts);
-                    double g = (ftl_now() - g0) / a;
-                    for (int i = 0; i < a && st == FTL_OK; i++) {
-                        sweep_trial *tr = &sh->trials[stack->trials[members[i]]];
-                        double k0 = ftl_now();
-                        st = ftl_fit_run_step_computed(tr->t, &tr->fr, b, k0 - chunk.fetch_seconds[j] / live, k0, g);
-                        tr->seconds += ftl_now() - k0 + g + shared_s / m;
-                    }
-                    if (st != FTL_OK) st = ftl_fail_context(st, "a stack of trials from %d", stack->trials[0] + 1);
-                }
-                continue;
-            }
-            for (int k = 0; k < n && st == FTL_OK; k++) {
-                sweep_trial *tr = &sh->trials[stack->trials[k]];
-                if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
-                double k0 = ftl_now();
-                for (int j = 0; j < m && st == FTL_OK; j++) {
-                    ftl_fit_test_hooks(0, ftl_trainer_step(tr->t));
-                    double now = ftl_now();
-                    st = ftl_fit_run_step(tr->t, &tr->fr, &chunk.batches[j],
-                                          dropout > 0 ? chunk.dropped + (size_t)j * rows * (size_t)r->dim : NULL,
-                                          now - chunk.fetch_seconds[j] / live, now);
-                }
-                if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
-                tr->seconds += ftl_now() - k0 + shared_s;
-            }
-        }
-        for (int k = 0; k < n && st == FTL_OK; k++) {
-            int trial = stack->trials[k];
-            sweep_trial *tr = &sh->trials[trial];
-            if (!tr->t || !ftl_fit_run_more(tr->t)) continue;
-            double k0 = ftl_now();
-            st = ftl_fit_run_epoch_end(tr->t, &tr->fr);
-            tr->epoch = ftl_trainer_epoch(tr->t);
-            /* the log first, then the checkpoint: a kill between them repeats the epoch (the
-             * report keeps a trial's last record of each epoch) rather than losing its record */
-            if (st == FTL_OK) st = log_epoch(sh, trial);
-            if (st == FTL_OK && ftl_fit_run_more(tr->t) && sh->ro->checkpoints)
-                st = ftl_trainer_save_checkpoint(tr->t, tr->checkpoint, &train);
-            tr->seconds += ftl_now() - k0;
-            if (st == FTL_OK && !ftl_fit_run_more(tr->t)) { /* stopped early or at --epochs: it leaves the stack */
-                live--;
-                st = finish_trial(sh, trial, 0);
-            }
-            if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", trial + 1);
-        }
-    }
-    /* where each member's order stands, for the next phase's stacks */
-    uint8_t *blob = NULL;
-    size_t blob_size = 0;
-    if (st == FTL_OK && train.save_position) st = train.save_position(train.ctx, &blob, &blob_size);
-    for (int k = 0; k < n && st == FTL_OK; k++) {
-        sweep_trial *tr = &sh->trials[stack->trials[k]];
-        if (!tr->t) continue;
-        free(tr->position);
-        tr->position = ftl_xmalloc(blob_size ? blob_size : 1);
-        memcpy(tr->position, blob, blob_size);
-        tr->position_size = blob_size;
-        tr->fr.train = tr->fr.val = NULL; /* this phase's sources end here */
-    }
-    free(blob);
-    ftl_head_stack_free(side_by_side);
-    free(heads), free(counts), free(members);
-    chunk_free(&chunk);
-    if (r->have_val_store) file_order_source_free(&vs);
-    global_order_source_free(&gs);
-    return st;
-}
-
-static void *worker_main(void *arg) {
-    sweep_shared *sh = arg;
-    if (sh->caller_only) ftl_pool_set_caller_only(true);
-    for (;;) {
-        int i = atomic_fetch_add(&sh->next_stack, 1);
-        if (i >= sh->stack_count || atomic_load(&sh->failed)) break;
-        ftl_status st = run_stack(sh, &sh->stacks[i]);
-        if (st != FTL_OK) record_error(sh, st);
-    }
-    if (sh->caller_only) ftl_pool_set_caller_only(false);
-    return NULL;
-}
 
 static bool same_group(const sweep_shared *sh, int a, int b) {
     const ftl_fit_config *x = &sh->options[a].fit, *y = &sh->options[b].fit;
@@ -653,7 +177,7 @@ static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
     for (int i = 0; i < count; i++) { /* each trial's rank says its part; the others add 0 */
         const sweep_trial *tr = &sh->trials[i];
         if (sh->owner[i] != me) continue;
-        if (!tr->ended && tr->t && tr->epoch >= epoch) score[i] = score_at(tr->t, epoch), in_set[i] = 1;
+        if (!tr->ended && tr->t && tr->epoch >= epoch) score[i] = sweep_score_at(tr->t, epoch), in_set[i] = 1;
         else if (tr->ended && sh->results[i].halted_at == epoch) score[i] = sh->results[i].score, in_set[i] = 1;
     }
     ftl_dist_set_context(sh->col, -1, "the successive halving's ranking");
@@ -680,7 +204,7 @@ static ftl_status halve(sweep_shared *sh, int eta, int64_t epoch) {
             break;
         }
         tr->t->finished = true; /* ends as early stopping would: its best weights restored, its model written */
-        st = finish_trial(sh, ranked[i], epoch);
+        st = sweep_finish_trial(sh, ranked[i], epoch);
     }
     if (sh->ro->progress && n > 0 && me == 0) {
         fprintf(sh->ro->progress, "sweep: rung at epoch %lld: %d of %d trials go on\n", (long long)epoch, keep, n);
@@ -756,65 +280,6 @@ static void assign_owners(const ftl_train_options *trials, int count, int stack_
     free(group), free(size), free(load), free(taken), free(rank_of), free(placed);
 }
 
-/* Every rank's finished trials' results, to every rank. */
-static ftl_status share_results(sweep_shared *sh) {
-    if (!ftl_dist_active(sh->col)) return FTL_OK;
-    ftl_strbuf b = {0};
-    ftl_strbuf_append(&b, "", 0);
-    int me = ftl_dist_rank(sh->col);
-    for (int i = 0; i < sh->trial_count; i++)
-        if (sh->owner[i] == me && sh->results[i].done) {
-            append_result_json(&b, i, &sh->results[i]);
-            ftl_strbuf_append(&b, "\n", 1);
-        }
-    uint8_t *all = NULL;
-    size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(sh->col), sizeof *sizes);
-    ftl_dist_set_context(sh->col, -1, "gathering the trials' results");
-    ftl_status st = ftl_dist_allgather(sh->col, b.data, b.len, &all, sizes);
-    size_t total = 0;
-    for (int i = 0; i < ftl_dist_size(sh->col); i++) total += sizes[i];
-    for (size_t at = 0; st == FTL_OK && at < total;) {
-        size_t end = at;
-        while (end < total && all[end] != '\n') end++;
-        ftl_sweep_trial_result r;
-        st = parse_result((const char *)all + at, end - at, "a trial's result from another rank", &r);
-        ftl_json *v = NULL;
-        double id = NAN;
-        if (st == FTL_OK && ftl_json_parse((const char *)all + at, end - at, &v) == FTL_OK) id = json_number_or_nan(v, "trial");
-        ftl_json_free(v);
-        if (st == FTL_OK && !(id >= 1 && id <= sh->trial_count)) st = ftl_fail(FTL_E_INTERNAL, "a result of trial %g", id);
-        if (st == FTL_OK && sh->owner[(int)id - 1] != me) {
-            r.resumed = sh->results[(int)id - 1].resumed;
-            sh->results[(int)id - 1] = r;
-        }
-        at = end + 1;
-    }
-    free(all), free(sizes);
-    ftl_strbuf_free(&b);
-    return st;
-}
-
-/* Ranks other than 0 log to LOG.rank-R while the sweep runs; at its end rank 0 appends their parts. */
-static ftl_status merge_logs(sweep_shared *sh, const char *part_path) {
-    if (!ftl_dist_active(sh->col) || !sh->ro->log_path) return FTL_OK;
-    int me = ftl_dist_rank(sh->col);
-    uint8_t *mine = NULL, *all = NULL;
-    size_t size = 0;
-    if (me != 0 && ftl_path_exists(part_path)) FTL_TRY(ftl_read_file(part_path, &mine, &size));
-    size_t *sizes = ftl_xcalloc((size_t)ftl_dist_size(sh->col), sizeof *sizes);
-    ftl_dist_set_context(sh->col, -1, "gathering the sweep's log");
-    ftl_status st = ftl_dist_gather(sh->col, mine ? mine : (const uint8_t *)"", size, 0, &all, sizes);
-    if (st == FTL_OK && me == 0 && sh->log) {
-        size_t total = 0;
-        for (int i = 0; i < ftl_dist_size(sh->col); i++) total += sizes[i];
-        if (total && (fwrite(all, 1, total, sh->log) != total || fflush(sh->log) != 0))
-            st = ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", sh->ro->log_path, strerror(errno));
-    }
-    if (st == FTL_OK && me != 0 && mine) unlink(part_path);
-    free(mine), free(all), free(sizes);
-    return st;
-}
-
 /* --resume: the first trial checkpoint this host has, against the run, before the features are made
  * (the trials share the run's data, backbone and preprocessing). */
 static ftl_status check_resumed_trials(const ftl_train_options *trials, int count, const train_run *r) {
@@ -841,13 +306,8 @@ static ftl_status agree(const ftl_collectives *col, ftl_status st, const char *w
     return any ? ftl_fail(FTL_E_INTERRUPTED, "another rank failed %s (its message says why)", what) : FTL_OK;
 }
 
-ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro,
-                         ftl_sweep_trial_result *results) {
-    ftl_sweep_run_options defaults;
-    ftl_sweep_run_options_init(&defaults);
-    if (!ro) ro = &defaults;
-    if (count < 1) return ftl_fail(FTL_E_INVALID_ARG, "a sweep needs at least one trial");
-    memset(results, 0, (size_t)count * sizeof *results);
+/* The trials' options, refused before any work as ftl train (and ftl_trainer_init) would refuse them. */
+static ftl_status check_trials(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro) {
     char why[256];
     if (!ftl_sweep_stackable(trials, count, why, sizeof why))
         return ftl_fail(FTL_E_UNSUPPORTED, "these trials cannot share the cached features: %s", why);
@@ -874,6 +334,72 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     if (trials[0].val_path && !ftl_path_exists(trials[0].val_path))
         return ftl_fail(FTL_E_NOT_FOUND, "validation dataset %s does not exist", trials[0].val_path);
     FTL_TRY(train_check_folder_of(trials[0].out_path, "trial model")); /* every rank writes its trials */
+    return FTL_OK;
+}
+
+/* --resume: the trials with a checkpoint are opened first (their epochs decide their stacks), each
+ * with its batch order where the checkpoint left it. */
+static ftl_status open_resumed_trials(sweep_shared *sh, int me) {
+    train_run *r = sh->run;
+    ftl_status st = FTL_OK;
+    for (int i = 0; i < sh->trial_count && st == FTL_OK; i++) {
+        if (sh->owner[i] != me || sh->trials[i].ended || !ftl_path_exists(sh->trials[i].checkpoint)) continue;
+        const char *src[1] = {sh->options[i].train_path};
+        ftl_loader_options order = train_run_order(&sh->options[i], src);
+        global_order_source gs;
+        st = global_order_source_init(&gs, &order, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
+                                      sh->options[i].fit.seed, sh->train_rows, 1);
+        ftl_batch_source train = global_order_source_as_batch_source(&gs);
+        file_order_source vs;
+        ftl_batch_source val = {0};
+        if (r->have_val_store) {
+            file_order_source_init(&vs, &r->val_store);
+            val = file_order_source_as_batch_source(&vs);
+        }
+        if (st == FTL_OK) st = sweep_open_trial(sh, i, &train, r->have_val_store ? &val : NULL);
+        if (st != FTL_OK) st = ftl_fail_context(st, "resuming trial %d from %s", i + 1, sh->trials[i].checkpoint);
+        if (sh->trials[i].open) sh->trials[i].fr.train = sh->trials[i].fr.val = NULL;
+        if (r->have_val_store) file_order_source_free(&vs);
+        global_order_source_free(&gs);
+    }
+    return st;
+}
+
+/* One phase: the trials still training, in stacks formed afresh, up to epoch `rung` on the workers. */
+static ftl_status train_to_rung(sweep_shared *sh, int stack_size, int workers, int64_t rung) {
+    sh->until_epoch = rung;
+    build_stacks(sh, stack_size, workers);
+    int phase_workers = workers < sh->stack_count ? workers : sh->stack_count;
+    sh->caller_only = phase_workers > 1;
+    if (sh->ro->progress && sh->stack_count > 0 && ftl_dist_rank(sh->col) == 0) {
+        int live = 0, together = 0;
+        for (int i = 0; i < sh->stack_count; i++) live += sh->stacks[i].count, together += sweep_trains_side_by_side(sh, &sh->stacks[i]);
+        fprintf(sh->ro->progress, "sweep: %d trials in %d stacks (%d side by side, one GEMM per step), %d at a time, up to epoch %lld%s\n",
+                live, sh->stack_count, together, phase_workers, (long long)rung, ftl_dist_size(sh->col) > 1 ? " (rank 0's)" : "");
+        fflush(sh->ro->progress);
+    }
+    atomic_store(&sh->next_stack, 0);
+    ftl_dist_phase_begin(sh->col, "training its trials"); /* the ranks meet again at the rung */
+    pthread_t *threads = ftl_xcalloc((size_t)(phase_workers > 0 ? phase_workers : 1), sizeof *threads);
+    int started = 0;
+    for (int w = 1; w < phase_workers; w++)
+        if (pthread_create(&threads[started + 1], NULL, sweep_worker_main, sh) == 0) started++;
+    if (phase_workers > 0) sweep_worker_main(sh);
+    for (int w = 1; w <= started; w++) pthread_join(threads[w], NULL);
+    free(threads);
+    free_stacks(sh);
+    ftl_dist_phase_end(sh->col);
+    return sh->status != FTL_OK ? ftl_fail(sh->status, "%s", sh->error) : FTL_OK;
+}
+
+ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_sweep_run_options *ro,
+                         ftl_sweep_trial_result *results) {
+    ftl_sweep_run_options defaults;
+    ftl_sweep_run_options_init(&defaults);
+    if (!ro) ro = &defaults;
+    if (count < 1) return ftl_fail(FTL_E_INVALID_ARG, "a sweep needs at least one trial");
+    memset(results, 0, (size_t)count * sizeof *results);
+    FTL_TRY(check_trials(trials, count, ro));
     train_run r;
     memset(&r, 0, sizeof r);
     const ftl_train_options *o = &trials[0];
@@ -882,7 +408,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     ftl_status st = train_run_prepare(&r, &o, &calibrated, &own_scales);
     ftl_train_summary summary;
     memset(&summary, 0, sizeof summary);
-    if (st == FTL_OK && ftl_model_get_info(r.backbone)->device_kind != FTL_DEVICE_CPU)
+    if (st == FTL_OK && nn_device_caps_of(ftl_model_get_info(r.backbone)->device_kind)->gpu)
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
     if (st == FTL_OK && ro->resume) st = check_resumed_trials(trials, count, &r);
     if (ro->resume) st = agree(&trials[0].fit.collectives, st, "checking the trials' checkpoints");
@@ -922,7 +448,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     int64_t resumed_done = 0;
     for (int i = 0; i < count && st == FTL_OK && ro->resume; i++)
         if (owner[i] == me && ftl_path_exists(state[i].result_path)) {
-            st = read_result(state[i].result_path, &results[i]);
+            st = sweep_read_result(state[i].result_path, &results[i]);
             state[i].ended = st == FTL_OK;
             resumed_done += state[i].ended;
         }
@@ -931,7 +457,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         const char *path = me == 0 ? ro->log_path : log_part;
         sh.log = fopen(path, ro->resume ? "a" : "w");
         if (!sh.log) st = ftl_fail(FTL_E_IO, "cannot open the sweep log %s: %s", path, strerror(errno));
-        if (st == FTL_OK && ro->log_record && me == 0) st = log_line(&sh, ro->log_record);
+        if (st == FTL_OK && ro->log_record && me == 0) st = sweep_log_line(&sh, ro->log_record);
     }
     st = agree(col, st, "opening the sweep's files");
     if (st == FTL_OK && ranks > 1) st = ftl_dist_allreduce_i64(col, &resumed_done, 1);
@@ -952,60 +478,19 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         fflush(ro->progress);
     }
     /* On resume the trials with a checkpoint are opened first: their epochs decide their stacks. */
-    for (int i = 0; i < count && st == FTL_OK && ro->resume; i++) {
-        if (owner[i] != me || state[i].ended || !ftl_path_exists(state[i].checkpoint)) continue;
-        const char *src[1] = {per[i].train_path};
-        ftl_loader_options order = train_run_order(&per[i], src);
-        global_order_source gs;
-        st = global_order_source_init(&gs, &order, &r.train_store, r.have_train_flipped ? &r.train_flipped : NULL,
-                                      per[i].fit.seed, summary.train_rows, 1);
-        ftl_batch_source train = global_order_source_as_batch_source(&gs);
-        file_order_source vs;
-        ftl_batch_source val = {0};
-        if (r.have_val_store) {
-            file_order_source_init(&vs, &r.val_store);
-            val = file_order_source_as_batch_source(&vs);
-        }
-        if (st == FTL_OK) st = open_trial(&sh, i, &train, r.have_val_store ? &val : NULL);
-        if (st != FTL_OK) st = ftl_fail_context(st, "resuming trial %d from %s", i + 1, state[i].checkpoint);
-        if (state[i].open) state[i].fr.train = state[i].fr.val = NULL;
-        if (r.have_val_store) file_order_source_free(&vs);
-        global_order_source_free(&gs);
-    }
+    if (st == FTL_OK && ro->resume) st = open_resumed_trials(&sh, me);
     st = agree(col, st, "resuming the trials");
     for (int g = 0; g < rung_count && st == FTL_OK; g++) {
-        sh.until_epoch = rungs[g];
-        build_stacks(&sh, stack_size, workers);
-        int phase_workers = workers < sh.stack_count ? workers : sh.stack_count;
-        sh.caller_only = phase_workers > 1;
-        if (ro->progress && sh.stack_count > 0 && me == 0) {
-            int live = 0, together = 0;
-            for (int i = 0; i < sh.stack_count; i++) live += sh.stacks[i].count, together += trains_side_by_side(&sh, &sh.stacks[i]);
-            fprintf(ro->progress, "sweep: %d trials in %d stacks (%d side by side, one GEMM per step), %d at a time, up to epoch %lld%s\n",
-                    live, sh.stack_count, together, phase_workers, (long long)rungs[g], ranks > 1 ? " (rank 0's)" : "");
-            fflush(ro->progress);
-        }
-        atomic_store(&sh.next_stack, 0);
-        ftl_dist_phase_begin(col, "training its trials"); /* the ranks meet again at the rung */
-        pthread_t *threads = ftl_xcalloc((size_t)(phase_workers > 0 ? phase_workers : 1), sizeof *threads);
-        int started = 0;
-        for (int w = 1; w < phase_workers; w++)
-            if (pthread_create(&threads[started + 1], NULL, worker_main, &sh) == 0) started++;
-        if (phase_workers > 0) worker_main(&sh);
-        for (int w = 1; w <= started; w++) pthread_join(threads[w], NULL);
-        free(threads);
-        free_stacks(&sh);
-        ftl_dist_phase_end(col);
-        if (sh.status != FTL_OK) st = ftl_fail(sh.status, "%s", sh.error);
+        st = train_to_rung(&sh, stack_size, workers, rungs[g]);
         st = agree(col, st, "training the trials");
         if (st == FTL_OK && g + 1 < rung_count) st = halve(&sh, ro->halving_eta, rungs[g]);
         st = agree(col, st, "ending the trials halved at the rung");
     }
-    if (st == FTL_OK) st = share_results(&sh);
+    if (st == FTL_OK) st = sweep_share_results(&sh);
     if (st == FTL_OK && sh.log && fflush(sh.log) != 0)
         st = ftl_fail(FTL_E_IO, "cannot write the sweep log %s: %s", me == 0 ? ro->log_path : log_part, strerror(errno));
     st = agree(col, st, "writing the sweep's log");
-    if (st == FTL_OK) st = merge_logs(&sh, log_part);
+    if (st == FTL_OK) st = sweep_merge_logs(&sh, log_part);
     for (int i = 0; i < count; i++) { /* trials a failure left open: their logs closed, their checkpoints kept */
         if (state[i].open) {
             char kept[2048];

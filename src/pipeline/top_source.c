@@ -1,7 +1,7 @@
 /* The frozen top of a cut over boundary rows: phase 1's features in a fine-tuning run. */
 #include "pipeline/top_source.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/timing.h"
 
 #include <stdlib.h>

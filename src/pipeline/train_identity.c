@@ -1,7 +1,7 @@
 /* The identity a training run records in every checkpoint and model (backbone, classes, features,
  * preprocessing, precision, ...): what a resume or a reuse compares. */
 #include "pipeline/train_run.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
 #include "ftl/sweep.h"
 #include "nn/onnx/backbone_files.h"
 #include "pipeline/train_run.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/io_check.h"
 
 #include <stdlib.h>

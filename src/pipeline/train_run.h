@@ -1,6 +1,7 @@
 /* What `ftl train` shares between its phases (train_job.c runs phase 1 and the whole job,
  * fine_tune_phase.c runs phase 2): the run's sources, their setup over a backbone (the full one for
- * features, the frozen bottom for boundary tensors), and the model file. Internal to src/pipeline. */
+ * features, the frozen bottom for boundary tensors; train_run.c), and what the run records with
+ * the model file (train_record.c). Internal to src/pipeline. */
 #ifndef FTL_PIPELINE_TRAIN_RUN_H
 #define FTL_PIPELINE_TRAIN_RUN_H
 
@@ -55,6 +56,14 @@ void train_run_meta_init(train_run_meta *m, const train_run *r, const ftl_train_
 void train_run_meta_free(train_run_meta *m);
 /* The image loader whose order the training batches follow. */
 ftl_loader_options train_run_order(const ftl_train_options *o, const char *const *sources);
+/* Cached rows held in memory when --max-memory is not given: half the RAM, at most 1 GiB. */
+int64_t train_run_default_max_memory(void);
+/* The trainer's sources over one rank's stores: global batches in the single-process order for
+ * training, this rank's rows once for validation (val NULL: none). */
+ftl_status train_run_sources_over_stores(train_run *r, const ftl_train_options *o, feature_store *train,
+                                         feature_store *flipped, feature_store *val, int64_t train_total, int64_t dim);
+/* The image loaders with `model` run on every training and validation batch. */
+ftl_status train_run_open_streams(train_run *r, const ftl_train_options *o, ftl_model *model, ftl_train_summary *s);
 /* The training (and validation) sources over r->backbone's outputs: cached (each rank embeds or reuses
  * its rows) or recomputed every batch (--no-feature-cache). */
 ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s);

@@ -1,6 +1,6 @@
 /* SVG line charts and stacked bars. */
 #include "report/svg_chart.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <math.h>
 #include <stdio.h>

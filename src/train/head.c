@@ -4,8 +4,8 @@
 #include "train/denormal_flush.h"
 #include "train/gemm.h"
 #include "train/train_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/rng.h"
 
 #include <math.h>

@@ -2,8 +2,8 @@
  * The position (for checkpoints) is the RNG state before the current permutation plus the cursor:
  * the permutation itself is redrawn on restore, so the blob stays small for any data size. */
 #include "ftl/train.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/rng.h"
 
 #include <stdlib.h>

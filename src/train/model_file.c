@@ -1,8 +1,8 @@
 /* MODEL.ftl: the trained head and what is needed to use it (class names, backbone, preprocessing). */
 #include "ftl/train.h"
 #include "train/train_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

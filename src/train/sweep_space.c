@@ -3,8 +3,8 @@
 #include "ftl/sweep.h"
 #include "ftl/loader.h"
 #include "ftl/train.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/rng.h"
 
 #include <errno.h>

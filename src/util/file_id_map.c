@@ -1,7 +1,7 @@
 /* Open addressing with linear probing; the table doubles at half full, so probes stay short for
  * the millions of files of a large dataset. */
+#include "util/alloc.h"
 #include "util/file_id_map.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 

@@ -5,6 +5,8 @@
 
 #include "ftl/base.h"
 #include "util/temporaries.h"
+/* The memory and string helpers, for the many files that include this header for them. */
+#include "util/alloc.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,16 +51,5 @@ void ftl_sync_directory_of(const char *path);
 char *ftl_path_folder(const char *path);
 /* What follows the last '/' (a pointer into path). */
 const char *ftl_path_file_name(const char *path);
-/* What running out of memory does before it aborts (the temporaries registry removes its paths). */
-void ftl_set_fatal_cleanup(void (*cleanup)(void));
-
-/* strdup/printf into a fresh string; abort on out-of-memory (small strings only). */
-char *ftl_strdup(const char *s);
-char *ftl_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* malloc/calloc/realloc that abort with a message when memory is exhausted; use for sizes that
- * do not come from untrusted input (parsers bound sizes by the file size first). */
-void *ftl_xmalloc(size_t size);
-void *ftl_xcalloc(size_t count, size_t size);
-void *ftl_xrealloc(void *p, size_t size);
 
 #endif

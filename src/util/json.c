@@ -1,8 +1,8 @@
 /* JSON writer and parser (RFC 8259). The parser bounds every read by the input size and limits
  * nesting depth, so hostile headers cannot crash it. */
 #include "util/json.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* String lists and folder listings. */
 #include "util/string_list.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
