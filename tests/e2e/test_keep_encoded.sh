@@ -87,13 +87,27 @@ if command -v mpirun >/dev/null 2>&1 && "$FTL" --version | grep -q 'Open MPI'; t
         "$d/enc-mpi.features.parquet" --quiet >/dev/null 2>"$d/mpi.err"
     [ "$(features_md5 "$d/enc-mpi.features.parquet")" = "$(features_md5 "$d/px-train.features.parquet")" ] &&
         pass keep_encoded_mpirun_np2_same_features || fail keep_encoded_mpirun_np2_same_features "$(tail -3 "$d/mpi.err")"
-    # the same model for any N: two ranks on the encoded dataset, one process on the pixels
+    # the same model for any N (the same global batch: 2 ranks x 8 = 16): two ranks on the encoded
+    # dataset, one process on the pixels; the ranks' gradient sums round differently, so within the
+    # tolerance test_dist.sh holds "the same model" to
     mpirun --oversubscribe --bind-to none -np 2 "$FTL" train "$d/enc/train.parquet" --val "$d/enc/val.parquet" \
-        --backbone "$MODEL" --seed 3 --epochs 3 --batch 16 --out "$d/mpi-enc.ftl" --quiet >/dev/null 2>"$d/mpi-train.err"
+        --backbone "$MODEL" --seed 3 --epochs 3 --batch 8 --threads 1 --out "$d/mpi-enc.ftl" --quiet >/dev/null 2>"$d/mpi-train.err"
     "$FTL" train "$d/px/train.parquet" --val "$d/px/val.parquet" --backbone "$MODEL" --seed 3 --epochs 3 --batch 16 \
         --out "$d/one-px.ftl" --quiet >/dev/null 2>&1
-    tensors_equal "$d/one-px.ftl" "$d/mpi-enc.ftl" >"$d/mpi.cmp" 2>&1 && pass keep_encoded_mpirun_np2_same_model ||
+    if $READ_ST "$d/one-px.ftl" >"$d/one-px.json" && $READ_ST "$d/mpi-enc.ftl" >"$d/mpi-enc.json" &&
+        $PY - "$d/one-px.json" "$d/mpi-enc.json" >"$d/mpi.cmp" 2>&1 <<'PYEOF'; then
+import json, sys
+a, b = (json.load(open(p))["tensors"] for p in sys.argv[1:3])
+for t in ("head.kernel", "head.bias"):
+    va, vb = [float(v) for v in a[t]["values"]], [float(v) for v in b[t]["values"]]
+    worst = max(abs(p - q) / max(1e-3, abs(p)) for p, q in zip(va, vb))
+    print(t, "worst relative difference", worst)
+    assert len(va) == len(vb) and worst <= 1e-4, (t, worst)
+PYEOF
+        pass keep_encoded_mpirun_np2_same_model
+    else
         fail keep_encoded_mpirun_np2_same_model "$(tail -3 "$d/mpi-train.err" "$d/mpi.cmp")"
+    fi
 else
     skip keep_encoded_mpirun_np2_same_features "mpirun or an MPI build of ftl is not available"
     skip keep_encoded_mpirun_np2_same_model "mpirun or an MPI build of ftl is not available"
