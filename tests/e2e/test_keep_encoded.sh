@@ -106,7 +106,7 @@ for t in ("head.kernel", "head.bias"):
 PYEOF
         pass keep_encoded_mpirun_np2_same_model
     else
-        fail keep_encoded_mpirun_np2_same_model "$(tail -3 "$d/mpi-train.err" "$d/mpi.cmp")"
+        fail keep_encoded_mpirun_np2_same_model "$(tail -n 3 "$d/mpi-train.err" "$d/mpi.cmp")"
     fi
 else
     skip keep_encoded_mpirun_np2_same_features "mpirun or an MPI build of ftl is not available"
@@ -126,7 +126,7 @@ train_both() {  # NAME train-options...: trains on both forms and compares the m
         [ "$(grep -o 'val_acc: [0-9.]*' "$d/$name-px.out")" = "$(grep -o 'val_acc: [0-9.]*' "$d/$name-enc.out")" ]; then
         pass "keep_encoded_${name}_same_model"
     else
-        fail "keep_encoded_${name}_same_model" "$(tail -3 "$d/$name-enc.err" "$d/$name.cmp")"
+        fail "keep_encoded_${name}_same_model" "$(tail -n 3 "$d/$name-enc.err" "$d/$name.cmp")"
     fi
 }
 train_both frozen --epochs 3 --batch 16
@@ -141,7 +141,7 @@ for form in px enc; do
         --grid lr=1e-3,1e-2 --out "$d/sweep-$form.ftl" --quiet >/dev/null 2>"$d/sweep-$form.err"
 done
 tensors_equal "$d/sweep-px.ftl" "$d/sweep-enc.ftl" >"$d/sweep.cmp" 2>&1 && pass keep_encoded_sweep_same_best_model ||
-    fail keep_encoded_sweep_same_best_model "$(tail -3 "$d/sweep-enc.err" "$d/sweep.cmp")"
+    fail keep_encoded_sweep_same_best_model "$(tail -n 3 "$d/sweep-enc.err" "$d/sweep.cmp")"
 
 # eval and predictions of one model on either form of val: the same numbers
 for form in px enc; do
