@@ -1,6 +1,7 @@
 /* Loader planning: source discovery, column checks, sharding and piece order. */
 #include "data/loader_plan.h"
 #include "data/dataset.h"
+#include "data/delta_table.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"
@@ -23,13 +24,7 @@ static bool is_part_file(const char *name) {
  * until they are vacuumed, and only its _delta_log says which are live. */
 static ftl_status collect_folder(const char *dir, ftl_string_list *out, int depth) {
     if (depth > 16) return FTL_OK;
-    char *delta = ftl_format("%s/_delta_log", dir);
-    bool is_delta = ftl_is_directory(delta);
-    free(delta);
-    if (is_delta)
-        return ftl_fail(FTL_E_INVALID_ARG, "%s is a Delta table (it has a _delta_log/ folder): its Parquet files may include "
-                        "removed ones, so ftl does not read them as a dataset; export a snapshot (e.g. Spark's "
-                        "df.write.parquet) and read that", dir);
+    FTL_TRY(delta_table_refuse(dir, "a dataset", "read"));
     ftl_string_list names = {0};
     ftl_status st = ftl_list_folder(dir, &names);
     for (int64_t i = 0; st == FTL_OK && i < names.count; i++) {

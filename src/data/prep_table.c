@@ -1,6 +1,7 @@
 /* prep's table source: Parquet parts, their image, label, path and split columns, read cell by cell. */
 #include "data/prep_table.h"
 #include "ftl/parquet.h"
+#include "data/delta_table.h"
 #include "data/prep_labels.h"
 #include "util/error.h"
 #include "util/fsutil.h"
@@ -76,13 +77,7 @@ static void add_part(part_list *l, const char *path, const ftl_string_list *keys
 /* Parts under `folder`, sorted; key=value/ folders entered with their value recorded. Files and
  * folders starting with '_' or '.' are the writer's (_SUCCESS, _committed_..., .crc): skipped. */
 static ftl_status find_parts(const char *folder, ftl_string_list *keys, ftl_string_list *values, part_list *out, int depth) {
-    char *delta = ftl_format("%s/_delta_log", folder);
-    bool is_delta = ftl_is_directory(delta);
-    free(delta);
-    if (is_delta)
-        return ftl_fail(FTL_E_INVALID_ARG, "%s is a Delta table (it has a _delta_log/ folder): its Parquet files may include "
-                        "removed ones, so ftl does not read them as a table; export a snapshot (e.g. Spark's "
-                        "df.write.parquet) and prep that", folder);
+    FTL_TRY(delta_table_refuse(folder, "a table", "prep"));
     if (depth > 16) return ftl_fail(FTL_E_INVALID_ARG, "%s: partition folders nested deeper than 16 levels", folder);
     ftl_string_list names = {0};
     FTL_TRY(ftl_list_folder(folder, &names));
@@ -108,10 +103,7 @@ static ftl_status find_parts(const char *folder, ftl_string_list *keys, ftl_stri
 }
 
 bool prep_table_folder_is_table(const char *folder) {
-    char *delta = ftl_format("%s/_delta_log", folder);
-    bool is_delta = ftl_is_directory(delta);
-    free(delta);
-    if (is_delta) return true;
+    if (delta_table_is(folder)) return true;
     ftl_string_list keys = {0}, values = {0};
     part_list l = {0};
     ftl_status st = find_parts(folder, &keys, &values, &l, 0);
