@@ -24,6 +24,9 @@ typedef struct ftl_train_options {
     int64_t shuffle_buffer;       /* rows; default 400 (the article's) */
     bool augment_flip;            /* --augment flip: each (seed, pass, row) draws the image or its mirror;
                                      with the feature cache both orientations are cached */
+    bool tta_flip;                /* --tta flip: validation scores the mean of each image's and its mirror's
+                                     probabilities (val's mirrored features cached too), and the model records
+                                     it so eval, predict and export follow it */
     const char *data_cache_dir;   /* local-disk cache of image row groups (--no-feature-cache) */
     int64_t data_cache_limit;
     ftl_fit_config fit;
@@ -99,6 +102,9 @@ typedef struct ftl_eval_options {
     int label_offset;             /* with label_offset_given; else the model's recorded one */
     bool label_offset_given;
     const char *predictions_path; /* CSV: path, label, predicted, probability (NULL: none) */
+    ftl_tta tta;                  /* default: as the model records (ftl.tta); flip: the mean of each image's and
+                                     its mirror's probabilities (both orientations' cached features when the
+                                     cache holds them, else a second backbone pass) */
     /* Written by the caller after the run (ftl_eval_result_write_json / _confusion_csv), but checked
      * with --predictions before any work: none may be an input, exist without overwrite, or be
      * another of them. */
@@ -138,6 +144,8 @@ typedef struct ftl_predict_options {
     int top_k;                    /* default 5 */
     int threads;
     ftl_device_kind device;       /* default auto (ftl/device.h) */
+    ftl_tta tta;                  /* default: as the model records; flip: each image and its mirror through the
+                                     backbone, their probabilities averaged */
 } ftl_predict_options;
 
 void ftl_predict_options_init(ftl_predict_options *options);
@@ -160,7 +168,8 @@ ftl_status ftl_predictor_run_file(ftl_predictor *p, const char *image_path, ftl_
 ftl_status ftl_predictor_predict(ftl_predictor *p, const uint8_t *images_hwc, int count, int image_size, float *probs);
 int64_t ftl_predictor_class_count(const ftl_predictor *p);
 const char *ftl_predictor_class_name(const ftl_predictor *p, int64_t index); /* NULL out of range */
-int ftl_predictor_input_size(const ftl_predictor *p); /* the image size the model was trained on */
+int ftl_predictor_input_size(const ftl_predictor *p);
+bool ftl_predictor_tta_flip(const ftl_predictor *p); /* flip TTA is on (asked, or recorded in the model) */ /* the image size the model was trained on */
 void ftl_predictor_close(ftl_predictor *p);
 
 #endif

@@ -192,6 +192,30 @@ ftl_status ftl_head_check_labels(int64_t classes, const int32_t *labels, size_t 
 /* Softmax probabilities [n x C] (no dropout). logits_out may be NULL. */
 ftl_status ftl_head_predict(ftl_head *head, const float *x, size_t n, float *probs_out, float *logits_out);
 
+/* ---- flip test-time augmentation (--tta flip) ----
+ * A row's prediction is the mean of the class probabilities of the image and of its mirror image
+ * (left-right), as timm's and fastai's TTA average them. It is expressed as logits log(mean p): their
+ * softmax is the mean, so argmax, top-5, the log-sum-exp loss (-log mean p of the label) and the
+ * probabilities all read the averaged prediction unchanged. */
+typedef enum ftl_tta {
+    FTL_TTA_AS_TRAINED = 0, /* eval/predict: what the model records (ftl.tta), none for older models */
+    FTL_TTA_NONE,
+    FTL_TTA_FLIP,
+} ftl_tta;
+#define FTL_MODEL_META_TTA "ftl.tta" /* "flip" or "none": how train's validation scored, and eval/predict's default */
+/* "none" | "flip" (and "model" for FTL_TTA_AS_TRAINED where allow_as_trained). */
+ftl_status ftl_tta_parse(const char *text, bool allow_as_trained, ftl_tta *out);
+const char *ftl_tta_name(ftl_tta tta);
+/* [n x c] logits of the image (za) and of its mirror (zb) -> out = log((softmax(za) + softmax(zb)) / 2),
+ * computed in double, never -inf (a probability below DBL_MIN counts as DBL_MIN). out may alias za. */
+void ftl_tta_mean_logits(const float *za, const float *zb, size_t n, size_t c, float *out);
+/* ftl_head_evaluate_batch with flip TTA: x and x_mirrored are the features of the same n rows. */
+ftl_status ftl_head_evaluate_batch_tta(ftl_head *head, const float *x, const float *x_mirrored, const int32_t *labels,
+                                       size_t n, ftl_metric_counts *counts);
+/* ftl_head_predict with flip TTA: probabilities are the mean, logits_out the TTA logits above. */
+ftl_status ftl_head_predict_tta(ftl_head *head, const float *x, const float *x_mirrored, size_t n, float *probs_out,
+                                float *logits_out);
+
 /* ======================================================================== optimizers */
 
 typedef enum ftl_optimizer_kind {
@@ -626,6 +650,11 @@ typedef struct ftl_fit_config {
     const ftl_fit_top *top;
     /* Where the head's steps run (NULL: the CPU). Not with a top: fine-tuning trains on the CPU. */
     const ftl_head_engine *head_engine;
+    /* Flip TTA for validation (--tta flip): the validation rows mirrored, in the same order, fetched in
+     * the same batches as val (through the top too when fine-tuning); the scores are the mean of both
+     * orientations' probabilities, on the CPU head (its host weights are current at every epoch end).
+     * NULL: none. */
+    ftl_batch_source *val_mirrored;
     /* The weights the trainer starts from were already measured (phase 1's best): they count as
      * epoch 0, which later epochs must beat to be kept, so the result is never worse on the
      * monitored metric. NULL: none. */

@@ -11,12 +11,14 @@ int cli_cmd_eval(int argc, char **argv) {
     const char *json = NULL, *confusion = NULL;
     bool quiet = false, overwrite = false;
     double stall_timeout = 60;
+    const char *tta = NULL;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
         {"cache-dir", CLI_STRING, &o.cache_dir, "DIR", "use cached features of this dataset from the feature cache when present (default: the ftl-feature-cache/ folder next to the model, as train leaves it, or a sweep's BEST.trials/ftl-feature-cache/)"},
         {"json", CLI_STRING, &json, "FILE", "write the metrics, per-class accuracy and confusion matrix as JSON"},
         {"confusion", CLI_STRING, &confusion, "FILE.csv", "write the confusion matrix as CSV"},
         {"predictions", CLI_STRING, &o.predictions_path, "FILE.csv", "write every image's prediction (path, label, predicted, probability)"},
+        {"tta", CLI_STRING, &tta, "flip|none|model", "test-time augmentation: flip scores each image by the mean of its and its mirror image's probabilities (mirrored features from the cache when it holds them, else one more backbone pass); default model: as the model was trained (ftl train --tta)"},
         {"batch", CLI_INT, &o.batch, "N", "images per backbone pass; default 32"},
         {"threads", CLI_INT, &o.threads, "N", "compute threads; default: all cores"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
@@ -38,6 +40,7 @@ int cli_cmd_eval(int argc, char **argv) {
     o.label_offset_given = cli_given(argc, argv, "label-offset");
     ftl_status dst = ftl_device_parse(device, &o.device);
     if (dst != FTL_OK) return cli_report(dst);
+    if (tta && (dst = ftl_tta_parse(tta, true, &o.tta)) != FTL_OK) return cli_report(dst);
     o.model_path = pos[0];
     o.data_path = pos[1];
     o.show_progress = !quiet;

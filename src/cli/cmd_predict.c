@@ -33,11 +33,13 @@ int cli_cmd_predict(int argc, char **argv) {
     ftl_predict_options_init(&o);
     const char *device = "auto";
     bool json = false;
+    const char *tta = NULL;
     const cli_flag flags[] = {
         {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
         {"top", CLI_INT, &o.top_k, "K", "classes to show per image; default 5"},
         {"threads", CLI_INT, &o.threads, "N", "compute threads; default: all cores"},
         {"device", CLI_STRING, &device, "cpu|cuda|auto", "where the backbone runs; auto (default): a visible GPU, else the CPU"},
+        {"tta", CLI_STRING, &tta, "flip|none|model", "test-time augmentation: flip averages the probabilities of each image and its mirror image (two backbone passes); default model: as the model was trained (ftl train --tta)"},
         {"json", CLI_BOOL, &json, NULL, "one JSON object per image instead of text"},
     };
     const cli_command cmd = {"predict", "ftl predict MODEL.ftl IMAGE... [options]",
@@ -56,6 +58,7 @@ int cli_cmd_predict(int argc, char **argv) {
     o.model_path = pos[0];
     ftl_predictor *p;
     ftl_status st = ftl_device_parse(device, &o.device);
+    if (st == FTL_OK && tta) st = ftl_tta_parse(tta, true, &o.tta);
     if (st == FTL_OK) st = ftl_predictor_open(&o, &p);
     if (st != FTL_OK) {
         free(pos);

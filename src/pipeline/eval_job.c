@@ -2,6 +2,7 @@
  * the trained head; loss, top-1, top-5, per-class accuracy and the confusion matrix. */
 #include "ftl/pipeline.h"
 #include "ftl/loader.h"
+#include "ftl/image.h"
 #include "ftl/dist.h"
 #include "data/dataset.h"
 #include "data/loader_plan.h"
@@ -49,10 +50,13 @@ static void csv_append(ftl_strbuf *b, const char *s) {
 }
 
 /* Accumulates one batch of features: argmax of the logits (first maximum, as the trainer's
- * accuracy), log-sum-exp loss in double, top-5 membership. */
-static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *labels, const char *const *paths, int64_t n) {
+ * accuracy), log-sum-exp loss in double, top-5 membership. With flip TTA (x_mirrored: the mirror
+ * images' features) the logits are log(mean probability), so the same code scores the mean. */
+static ftl_status eval_batch(eval_state *e, const float *x, const float *x_mirrored, const int32_t *labels,
+                             const char *const *paths, int64_t n) {
     int64_t c = e->clf->head.classes;
-    FTL_TRY(ftl_head_predict(&e->clf->head, x, (size_t)n, NULL, e->logits));
+    if (x_mirrored) FTL_TRY(ftl_head_predict_tta(&e->clf->head, x, x_mirrored, (size_t)n, NULL, e->logits));
+    else FTL_TRY(ftl_head_predict(&e->clf->head, x, (size_t)n, NULL, e->logits));
     for (int64_t i = 0; i < n; i++) {
         const float *z = e->logits + i * c;
         int32_t y = labels[i];
@@ -91,11 +95,13 @@ static ftl_status eval_batch(eval_state *e, const float *x, const int32_t *label
 /* Where eval's rows come from when the feature cache holds them all. */
 typedef struct cached_rows {
     feature_cache_parts parts; /* count 0: not cached, run the backbone */
+    feature_cache_parts mirrored; /* flip TTA: the mirror images' rows (then parts.count > 0 too) */
     ftl_model *bottom, *top;   /* a fine-tuned model: the cut's frozen bottom (the key) and the tuned top */
 } cached_rows;
 
 static void cached_rows_free(cached_rows *c) {
     feature_cache_parts_free(&c->parts);
+    feature_cache_parts_free(&c->mirrored);
     ftl_model_free(c->bottom);
     ftl_model_free(c->top);
     memset(c, 0, sizeof *c);
@@ -137,7 +143,7 @@ static ftl_model_options cut_half_options(const classifier_backbone *cb) {
 
 static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, const ftl_eval_options *o,
                                    const ftl_embed_options *eo, const char *cache_dir, int64_t begin, int64_t end,
-                                   const ftl_collectives *col) {
+                                   bool tta, const ftl_collectives *col) {
     const char *src[1] = {o->data_path};
     feature_cache_request req = {.sources = src, .source_count = 1, .what = "eval", .embed = eo, .model = cb->backbone,
                                  .cache_dir = cache_dir, .row_begin = begin, .row_end = end, .collectives = col};
@@ -170,6 +176,16 @@ static ftl_status cached_rows_find(cached_rows *c, classifier_backbone *cb, cons
         req.model = c->bottom;
     }
     FTL_TRY(feature_cache_lookup(&req, &c->parts));
+    if (c->parts.count > 0 && tta) { /* both orientations from the cache, or both from the images */
+        req.flipped = true;
+        FTL_TRY(feature_cache_lookup(&req, &c->mirrored));
+        if (c->mirrored.count == 0) {
+            ftl_log_info("eval: the feature cache %s holds the rows but not their mirror images' (--tta flip); computing "
+                         "both orientations from the images", cache_dir);
+            feature_cache_parts_free(&c->parts);
+            memset(&c->parts, 0, sizeof c->parts);
+        }
+    }
     if (c->parts.count == 0) {
         ftl_log_info("eval: the feature cache %s does not hold %s of rows %lld-%lld; computing their features", cache_dir,
                      c->bottom ? "the boundary rows" : "the features", (long long)begin, (long long)end);
@@ -267,6 +283,50 @@ static char *eval_cache_dir(const ftl_eval_options *o) {
     return o->cache_dir ? ftl_strdup(o->cache_dir) : default_cache_dir(o->model_path);
 }
 
+/* Flip TTA as asked, else as the model records it (older models: none). */
+static bool eval_tta(const ftl_eval_options *o, const ftl_classifier *clf) {
+    const char *recorded = ftl_classifier_metadata(clf, FTL_MODEL_META_TTA);
+    bool flip = o->tta == FTL_TTA_FLIP || (o->tta == FTL_TTA_AS_TRAINED && recorded && strcmp(recorded, "flip") == 0);
+    if (flip)
+        ftl_log_info("eval: flip TTA (%s): each image scored by the mean of its and its mirror image's probabilities",
+                     o->tta == FTL_TTA_FLIP ? "--tta flip" : "as the model was trained");
+    return flip;
+}
+
+/* A loader over rows [at, next) in order: of the dataset's images, or of the cache part that holds
+ * them (rows of `want` floats). */
+static ftl_status open_segment(const ftl_eval_options *o, const char *const *src, const feature_part *part, int64_t at,
+                               int64_t next, int label_offset, int64_t want, ftl_loader **out) {
+    *out = NULL;
+    ftl_loader_options lo;
+    ftl_loader_options_init(&lo);
+    const char *part_src[1] = {part ? part->path : NULL};
+    lo.sources = part ? part_src : src;
+    lo.source_count = 1;
+    lo.value_column = part ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
+    if (o->label_column && !part) lo.label_column = o->label_column;
+    lo.path_column = FTL_COLUMN_PATH;
+    lo.path_optional = true;
+    lo.image_size = part ? 0 : o->image_size;
+    lo.batch_size = o->batch;
+    lo.shuffle = false;
+    lo.equal_batches = false;
+    lo.epochs = 1;
+    lo.threads = o->loader_threads; /* 0: the loader's default for the dataset */
+    lo.label_offset = part ? 0 : label_offset; /* cached labels carry it already */
+    lo.row_begin = part ? at - part->begin : at;
+    lo.row_end = part ? next - part->begin : next;
+    FTL_TRY(ftl_loader_open(&lo, out));
+    int64_t bytes = ftl_loader_row_bytes(*out);
+    if (part && bytes != want * 4) {
+        ftl_loader_close(*out);
+        *out = NULL;
+        return ftl_fail(FTL_E_FORMAT, "%s: rows have %lld floats, the model expects %lld", part->path,
+                        (long long)bytes / 4, (long long)want);
+    }
+    return FTL_OK;
+}
+
 ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     memset(r, 0, sizeof *r);
     double start = ftl_now();
@@ -327,59 +387,64 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
     eo.label_column = o->label_column;
     eo.image_size = o->image_size;
     eo.label_offset = label_offset;
+    bool tta = eval_tta(o, &cb.clf);
     char *cache_dir = eval_cache_dir(o);
     cached_rows from = {0};
-    if (st == FTL_OK && cache_dir && end > begin) st = cached_rows_find(&from, &cb, o, &eo, cache_dir, begin, end, col);
-    float *features = ftl_xmalloc((size_t)(o->batch * cb.clf.head.dim) * sizeof(float) + 1);
+    if (st == FTL_OK && cache_dir && end > begin) st = cached_rows_find(&from, &cb, o, &eo, cache_dir, begin, end, tta, col);
+    size_t feature_bytes = (size_t)(o->batch * cb.clf.head.dim) * sizeof(float) + 1;
+    float *features = ftl_xmalloc(feature_bytes), *features_m = tta ? ftl_xmalloc(feature_bytes) : NULL;
+    uint8_t *mirrored_images = NULL; /* flip TTA from the images: the batch mirrored */
     if (st == FTL_OK) e.logits = ftl_xmalloc((size_t)(o->batch * c) * sizeof(float));
     ftl_progress progress;
     bool show = o->show_progress && st == FTL_OK && end > begin && rank0;
     if (show) ftl_progress_start(&progress, "eval", "images", end - begin);
     ftl_dist_phase_begin(col, "evaluating its shard");
-    /* Segments of rows in order: [at, next) from one cache part each, or all of them from the images. */
-    for (int64_t at = begin, k = 0; st == FTL_OK && at < end; k++) {
+    int64_t want = from.top ? ftl_model_get_info(from.top)->input_floats : cb.clf.head.dim;
+    /* Segments of rows in order: [at, next) from one cache part each (and one of the mirrored rows' with
+     * TTA), or all of them from the images. */
+    for (int64_t at = begin, k = 0, km = 0; st == FTL_OK && at < end;) {
         const feature_part *part = from.parts.count ? &from.parts.parts[k] : NULL;
-        int64_t next = part ? (part->end < end ? part->end : end) : end;
-        ftl_loader_options lo;
-        ftl_loader_options_init(&lo);
-        const char *part_src[1] = {part ? part->path : NULL};
-        lo.sources = part ? part_src : src;
-        lo.source_count = 1;
-        lo.value_column = part ? FTL_COLUMN_FEATURES : (o->image_column ? o->image_column : FTL_COLUMN_IMAGE);
-        if (o->label_column && !part) lo.label_column = o->label_column;
-        lo.path_column = FTL_COLUMN_PATH;
-        lo.path_optional = true;
-        lo.image_size = part ? 0 : o->image_size;
-        lo.batch_size = o->batch;
-        lo.shuffle = false;
-        lo.equal_batches = false;
-        lo.epochs = 1;
-        lo.threads = o->loader_threads; /* 0: the loader's default for the dataset */
-        lo.label_offset = part ? 0 : label_offset; /* cached labels carry it already */
-        lo.row_begin = part ? at - part->begin : at;
-        lo.row_end = part ? next - part->begin : next;
-        ftl_loader *l = NULL;
-        st = ftl_loader_open(&lo, &l);
-        int64_t want = from.top ? ftl_model_get_info(from.top)->input_floats : cb.clf.head.dim;
-        if (st == FTL_OK && part && ftl_loader_row_bytes(l) != want * 4)
-            st = ftl_fail(FTL_E_FORMAT, "%s: rows have %lld floats, the model expects %lld", part->path,
-                          (long long)ftl_loader_row_bytes(l) / 4, (long long)want);
-        ftl_batch b;
+        const feature_part *mpart = from.mirrored.count ? &from.mirrored.parts[km] : NULL;
+        int64_t next = end;
+        if (part && part->end < next) next = part->end;
+        if (mpart && mpart->end < next) next = mpart->end;
+        ftl_loader *l = NULL, *lm = NULL;
+        st = open_segment(o, src, part, at, next, label_offset, want, &l);
+        if (st == FTL_OK && mpart) st = open_segment(o, src, mpart, at, next, label_offset, want, &lm);
+        ftl_batch b, bm;
         while (st == FTL_OK && (st = ftl_interrupt_check()) == FTL_OK && (st = ftl_loader_next(l, &b)) == FTL_OK && b.rows > 0) {
-            const float *x = (const float *)b.values;
-            if (!part) {
-                st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows,
-                                                ftl_loader_image_size(l), features);
+            if (lm && (st = ftl_loader_next(lm, &bm)) == FTL_OK && bm.rows != b.rows)
+                st = ftl_fail(FTL_E_FORMAT, "%s: the mirrored rows' batch has %lld rows, the rows' %lld", mpart->path,
+                              (long long)bm.rows, (long long)b.rows);
+            const float *x = (const float *)b.values, *xm = NULL;
+            int size = ftl_loader_image_size(l);
+            if (st == FTL_OK && !part) {
+                st = ftl_model_extract_features(cb.backbone, &cb.preprocess, b.values, (int)b.rows, size, features);
                 x = features;
-            } else if (from.top) {
-                st = ftl_model_run(from.top, x, (int)b.rows, features);
-                x = features;
+                if (st == FTL_OK && tta) {
+                    mirrored_images = ftl_xrealloc(mirrored_images, (size_t)b.rows * (size_t)b.row_bytes);
+                    ftl_image_flip_horizontal(b.values, mirrored_images, (int)b.rows, size);
+                    st = ftl_model_extract_features(cb.backbone, &cb.preprocess, mirrored_images, (int)b.rows, size,
+                                                    features_m);
+                    xm = features_m;
+                }
+            } else if (st == FTL_OK) {
+                xm = lm ? (const float *)bm.values : NULL;
+                if (from.top) {
+                    st = ftl_model_run(from.top, x, (int)b.rows, features);
+                    x = features;
+                    if (st == FTL_OK && lm) st = ftl_model_run(from.top, xm, (int)b.rows, features_m);
+                    if (lm) xm = features_m;
+                }
             }
-            if (st == FTL_OK) st = eval_batch(&e, x, b.labels, b.paths, b.rows);
+            if (st == FTL_OK) st = eval_batch(&e, x, xm, b.labels, b.paths, b.rows);
             if (show) ftl_progress_update(&progress, r->rows);
         }
         ftl_loader_close(l);
+        ftl_loader_close(lm);
         at = next;
+        if (part && at >= part->end) k++;
+        if (mpart && at >= mpart->end) km++;
     }
     ftl_dist_phase_end(col);
     if (show) ftl_progress_finish(&progress, r->rows);
@@ -395,6 +460,8 @@ ftl_status ftl_eval_run(const ftl_eval_options *o, ftl_eval_result *r) {
         else ftl_atomic_abort(&e.csv);
     }
     free(features);
+    free(features_m);
+    free(mirrored_images);
     free(e.logits);
     free(e.class_correct);
     free(e.class_total);

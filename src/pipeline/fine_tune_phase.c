@@ -205,6 +205,7 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
     fit.warmup_epochs = o->fine_tune_warmup_epochs;
     fit.lr_decay = o->fine_tune_lr_decay;
     fit.top = &top;
+    fit.val_mirrored = o->val_path ? train_run_val_mirrored(bottom) : NULL; /* the trained top runs on it each epoch */
     fit.initial = &initial;
     char *pattern = fine_tune_checkpoint_pattern(o->fit.checkpoint_pattern);
     fit.checkpoint_pattern = pattern;

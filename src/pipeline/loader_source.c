@@ -49,12 +49,12 @@ static ftl_status fetch(loader_source *s, double *backbone_seconds) {
         double t0 = ftl_now();
         const uint8_t *images = s->batch.values;
         int size = ftl_loader_image_size(s->loader);
-        if (s->flip) {
+        if (s->flip || s->mirror_all) {
             size_t bytes = (size_t)s->batch.row_bytes;
             s->images = ftl_xrealloc(s->images, (size_t)s->batch.rows * bytes);
             memcpy(s->images, s->batch.values, (size_t)s->batch.rows * bytes);
             for (int64_t i = 0; i < s->batch.rows; i++)
-                if (ftl_augment_flip_draw(s->flip_seed, s->batch.row_pass[i], s->batch.row_index[i]))
+                if (s->mirror_all || ftl_augment_flip_draw(s->flip_seed, s->batch.row_pass[i], s->batch.row_index[i]))
                     ftl_image_flip_horizontal(s->images + (size_t)i * bytes, s->images + (size_t)i * bytes, 1, size);
             images = s->images;
         }
@@ -120,6 +120,8 @@ static ftl_status source_restore_position(void *ctx, const uint8_t *blob, size_t
     o.resume_position_size = size;
     return ftl_loader_open(&o, &s->loader);
 }
+
+void loader_source_set_mirror_all(loader_source *s) { s->mirror_all = true; }
 
 void loader_source_set_flip(loader_source *s, uint64_t seed) {
     s->flip = true;

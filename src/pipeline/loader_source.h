@@ -20,6 +20,7 @@ typedef struct loader_source {
     float *features;              /* the current loader batch as features */
     bool flip;                    /* --augment flip: mirror the rows ftl_augment_flip_draw picks first */
     uint64_t flip_seed;
+    bool mirror_all;              /* --tta flip's validation: every row mirrored */
     uint8_t *images;              /* the batch with those rows mirrored */
     /* the current loader batch and how much of it was handed out */
     ftl_batch batch;
@@ -35,6 +36,8 @@ ftl_status loader_source_open(loader_source *s, const ftl_loader_options *option
 /* --augment flip (per-batch backbone only): each row mirrored when ftl_augment_flip_draw(seed, its
  * pass, its dataset row) says so, the draw the feature cache makes. */
 void loader_source_set_flip(loader_source *s, uint64_t seed);
+/* Every row mirrored (per-batch backbone only): the mirror image of each validation image, for --tta flip. */
+void loader_source_set_mirror_all(loader_source *s);
 void loader_source_close(loader_source *s);
 ftl_batch_source loader_source_as_batch_source(loader_source *s);
 

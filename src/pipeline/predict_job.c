@@ -20,6 +20,9 @@ struct ftl_predictor {
     float *features, *probs, *logits;
     int feature_rows; /* rows features holds */
     int top_k;
+    bool tta;         /* flip TTA: each batch runs with its mirror images appended */
+    uint8_t *pair;    /* [2 x count] images: the batch, then mirrored */
+    size_t pair_bytes;
 };
 
 ftl_status ftl_predictor_open(const ftl_predict_options *o, ftl_predictor **out) {
@@ -39,21 +42,40 @@ ftl_status ftl_predictor_open(const ftl_predict_options *o, ftl_predictor **out)
     p->probs = ftl_xmalloc((size_t)p->cb.clf.head.classes * sizeof(float));
     p->logits = ftl_xmalloc((size_t)p->cb.clf.head.classes * sizeof(float));
     p->top_k = o->top_k < p->cb.clf.head.classes ? o->top_k : (int)p->cb.clf.head.classes;
+    const char *recorded = ftl_classifier_metadata(&p->cb.clf, FTL_MODEL_META_TTA);
+    p->tta = o->tta == FTL_TTA_FLIP || (o->tta == FTL_TTA_AS_TRAINED && recorded && strcmp(recorded, "flip") == 0);
     *out = p;
     return FTL_OK;
 }
 
-/* Backbone and head on count images; features in p->features (grown as needed). */
+/* Backbone and head on count images; features in p->features (grown as needed). With flip TTA the
+ * mirror images go through the backbone in the same pass, their features after the batch's. */
 static ftl_status predict_batch(ftl_predictor *p, const uint8_t *images_hwc, int count, int image_size, float *probs,
                                 float *logits) {
     if (count < 0 || image_size < 1) return ftl_fail(FTL_E_INVALID_ARG, "%d images of %d x %d pixels", count, image_size, image_size);
     if (count == 0) return FTL_OK;
-    if (count > p->feature_rows) {
+    int rows = p->tta ? 2 * count : count;
+    if (rows > p->feature_rows) {
         free(p->features);
-        p->features = ftl_xmalloc((size_t)count * (size_t)p->cb.clf.head.dim * sizeof(float));
-        p->feature_rows = count;
+        p->features = ftl_xmalloc((size_t)rows * (size_t)p->cb.clf.head.dim * sizeof(float));
+        p->feature_rows = rows;
     }
-    FTL_TRY(ftl_model_extract_features(p->cb.backbone, &p->cb.preprocess, images_hwc, count, image_size, p->features));
+    const uint8_t *images = images_hwc;
+    if (p->tta) {
+        size_t bytes = (size_t)count * (size_t)image_size * (size_t)image_size * 3;
+        if (2 * bytes > p->pair_bytes) {
+            free(p->pair);
+            p->pair = ftl_xmalloc(2 * bytes);
+            p->pair_bytes = 2 * bytes;
+        }
+        memcpy(p->pair, images_hwc, bytes);
+        ftl_image_flip_horizontal(images_hwc, p->pair + bytes, count, image_size);
+        images = p->pair;
+    }
+    FTL_TRY(ftl_model_extract_features(p->cb.backbone, &p->cb.preprocess, images, rows, image_size, p->features));
+    if (p->tta)
+        return ftl_head_predict_tta(&p->cb.clf.head, p->features, p->features + (size_t)count * (size_t)p->cb.clf.head.dim,
+                                    (size_t)count, probs, logits);
     return ftl_head_predict(&p->cb.clf.head, p->features, (size_t)count, probs, logits);
 }
 
@@ -66,6 +88,7 @@ const char *ftl_predictor_class_name(const ftl_predictor *p, int64_t index) {
     return index >= 0 && index < p->cb.clf.head.classes ? p->cb.clf.class_names[index] : NULL;
 }
 int ftl_predictor_input_size(const ftl_predictor *p) { return p->cb.input_size; }
+bool ftl_predictor_tta_flip(const ftl_predictor *p) { return p->tta; }
 
 ftl_status ftl_predictor_run_file(ftl_predictor *p, const char *image_path, ftl_prediction *out) {
     memset(out, 0, sizeof *out);
@@ -101,5 +124,6 @@ void ftl_predictor_close(ftl_predictor *p) {
     free(p->features);
     free(p->probs);
     free(p->logits);
+    free(p->pair);
     free(p);
 }

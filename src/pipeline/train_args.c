@@ -18,7 +18,7 @@
 /* The options that are parsed into locals before they land in ftl_train_options. */
 typedef struct train_arg_values {
     const char *scale, *mean, *std, *precision, *calibration_method, *device, *conv_algorithm, *optimizer, *scale_lr;
-    const char *early, *augment, *report, *lr_schedule, *fine_tune_lr_schedule;
+    const char *early, *augment, *tta, *report, *lr_schedule, *fine_tune_lr_schedule;
     double lr, momentum, dropout, weight_decay, stall_timeout, min_lr;
     int64_t batch, epochs, steps, seed, base_batch, eval_batch;
     bool nesterov, restore_best, drop_remainder, quiet;
@@ -87,6 +87,9 @@ static int train_arg_table(train_arg_values *v, ftl_train_options *o, ftl_arg *o
         {"shuffle-buffer", FTL_ARG_INT64, &o->shuffle_buffer, "N", "rows in the shuffle buffer; default 400 (the article's)"},
         {"augment", FTL_ARG_STRING, &v->augment, "flip|none",
          "flip: each epoch every training image is mirrored left-right or not, at random (both orientations cached)"},
+        {"tta", FTL_ARG_STRING, &v->tta, "flip|none",
+         "flip: validation scores the mean of each image's and its mirror image's probabilities, and the model records it "
+         "for eval, predict and export (one more backbone pass over val, cached; fine-tuning: the top over mirrored val each epoch)"},
         {"data-cache-dir", FTL_ARG_STRING, &o->data_cache_dir, "DIR", "local-disk cache of image row groups (with --no-feature-cache)"},
         {"data-cache-size-limit", FTL_ARG_BYTES, &o->data_cache_limit, "BYTES", "size limit of --data-cache-dir"},
         {"eval-batch", FTL_ARG_INT64, &v->eval_batch, "N", "validation batch size; default 1024"},
@@ -231,6 +234,13 @@ ftl_status ftl_train_args_parse(int argc, char **argv, ftl_train_options *out, f
         return ftl_fail(FTL_E_INVALID_ARG, "--augment %s: ftl augments with flip (or none); augmentations that change an "
                                            "image differently every epoch, such as crops, cannot use the feature cache",
                         v.augment);
+    if (v.tta) {
+        ftl_tta tta;
+        FTL_TRY(ftl_tta_parse(v.tta, false, &tta));
+        o.tta_flip = tta == FTL_TTA_FLIP;
+    }
+    if (o.tta_flip && !o.val_path)
+        ftl_log_warn("--tta flip scores validation, and there is no --val: it only sets the model's default for eval and predict");
     FTL_TRY(ftl_device_parse(v.device, &o.embed.device));
     FTL_TRY(ftl_precision_resolve(v.precision, o.embed.device, o.embed.threads, &o.embed.precision));
     FTL_TRY(ftl_calibration_method_resolve(v.calibration_method, o.embed.precision, o.embed.calibration_path,

@@ -49,6 +49,11 @@ static void through_top(train_run *r, const ftl_train_options *o) {
         r->have_val_top = true;
         r->val = top_source_as_batch_source(&r->val_top);
     }
+    if (r->have_val_mirrored) {
+        top_source_init(&r->val_mirrored_top, r->val_mirrored, r->top);
+        r->have_val_mirrored_top = true;
+        r->val_mirrored = top_source_as_batch_source(&r->val_mirrored_top);
+    }
 }
 
 ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o, train_run *bottom, ftl_train_summary *s) {
@@ -64,13 +69,15 @@ ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o,
     }
     feature_store *bt = &bottom->train_store, *bf = bottom->have_train_flipped ? &bottom->train_flipped : NULL,
                   *bv = bottom->have_val_store ? &bottom->val_store : NULL;
-    int64_t rows = (bt->end - bt->begin) * (bf ? 2 : 1) + (bv ? bv->end - bv->begin : 0);
+    feature_store *bvf = bottom->have_val_flipped ? &bottom->val_flipped : NULL;
+    int64_t rows = (bt->end - bt->begin) * (bf ? 2 : 1) + (bv ? bv->end - bv->begin : 0) * (bvf ? 2 : 1);
     int64_t limit = o->max_memory > 0 ? o->max_memory : train_run_default_max_memory();
     int64_t boundary_bytes = s->features_in_memory ? rows * bottom->dim * 4 : 0; /* held for phase 2 */
     if (boundary_bytes + rows * dim * 4 > limit) { /* no room beside the boundary rows: the top runs per batch */
         ftl_log_info("fine-tuning: phase 1's %.1f GiB of features exceed the memory limit; the frozen top runs on every "
                      "batch of boundary rows", (double)(rows * dim * 4) / (1 << 30));
         st = train_run_sources_over_stores(r, o, bt, bf, bv, s->train_rows, bottom->dim);
+        if (st == FTL_OK && bottom->have_val_flipped) train_run_mirrored_val_over_store(r, &bottom->val_flipped, bottom->dim);
         if (st == FTL_OK) through_top(r, o);
         return st;
     }
@@ -85,6 +92,10 @@ ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o,
         st = top_features_store(bv, r->top, &r->val_store);
         r->have_val_store = st == FTL_OK;
     }
+    if (st == FTL_OK && bvf) {
+        st = top_features_store(bvf, r->top, &r->val_flipped);
+        r->have_val_flipped = st == FTL_OK;
+    }
     double seconds = ftl_now() - t0;
     s->features_seconds += seconds;
     char *cut = fine_tune_cut_text(&o->fine_tune);
@@ -95,6 +106,7 @@ ftl_status train_run_setup_through_cut(train_run *r, const ftl_train_options *o,
     if (st == FTL_OK)
         st = train_run_sources_over_stores(r, o, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
                                  r->have_val_store ? &r->val_store : NULL, s->train_rows, dim);
+    if (st == FTL_OK && r->have_val_flipped) train_run_mirrored_val_over_store(r, &r->val_flipped, dim);
     return st;
 }
 
@@ -288,6 +300,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
                                                 resume_phase == 2 ? o->resume_path : NULL)
                               : NULL;
     fit.run_record = run_record;
+    fit.val_mirrored = o->val_path ? train_run_val_mirrored(&r) : NULL;
     fit.checkpoint_meta = meta.kv;
     fit.checkpoint_meta_count = TRAIN_RUN_META_COUNT;
     if (!fit.epoch_out && fit.collectives.rank == 0) fit.epoch_out = ftl_log_output();

@@ -49,6 +49,7 @@ char *train_run_args_json(const ftl_train_options *o) {
         ftl_strbuf_printf(&b, ", \"lr_schedule\": \"%s\", \"only\": %s}", schedule, o->fine_tune_only ? "true" : "false");
     }
     ftl_strbuf_printf(&b, ", \"augment\": \"%s\"", o->augment_flip ? "flip" : "none");
+    ftl_strbuf_printf(&b, ", \"tta\": \"%s\"", o->tta_flip ? "flip" : "none");
     ftl_strbuf_printf(&b, ", \"early_stopping\": %s, \"monitor\": \"%s\", \"patience\": %d, \"min_delta\": ",
                       f->early_stopping.stop ? "true" : "false", ftl_monitor_name(f->early_stopping.monitor),
                       f->early_stopping.patience);
@@ -161,6 +162,7 @@ ftl_status train_run_save_model(const train_run *r, const ftl_train_options *o, 
         {FTL_MODEL_META_METRICS, metrics},
         {FTL_MODEL_META_DROPOUT, dropout},
         {FTL_MODEL_META_INT8_SCALES, scales},
+        {FTL_MODEL_META_TTA, o->tta_flip ? "flip" : "none"},
     };
     size_t n_meta = sizeof meta / sizeof meta[0];
     ftl_kv *all = ftl_xcalloc(n_meta + n_extra, sizeof *all);

@@ -69,6 +69,10 @@ void train_run_free(train_run *r) {
     if (r->have_val_stream) loader_source_close(&r->val_stream);
     if (r->have_train_top) top_source_free(&r->train_top);
     if (r->have_val_top) top_source_free(&r->val_top);
+    if (r->have_val_mirrored_local) file_order_source_free(&r->val_mirrored_local);
+    if (r->have_val_flipped) feature_store_close(&r->val_flipped);
+    if (r->have_val_mirrored_stream) loader_source_close(&r->val_mirrored_stream);
+    if (r->have_val_mirrored_top) top_source_free(&r->val_mirrored_top);
     ftl_model_free(r->top);
     ftl_model_free(r->backbone);
     for (int64_t i = 0; i < r->class_count; i++) free(r->class_names[i]);
@@ -106,6 +110,16 @@ ftl_status train_run_sources_over_stores(train_run *r, const ftl_train_options *
     return FTL_OK;
 }
 
+void train_run_mirrored_val_over_store(train_run *r, feature_store *flipped, int64_t dim) {
+    flipped->dim = dim;
+    file_order_source_init(&r->val_mirrored_local, flipped);
+    r->have_val_mirrored_local = true;
+    r->val_mirrored = file_order_source_as_batch_source(&r->val_mirrored_local);
+    r->have_val_mirrored = true;
+}
+
+ftl_batch_source *train_run_val_mirrored(train_run *r) { return r->have_val_mirrored ? &r->val_mirrored : NULL; }
+
 /* Feature-cache mode: each rank embeds (or reuses) its rows of train and val, then trains on
  * global batches in the single-process order (in memory, or streamed from its parts). */
 ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_train_summary *s) {
@@ -140,9 +154,18 @@ ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_
         st = feature_cache_get(&req, &vp);
         s->val_cache_reused = vp.reused;
     }
+    /* --tta flip: val's mirrored images' features, computed once like the training rows' */
+    feature_cache_parts vfp = {0};
+    bool val_tta = o->tta_flip && o->val_path && ve > vb;
+    if (st == FTL_OK && val_tta) {
+        req.flipped = true;
+        st = feature_cache_get(&req, &vfp);
+        req.flipped = false;
+        s->val_cache_reused = s->val_cache_reused && vfp.reused;
+    }
     s->features_seconds = ftl_now() - t0;
     int64_t dim = ftl_model_get_info(r->backbone)->feature_dim;
-    int64_t bytes = ((te - tb) * (o->augment_flip ? 2 : 1) + (ve - vb)) * dim * 4;
+    int64_t bytes = ((te - tb) * (o->augment_flip ? 2 : 1) + (ve - vb) * (o->tta_flip ? 2 : 1)) * dim * 4;
     int64_t limit = o->max_memory > 0 ? o->max_memory : train_run_default_max_memory();
     s->features_in_memory = bytes <= limit;
     if (st == FTL_OK && !s->features_in_memory)
@@ -161,17 +184,23 @@ ftl_status train_run_setup_cached(train_run *r, const ftl_train_options *o, ftl_
         st = feature_store_open(&r->val_store, vp.parts, vp.count, vb, ve, s->features_in_memory, stream_bytes);
         r->have_val_store = st == FTL_OK;
     }
+    if (st == FTL_OK && val_tta) {
+        st = feature_store_open(&r->val_flipped, vfp.parts, vfp.count, vb, ve, s->features_in_memory, stream_bytes);
+        r->have_val_flipped = st == FTL_OK;
+    }
     if (st == FTL_OK && r->train_store.dim && r->train_store.dim != dim)
         st = ftl_fail(FTL_E_FORMAT, "the cached features have %lld floats but the backbone gives %lld: rebuild the cache",
                       (long long)r->train_store.dim, (long long)dim);
     if (st == FTL_OK) st = train_run_sources_over_stores(r, o, &r->train_store, r->have_train_flipped ? &r->train_flipped : NULL,
                                                o->val_path ? &r->val_store : NULL, train_total, dim);
+    if (st == FTL_OK && r->have_val_flipped) train_run_mirrored_val_over_store(r, &r->val_flipped, dim);
     r->dim = dim;
     s->train_rows = train_total;
     s->val_rows = val_total;
     feature_cache_parts_free(&tp);
     feature_cache_parts_free(&fp);
     feature_cache_parts_free(&vp);
+    feature_cache_parts_free(&vfp);
     return st;
 }
 
@@ -191,6 +220,13 @@ ftl_status train_run_open_streams(train_run *r, const ftl_train_options *o, ftl_
         r->have_val_stream = true;
         r->val = loader_source_as_batch_source(&r->val_stream);
         s->val_rows = ftl_loader_total_rows(r->val_stream.loader);
+    }
+    if (o->val_path && o->tta_flip) { /* the same rows again, every image mirrored */
+        FTL_TRY(loader_source_open(&r->val_mirrored_stream, &vorder, model, &r->preprocess, dim));
+        r->have_val_mirrored_stream = true;
+        loader_source_set_mirror_all(&r->val_mirrored_stream);
+        r->val_mirrored = loader_source_as_batch_source(&r->val_mirrored_stream);
+        r->have_val_mirrored = true;
     }
     return FTL_OK;
 }

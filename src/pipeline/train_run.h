@@ -24,6 +24,13 @@ typedef struct train_run {
     top_source train_top, val_top;
     bool have_train_top, have_val_top;
     ftl_batch_source train, val;
+    /* --tta flip: the validation rows mirrored, in val's order (cached, streamed or through the top) */
+    feature_store val_flipped;
+    file_order_source val_mirrored_local;
+    loader_source val_mirrored_stream;
+    top_source val_mirrored_top;
+    bool have_val_flipped, have_val_mirrored_local, have_val_mirrored_stream, have_val_mirrored_top, have_val_mirrored;
+    ftl_batch_source val_mirrored;
     char **class_names;
     int64_t class_count, dim;
     int image_size;
@@ -62,6 +69,11 @@ int64_t train_run_default_max_memory(void);
  * training, this rank's rows once for validation (val NULL: none). */
 ftl_status train_run_sources_over_stores(train_run *r, const ftl_train_options *o, feature_store *train,
                                          feature_store *flipped, feature_store *val, int64_t train_total, int64_t dim);
+/* --tta flip over cached rows: val_mirrored reads `flipped` (this rank's mirrored validation rows) in
+ * val's order. */
+void train_run_mirrored_val_over_store(train_run *r, feature_store *flipped, int64_t dim);
+/* The fit's val_mirrored for r (NULL without --tta flip or validation). */
+ftl_batch_source *train_run_val_mirrored(train_run *r);
 /* The image loaders with `model` run on every training and validation batch. */
 ftl_status train_run_open_streams(train_run *r, const ftl_train_options *o, ftl_model *model, ftl_train_summary *s);
 /* The training (and validation) sources over r->backbone's outputs: cached (each rank embeds or reuses

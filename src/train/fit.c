@@ -112,6 +112,7 @@ void ftl_trainer_free(ftl_trainer *t) {
     free(t->grads);
     free(t->top_features);
     free(t->top_dfeatures);
+    free(t->top_features_mirrored);
     free(t->grads_sum);
     ftl_optimizer_free(&t->opt);
     ftl_early_stopping_free(&t->es);
@@ -352,6 +353,38 @@ static ftl_status evaluate_pass(ftl_trainer *t, ftl_batch_source *val, bool on_e
     }
 }
 
+/* The same pass with flip TTA: val and its mirrored rows in step, the batch's score the mean of both
+ * orientations' probabilities. The head engine's weights were stored back to the host blocks after
+ * the epoch's steps, so the CPU head scores them. */
+static ftl_status evaluate_pass_tta(ftl_trainer *t, ftl_batch_source *val, ftl_batch_source *mirrored,
+                                    ftl_metric_counts *out) {
+    const ftl_fit_top *top = t->config.top;
+    size_t rows = top ? (size_t)top->max_rows : t->config.eval_batch_size > 0 ? (size_t)t->config.eval_batch_size : 1024;
+    if (top && !t->top_features_mirrored)
+        t->top_features_mirrored = ftl_train_alloc_floats((size_t)top->max_rows * (size_t)top->out_dim);
+    memset(out, 0, sizeof *out);
+    if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
+    if (mirrored->begin_pass) FTL_TRY(mirrored->begin_pass(mirrored->ctx));
+    for (;;) {
+        ftl_feature_batch b = {0}, m = {0};
+        FTL_TRY(ftl_interrupt_check());
+        FTL_TRY(val->next_batch(val->ctx, rows, false, &b));
+        FTL_TRY(mirrored->next_batch(mirrored->ctx, rows, false, &m));
+        if (m.count != b.count || m.global_count != b.global_count ||
+            (b.count && memcmp(m.labels, b.labels, b.count * sizeof *b.labels) != 0))
+            return ftl_fail(FTL_E_FORMAT, "--tta flip: the mirrored validation rows do not follow the validation rows "
+                            "(a batch of %zu rows against %zu, or other labels)", m.count, b.count);
+        if (b.count == 0) return FTL_OK;
+        const float *x = b.features, *xm = m.features;
+        if (top) {
+            FTL_TRY(top->forward(top->ctx, b.features, b.count, t->top_features));
+            FTL_TRY(top->forward(top->ctx, m.features, m.count, t->top_features_mirrored));
+            x = t->top_features, xm = t->top_features_mirrored;
+        }
+        FTL_TRY(ftl_head_evaluate_batch_tta(&t->head, x, xm, b.labels, b.count, out));
+    }
+}
+
 /* The gradients' sum over ranks: on the engine when it has a collective of its own. */
 static ftl_status allreduce_grads(ftl_trainer *t) {
     const ftl_collectives *col = &t->config.collectives;
@@ -492,7 +525,8 @@ static ftl_status measure_epoch(ftl_trainer *t, ftl_fit_run *run) {
     if (run->val) {
         double v0 = ftl_now();
         ftl_metric_counts vc;
-        ftl_status st = evaluate_pass(t, run->val, true, &vc);
+        ftl_status st = t->config.val_mirrored ? evaluate_pass_tta(t, run->val, t->config.val_mirrored, &vc)
+                                               : evaluate_pass(t, run->val, true, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
         ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));

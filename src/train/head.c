@@ -346,6 +346,35 @@ ftl_status ftl_head_predict(ftl_head *head, const float *x, size_t n, float *pro
     return FTL_OK;
 }
 
+/* Both orientations' logits, then their TTA logits in the workspace's logits (n rows). */
+static void forward_tta(ftl_head *head, const float *x, const float *x_mirrored, size_t n) {
+    ensure_capacity(head, n, false);
+    size_t C = (size_t)head->classes;
+    forward(head, x_mirrored, n, &head->ws->eval_site);
+    memcpy(head->ws->dlogits, head->ws->logits, n * C * sizeof(float)); /* dlogits is free outside training */
+    forward(head, x, n, &head->ws->eval_site);
+    ftl_tta_mean_logits(head->ws->logits, head->ws->dlogits, n, C, head->ws->logits);
+}
+
+ftl_status ftl_head_evaluate_batch_tta(ftl_head *head, const float *x, const float *x_mirrored, const int32_t *labels,
+                                       size_t n, ftl_metric_counts *counts) {
+    if (n == 0) return FTL_OK;
+    FTL_TRY(ftl_head_check_labels(head->classes, labels, n));
+    forward_tta(head, x, x_mirrored, n);
+    softmax_cross_entropy(head->ws->logits, n, (size_t)head->classes, labels, 0.0f, 0.0f, NULL, NULL, counts);
+    return FTL_OK;
+}
+
+ftl_status ftl_head_predict_tta(ftl_head *head, const float *x, const float *x_mirrored, size_t n, float *probs_out,
+                                float *logits_out) {
+    if (n == 0) return FTL_OK;
+    forward_tta(head, x, x_mirrored, n);
+    size_t C = (size_t)head->classes;
+    if (logits_out) memcpy(logits_out, head->ws->logits, n * C * sizeof(float));
+    if (probs_out) softmax_cross_entropy(head->ws->logits, n, C, NULL, 0.0f, 0.0f, NULL, probs_out, NULL);
+    return FTL_OK;
+}
+
 ftl_status ftl_head_evaluate(ftl_head *head, ftl_batch_source *source, size_t batch_size, ftl_metric_counts *out) {
     memset(out, 0, sizeof *out);
     if (batch_size == 0) batch_size = 1024;

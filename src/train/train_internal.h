@@ -26,6 +26,7 @@ struct ftl_trainer {
     float *params, *grads;    /* the one block: head, then config.top's values */
     size_t param_count;
     float *top_features, *top_dfeatures; /* [top->max_rows x D] */
+    float *top_features_mirrored; /* [top->max_rows x D]: --tta flip's mirrored validation rows through the top */
     float *grads_sum;         /* a batch's gradient over several top chunks (allocated when needed) */
     ftl_optimizer opt;
     ftl_early_stopping es;
