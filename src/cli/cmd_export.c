@@ -13,12 +13,13 @@ int cli_cmd_export(int argc, char **argv) {
     }
     ftl_export_options o;
     ftl_export_options_init(&o);
-    const char *input = NULL;
+    const char *input = NULL, *tta = NULL;
     bool quiet = false;
     int64_t max_bytes = 0;
     const cli_flag flags[] = {
         {"opset", CLI_INT, &o.opset, "N", "ONNX opset of the graph (11-18); default 13"},
-        {"logits", CLI_BOOL, &o.logits, NULL, "output `logits` (no Softmax) instead of `probabilities`"},
+        {"logits", CLI_BOOL, &o.logits, NULL, "output `logits` (no Softmax) instead of `probabilities`; under flip TTA log(mean probability), whose softmax is the mean"},
+        {"tta", CLI_STRING, &tta, "flip|none|model", "flip: the graph scores the images and their mirror images as one batch and averages the probabilities; default model: as the model was trained (ftl train --tta)"},
         {"input", CLI_STRING, &input, "uint8-nhwc|float-nchw",
          "uint8-nhwc (default): the dataset's S*S*3 bytes, preprocessing in the graph; float-nchw: preprocessed floats"},
         {"backbone", CLI_STRING, &o.backbone_path, "MODEL.onnx", "the backbone, if it moved (its sha256 must match the model's)"},
@@ -39,6 +40,10 @@ int cli_cmd_export(int argc, char **argv) {
         fprintf(stderr, "ftl export: error: %s\n", ftl_last_error());
         return 2;
     }
+    if (tta && ftl_tta_parse(tta, true, &o.tta) != FTL_OK) {
+        fprintf(stderr, "ftl export: error: %s\n", ftl_last_error());
+        return 2;
+    }
     if (max_bytes < 0) {
         fprintf(stderr, "ftl export: error: --external-data-above must be positive\n");
         return 2;
@@ -53,6 +58,7 @@ int cli_cmd_export(int argc, char **argv) {
                (long long)r.ir_version, r.backbone_nodes, r.backbone_opset);
         if (r.nodes_rewritten) printf(", %d rewritten for opset %d", r.nodes_rewritten, r.opset);
         printf("; %d nodes in all)\n", r.nodes_total);
+        if (r.tta_flip) printf("flip TTA: the images and their mirror images as one batch, the probabilities averaged\n");
         if (r.tuned_tensors) printf("fine-tuned: %d backbone tensors in place of the file's\n", r.tuned_tensors);
         if (r.int8_convs)
             printf("int8: %d convolutions / matrix products as QuantizeLinear/DequantizeLinear with the model's calibrated scales\n",

@@ -160,6 +160,42 @@ static ftl_status put_tuned_tensors(export_job *j, backbone_graph *bg) {
     return FTL_OK;
 }
 
+/* Flip TTA's input: x [N,...] and x mirrored along `axis` (the image's columns) as one batch [2N,...]. */
+static const char *mirrored_pair(onnx_builder *b, const char *x, int axis, int64_t width) {
+    int64_t *reversed = ftl_xmalloc((size_t)width * sizeof *reversed);
+    for (int64_t i = 0; i < width; i++) reversed[i] = width - 1 - i;
+    const char *columns = ob_const_i64(b, "tta_reversed_columns", (const int64_t[]){width}, 1, reversed);
+    free(reversed);
+    const char *mirrored = ob_fresh_name(b, "images_mirrored");
+    Onnx__NodeProto *g = ob_node(b, "Gather", (const char *[]){x, columns}, 2, &mirrored, 1);
+    ob_attr_int(b, g, "axis", axis);
+    const char *pair = ob_fresh_name(b, "images_and_mirrored");
+    Onnx__NodeProto *c = ob_node(b, "Concat", (const char *[]){x, mirrored}, 2, &pair, 1);
+    ob_attr_int(b, c, "axis", 0);
+    return pair;
+}
+
+/* Flip TTA's output: probabilities [2N, C] (the images', then their mirrors') -> their mean [N, C]
+ * as `output`, or its log under --logits. */
+static void mean_of_pair(onnx_builder *b, const char *probs, int64_t classes, bool logits, const char *output) {
+    const char *shape = ob_const_i64(b, "tta_pair_shape", (const int64_t[]){3}, 1, (const int64_t[]){2, -1, classes});
+    const char *pair = ob_fresh_name(b, "tta_probabilities_pair");
+    ob_node(b, "Reshape", (const char *[]){probs, shape}, 2, &pair, 1);
+    const char *halves[2];
+    for (int64_t k = 0; k < 2; k++) {
+        const char *index = ob_const_i64(b, "tta_half", NULL, 0, &k);
+        halves[k] = ob_fresh_name(b, k ? "tta_probabilities_mirrored" : "tta_probabilities_images");
+        Onnx__NodeProto *g = ob_node(b, "Gather", (const char *[]){pair, index}, 2, &halves[k], 1);
+        ob_attr_int(b, g, "axis", 0);
+    }
+    const char *sum = ob_fresh_name(b, "tta_probabilities_sum");
+    ob_node(b, "Add", halves, 2, &sum, 1);
+    const char *half = ob_const_f32(b, "tta_one_half", NULL, 0, (const float[]){0.5f});
+    const char *mean = logits ? ob_fresh_name(b, "tta_probabilities_mean") : output;
+    ob_node(b, "Mul", (const char *[]){sum, half}, 2, &mean, 1);
+    if (logits) ob_node(b, "Log", &mean, 1, &output, 1);
+}
+
 static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     const ftl_export_options *o = j->o;
     onnx_builder *b = &j->b;
@@ -174,6 +210,12 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     FTL_TRY(opset_convert(b, bg, o->opset, &res->nodes_rewritten));
     if (j->int8_scales) FTL_TRY(qdq_export_insert(b, bg, j->int8_scales, o->model_path, &res->int8_convs));
     int64_t batch = input_batch(bg->input);
+    bool tta = res->tta_flip;
+    if (tta && batch > 0)
+        return ftl_fail(FTL_E_UNSUPPORTED, "%s scores with flip TTA, which the export runs as one batch of the images and "
+                        "their mirror images (2N), but %s takes a fixed batch of %lld: re-export the backbone with a "
+                        "dynamic batch axis, or export with --tta none (plain probabilities)", o->model_path,
+                        j->backbone_path, (long long)batch);
     if (batch > 0)
         ftl_log_warn("%s takes a fixed batch of %lld images, so the export does too (re-export the backbone with a "
                      "dynamic batch axis to feed any number)", j->backbone_path, (long long)batch);
@@ -184,16 +226,17 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     if (o->input == FTL_EXPORT_INPUT_UINT8_NHWC) {
         preprocess_graph_spec spec = {.image_size = j->recipe.input_size, .height = f->height, .width = f->width,
                                       .channels_last = f->channels_last, .preprocess = &j->recipe.preprocess};
-        FTL_TRY(preprocess_graph_build(b, &spec, "images", bg->input_name, &res->resized));
+        const char *in = tta ? mirrored_pair(b, "images", 2, spec.image_size) : "images"; /* NHWC: columns are axis 2 */
+        FTL_TRY(preprocess_graph_build(b, &spec, in, bg->input_name, &res->resized));
         int64_t dims[4] = {batch, spec.image_size, spec.image_size, 3};
         images = ob_value_info(b, "images", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, dims, 4, "N");
     } else {
+        const char *in = tta ? mirrored_pair(b, "images", 3, f->width) : "images"; /* NCHW: columns are axis 3 */
         if (f->channels_last) {
-            const char *in = "images";
             Onnx__NodeProto *t = ob_node(b, "Transpose", &in, 1, (const char *const *)&bg->input_name, 1);
             ob_attr_ints(b, t, "perm", (const int64_t[]){0, 2, 3, 1}, 4);
         } else {
-            backbone_graph_rename(b, bg, bg->input_name, "images");
+            backbone_graph_rename(b, bg, bg->input_name, in);
         }
         int64_t dims[4] = {batch, 3, f->height, f->width};
         images = ob_value_info(b, "images", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims, 4, "N");
@@ -210,11 +253,13 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
     }
     const char *kernel = ob_const_f32(b, "head_kernel", (const int64_t[]){h->dim, h->classes}, 2, h->kernel);
     const char *bias = ob_const_f32(b, "head_bias", (const int64_t[]){h->classes}, 1, h->bias);
-    const char *logits = o->logits ? "logits" : ob_fresh_name(b, "logits");
+    const char *logits = o->logits && !tta ? "logits" : ob_fresh_name(b, "logits");
     ob_node(b, "Gemm", (const char *[]){feat, kernel, bias}, 3, &logits, 1);
-    if (!o->logits) {
-        Onnx__NodeProto *sm = ob_node(b, "Softmax", &logits, 1, &output, 1);
+    if (!o->logits || tta) {
+        const char *probs = tta ? ob_fresh_name(b, "probabilities_pair") : output;
+        Onnx__NodeProto *sm = ob_node(b, "Softmax", &logits, 1, &probs, 1);
         ob_attr_int(b, sm, "axis", 1);
+        if (tta) mean_of_pair(b, probs, h->classes, o->logits, output);
     }
 
     drop_unused_inits(b, bg);
@@ -270,6 +315,7 @@ static ftl_status build_and_write(export_job *j, ftl_export_result *res) {
         meta(b, "ftl.input_size", size_text),
         meta(b, "ftl.input_scaling", j->recipe.scaling_json),
         meta(b, "ftl.output", output),
+        meta(b, "ftl.tta", tta ? "flip" : "none"),
         meta(b, "ftl.backbone", ftl_path_file_name(j->backbone_path)),
         meta(b, "ftl.backbone_sha256", j->recipe.backbone_sha256),
         meta(b, "ftl.feature_tensor", j->recipe.feature_tensor),
@@ -340,6 +386,8 @@ ftl_status ftl_export_onnx(const ftl_export_options *o, ftl_export_result *res) 
         ftl_log_warn("%s was trained on %s features; the export computes the backbone in float32, so its "
                      "probabilities differ slightly from ftl's", o->model_path, ftl_nn_precision_name(j.recipe.precision));
     }
+    const char *recorded = ftl_classifier_metadata(&j.clf, FTL_MODEL_META_TTA);
+    res->tta_flip = o->tta == FTL_TTA_FLIP || (o->tta == FTL_TTA_AS_TRAINED && recorded && strcmp(recorded, "flip") == 0);
     ob_init(&j.b);
     if (st == FTL_OK) st = build_and_write(&j, res);
     backbone_graph_free(&j.bg);
