@@ -307,41 +307,49 @@ class Backbone:
 class Model:
     """A classifier trained by `ftl train` (MODEL.ftl) with its backbone and preprocessing."""
 
-    def __init__(self, impl, path, backbone):
+    def __init__(self, impl, path, backbone, threads=0):
         self._impl = impl
+        self._impls = {None: impl}  # predictors by tta asked per call ("flip"/"none"), opened when first asked
+        self._threads = threads
         self.path = path
         self._backbone = backbone
         self.classes = impl.classes()
         self.input_size = impl.input_size()
+        self.tta = "flip" if impl.tta_flip() else "none"  # what predict and evaluate do by default
 
     @classmethod
-    def load(cls, path, backbone=None, threads=None):
+    def load(cls, path, backbone=None, threads=None, tta=None):
         """Opens MODEL.ftl and the backbone it records (its sha256 is checked); backbone: its new path
-        if it moved."""
+        if it moved. tta: "flip" or "none" (default: as the model was trained, `ftl train --tta`)."""
         path = _path(path, "Model.load: the model file")
         b = None if backbone is None else _path(backbone, "Model.load: the backbone")
-        return cls(_ftl.Predictor(path, b, int(threads or 0)), path, b)
+        return cls(_ftl.Predictor(path, b, int(threads or 0), tta), path, b, int(threads or 0))
 
-    def predict(self, images):
+    def predict(self, images, tta=None):
         """float32 [N, C] class probabilities of uint8 images [N, S, S, 3], the columns in
-        `classes` order (what `ftl predict` prints, for every class)."""
+        `classes` order (what `ftl predict` prints, for every class). tta="flip": the mean of each
+        image's and its mirror image's probabilities (two backbone passes); default: the model's."""
         a = _images(images, square=True)
-        out = self._impl.predict(a)
+        if tta not in self._impls:
+            self._impls[tta] = _ftl.Predictor(self.path, self._backbone, self._threads, tta)
+        out = self._impls[tta].predict(a)
         return _np.frombuffer(out, dtype=_np.float32).reshape(a.shape[0], len(self.classes))
 
-    def evaluate(self, dataset, batch=None, threads=None, cache_dir=None, verbose=1):
+    def evaluate(self, dataset, batch=None, threads=None, cache_dir=None, verbose=1, tta=None):
         """`ftl eval MODEL DATA --json` as a dict: images, loss, top1, top5, classes (each class's
-        name, images and accuracy) and the confusion matrix [true][predicted]."""
+        name, images and accuracy) and the confusion matrix [true][predicted]. tta: "flip" or "none"
+        (default: as the model was trained)."""
         data = _path(dataset, "evaluate: the dataset")
         with _verbosity(verbose):
             text = _ftl.evaluate(self.path, data, backbone=self._backbone, cache_dir=cache_dir, batch=int(batch or 0),
-                                 threads=int(threads or 0), verbose=bool(verbose), catch_sigint=_main_thread())
+                                 threads=int(threads or 0), verbose=bool(verbose), catch_sigint=_main_thread(), tta=tta)
         return _json.loads(text)
 
-    def export(self, path, opset=None, logits=False, input="uint8-nhwc", overwrite=False):
-        """`ftl export`: the whole classifier (preprocessing, backbone, head) as one ONNX file."""
+    def export(self, path, opset=None, logits=False, input="uint8-nhwc", overwrite=False, tta=None):
+        """`ftl export`: the whole classifier (preprocessing, backbone, head) as one ONNX file; under
+        flip TTA (the model's, or tta="flip") the graph averages both orientations."""
         return _ftl.export(self.path, _os.fspath(path), backbone=self._backbone, opset=int(opset or 0),
-                           logits=bool(logits), input=input, overwrite=bool(overwrite))
+                           logits=bool(logits), input=input, overwrite=bool(overwrite), tta=tta)
 
     def __repr__(self):
         return "ftl.Model(%r, classes=%r)" % (self.path, self.classes)

@@ -345,13 +345,16 @@ static PyObject *prep(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 static PyObject *evaluate(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *keywords[] = {"model", "data", "backbone", "cache_dir", "batch", "threads", "verbose", "catch_sigint", NULL};
+    static char *keywords[] = {"model", "data", "backbone", "cache_dir", "batch", "threads", "verbose", "catch_sigint",
+                               "tta", NULL};
     ftl_eval_options o;
     ftl_eval_options_init(&o);
     int verbose = 1, catch = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|zziipp", keywords, &o.model_path, &o.data_path, &o.backbone_path,
-                                     &o.cache_dir, &batch, &o.threads, &verbose, &catch))
+    const char *tta = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|zziippz", keywords, &o.model_path, &o.data_path, &o.backbone_path,
+                                     &o.cache_dir, &batch, &o.threads, &verbose, &catch, &tta))
         return NULL;
+    if (tta && ftl_tta_parse(tta, true, &o.tta) != FTL_OK) return raise_ftl(FTL_E_INVALID_ARG);
     if (batch > 0) o.batch = batch;
     o.device = FTL_DEVICE_CPU;
     o.show_progress = verbose;
@@ -373,14 +376,15 @@ static PyObject *evaluate(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 static PyObject *export_onnx(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *keywords[] = {"model", "out", "backbone", "opset", "logits", "input", "overwrite", NULL};
+    static char *keywords[] = {"model", "out", "backbone", "opset", "logits", "input", "overwrite", "tta", NULL};
     ftl_export_options o;
     ftl_export_options_init(&o);
-    const char *input = "uint8-nhwc";
+    const char *input = "uint8-nhwc", *tta = NULL;
     int logits = 0, overwrite = 0, opset = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|zipsp", keywords, &o.model_path, &o.output_path, &o.backbone_path,
-                                     &opset, &logits, &input, &overwrite))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|zipspz", keywords, &o.model_path, &o.output_path, &o.backbone_path,
+                                     &opset, &logits, &input, &overwrite, &tta))
         return NULL;
+    if (tta && ftl_tta_parse(tta, true, &o.tta) != FTL_OK) return raise_ftl(FTL_E_INVALID_ARG);
     if (opset > 0) o.opset = opset;
     o.logits = logits;
     o.overwrite = overwrite;
@@ -392,8 +396,9 @@ static PyObject *export_onnx(PyObject *self, PyObject *args, PyObject *kwargs) {
         Py_END_ALLOW_THREADS
     }
     if (st != FTL_OK) return raise_ftl(st);
-    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:K}", "opset", r.opset, "classes", r.classes, "image_size", r.image_size,
-                         "backbone_nodes", r.backbone_nodes, "bytes", (unsigned long long)(r.model_bytes + r.data_bytes));
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:K,s:O}", "opset", r.opset, "classes", r.classes, "image_size", r.image_size,
+                         "backbone_nodes", r.backbone_nodes, "bytes", (unsigned long long)(r.model_bytes + r.data_bytes),
+                         "tta_flip", r.tta_flip ? Py_True : Py_False);
 }
 
 /* A C-contiguous uint8 buffer of N images of H x W x 3 (square when `square`); *view must be
@@ -593,12 +598,16 @@ static void Predictor_dealloc(PredictorObject *self) {
 }
 
 static int Predictor_init(PredictorObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"path", "backbone", "threads", NULL};
-    const char *path, *backbone = NULL;
+    static char *keywords[] = {"path", "backbone", "threads", "tta", NULL};
+    const char *path, *backbone = NULL, *tta = NULL;
     int threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zi", keywords, &path, &backbone, &threads)) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|ziz", keywords, &path, &backbone, &threads, &tta)) return -1;
     ftl_predict_options o;
     ftl_predict_options_init(&o);
+    if (tta && ftl_tta_parse(tta, true, &o.tta) != FTL_OK) {
+        raise_ftl(FTL_E_INVALID_ARG);
+        return -1;
+    }
     o.model_path = path;
     o.backbone_path = backbone;
     o.threads = threads;
@@ -658,10 +667,16 @@ static PyObject *Predictor_input_size(PredictorObject *self, PyObject *unused) {
     return PyLong_FromLong(ftl_predictor_input_size(self->predictor));
 }
 
+static PyObject *Predictor_tta_flip(PredictorObject *self, PyObject *unused) {
+    (void)unused;
+    return PyBool_FromLong(ftl_predictor_tta_flip(self->predictor));
+}
+
 static PyMethodDef Predictor_methods[] = {
     {"predict", (PyCFunction)Predictor_predict, METH_O, "predict(images) -> bytearray of N x C float32 probabilities"},
     {"classes", (PyCFunction)Predictor_classes, METH_NOARGS, "classes() -> the class names, in the model's order"},
     {"input_size", (PyCFunction)Predictor_input_size, METH_NOARGS, "input_size() -> the image size it was trained on"},
+    {"tta_flip", (PyCFunction)Predictor_tta_flip, METH_NOARGS, "tta_flip() -> whether it averages each image with its mirror"},
     {NULL, NULL, 0, NULL},
 };
 
