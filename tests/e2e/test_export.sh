@@ -92,6 +92,16 @@ for m in op11_nhwc op14_hswish op13_external; do
         fi
     done
 done
+# ---- flip TTA in the graph: the channels-last backbone at opset 11; a fixed batch cannot take 2N
+"$FTL" eval "$d/t_op11_nhwc.ftl" "$d/ds299/val.parquet" --tta flip --predictions "$d/tp_tta.csv" --quiet >/dev/null 2>&1
+"$FTL_SAN" export "$d/t_op11_nhwc.ftl" "$d/t_tta_11.onnx" --tta flip --opset 11 >/dev/null 2>"$d/t_tta_11.err" &&
+    "${ORT[@]}" "$d/t_tta_11.onnx" "$d/v299.npy" "$d/tto.npy" --threads 2 >/dev/null 2>&1 &&
+    $CHECK compare "$d/tto.npy" "$d/tp_tta.csv" && pass export_tta_channels_last_opset_11_equals_ftl_eval ||
+    fail export_tta_channels_last_opset_11_equals_ftl_eval "$(head -c 400 "$d/t_tta_11.err")"
+"$FTL" export "$d/t_op13_external.ftl" "$d/t_tta_fixed.onnx" --tta flip >/dev/null 2>"$d/t_tta_fixed.err"
+[ $? -ne 0 ] && grep -q 'takes a fixed batch of 4: re-export the backbone with a dynamic batch axis' "$d/t_tta_fixed.err" &&
+    [ ! -e "$d/t_tta_fixed.onnx" ] && pass export_tta_refuses_a_fixed_batch_saying_why ||
+    fail export_tta_refuses_a_fixed_batch_saying_why "$(cat "$d/t_tta_fixed.err")"
 skip export_opset_18_onnx_checker "python3-onnx 1.12 (Debian 12) knows opsets up to 17; ONNX Runtime ran the opset-18 files"
 $PY - "$d" <<'PYEOF' && pass export_opset_conversion_rewrites_what_changed || fail export_opset_conversion_rewrites_what_changed "see log"
 import onnx, sys

@@ -2,6 +2,7 @@
  * central finite differences of an independent double-precision loss, dropout masks, thread-count
  * invariance, evaluation and prediction. */
 #include "train/gemm.h"
+#include "util/rng.h"
 #include "train_test_util.h"
 
 /* ---- GEMM ---- */
@@ -399,5 +400,76 @@ TEST(train_head_flushes_tiny_values_instead_of_making_denormals) {
     CHECK(pworst <= 1e-6);
     free(g);
     ftl_optimizer_free(&opt);
+    ftl_head_free(&h);
+}
+
+/* Flip TTA's logits: their softmax is the mean of the two orientations' softmax (an independent
+ * double computation), they stay finite for probabilities far below float's range, above 256
+ * classes too (the heap path); the head's TTA scoring equals scoring those logits. */
+static void softmax_double(const float *z, size_t c, double *p) {
+    double m = z[0], s = 0;
+    for (size_t j = 1; j < c; j++) m = z[j] > m ? z[j] : m;
+    for (size_t j = 0; j < c; j++) s += (p[j] = exp((double)z[j] - m));
+    for (size_t j = 0; j < c; j++) p[j] /= s;
+}
+
+TEST(train_tta_mean_logits_softmax_is_the_mean) {
+    const size_t sizes[2] = {5, 300};
+    for (int t = 0; t < 2; t++) {
+        size_t c = sizes[t], n = 3;
+        float *za = malloc(n * c * 4), *zb = malloc(n * c * 4), *out = malloc(n * c * 4);
+        double *pa = malloc(c * 8), *pb = malloc(c * 8), *po = malloc(c * 8);
+        ftl_rng rng;
+        ftl_rng_seed(&rng, 7 + (uint64_t)t);
+        for (size_t i = 0; i < n * c; i++) za[i] = (float)(20 * ftl_rng_uniform(&rng) - 10), zb[i] = (float)(20 * ftl_rng_uniform(&rng) - 10);
+        za[0] = 900.0f; /* row 0: one class dominates one orientation by e^900 */
+        ftl_tta_mean_logits(za, zb, n, c, out);
+        double worst = 0;
+        bool finite = true;
+        for (size_t i = 0; i < n; i++) {
+            softmax_double(za + i * c, c, pa);
+            softmax_double(zb + i * c, c, pb);
+            softmax_double(out + i * c, c, po);
+            for (size_t j = 0; j < c; j++) {
+                finite &= isfinite(out[i * c + j]);
+                double e = fabs(po[j] - 0.5 * (pa[j] + pb[j]));
+                worst = e > worst ? e : worst;
+            }
+        }
+        CHECK(finite);
+        CHECK(worst <= 1e-6);
+        free(za), free(zb), free(out), free(pa), free(pb), free(po);
+    }
+    ftl_tta pick;
+    CHECK(ftl_tta_parse("flip", false, &pick) == FTL_OK && pick == FTL_TTA_FLIP);
+    CHECK(ftl_tta_parse("model", false, &pick) == FTL_E_INVALID_ARG);
+    CHECK_CONTAINS(ftl_last_error(), "--tta model: ftl's test-time augmentation is flip");
+    CHECK(ftl_tta_parse("model", true, &pick) == FTL_OK && pick == FTL_TTA_AS_TRAINED);
+}
+
+TEST(train_head_tta_scores_the_mean_logits) {
+    ftl_head h;
+    REQUIRE_OK(ftl_head_init(&h, 4, 3));
+    ftl_head_init_glorot(&h, 3);
+    float x[8] = {1, -2, 0.5f, 3, 0, 1, -1, 2}, xm[8] = {0.5f, -1, 2, 1, 1, 1, 0, -3};
+    int32_t y[2] = {2, 0};
+    float za[6], zb[6], want[6], got[6], probs[6];
+    REQUIRE_OK(ftl_head_predict(&h, x, 2, NULL, za));
+    REQUIRE_OK(ftl_head_predict(&h, xm, 2, NULL, zb));
+    ftl_tta_mean_logits(za, zb, 2, 3, want);
+    REQUIRE_OK(ftl_head_predict_tta(&h, x, xm, 2, probs, got));
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    ftl_metric_counts tta = {0};
+    REQUIRE_OK(ftl_head_evaluate_batch_tta(&h, x, xm, y, 2, &tta));
+    double loss = 0;
+    for (int i = 0; i < 2; i++) {
+        double pa[3], pb[3];
+        softmax_double(za + 3 * i, 3, pa);
+        softmax_double(zb + 3 * i, 3, pb);
+        loss -= log(0.5 * (pa[y[i]] + pb[y[i]]));
+        CHECK_NEAR(probs[3 * i + y[i]], 0.5 * (pa[y[i]] + pb[y[i]]), 1e-6);
+    }
+    CHECK_NEAR(tta.loss_sum, loss, 1e-6);
+    CHECK(tta.count == 2);
     ftl_head_free(&h);
 }
