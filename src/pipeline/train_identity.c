@@ -24,6 +24,7 @@ void train_run_meta_init(train_run_meta *m, const train_run *r, const ftl_train_
         {"ftl.conv_algorithm", ftl_nn_conv_algorithm_name(o->embed.conv_algorithm)},
         {"ftl.label_offset", m->offset},
         {"ftl.augment", o->augment_flip ? "flip" : "none"},
+        {FTL_MODEL_META_TTA, o->tta_flip ? "flip" : "none"}, /* the monitored metric's meaning */
         {"ftl.shuffle_buffer", m->shuffle},
         {FTL_MODEL_META_INT8_SCALES, m->scales},
     };

@@ -53,8 +53,8 @@ char *train_run_record_json(const ftl_train_options *o, int64_t dim, const char 
                             const char *head_device, const char *resume);
 char *train_run_metrics_json(const ftl_fit_result *r);
 /* The identity a run's checkpoints carry (a resume compares it): backbone, classes, features,
- * preprocessing, precision, labels, augmentation, shuffle buffer, int8 scales. */
-enum { TRAIN_RUN_META_COUNT = 13 };
+ * preprocessing, precision, labels, augmentation, validation's TTA, shuffle buffer, int8 scales. */
+enum { TRAIN_RUN_META_COUNT = 14 };
 typedef struct train_run_meta {
     ftl_kv kv[TRAIN_RUN_META_COUNT];
     char *dim, *offset, *shuffle, *scales;

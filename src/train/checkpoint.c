@@ -35,7 +35,7 @@
 static const char *const identity_keys[] = {FTL_MODEL_META_BACKBONE_SHA256, FTL_MODEL_META_CLASSES,
                                             FTL_MODEL_META_FEATURE_TENSOR, FTL_MODEL_META_INPUT_SIZE,
                                             FTL_MODEL_META_INPUT_SCALING, FTL_MODEL_META_FINE_TUNE_CUT,
-                                            FTL_MODEL_META_BACKBONE_IDENTITY, "ftl.augment"};
+                                            FTL_MODEL_META_BACKBONE_IDENTITY, "ftl.augment", FTL_MODEL_META_TTA};
 
 /* Settings a resume may change, with a warning, as the run then cannot be bit-identical: how the
  * features were computed (they differ only in rounding, or bf16 vs fp32) and the data order.
@@ -239,7 +239,8 @@ static ftl_status check_identity(const ftl_kv *meta, size_t meta_count, const ft
         const char *mine = ftl_train_kv_find(meta, meta_count, key);
         if (!mine) continue;
         const char *saved = ftl_safetensors_metadata(st, key);
-        if (!saved && strcmp(key, "ftl.augment") == 0) saved = "none"; /* written before augmentation existed */
+        if (!saved && (strcmp(key, "ftl.augment") == 0 || strcmp(key, FTL_MODEL_META_TTA) == 0))
+            saved = "none"; /* written before augmentation (or TTA) existed */
         if (!saved)
             return ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it does not record %s, so it cannot be checked "
                             "against this run", path, key);

@@ -4,7 +4,8 @@
 # `ftl predict --tta none` on the file and on the file mirrored by Pillow; eval from the feature
 # cache (both orientations) equals eval from the images; train's validation under TTA equals ftl
 # eval's, for cached, streamed (--no-feature-cache) and fine-tuned runs; the exported graph (uint8
-# and float input, --logits) equals ftl in ONNX Runtime; Python's Model takes tta=; the refusals.
+# and float input, --logits) equals ftl in ONNX Runtime; Python's Model takes tta=; the refusals (a
+# resume under another --tta: the monitored metric would change meaning).
 source "$(dirname "$0")/lib.sh"
 d=$(scratch tta)
 MODEL="$SHARED/models/mobilenet_v1_0.25_128.onnx"
@@ -155,6 +156,11 @@ except ValueError as err:
 PYEOF
 
 # ---- refusals
+"$FTL" train "$T" "${BASE[@]}" --cache-dir "$d/cache" --tta flip --epochs 2 --checkpoint "$d/ck/c-{epoch}.ckpt" \
+    --out "$d/ck.ftl" --quiet >/dev/null 2>&1 || fail tta_resume_setup "the checkpointed run failed"
+"$FTL" train "$T" "${BASE[@]}" --cache-dir "$d/cache" --resume "$d/ck/c-1.ckpt" --out "$d/ck2.ftl" --quiet >/dev/null 2>"$d/ck.err"
+[ $? -ne 0 ] && grep -q 'ftl.tta is "flip" in the checkpoint but "none" here' "$d/ck.err" && [ ! -e "$d/ck2.ftl" ] &&
+    pass tta_resume_with_another_tta_refused || fail tta_resume_with_another_tta_refused "$(cat "$d/ck.err")"
 "$FTL" eval "$d/tta.ftl" "$V" --tta crop >/dev/null 2>"$d/bad.err"
 [ $? = 2 ] && grep -q 'test-time augmentation is flip' "$d/bad.err" && pass tta_unknown_kind_refused ||
     fail tta_unknown_kind_refused "$(cat "$d/bad.err")"
