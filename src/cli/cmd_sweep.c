@@ -218,6 +218,7 @@ static int run_trials(const sweep_cli *c, const char *record, char **settings, b
         ro.settings_json = (const char *const *)settings;
         ro.progress = rank0 ? stdout : NULL;
         ro.labels = (const char *const *)c->a.labels;
+        if (c->a.fine_tune_top > 0) ro.through_cut = &c->a.trial_options[0].fine_tune; /* phase 1 of the cut */
         ftl_status st = ftl_sweep_run(c->opts, c->a.count, &ro, out_res);
         if (st != FTL_OK) {
             fprintf(stderr, "ftl sweep: error: %s\n", ftl_last_error());
