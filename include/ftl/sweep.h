@@ -144,7 +144,8 @@ typedef struct ftl_sweep_trial_result {
 
 /* Whether ftl_sweep_run can train these trials together: the CPU, the feature cache, no
  * fine-tuning, resume, checkpoints or timeline, and trials that differ only in the head's
- * settings (batch, dropout, optimizer, lr, momentum, weight decay, warmup) and their out and log
+ * settings (batch, dropout, optimizer, lr, momentum, weight decay, warmup, label smoothing, lr
+ * schedule) and their out and log
  * paths. If not, *why says what stands in the way (the caller then runs ftl_train_run per trial). */
 bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, size_t why_size);
 /* Trains every trial: the features are embedded (or found in the cache) once, then trials with the

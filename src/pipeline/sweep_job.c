@@ -72,7 +72,7 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
                  !same_early_stopping(&f->early_stopping, &g->early_stopping) ||
                  f->lr_scaling != g->lr_scaling || f->base_batch != g->base_batch)
             reason = "the trials differ in more than the head's settings (batch, dropout, optimizer, lr, momentum, "
-                     "weight decay, warmup)";
+                     "weight decay, warmup, label smoothing, lr schedule)";
     }
     if (!reason && count > 0) {
         ftl_device d;
