@@ -1,9 +1,10 @@
 /* ftl sweep TRAIN --val VAL --backbone MODEL.onnx --out BEST.ftl --grid lr=1e-3,4e-3 ...: trials of
- * `ftl train` over a search space. Every option that is not the sweep's own goes to each trial as
- * `ftl train` takes it (each trial's options are parsed by ftl train's own parser), so each trial's
- * model is the one `ftl train` alone gives with its settings, byte for byte. The library's runner
- * trains them on features embedded once, in stacks sharing batches (ftl_sweep_run); what it cannot
- * stack (fine-tuning, mpirun, a GPU head, ...) runs as one ftl_train_run per trial. */
+ * `ftl train` over a search space. The library parses the command line (ftl_sweep_args_parse: every
+ * option that is not the sweep's own goes to each trial's ftl train parser), so each trial's model is
+ * the one `ftl train` alone gives with its settings, byte for byte. The library's runner trains them
+ * on features embedded once, in stacks sharing batches (ftl_sweep_run); what it cannot stack
+ * (fine-tuning, a GPU head, ...) runs as one ftl_train_run per trial, and --fine-tune-top stacks
+ * phase 1 and fine-tunes the best K here. */
 #include "cli.h"
 
 #include <errno.h>
