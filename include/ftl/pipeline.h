@@ -40,6 +40,8 @@ typedef struct ftl_train_options {
     double fine_tune_warmup_epochs;
     ftl_lr_decay fine_tune_lr_decay; /* --fine-tune-lr-schedule (default constant) */
     bool fine_tune_only;          /* no phase 1: start from init_path */
+    const ftl_epoch_log *fine_tune_start; /* with fine_tune_only: phase 2's epoch 0 as phase 1 ended (ftl sweep
+                                     --fine-tune-top gives its trial's), not init_path measured on val (NULL) */
     const char *init_path;        /* a trained MODEL.ftl (its head, and its fine-tuned tensors if any) */
     bool overwrite;
     bool strict;                  /* a class without training (or validation) images is an error, not a warning */

@@ -47,10 +47,9 @@ int cli_cmd_prep(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
 int cli_cmd_embed(int argc, char **argv);
 int cli_cmd_train(int argc, char **argv);
-/* ftl train's command line into options (pointing into argv) and its --report (NULL: none): 0, an
- * exit status after printing the error, or -1 after printing --help. ftl sweep builds each trial's
- * options with it, so a trial is what `ftl train` would run. */
-int cli_train_parse(int argc, char **argv, ftl_train_options *options, const char **report);
+/* An error of ftl_train_args_parse as `ftl train` prints it (a usage error with its usage line, or
+ * the error): the exit code. ftl sweep prints a trial's refused options with it. */
+int cli_train_parse_error(ftl_status status);
 int cli_cmd_eval(int argc, char **argv);
 int cli_cmd_predict(int argc, char **argv);
 int cli_cmd_inspect_model(int argc, char **argv); /* ftl inspect MODEL.onnx */

@@ -14,7 +14,14 @@ static const cli_command train_command = {
     "oob_tcp_keepalive_probes 3) so that a lost host ends the job; see docs/DIST.md.",
     1, 1};
 
-int cli_train_parse(int argc, char **argv, ftl_train_options *out, const char **report_out) {
+int cli_train_parse_error(ftl_status st) {
+    if (st == FTL_E_INVALID_ARG) return cli_usage_error(&train_command);
+    return cli_report(st);
+}
+
+/* ftl train's command line into options (pointing into argv) and its --report (NULL: none): 0, an
+ * exit status after printing the error, or -1 after printing --help. */
+static int cli_train_parse(int argc, char **argv, ftl_train_options *out, const char **report_out) {
     ftl_train_args extra;
     ftl_status st = ftl_train_args_parse(argc, argv, out, &extra);
     if (st == FTL_OK && extra.help_asked) {
@@ -23,8 +30,7 @@ int cli_train_parse(int argc, char **argv, ftl_train_options *out, const char **
         cli_print_help(&train_command, table, n);
         return -1;
     }
-    if (st == FTL_E_INVALID_ARG) return cli_usage_error(&train_command);
-    if (st != FTL_OK) return cli_report(st);
+    if (st != FTL_OK) return cli_train_parse_error(st);
     if (extra.quiet) ftl_log_set_level(FTL_LOG_WARN);
     *report_out = extra.report_path;
     return 0;

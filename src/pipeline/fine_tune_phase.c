@@ -236,7 +236,7 @@ ftl_status fine_tune_phase(train_run *r, train_run *bottom, const ftl_train_opti
     }
     if (st == FTL_OK && resume) st = ftl_trainer_resume(t, o->resume_path, &bottom->train);
     /* --fine-tune-only: epoch 0 is the --init model measured here, on this validation set. */
-    if (st == FTL_OK && !resume && o->fine_tune_only && o->val_path) {
+    if (st == FTL_OK && !resume && o->fine_tune_only && o->val_path && !o->fine_tune_start) {
         ftl_metric_counts vc;
         st = ftl_trainer_evaluate(t, &bottom->val, &vc);
         initial.val_loss = ftl_metric_loss(&vc);

@@ -72,7 +72,7 @@ bool ftl_sweep_stackable(const ftl_train_options *trials, int count, char *why, 
                  !same_early_stopping(&f->early_stopping, &g->early_stopping) ||
                  f->lr_scaling != g->lr_scaling || f->base_batch != g->base_batch)
             reason = "the trials differ in more than the head's settings (batch, dropout, optimizer, lr, momentum, "
-                     "weight decay, warmup)";
+                     "weight decay, warmup, label smoothing, lr schedule)";
     }
     if (!reason && count > 0) {
         ftl_device d;
@@ -403,6 +403,14 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     train_run r;
     memset(&r, 0, sizeof r);
     const ftl_train_options *o = &trials[0];
+    ftl_train_options with_cut; /* phase 1 of fine-tuning: the run's features come through the cut */
+    if (ro->through_cut) {
+        with_cut = trials[0];
+        with_cut.fine_tune = *ro->through_cut;
+        o = &with_cut;
+    }
+    train_run bottom; /* the cut's frozen bottom and its boundary rows, with through_cut */
+    memset(&bottom, 0, sizeof bottom);
     ftl_train_options calibrated;
     ftl_nn_int8_scales *own_scales = NULL;
     ftl_status st = train_run_prepare(&r, &o, &calibrated, &own_scales);
@@ -412,7 +420,13 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         st = ftl_fail(FTL_E_UNSUPPORTED, "the sweep trains its heads on the CPU: give --device cpu");
     if (st == FTL_OK && ro->resume) st = check_resumed_trials(trials, count, &r);
     if (ro->resume) st = agree(&trials[0].fit.collectives, st, "checking the trials' checkpoints");
-    if (st == FTL_OK) st = train_run_setup_cached(&r, o, &summary);
+    if (st == FTL_OK && !ro->through_cut) st = train_run_setup_cached(&r, o, &summary);
+    if (st == FTL_OK && ro->through_cut) {
+        st = train_run_setup_through_cut(&r, o, &bottom, &summary);
+        if (st == FTL_OK && !r.have_train_store)
+            st = ftl_fail(FTL_E_UNSUPPORTED, "phase 1's features do not fit in memory beside the boundary rows: raise "
+                          "--max-memory for --fine-tune-top");
+    }
     /* Under mpirun the trials are spread over the ranks, each trained whole by one: every rank
      * embedded its share of the rows, and gets all of them. */
     const ftl_collectives *col = &trials[0].fit.collectives;
@@ -507,6 +521,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     train_run_meta_free(&sh.meta);
     pthread_mutex_destroy(&sh.lock);
     free(per), free(state);
+    train_run_free(&bottom);
     train_run_free(&r);
     ftl_nn_int8_scales_free(own_scales);
     return st;

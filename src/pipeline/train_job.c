@@ -244,6 +244,7 @@ ftl_status ftl_train_run(const ftl_train_options *o, ftl_train_summary *s) {
     int resume_phase = 1;
     ftl_epoch_log epoch0 = {.loss = NAN, .acc = NAN, .val_loss = NAN, .val_acc = NAN, .gpu_util_percent = NAN, .gpu_memory_bytes = NAN};
     if (st == FTL_OK && o->resume_path) st = fine_tune_resume_phase(o, &resume_phase, &epoch0);
+    else if (o->fine_tune_only && o->fine_tune_start) epoch0 = *o->fine_tune_start; /* the caller's phase 1 */
     if (st == FTL_OK) st = train_check_resume_identity(o, &r, o->resume_path); /* before the features */
     if (st == FTL_OK && resume_phase == 2 && !ft)
         st = ftl_fail(FTL_E_INVALID_ARG, "cannot resume from %s: it is a fine-tuning checkpoint; give the same "

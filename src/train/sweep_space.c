@@ -9,14 +9,22 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[FTL_SWEEP_PARAM_COUNT] = {"lr", "dropout", "batch", "optimizer", "momentum", "warmup",
-                                                         "weight-decay"};
+static const char *const names[FTL_SWEEP_PARAM_COUNT] = {
+    "lr", "dropout", "batch", "optimizer", "momentum", "warmup", "weight-decay", "label-smoothing", "lr-schedule"};
 
 const char *ftl_sweep_param_name(ftl_sweep_param param) {
     return param >= 0 && param < FTL_SWEEP_PARAM_COUNT ? names[param] : "?";
+}
+
+void ftl_sweep_setting_text(const ftl_sweep_trial *t, ftl_sweep_param p, char *buf, size_t size) {
+    if (p < 0 || p >= FTL_SWEEP_PARAM_COUNT || !t->set[p]) snprintf(buf, size, "%s", "");
+    else if (p == FTL_SWEEP_LR_SCHEDULE) snprintf(buf, size, "%s", t->lr_schedule);
+    else if (p == FTL_SWEEP_OPTIMIZER) snprintf(buf, size, "%s", ftl_optimizer_kind_name((ftl_optimizer_kind)t->value[p]));
+    else snprintf(buf, size, "%.9g", t->value[p]);
 }
 
 void ftl_sweep_space_init(ftl_sweep_space *space) { memset(space, 0, sizeof *space); }
@@ -33,8 +41,8 @@ static ftl_status param_of(const char *spec, const char *flag, ftl_sweep_param *
             return FTL_OK;
         }
     return ftl_fail(FTL_E_INVALID_ARG,
-                    "%s %s: unknown hyperparameter \"%.*s\" (expected lr, dropout, batch, optimizer, momentum, warmup or "
-                    "weight-decay)",
+                    "%s %s: unknown hyperparameter \"%.*s\" (expected lr, dropout, batch, optimizer, momentum, warmup, "
+                    "weight-decay, label-smoothing or lr-schedule)",
                     flag, spec, (int)(n < 64 ? n : 64), spec);
 }
 
@@ -42,7 +50,8 @@ static ftl_status param_of(const char *spec, const char *flag, ftl_sweep_param *
 static bool in_range(ftl_sweep_param p, double v, const char **what) {
     switch (p) {
     case FTL_SWEEP_LR: *what = "> 0"; return v > 0 && isfinite(v);
-    case FTL_SWEEP_DROPOUT: *what = "in [0, 1)"; return v >= 0 && v < 1;
+    case FTL_SWEEP_DROPOUT:
+    case FTL_SWEEP_LABEL_SMOOTHING: *what = "in [0, 1)"; return v >= 0 && v < 1;
     case FTL_SWEEP_BATCH: *what = "an integer in 1..65536"; return v >= 1 && v <= FTL_LOADER_MAX_BATCH && v == floor(v);
     default: *what = ">= 0 and finite"; return v >= 0 && isfinite(v);
     }
@@ -61,6 +70,13 @@ static ftl_status parse_value(ftl_sweep_param p, const char *text, size_t len, c
         ftl_status st = ftl_optimizer_kind_parse(buf, &kind);
         if (st != FTL_OK) return ftl_fail_context(st, "%s %s", flag, spec);
         *out = (double)kind;
+        return FTL_OK;
+    }
+    if (p == FTL_SWEEP_LR_SCHEDULE) { /* checked as ftl train checks it; the caller keeps the text */
+        ftl_lr_decay decay = {0};
+        ftl_status st = ftl_lr_decay_parse(buf, "lr-schedule", &decay);
+        if (st != FTL_OK) return ftl_fail_context(st, "%s %s", flag, spec);
+        *out = 0;
         return FTL_OK;
     }
     char *end;
@@ -96,8 +112,16 @@ ftl_status ftl_sweep_space_add_grid(ftl_sweep_space *s, const char *spec) {
         if (n == FTL_SWEEP_MAX_VALUES)
             return ftl_fail(FTL_E_INVALID_ARG, "--grid %s: more than %d values", spec, FTL_SWEEP_MAX_VALUES);
         FTL_TRY(parse_value(p, at, len, spec, "--grid", &s->grid[p][n]));
+        if (p == FTL_SWEEP_LR_SCHEDULE) { /* a spec's text stands for it; the value is its place in the grid */
+            if (len >= FTL_SWEEP_TEXT_MAX)
+                return ftl_fail(FTL_E_INVALID_ARG, "--grid %s: the lr-schedule %.*s is longer than %d characters", spec,
+                                (int)len, at, FTL_SWEEP_TEXT_MAX - 1);
+            memcpy(s->lr_schedule[n], at, len);
+            s->lr_schedule[n][len] = '\0';
+            s->grid[p][n] = n;
+        }
         for (int k = 0; k < n; k++)
-            if (s->grid[p][k] == s->grid[p][n])
+            if (p == FTL_SWEEP_LR_SCHEDULE ? strcmp(s->lr_schedule[k], s->lr_schedule[n]) == 0 : s->grid[p][k] == s->grid[p][n])
                 return ftl_fail(FTL_E_INVALID_ARG, "--grid %s: the value %.*s is given twice", spec, (int)len, at);
         n++;
         if (!comma) break;
@@ -111,7 +135,7 @@ ftl_status ftl_sweep_space_add_range(ftl_sweep_space *s, const char *spec) {
     ftl_sweep_param p;
     const char *rest;
     FTL_TRY(new_param(s, spec, "--range", &p, &rest));
-    if (p == FTL_SWEEP_BATCH || p == FTL_SWEEP_OPTIMIZER)
+    if (p == FTL_SWEEP_BATCH || p == FTL_SWEEP_OPTIMIZER || p == FTL_SWEEP_LR_SCHEDULE)
         return ftl_fail(FTL_E_INVALID_ARG, "--range %s: %s takes a --grid of values", spec, names[p]);
     const char *c1 = strchr(rest, ':');
     if (!c1) return ftl_fail(FTL_E_INVALID_ARG, "--range %s: expected %s=LO:HI or %s=LO:HI:log", spec, names[p], names[p]);
@@ -162,6 +186,7 @@ ftl_status ftl_sweep_space_trials(const ftl_sweep_space *s, int random, uint64_t
                 rest /= s->grid_count[p];
                 t[i].set[p] = true;
                 t[i].value[p] = s->grid[p][k];
+                if (p == FTL_SWEEP_LR_SCHEDULE) snprintf(t[i].lr_schedule, sizeof t[i].lr_schedule, "%s", s->lr_schedule[k]);
             } else if (s->ranged[p]) {
                 double u = (double)(ftl_rng_next(&rng) >> 11) / 9007199254740992.0; /* [0, 1) */
                 t[i].set[p] = true;

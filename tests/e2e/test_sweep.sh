@@ -61,6 +61,59 @@ print("16 trial logs equal;", early, "stopped early")
 assert early > 0
 PYEOF
 
+# label smoothing and the lr schedule swept as the head's other settings: 2 x 3 trials with dropout 0.5
+# in one stack, side by side and one at a time; each trial's model and epoch records (lr included)
+# are ftl train's alone with its --label-smoothing and --lr-schedule, and the table names them
+TOOLS=(--grid label-smoothing=0,0.1 --grid lr-schedule=constant,cosine,plateau:1:0.5 --dropout 0.5 --lr 1e-2)
+for mode in 1 0; do
+    FTL_SWEEP_SIDE_BY_SIDE=$mode "$FTL" sweep "$T" "${COMMON[@]}" "${TOOLS[@]}" --out "$d/tools-$mode.ftl" \
+        --cache-dir "$d/best.trials/ftl-feature-cache" >"$d/tools-$mode.out" 2>&1 || fail sweep_tools_grid_runs "$(tail -3 "$d/tools-$mode.out")"
+done
+grep -q -E "^sweep: 6 trials in [12] stacks \([12] side by side" "$d/tools-1.out" &&
+    grep -q -E "^sweep: 6 trials in [12] stacks \(0 side by side" "$d/tools-0.out" && ! grep -q "one after the other" "$d/tools-1.out" &&
+    pass sweep_tools_grid_stacked || fail sweep_tools_grid_stacked "$(grep 'trials in' "$d/tools-1.out" "$d/tools-0.out")"
+"$PY" - "$d/tools-1.trials/results.csv" >"$d/tools.txt" <<'PYEOF'
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    print(r["trial"], r["label-smoothing"], r["lr-schedule"])
+PYEOF
+same=0 total=0
+while read -r trial smoothing schedule; do
+    total=$((total + 1))
+    f=$(printf 'trial-%04d' "$trial")
+    "$FTL" train "$T" "${COMMON[@]}" --dropout 0.5 --lr 1e-2 --label-smoothing "$smoothing" --lr-schedule "$schedule" \
+        --out "$d/tools-alone-$trial.ftl" --log "$d/tools-alone-$trial.jsonl" --cache-dir "$d/best.trials/ftl-feature-cache" \
+        >/dev/null 2>&1 && cmp -s "$d/tools-alone-$trial.ftl" "$d/tools-1.trials/$f.ftl" &&
+        cmp -s "$d/tools-alone-$trial.ftl" "$d/tools-0.trials/$f.ftl" && same=$((same + 1))
+done <"$d/tools.txt"
+echo "smoothing/schedule trials equal to ftl train alone (side by side and one at a time): $same of $total"
+check sweep_smoothing_and_schedule_trials_equal_ftl_train_alone test "$same" -eq 6 -a "$total" -eq 6
+"$PY" - "$d" <<'PYEOF' && pass sweep_smoothing_and_schedule_logs_equal_alone || fail sweep_smoothing_and_schedule_logs_equal_alone "see log"
+import csv, json, sys
+d = sys.argv[1]
+keys = ("epoch", "loss", "acc", "val_loss", "val_acc", "lr", "best_epoch")  # the model records both settings
+rows = list(csv.DictReader(open(d + "/tools-1.trials/results.csv")))
+assert sorted((r["label-smoothing"], r["lr-schedule"]) for r in rows) == sorted(
+    (e, s) for e in ("0", "0.1") for s in ("constant", "cosine", "plateau:1:0.5")), rows
+lrs = set()
+for r in rows:
+    t = int(r["trial"])
+    def epochs(path):
+        return [tuple(x[k] for k in keys) for x in map(json.loads, open(path)) if x.get("record") == "epoch"]
+    mine, alone = epochs("%s/tools-1.trials/trial-%04d.jsonl" % (d, t)), epochs("%s/tools-alone-%d.jsonl" % (d, t))
+    assert mine == alone and mine, (t, mine, alone)
+    raw = open("%s/tools-1.trials/trial-%04d.ftl" % (d, t), "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    args = json.loads(json.loads(raw[8:8 + n])["__metadata__"]["ftl.training_args"])
+    assert args["label_smoothing"] == float(r["label-smoothing"]), args
+    assert args["lr_schedule"].split(" ")[0].startswith(r["lr-schedule"].split(":")[0]), (args, r)
+    lrs.add(tuple(e[5] for e in mine))
+js = json.load(open(d + "/tools-1.trials/results.json"))
+assert all(isinstance(j["settings"]["lr-schedule"], str) for j in js), js
+print(len(rows), "trials;", len(lrs), "distinct lr sequences")
+assert len(lrs) >= 2  # the schedules differ
+PYEOF
+
 # the same sweep one stack at a time, at most 3 trials a stack, each trial stepped on its own (not
 # side by side): the same models (no trial depends on which others share its stack or thread)
 FTL_SWEEP_SIDE_BY_SIDE=0 "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32 --grid optimizer=nadam,sgd \

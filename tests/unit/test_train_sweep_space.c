@@ -32,6 +32,40 @@ TEST(sweep_grid_expands_every_combination_in_order) {
     free(t);
 }
 
+/* Label smoothing and the schedule are swept as the head's other settings: the schedule's specs kept
+ * as text (ftl train's --lr-schedule), in the grid's order. */
+TEST(sweep_grid_of_label_smoothing_and_lr_schedule) {
+    ftl_sweep_space s;
+    ftl_sweep_space_init(&s);
+    CHECK(ftl_sweep_space_add_grid(&s, "label-smoothing=0,0.1") == FTL_OK);
+    CHECK(ftl_sweep_space_add_grid(&s, "lr-schedule=constant,cosine,step:2:0.5,plateau:1:0.5:1e-6") == FTL_OK);
+    ftl_sweep_trial *t = NULL;
+    int n = 0;
+    if (!CHECK(ftl_sweep_space_trials(&s, 0, 1, 1024, &t, &n) == FTL_OK)) return;
+    CHECK_EQ_INT(n, 8);
+    const char *schedule[4] = {"constant", "cosine", "step:2:0.5", "plateau:1:0.5:1e-6"};
+    for (int i = 0; i < n; i++) {
+        CHECK(t[i].set[FTL_SWEEP_LABEL_SMOOTHING] && t[i].set[FTL_SWEEP_LR_SCHEDULE] && !t[i].set[FTL_SWEEP_LR]);
+        CHECK(t[i].value[FTL_SWEEP_LABEL_SMOOTHING] == (i < 4 ? 0 : 0.1));
+        CHECK(strcmp(t[i].lr_schedule, schedule[i % 4]) == 0);
+    }
+    CHECK(strcmp(ftl_sweep_param_name(FTL_SWEEP_LABEL_SMOOTHING), "label-smoothing") == 0);
+    CHECK(strcmp(ftl_sweep_param_name(FTL_SWEEP_LR_SCHEDULE), "lr-schedule") == 0);
+    free(t);
+    /* a random search draws smoothing from a range and picks a schedule from the grid */
+    ftl_sweep_space r;
+    ftl_sweep_space_init(&r);
+    CHECK(ftl_sweep_space_add_range(&r, "label-smoothing=0:0.2") == FTL_OK);
+    CHECK(ftl_sweep_space_add_grid(&r, "lr-schedule=constant,cosine") == FTL_OK);
+    if (!CHECK(ftl_sweep_space_trials(&r, 20, 3, 1024, &t, &n) == FTL_OK)) return;
+    for (int i = 0; i < n; i++) {
+        double e = t[i].value[FTL_SWEEP_LABEL_SMOOTHING];
+        CHECK(e >= 0 && e < 0.2);
+        CHECK(strcmp(t[i].lr_schedule, "constant") == 0 || strcmp(t[i].lr_schedule, "cosine") == 0);
+    }
+    free(t);
+}
+
 TEST(sweep_random_draws_within_ranges_and_repeat_with_the_seed) {
     ftl_sweep_space s;
     ftl_sweep_space_init(&s);
@@ -92,6 +126,11 @@ TEST(sweep_bad_specs_are_refused_naming_them) {
     expect_refused("bad scale", ftl_sweep_space_add_range(&s, "momentum=0:0.9:exp"), "not \"exp\"");
     expect_refused("range without ':'", ftl_sweep_space_add_range(&s, "momentum=0.9"), "expected momentum=LO:HI");
     expect_refused("range of batch", ftl_sweep_space_add_range(&s, "batch=16:64"), "batch takes a --grid");
+    expect_refused("label smoothing 1", ftl_sweep_space_add_grid(&s, "label-smoothing=0,1"), "label-smoothing 1 is out of range");
+    expect_refused("unknown schedule", ftl_sweep_space_add_grid(&s, "lr-schedule=constant,linear"), "\"linear\": expected");
+    expect_refused("bad step schedule", ftl_sweep_space_add_grid(&s, "lr-schedule=step:0:0.5"), "step needs a whole number");
+    expect_refused("a schedule twice", ftl_sweep_space_add_grid(&s, "lr-schedule=cosine,cosine"), "given twice");
+    expect_refused("range of schedules", ftl_sweep_space_add_range(&s, "lr-schedule=1:2"), "lr-schedule takes a --grid");
     /* too many trials: 64 x 64 x 2 > 1024, said before any work */
     ftl_sweep_space big;
     ftl_sweep_space_init(&big);
