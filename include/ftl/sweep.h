@@ -27,6 +27,7 @@ typedef enum ftl_sweep_param {
     FTL_SWEEP_LABEL_SMOOTHING, /* label-smoothing: [0, 1) */
     FTL_SWEEP_LR_SCHEDULE,  /* lr-schedule: an --lr-schedule spec (the value is its index in the grid, the
                                text in the trial's lr_schedule); grids only */
+    FTL_SWEEP_TTA,          /* tta: none|flip (validation scored on both orientations; grids only) */
     FTL_SWEEP_PARAM_COUNT
 } ftl_sweep_param;
 
@@ -49,7 +50,7 @@ typedef struct ftl_sweep_trial {
 } ftl_sweep_trial;
 
 /* "lr", "dropout", "batch", "optimizer", "momentum", "warmup", "weight-decay", "label-smoothing",
- * "lr-schedule". */
+ * "lr-schedule", "tta". */
 const char *ftl_sweep_param_name(ftl_sweep_param param);
 /* A trial's value of a parameter as ftl train's flag takes it ("0.001", "sgd", "cosine"; "" when not set). */
 void ftl_sweep_setting_text(const ftl_sweep_trial *trial, ftl_sweep_param param, char *buf, size_t size);

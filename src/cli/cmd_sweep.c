@@ -34,7 +34,7 @@ static double now_seconds(void) {
 }
 
 /* Whether a setting is a word (quoted in JSON), not a number. */
-static bool text_setting(int p) { return p == FTL_SWEEP_OPTIMIZER || p == FTL_SWEEP_LR_SCHEDULE; }
+static bool text_setting(int p) { return p == FTL_SWEEP_OPTIMIZER || p == FTL_SWEEP_LR_SCHEDULE || p == FTL_SWEEP_TTA; }
 
 static void setting_text(const ftl_sweep_trial *t, int p, char *buf, size_t size) {
     ftl_sweep_setting_text(t, (ftl_sweep_param)p, buf, size);

@@ -120,7 +120,7 @@ static void make_trials(ftl_sweep_args *c, char *why, size_t why_size) {
 static int trial_flags(const ftl_sweep_trial *t, char flags[][FTL_SWEEP_TEXT_MAX], const char **argv_out) {
     static const char *const train_flag[FTL_SWEEP_PARAM_COUNT] = {
         "--lr", "--dropout", "--batch", "--optimizer", "--momentum", "--warmup-epochs", "--weight-decay",
-        "--label-smoothing", "--lr-schedule"};
+        "--label-smoothing", "--lr-schedule", "--tta"};
     int n = 0;
     for (int p = 0; p < FTL_SWEEP_PARAM_COUNT; p++) {
         if (!t->set[p]) continue;

@@ -78,7 +78,12 @@ ftl_status sweep_merge_logs(sweep_shared *sh, const char *part_path);
 
 /* Opens a trial: its trainer (from its checkpoint when resuming), its log's first line and its fit.
  * train: a source of the trial's order the checkpoint's position goes into. */
-ftl_status sweep_open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val);
+ftl_status sweep_open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val,
+                            ftl_batch_source *val_mirrored);
+/* The trial's sources for the phase that starts (val_mirrored: val's mirror images, used by a --tta flip
+ * trial), or none when it ends (NULL, NULL, NULL). */
+void sweep_trial_sources(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val,
+                         ftl_batch_source *val_mirrored);
 /* The trial is over (stopped early, at --epochs, or halted at a rung): best weights, model, result. */
 ftl_status sweep_finish_trial(sweep_shared *sh, int trial, int64_t halted_at);
 /* FTL_SWEEP_SIDE_BY_SIDE=0 trains every stack one trial at a time per chunk, =1 every stack side by

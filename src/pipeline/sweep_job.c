@@ -356,10 +356,18 @@ static ftl_status open_resumed_trials(sweep_shared *sh, int me) {
             file_order_source_init(&vs, &r->val_store);
             val = file_order_source_as_batch_source(&vs);
         }
-        if (st == FTL_OK) st = sweep_open_trial(sh, i, &train, r->have_val_store ? &val : NULL);
+        file_order_source vms;
+        ftl_batch_source val_m = {0};
+        if (r->have_val_flipped) {
+            file_order_source_init(&vms, &r->val_flipped);
+            val_m = file_order_source_as_batch_source(&vms);
+        }
+        if (st == FTL_OK)
+            st = sweep_open_trial(sh, i, &train, r->have_val_store ? &val : NULL, r->have_val_flipped ? &val_m : NULL);
         if (st != FTL_OK) st = ftl_fail_context(st, "resuming trial %d from %s", i + 1, sh->trials[i].checkpoint);
-        if (sh->trials[i].open) sh->trials[i].fr.train = sh->trials[i].fr.val = NULL;
+        if (sh->trials[i].open) sweep_trial_sources(sh, i, NULL, NULL, NULL);
         if (r->have_val_store) file_order_source_free(&vs);
+        if (r->have_val_flipped) file_order_source_free(&vms);
         global_order_source_free(&gs);
     }
     return st;
@@ -402,13 +410,12 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
     FTL_TRY(check_trials(trials, count, ro));
     train_run r;
     memset(&r, 0, sizeof r);
-    const ftl_train_options *o = &trials[0];
-    ftl_train_options with_cut; /* phase 1 of fine-tuning: the run's features come through the cut */
-    if (ro->through_cut) {
-        with_cut = trials[0];
-        with_cut.fine_tune = *ro->through_cut;
-        o = &with_cut;
-    }
+    /* The shared run: phase 1 of fine-tuning has its features through the cut; val's mirror images
+     * are cached when any trial scores with --tta flip. */
+    ftl_train_options shared = trials[0];
+    if (ro->through_cut) shared.fine_tune = *ro->through_cut;
+    for (int i = 0; i < count; i++) shared.tta_flip |= trials[i].tta_flip;
+    const ftl_train_options *o = &shared;
     train_run bottom; /* the cut's frozen bottom and its boundary rows, with through_cut */
     memset(&bottom, 0, sizeof bottom);
     ftl_train_options calibrated;
@@ -441,6 +448,7 @@ ftl_status ftl_sweep_run(const ftl_train_options *trials, int count, const ftl_s
         st = gather_store(col, &r.train_store, summary.train_rows, r.dim);
         if (st == FTL_OK && r.have_train_flipped) st = gather_store(col, &r.train_flipped, summary.train_rows, r.dim);
         if (st == FTL_OK && r.have_val_store) st = gather_store(col, &r.val_store, summary.val_rows, r.dim);
+        if (st == FTL_OK && r.have_val_flipped) st = gather_store(col, &r.val_flipped, summary.val_rows, r.dim);
         ftl_dist_phase_end(col);
     }
     ftl_train_options *per = ftl_xcalloc((size_t)count, sizeof *per);

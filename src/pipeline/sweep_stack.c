@@ -75,13 +75,23 @@ static ftl_status fetch_batch(ftl_batch_source *src, chunk_batches *c, int j, bo
 
 /* Opens a trial: its trainer (from its checkpoint when resuming), its log's first line and its fit.
  * train: a source of the trial's order the checkpoint's position goes into. */
-ftl_status sweep_open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val) {
+void sweep_trial_sources(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val,
+                         ftl_batch_source *val_mirrored) {
+    sweep_trial *tr = &sh->trials[trial];
+    tr->fr.train = train;
+    tr->fr.val = val;
+    if (tr->t) tr->t->config.val_mirrored = sh->options[trial].tta_flip ? val_mirrored : NULL;
+}
+
+ftl_status sweep_open_trial(sweep_shared *sh, int trial, ftl_batch_source *train, ftl_batch_source *val,
+                            ftl_batch_source *val_mirrored) {
     const ftl_train_options *o = &sh->options[trial];
     sweep_trial *tr = &sh->trials[trial];
     train_run *r = sh->run;
     bool resume = sh->ro->resume && ftl_path_exists(tr->checkpoint);
     ftl_fit_config fit = o->fit;
     fit.epoch_out = NULL; /* the sweep prints a line per trial */
+    fit.val_mirrored = o->tta_flip ? val_mirrored : NULL;
     fit.checkpoint_meta = sh->meta.kv;
     fit.checkpoint_meta_count = TRAIN_RUN_META_COUNT;
     ftl_train_options with_resume = *o;
@@ -199,7 +209,7 @@ static ftl_status save_positions(sweep_shared *sh, const sweep_stack *stack, ftl
         tr->position = ftl_xmalloc(blob_size ? blob_size : 1);
         memcpy(tr->position, blob, blob_size);
         tr->position_size = blob_size;
-        tr->fr.train = tr->fr.val = NULL; /* this phase's sources end here */
+        sweep_trial_sources(sh, stack->trials[k], NULL, NULL, NULL); /* this phase's sources end here */
     }
     free(blob);
     return st;
@@ -223,6 +233,13 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
         val = file_order_source_as_batch_source(&vs);
         valp = &val;
     }
+    file_order_source vms; /* --tta flip trials: val's mirror images */
+    ftl_batch_source val_m = {0}, *val_mp = NULL;
+    if (r->have_val_flipped) {
+        file_order_source_init(&vms, &r->val_flipped);
+        val_m = file_order_source_as_batch_source(&vms);
+        val_mp = &val_m;
+    }
     int n = stack->count;
     ftl_status st = FTL_OK;
     /* where the stack's order stands: the members are at the same epoch, so at the same position */
@@ -231,11 +248,10 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
         sweep_trial *tr = &sh->trials[stack->trials[k]];
         double t0 = ftl_now();
         if (!tr->open) {
-            st = sweep_open_trial(sh, stack->trials[k], &train, valp);
+            st = sweep_open_trial(sh, stack->trials[k], &train, valp, val_mp);
             if (st != FTL_OK) st = ftl_fail_context(st, "trial %d", stack->trials[k] + 1);
         } else {
-            tr->fr.train = &train;
-            tr->fr.val = valp;
+            sweep_trial_sources(sh, stack->trials[k], &train, valp, val_mp);
         }
         tr->seconds += ftl_now() - t0;
     }
@@ -340,6 +356,7 @@ static ftl_status run_stack(sweep_shared *sh, const sweep_stack *stack) {
     free(heads), free(counts), free(members);
     chunk_free(&chunk);
     if (r->have_val_store) file_order_source_free(&vs);
+    if (r->have_val_flipped) file_order_source_free(&vms);
     global_order_source_free(&gs);
     return st;
 }

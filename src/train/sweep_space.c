@@ -14,7 +14,7 @@
 #include <string.h>
 
 static const char *const names[FTL_SWEEP_PARAM_COUNT] = {
-    "lr", "dropout", "batch", "optimizer", "momentum", "warmup", "weight-decay", "label-smoothing", "lr-schedule"};
+    "lr", "dropout", "batch", "optimizer", "momentum", "warmup", "weight-decay", "label-smoothing", "lr-schedule", "tta"};
 
 const char *ftl_sweep_param_name(ftl_sweep_param param) {
     return param >= 0 && param < FTL_SWEEP_PARAM_COUNT ? names[param] : "?";
@@ -24,6 +24,7 @@ void ftl_sweep_setting_text(const ftl_sweep_trial *t, ftl_sweep_param p, char *b
     if (p < 0 || p >= FTL_SWEEP_PARAM_COUNT || !t->set[p]) snprintf(buf, size, "%s", "");
     else if (p == FTL_SWEEP_LR_SCHEDULE) snprintf(buf, size, "%s", t->lr_schedule);
     else if (p == FTL_SWEEP_OPTIMIZER) snprintf(buf, size, "%s", ftl_optimizer_kind_name((ftl_optimizer_kind)t->value[p]));
+    else if (p == FTL_SWEEP_TTA) snprintf(buf, size, "%s", t->value[p] != 0 ? "flip" : "none");
     else snprintf(buf, size, "%.9g", t->value[p]);
 }
 
@@ -42,7 +43,7 @@ static ftl_status param_of(const char *spec, const char *flag, ftl_sweep_param *
         }
     return ftl_fail(FTL_E_INVALID_ARG,
                     "%s %s: unknown hyperparameter \"%.*s\" (expected lr, dropout, batch, optimizer, momentum, warmup, "
-                    "weight-decay, label-smoothing or lr-schedule)",
+                    "weight-decay, label-smoothing, lr-schedule or tta)",
                     flag, spec, (int)(n < 64 ? n : 64), spec);
 }
 
@@ -70,6 +71,13 @@ static ftl_status parse_value(ftl_sweep_param p, const char *text, size_t len, c
         ftl_status st = ftl_optimizer_kind_parse(buf, &kind);
         if (st != FTL_OK) return ftl_fail_context(st, "%s %s", flag, spec);
         *out = (double)kind;
+        return FTL_OK;
+    }
+    if (p == FTL_SWEEP_TTA) {
+        ftl_tta tta;
+        ftl_status st = ftl_tta_parse(buf, false, &tta);
+        if (st != FTL_OK) return ftl_fail_context(st, "%s %s", flag, spec);
+        *out = tta == FTL_TTA_FLIP ? 1 : 0;
         return FTL_OK;
     }
     if (p == FTL_SWEEP_LR_SCHEDULE) { /* checked as ftl train checks it; the caller keeps the text */
@@ -135,7 +143,7 @@ ftl_status ftl_sweep_space_add_range(ftl_sweep_space *s, const char *spec) {
     ftl_sweep_param p;
     const char *rest;
     FTL_TRY(new_param(s, spec, "--range", &p, &rest));
-    if (p == FTL_SWEEP_BATCH || p == FTL_SWEEP_OPTIMIZER || p == FTL_SWEEP_LR_SCHEDULE)
+    if (p == FTL_SWEEP_BATCH || p == FTL_SWEEP_OPTIMIZER || p == FTL_SWEEP_LR_SCHEDULE || p == FTL_SWEEP_TTA)
         return ftl_fail(FTL_E_INVALID_ARG, "--range %s: %s takes a --grid of values", spec, names[p]);
     const char *c1 = strchr(rest, ':');
     if (!c1) return ftl_fail(FTL_E_INVALID_ARG, "--range %s: expected %s=LO:HI or %s=LO:HI:log", spec, names[p], names[p]);

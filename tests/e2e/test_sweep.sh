@@ -114,6 +114,34 @@ print(len(rows), "trials;", len(lrs), "distinct lr sequences")
 assert len(lrs) >= 2  # the schedules differ
 PYEOF
 
+# flip TTA swept: trials with and without it in one stack, val's mirror images cached once for the
+# sweep; each trial's model (which records ftl.tta) and epoch records are ftl train's alone with its --tta
+TTA=(--grid tta=none,flip --grid lr=1e-3,1e-2 --dropout 0.5)
+"$FTL" sweep "$T" "${COMMON[@]}" "${TTA[@]}" --out "$d/tta.ftl" --cache-dir "$d/best.trials/ftl-feature-cache" \
+    >"$d/tta.out" 2>&1 || fail sweep_tta_grid_runs "$(tail -3 "$d/tta.out")"
+grep -q -E "^sweep: 4 trials in 1 stacks \(1 side by side" "$d/tta.out" && grep -q 'val features of .*, mirrored' "$d/tta.out" &&
+    pass sweep_tta_grid_stacked_and_mirrored_val_cached || fail sweep_tta_grid_stacked_and_mirrored_val_cached "$(cat "$d/tta.out")"
+"$PY" - "$d/tta.trials/results.csv" >"$d/tta.txt" <<'PYEOF'
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    print(r["trial"], r["tta"], r["lr"])
+PYEOF
+same=0 total=0 logs=0
+while read -r trial tta lr; do
+    total=$((total + 1))
+    f=$(printf 'trial-%04d' "$trial")
+    "$FTL" train "$T" "${COMMON[@]}" --dropout 0.5 --lr "$lr" --tta "$tta" --out "$d/tta-alone-$trial.ftl" \
+        --log "$d/tta-alone-$trial.jsonl" --cache-dir "$d/best.trials/ftl-feature-cache" >/dev/null 2>&1 &&
+        cmp -s "$d/tta-alone-$trial.ftl" "$d/tta.trials/$f.ftl" && same=$((same + 1))
+    "$PY" -c 'import json, sys
+e = lambda p: [(r["epoch"], r["loss"], r["val_loss"], r["val_acc"]) for r in map(json.loads, open(p)) if r.get("record") == "epoch"]
+sys.exit(0 if e(sys.argv[1]) == e(sys.argv[2]) and e(sys.argv[1]) else 1)' "$d/tta.trials/$f.jsonl" "$d/tta-alone-$trial.jsonl" &&
+        logs=$((logs + 1))
+done <"$d/tta.txt"
+echo "tta trials equal to ftl train alone: models $same, logs $logs of $total"
+check sweep_tta_trials_equal_ftl_train_alone test "$same" -eq 4 -a "$logs" -eq 4 -a "$total" -eq 4 -a \
+    "$(cut -d' ' -f2 "$d/tta.txt" | sort -u | tr '\n' ' ')" = "flip none "
+
 # the same sweep one stack at a time, at most 3 trials a stack, each trial stepped on its own (not
 # side by side): the same models (no trial depends on which others share its stack or thread)
 FTL_SWEEP_SIDE_BY_SIDE=0 "$FTL" sweep "$T" "${COMMON[@]}" --grid lr=1e-3,1e-2 --grid dropout=0,0.5 --grid batch=16,32 --grid optimizer=nadam,sgd \

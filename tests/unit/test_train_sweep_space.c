@@ -66,6 +66,31 @@ TEST(sweep_grid_of_label_smoothing_and_lr_schedule) {
     free(t);
 }
 
+/* Flip TTA as a grid of words: none / flip, given to each trial as ftl train's --tta; no range. */
+TEST(sweep_grid_of_tta) {
+    ftl_sweep_space s;
+    ftl_sweep_space_init(&s);
+    CHECK(ftl_sweep_space_add_grid(&s, "tta=none,flip") == FTL_OK);
+    ftl_sweep_trial *t = NULL;
+    int n = 0;
+    if (!CHECK(ftl_sweep_space_trials(&s, 0, 1, 1024, &t, &n) == FTL_OK)) return;
+    CHECK_EQ_INT(n, 2);
+    char text[16];
+    for (int i = 0; i < n; i++) {
+        ftl_sweep_setting_text(&t[i], FTL_SWEEP_TTA, text, sizeof text);
+        CHECK_STR_EQ(text, i == 0 ? "none" : "flip");
+    }
+    free(t);
+    CHECK(strcmp(ftl_sweep_param_name(FTL_SWEEP_TTA), "tta") == 0);
+    ftl_sweep_space_init(&s);
+    CHECK(ftl_sweep_space_add_grid(&s, "tta=none,crop") == FTL_E_INVALID_ARG);
+    CHECK_CONTAINS(ftl_last_error(), "--grid tta=none,crop: --tta crop: ftl's test-time augmentation is flip");
+    ftl_sweep_space_init(&s);
+    CHECK(ftl_sweep_space_add_grid(&s, "tta=flip,flip") == FTL_E_INVALID_ARG);
+    CHECK(ftl_sweep_space_add_range(&s, "tta=0:1") == FTL_E_INVALID_ARG);
+    CHECK_CONTAINS(ftl_last_error(), "tta takes a --grid of values");
+}
+
 TEST(sweep_random_draws_within_ranges_and_repeat_with_the_seed) {
     ftl_sweep_space s;
     ftl_sweep_space_init(&s);
