@@ -274,15 +274,20 @@ static int chart_height(int legend_rows) {
 void svg_line_chart(ftl_strbuf *b, const char *title, const char *x_label, const char *y_label, const chart_series *s, int ns,
                     const chart_marker *m, int nm, const chart_axis *axis) {
     frame f = {INFINITY, -INFINITY, 0, 0, false, chart_height(ns), 0, false};
-    double lo = INFINITY, hi = -INFINITY;
+    double lo = INFINITY, hi = -INFINITY, lo_positive = INFINITY;
     for (int i = 0; i < ns; i++)
         for (int64_t k = 0; k < s[i].n; k++) {
             if (!isfinite(s[i].y[k]) || !isfinite(s[i].x[k])) continue;
             f.x0 = fmin(f.x0, s[i].x[k]), f.x1 = fmax(f.x1, s[i].x[k]);
             lo = fmin(lo, s[i].y[k]), hi = fmax(hi, s[i].y[k]);
+            if (s[i].y[k] > 0) lo_positive = fmin(lo_positive, s[i].y[k]);
         }
     if (!isfinite(f.x0)) f.x0 = 0, f.x1 = 1;
     f.x0 -= 0.5, f.x1 += 0.5;
+    /* A log axis over the positive values; a 0 among them (a learning rate decayed to nothing) is
+     * drawn on its floor, a decade below the smallest positive one, rather than turning the decades
+     * into a linear axis. */
+    if (axis && axis->log_when_wide && lo == 0 && isfinite(lo_positive)) lo = lo_positive / 10;
     choose_y(&f, lo, hi, axis);
     placed *p = ftl_xcalloc(1, sizeof *p);
     axes(b, p, &f, title, x_label, y_label);

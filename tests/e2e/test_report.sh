@@ -128,6 +128,20 @@ expect_error report_refuses_an_existing_output 2 'already exists' "$FTL_SAN" rep
 printf '{"record":"epoch","epoch":1,"loss":1,"acc":0.5}\n{"record":"epoch","epoch":2,"loss":1e999,"acc":0.5,"best_epoch":1e999,"epochs":1e300}\n' >"$d/huge.jsonl"
 "$FTL_SAN" report "$d/huge.jsonl" -o "$d/huge.html" >/dev/null 2>"$d/huge.err" && ! grep -q -E 'Sanitizer|runtime error' "$d/huge.err" &&
     pass report_survives_huge_numbers || fail report_survives_huge_numbers "$(head -3 "$d/huge.err")"
+# a learning rate that spans decades and reaches 0: a log axis, the 0 drawn on its floor below the rest
+printf '%s\n' '{"record":"epoch","epoch":1,"loss":1,"acc":0.5,"lr":0.01}' '{"record":"epoch","epoch":2,"loss":0.8,"acc":0.6,"lr":1e-4}' \
+    '{"record":"epoch","epoch":3,"loss":0.7,"acc":0.7,"lr":0}' >"$d/lr0.jsonl"
+"$FTL_SAN" report "$d/lr0.jsonl" -o "$d/lr0.html" >/dev/null 2>"$d/lr0.err" && $PY - "$d/lr0.html" <<'PYEOF' &&
+import re, sys
+page = open(sys.argv[1]).read()
+start = page.rindex("<svg", 0, page.index("<title>Learning rate</title>"))
+svg = page[start:page.index("</svg>", start)]
+assert 'data-y-scale="log"' in svg, svg[:300]
+ys = {v: float(y) for y, v in re.findall(r'<circle cx="[0-9.]+" cy="([0-9.]+)"[^>]*data-value="([^"]+)"', svg)}
+print(ys)
+assert set(ys) == {"0.01", "0.0001", "0"} and ys["0.01"] < ys["0.0001"] < ys["0"]  # screen y grows downwards
+PYEOF
+    pass report_lr_log_axis_copes_with_zero || fail report_lr_log_axis_copes_with_zero "$(cat "$d/lr0.err")"
 # phases and resumes from a hostile log: a fine-tune record without its fields, a resume naming
 # nothing real, epoch numbers near the clamp, infinite time parts
 printf '%s\n' '{"record":"epoch","epoch":99999999,"loss":1,"acc":0.5,"time":{"head_s":1e308,"backbone_s":1e308}}' \
