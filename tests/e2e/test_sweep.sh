@@ -119,7 +119,7 @@ PYEOF
 TTA=(--grid tta=none,flip --grid lr=1e-3,1e-2 --dropout 0.5)
 "$FTL" sweep "$T" "${COMMON[@]}" "${TTA[@]}" --out "$d/tta.ftl" --cache-dir "$d/best.trials/ftl-feature-cache" \
     >"$d/tta.out" 2>&1 || fail sweep_tta_grid_runs "$(tail -3 "$d/tta.out")"
-grep -q -E "^sweep: 4 trials in 1 stacks \(1 side by side" "$d/tta.out" && grep -q 'val features of .*, mirrored' "$d/tta.out" &&
+grep -q -E "^sweep: 4 trials in [12] stacks \([12] side by side" "$d/tta.out" && grep -q 'val features of .*, mirrored' "$d/tta.out" &&
     pass sweep_tta_grid_stacked_and_mirrored_val_cached || fail sweep_tta_grid_stacked_and_mirrored_val_cached "$(cat "$d/tta.out")"
 "$PY" - "$d/tta.trials/results.csv" >"$d/tta.txt" <<'PYEOF'
 import csv, sys
