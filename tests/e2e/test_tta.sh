@@ -133,7 +133,7 @@ assert abs(ev["loss"] - last["val_loss"]) <= 1e-5 * ev["loss"] and abs(ev["top1"
 PYEOF
 
 # ---- Python
-PYTHONPATH="$BUILD/python" $PY - "$d" "$V" <<'PYEOF' && pass tta_python_model_options || fail tta_python_model_options "see log"
+PYTHONPATH="$BUILD/python" $PY - "$d" "$V" "$MODEL" <<'PYEOF' && pass tta_python_model_options || fail tta_python_model_options "see log"
 import json, sys
 import numpy as np
 import ftl
@@ -148,6 +148,9 @@ e = m.evaluate(val, cache_dir=d + "/cache", verbose=0)
 e_none = m.evaluate(val, cache_dir=d + "/cache", verbose=0, tta="none")
 assert e["loss"] == json.load(open(d + "/eval_cached.json"))["loss"] and e_none["loss"] == json.load(open(d + "/eval_plain.json"))["loss"]
 assert m.export(d + "/py.onnx", tta="none")["tta_flip"] is False
+h = ftl.train(d + "/ds/train.parquet", val=val, backbone=sys.argv[3], out=d + "/py.ftl", epochs=1, tta="flip",
+              cache_dir=d + "/cache", verbose=0)
+assert h.model.tta == "flip", h.model.tta
 try:
     m.predict(x, tta="crop")
     raise SystemExit("tta='crop' was accepted")
