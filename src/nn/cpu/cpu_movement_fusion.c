@@ -8,6 +8,7 @@
  * images (each must map to its own rows, as image 0 does), so any composition of these ops is exact.
  * FTL_NN_GATHER_CHAINS=0 keeps the nodes' own steps (A/B runs, tests). */
 #include "nn/cpu/cpu_plan.h"
+#include "nn/cpu/emit_common.h"
 #include "nn/ir/ops.h"
 #include "nn/ir/shape.h"
 #include "util/error.h"

@@ -3,6 +3,7 @@
  * libgomp), so the thread count is omp_set_num_threads() on the calling thread; it is set before
  * primitives are created (oneDNN sizes its work split then) and before each run. */
 #include "nn/cpu/cpu_plan.h"
+#include "nn/cpu/emitters.h"
 #include "nn/cpu/kernels/layernorm.h"
 #include "nn/ir/topo.h"
 #include "nn/ir/shape.h"

@@ -249,24 +249,11 @@ bool cpu_switch_on(const char *name);
  * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
  * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
-/* The type a copy of tensor t from a source of type dt is written in: bf16 in a bf16 plan when only
- * bf16 readers take t (linear layers, fused attentions, through views), else dt. */
-dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t);
-
 /* cpu_movement_fusion.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
  * none under FTL_NN_GATHER_CHAINS=0, in int8 plans, or through an observed tensor), emits one at its
  * sink node, frees them. Shapes are for p->batch on return. */
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_gather_free(nn_plan *p);
-
-/* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
- * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */
-int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g);
-/* Whether this plan fuses depthwise pairs at all (fp32, AVX-512, not calibrating, not turned off). */
-bool cpu_depthwise_fusion_on(const nn_plan *p);
-
-/* cpu_ops.c: emits the steps of one node. */
-ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);
 
 #endif
