@@ -1,5 +1,6 @@
-/* Internals of the oneDNN CPU backend, shared by cpu_plan.c (values, buffers, memory planning,
- * execution) and cpu_ops.c (one emitter per op).
+/* The oneDNN CPU backend's plan and its builder (cpu_plan_builder.c: values, buffers, steps, reorders),
+ * used by the emitters (emit_*.c, one file per op family), the fusions, compile (cpu_compile.c:
+ * memory planning) and run (cpu_backend.c).
  *
  * A value is one dnnl memory: a descriptor (layout + data type) bound to a buffer. Several
  * values may share a buffer (in-place ops, reshapes, sum post-ops). Buffers get offsets in one
@@ -187,6 +188,9 @@ bool cpu_one_chunk_until_read(const nn_plan *p, int t);
 /* Makes tensor t's value one of cur_mb images (a view of the same buffer) when it was made for
  * another micro-batch. */
 ftl_status cpu_rebatch(nn_plan *p, int t);
+/* Bytes between consecutive images of a value of mb images whose first dimension is outermost; 0 when
+ * the images are not contiguous. */
+size_t cpu_image_bytes(const dnnl_memory_desc_t *md, int mb);
 /* Records that tensor t now lives in value v. */
 void cpu_bind(nn_plan *p, int t, int v);
 /* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
@@ -204,6 +208,7 @@ ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnn
  * requantization to the output's scale when an activation runs last; else 1). */
 ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
                               float act_scale, int src_zero, int dst_zero);
+static inline bool cpu_is_int8_type(dnnl_data_type_t t) { return t == dnnl_u8 || t == dnnl_s8; }
 /* Whether node n's data input has an int8 form, so the node runs in int8. */
 bool cpu_node_int8(const nn_plan *p, const nn_node *n);
 /* Appends a FakeQuantize step src -> dst (f32 values of one layout; dst may be src). */
@@ -220,7 +225,7 @@ dnnl_data_type_t cpu_compute_type(const nn_plan *p);
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
 dnnl_format_tag_t cpu_blocked_tag(void);
 /* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
- * 16s, transformed weights amortised over the run's pixels; see cpu_plan.c). */
+ * 16s, transformed weights amortised over the run's pixels; see cpu_plan_builder.c). */
 bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
 
 /* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
