@@ -157,6 +157,80 @@ static ftl_status emit_product_with_tail(nn_plan *p, nn_graph *g, dnnl_primitive
     return FTL_OK;
 }
 
+/* The product's weights as an [outs, k] array (B, transposed unless Gemm's trans_b, times alpha) and
+ * *bias its bias times beta (NULL: none). */
+static float *linear_weights(const nn_graph *g, const nn_node *n, int64_t k, int64_t outs, bool trans_b, float alpha,
+                             float beta, float **bias_out) {
+    const float *B = g->tensors[n->in[1]].data;
+    float *wt = ftl_xmalloc((size_t)(outs * k) * sizeof *wt); /* [outs, k] */
+    for (int64_t o = 0; o < outs; o++)
+        for (int64_t i = 0; i < k; i++) wt[o * k + i] = alpha * (trans_b ? B[o * k + i] : B[i * outs + o]);
+    float *bias = NULL;
+    if (n->n_in > 2 && n->in[2] >= 0) { /* Gemm's C, or the bias the optimiser moved into a MatMul */
+        const nn_tensor *ct = &g->tensors[n->in[2]];
+        bias = ftl_xmalloc((size_t)outs * sizeof *bias);
+        for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
+    }
+    *bias_out = bias;
+    return wt;
+}
+
+/* The int8 product's s8 weights and output scales from wt, *bias replaced by the bias over the output
+ * scales (a quantized model's weight scales where it gives them). */
+static void quantize_linear(const nn_plan *p, const nn_node *n, const nn_tensor *bt, const float *wt, int64_t outs,
+                            int64_t k, float **bias, int8_t **qw_out, float **qscales_out) {
+    int8_t *qw = ftl_xmalloc((size_t)(outs * k));
+    float *qscales = ftl_xmalloc((size_t)outs * sizeof *qscales);
+    float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias), sx = p->int8_scale[n->in[0]];
+    if (p->int8_zero) {
+        float *ws = ftl_xmalloc((size_t)outs * sizeof *ws);
+        for (int64_t o = 0; o < outs; o++) ws[o] = bt->weight_scale[bt->weight_scale_axis < 0 ? 0 : o];
+        nn_quantize_conv_weights_with(wt, outs, k, sx, ws, *bias, qw, qscales, qbias);
+        free(ws);
+    } else {
+        nn_quantize_conv_weights(wt, outs, k, sx, *bias, qw, qscales, qbias);
+    }
+    free(*bias);
+    *bias = qbias;
+    *qw_out = qw;
+    *qscales_out = qscales;
+}
+
+/* The product's output: over the summand's buffer for a residual Add post-op (or a copy of it), else a
+ * new buffer; then its step. */
+static ftl_status emit_product_output(nn_plan *p, const nn_node *n, dnnl_primitive_desc_t pd, int src_v, int wei_v,
+                                      int bias_v, const dnnl_memory_desc_t *dst_md, const dnnl_memory_desc_t *plain_y,
+                                      const char *label) {
+    ftl_status st = FTL_OK;
+    int sum_t = -1;
+    for (int k = 0; k < n->n_post; k++)
+        if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;
+    int b = -1;
+    if (sum_t >= 0) {
+        /* dst += summand (a residual Add): the matmul writes over the summand's buffer, or over a
+         * copy of it when the summand is still needed later */
+        int sv;
+        st = cpu_ensure(p, sum_t, plain_y, &sv);
+        if (st == FTL_OK && (!cpu_can_overwrite(p, sv) || p->vals[sv].buf == p->vals[src_v].buf)) {
+            b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
+            st = cpu_emit_reorder(p, sv, cpu_new_value(p, plain_y, b), label);
+        } else if (st == FTL_OK) {
+            b = p->vals[sv].buf;
+        }
+        if (st != FTL_OK) {
+            dnnl_primitive_desc_destroy(pd);
+            return st;
+        }
+    } else {
+        b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
+    }
+    int dst_v = cpu_new_value(p, dst_md, b);
+    cpu_bind(p, n->out[0], cpu_new_value(p, plain_y, b));
+    int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    int vals[4] = {src_v, wei_v, dst_v, bias_v};
+    return cpu_emit_prim(p, pd, keys, vals, bias_v >= 0 ? 4 : 3, 2, label);
+}
+
 /* Gemm and MatMul with constant B: an inner product over the last axis. */
 ftl_status cpu_emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     char label[96];
@@ -167,16 +241,7 @@ ftl_status cpu_emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     int64_t k = xs->d[xs->rank - 1], outs = ys->d[ys->rank - 1], rows = nn_shape_count(xs) / k;
     bool trans_b = gemm && n->p.trans_b;
     float alpha = gemm ? n->p.alpha : 1.0f, beta = gemm ? n->p.beta : 1.0f;
-    const float *B = bt->data;
-    float *wt = ftl_xmalloc((size_t)(outs * k) * sizeof *wt); /* [outs, k] */
-    for (int64_t o = 0; o < outs; o++)
-        for (int64_t i = 0; i < k; i++) wt[o * k + i] = alpha * (trans_b ? B[o * k + i] : B[i * outs + o]);
-    float *bias = NULL;
-    if (n->n_in > 2 && n->in[2] >= 0) { /* Gemm's C, or the bias the optimiser moved into a MatMul */
-        const nn_tensor *ct = &g->tensors[n->in[2]];
-        bias = ftl_xmalloc((size_t)outs * sizeof *bias);
-        for (int64_t o = 0; o < outs; o++) bias[o] = beta * ((const float *)ct->data)[ct->count == 1 ? 0 : o];
-    }
+    float *bias = NULL, *wt = linear_weights(g, n, k, outs, trans_b, alpha, beta, &bias);
     /* int8: u8/s8 rows times s8 weights per output column, quantized as convolutions' are (a quantized
      * model's: its own integers and scales, when it gives them so), the bias over the output scales */
     const int waxis = nn_int8_linear_out_axis(g, n);
@@ -185,21 +250,7 @@ ftl_status cpu_emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     bool q = cpu_node_int8(p, n) && (!p->int8_zero || model_weights);
     int8_t *qw = NULL;
     float *qscales = NULL;
-    if (q) {
-        qw = ftl_xmalloc((size_t)(outs * k));
-        qscales = ftl_xmalloc((size_t)outs * sizeof *qscales);
-        float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias), sx = p->int8_scale[n->in[0]];
-        if (p->int8_zero) {
-            float *ws = ftl_xmalloc((size_t)outs * sizeof *ws);
-            for (int64_t o = 0; o < outs; o++) ws[o] = bt->weight_scale[bt->weight_scale_axis < 0 ? 0 : o];
-            nn_quantize_conv_weights_with(wt, outs, k, sx, ws, bias, qw, qscales, qbias);
-            free(ws);
-        } else {
-            nn_quantize_conv_weights(wt, outs, k, sx, bias, qw, qscales, qbias);
-        }
-        free(bias);
-        bias = qbias;
-    }
+    if (q) quantize_linear(p, n, bt, wt, outs, k, &bias, &qw, &qscales);
     /* many rows (a transformer's tokens): oneDNN's matmul, faster there than its inner product
      * (~1.2-1.4x at 394 x 768 x 3072 on AVX-512, bench/transformers); few rows (a CNN head): inner product.
      * A quantized model's source zero point needs the matmul. */
@@ -260,7 +311,7 @@ ftl_status cpu_emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
             if (s != dnnl_success) st = ftl_fail_context(cpu_check(s, "matmul"), "node '%s' (%s)", n->name, n->op_type);
         }
     }
-    int src_v = -1, wei_v = -1, bias_v = -1, dst_v;
+    int src_v = -1, wei_v = -1, bias_v = -1;
     if (st == FTL_OK) {
         /* the input as a plain [rows, k] matrix of the compute type */
         int v = p->tval[n->in[0]];
@@ -285,31 +336,5 @@ ftl_status cpu_emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), plain_y;
     cpu_plain_md(&plain_y, ys, bf16_out ? dnnl_bf16 : dnnl_f32);
     if (has_tail) return emit_product_with_tail(p, g, pd, &tail, src_v, wei_v, bias_v, &scale_md, scale_index, label);
-    int sum_t = -1;
-    for (int k = 0; k < n->n_post; k++)
-        if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;
-    int b = -1;
-    if (sum_t >= 0) {
-        /* dst += summand (a residual Add): the matmul writes over the summand's buffer, or over a
-         * copy of it when the summand is still needed later */
-        int sv;
-        st = cpu_ensure(p, sum_t, &plain_y, &sv);
-        if (st == FTL_OK && (!cpu_can_overwrite(p, sv) || p->vals[sv].buf == p->vals[src_v].buf)) {
-            b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
-            st = cpu_emit_reorder(p, sv, cpu_new_value(p, &plain_y, b), label);
-        } else if (st == FTL_OK) {
-            b = p->vals[sv].buf;
-        }
-        if (st != FTL_OK) {
-            dnnl_primitive_desc_destroy(pd);
-            return st;
-        }
-    } else {
-        b = cpu_new_buf(p, 0, p->last_node[n->out[0]]);
-    }
-    dst_v = cpu_new_value(p, &dst_md, b);
-    cpu_bind(p, n->out[0], cpu_new_value(p, &plain_y, b));
-    int keys[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    int vals[4] = {src_v, wei_v, dst_v, bias_v};
-    return cpu_emit_prim(p, pd, keys, vals, bias_v >= 0 ? 4 : 3, 2, label);
+    return emit_product_output(p, n, pd, src_v, wei_v, bias_v, &dst_md, &plain_y, label);
 }
