@@ -80,31 +80,16 @@ typedef struct cpu_step {
     int convert_zero;         /* CONVERT: the int8 side's zero point (q = round(x scale) + zero; x = (q - zero) scale) */
     float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
     int fq_zero, fq_lo, fq_hi;
-    int attn;                 /* CPU_STEP_ATTENTION: index into nn_plan.attn */
+    int attn;                 /* CPU_STEP_ATTENTION: which of the plan's fused attentions */
     float *ln_params;         /* CPU_STEP_LAYERNORM: gamma then beta (owned), channels each */
     float ln_epsilon;
     int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
 } cpu_step;
 
-/* A fused attention (cpu_attention_fusion.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
- * scale and the constant bias table [period][rows][keys] (NULL: none). */
-typedef struct cpu_attention_op {
-    int qk, pv;
-    int q, kt, v;
-    float scale;
-    float *bias;
-    int64_t period;
-} cpu_attention_op;
-
-/* A chain of data movement run as one copy (cpu_movement_fusion.c): the sink node's output copied from the
- * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
- * at element b x src_per_image + run_src[r] of the source (plain row-major both); with an addend
- * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
-typedef struct cpu_gather_op {
-    int source, sink_node, addend, emit_node;
-    int64_t run, runs_per_image, src_per_image;
-    int64_t *run_src;
-} cpu_gather_op;
+/* A feature's own state, defined in its file: the fused attentions (cpu_attention_fusion.c) and the
+ * chains of data movement run as one copy (cpu_movement_fusion.c). */
+typedef struct cpu_attention_list cpu_attention_list;
+typedef struct cpu_movement_chains cpu_movement_chains;
 
 typedef struct cpu_conv_cache {
     int tensor, value;
@@ -151,12 +136,10 @@ struct nn_plan {
                                  for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
                                  cut halves included, so they give the whole backbone's bits; on AVX2 CPUs for
                                  convolutional backbones too (nn_graph.blocked_images) */
-    cpu_attention_op *attn;   /* fused attentions */
-    int n_attn, cap_attn;
+    cpu_attention_list *attention; /* fused attentions (cpu_attention_fusion.c's own; NULL: none looked for) */
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
                                  where attention k is emitted */
-    cpu_gather_op *gathers;   /* data movement chains run as one copy */
-    int n_gathers, cap_gathers;
+    cpu_movement_chains *chains; /* data movement chains run as one copy (cpu_movement_fusion.c's own) */
     int *node_gather;         /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
                                  sink of chain k */
 };
