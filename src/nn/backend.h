@@ -1,6 +1,6 @@
 /* The boundary between the graph and the hardware. A backend compiles an optimised graph for a
  * fixed batch size and precision into a plan (primitives created once, memory planned once),
- * then runs the plan any number of times. The oneDNN CPU backend (cpu_plan.c) and the CUDA
+ * then runs the plan any number of times. The oneDNN CPU backend (cpu/cpu_backend.c) and the CUDA
  * backend (cuda/cuda_plan.c: cuDNN, cuBLAS, ftl's kernels) implement the same table. */
 #ifndef FTL_NN_BACKEND_H
 #define FTL_NN_BACKEND_H

@@ -18,6 +18,22 @@
 
 enum { MAX_CHAIN = 16, MAX_BIAS_FLOATS = 1 << 24 };
 
+/* A fused attention (cpu_attention_fusion.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
+ * scale and the constant bias table [period][rows][keys] (NULL: none). */
+typedef struct cpu_attention_op {
+    int qk, pv;
+    int q, kt, v;
+    float scale;
+    float *bias;
+    int64_t period;
+} cpu_attention_op;
+
+/* The plan's fused attentions, in the order their second MatMuls come. */
+struct cpu_attention_list {
+    cpu_attention_op *ops;
+    int n, cap;
+};
+
 /* A constant added to the scores, with the factor later scalars multiplied it by and the scores'
  * shape where it was added. */
 typedef struct bias_term {
@@ -239,25 +255,26 @@ static bool match(nn_plan *p, const nn_graph *g, const int *uses, const bool *ob
 ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe) {
     p->node_fused = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_fused);
     for (int i = 0; i < g->n_nodes; i++) p->node_fused[i] = -1;
+    cpu_attention_list *list = p->attention = ftl_xcalloc(1, sizeof *p->attention);
     if (!cpu_switch_on("FTL_NN_FUSED_ATTENTION") || !nn_attention_available() || p->int8_zero) return FTL_OK;
     int *uses = nn_graph_use_counts(g);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].op != NN_OP_SOFTMAX || g->nodes[i].dead) continue;
         cpu_attention_op op;
         if (!match(p, g, uses, observe, i, &op)) continue;
-        if (p->n_attn == p->cap_attn) {
-            p->cap_attn = p->cap_attn ? 2 * p->cap_attn : 16;
-            p->attn = ftl_xrealloc(p->attn, (size_t)p->cap_attn * sizeof *p->attn);
+        if (list->n == list->cap) {
+            list->cap = list->cap ? 2 * list->cap : 16;
+            list->ops = ftl_xrealloc(list->ops, (size_t)list->cap * sizeof *list->ops);
         }
-        p->node_fused[op.pv] = p->n_attn;
-        p->attn[p->n_attn++] = op;
+        p->node_fused[op.pv] = list->n;
+        list->ops[list->n++] = op;
     }
     free(uses);
     return FTL_OK;
 }
 
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth) {
-    if (!p->node_fused || p->n_attn == 0 || depth > 4 || t < 0 || !cpu_one_chunk_until_read(p, t)) return false;
+    if (!p->node_fused || !p->attention || p->attention->n == 0 || depth > 4 || t < 0 || !cpu_one_chunk_until_read(p, t)) return false;
     int mb = p->node_mb ? p->node_mb[p->cur_node] : p->batch, readers = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
@@ -302,7 +319,7 @@ static const nn_node *sole_transpose_reader(const nn_plan *p, const nn_graph *g,
 }
 
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node) {
-    const cpu_attention_op *op = &p->attn[p->node_fused[node]];
+    const cpu_attention_op *op = &p->attention->ops[p->node_fused[node]];
     const nn_node *n = &g->nodes[node];
     FTL_TRY(cpu_rebatch(p, op->q));
     FTL_TRY(cpu_rebatch(p, op->kt));
@@ -364,7 +381,7 @@ static void operand_of(const cpu_value *v, nn_attn_operand *o, int n_lead) {
 }
 
 void cpu_attention_run(nn_plan *p, const cpu_step *s) {
-    const cpu_attention_op *op = &p->attn[s->attn];
+    const cpu_attention_op *op = &p->attention->ops[s->attn];
     const dnnl_memory_desc_t *qm = &p->vals[s->arg_val[0]].md, *km = &p->vals[s->arg_val[1]].md;
     const dnnl_memory_desc_t *vm = &p->vals[s->arg_val[2]].md;
     int r = qm->ndims;
@@ -379,7 +396,8 @@ void cpu_attention_run(nn_plan *p, const cpu_step *s) {
 }
 
 void cpu_attention_free(nn_plan *p) {
-    for (int i = 0; i < p->n_attn; i++) free(p->attn[i].bias);
-    free(p->attn);
+    for (int i = 0; p->attention && i < p->attention->n; i++) free(p->attention->ops[i].bias);
+    if (p->attention) free(p->attention->ops);
+    free(p->attention);
     free(p->node_fused);
 }

@@ -8,6 +8,7 @@
  * images (each must map to its own rows, as image 0 does), so any composition of these ops is exact.
  * FTL_NN_GATHER_CHAINS=0 keeps the nodes' own steps (A/B runs, tests). */
 #include "nn/cpu/cpu_plan.h"
+#include "nn/cpu/emit_common.h"
 #include "nn/ir/ops.h"
 #include "nn/ir/shape.h"
 #include "util/error.h"
@@ -244,6 +245,22 @@ static bool per_image_runs(const int32_t *map, int64_t n1, int64_t batch, int64_
     return gcd > 0;
 }
 
+/* A chain of data movement run as one copy (cpu_movement_fusion.c): the sink node's output copied from the
+ * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
+ * at element b x src_per_image + run_src[r] of the source (plain row-major both); with an addend
+ * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
+typedef struct cpu_gather_op {
+    int source, sink_node, addend, emit_node;
+    int64_t run, runs_per_image, src_per_image;
+    int64_t *run_src;
+} cpu_gather_op;
+
+/* The plan's movement chains, in the order their sinks come. */
+struct cpu_movement_chains {
+    cpu_gather_op *ops;
+    int n, cap;
+};
+
 /* A chain found, before its index table is checked. */
 typedef struct candidate {
     int *nodes, n_nodes, source, add, addend;
@@ -252,6 +269,7 @@ typedef struct candidate {
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
     p->node_gather = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_gather);
     for (int i = 0; i < g->n_nodes; i++) p->node_gather[i] = -1;
+    cpu_movement_chains *chains = p->chains = ftl_xcalloc(1, sizeof *p->chains);
     if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8_scale) return FTL_OK;
     graph_index x;
     index_graph(g, &x);
@@ -296,18 +314,18 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
                            : NULL;
         bool ok = map && per_image_runs(map, n1, batch, src1, &run) && run * 4 >= MIN_RUN_BYTES;
         if (ok) {
-            if (p->n_gathers == p->cap_gathers) {
-                p->cap_gathers = p->cap_gathers ? 2 * p->cap_gathers : 8;
-                p->gathers = ftl_xrealloc(p->gathers, (size_t)p->cap_gathers * sizeof *p->gathers);
+            if (chains->n == chains->cap) {
+                chains->cap = chains->cap ? 2 * chains->cap : 8;
+                chains->ops = ftl_xrealloc(chains->ops, (size_t)chains->cap * sizeof *chains->ops);
             }
-            cpu_gather_op *op = &p->gathers[p->n_gathers];
+            cpu_gather_op *op = &chains->ops[chains->n];
             *op = (cpu_gather_op){.source = k->source, .sink_node = s, .run = run, .runs_per_image = n1 / run,
                                   .src_per_image = src1, .addend = k->addend,
                                   .emit_node = k->add >= 0 ? k->add : s};
             op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
             for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = map[r * run];
             for (int j = 0; j < k->n_nodes; j++) p->node_gather[k->nodes[j]] = -2;
-            p->node_gather[op->emit_node] = p->n_gathers++;
+            p->node_gather[op->emit_node] = chains->n++;
             if (p->last_node[k->source] < op->emit_node) p->last_node[k->source] = op->emit_node; /* read there now */
         }
         free(map);
@@ -319,7 +337,7 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
 }
 
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
-    const cpu_gather_op *op = &p->gathers[p->node_gather[node]];
+    const cpu_gather_op *op = &p->chains->ops[p->node_gather[node]];
     const nn_node *n = &g->nodes[node]; /* the sink, or the Add after it */
     char label[96];
     snprintf(label, sizeof label, "%.56s (%s, one copy%s)", n->name, n->op_type, op->addend >= 0 ? " + add" : "");
@@ -362,7 +380,8 @@ ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
 }
 
 void cpu_gather_free(nn_plan *p) {
-    for (int k = 0; k < p->n_gathers; k++) free(p->gathers[k].run_src);
-    free(p->gathers);
+    for (int k = 0; p->chains && k < p->chains->n; k++) free(p->chains->ops[k].run_src);
+    if (p->chains) free(p->chains->ops);
+    free(p->chains);
     free(p->node_gather);
 }

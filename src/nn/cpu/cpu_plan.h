@@ -1,5 +1,6 @@
-/* Internals of the oneDNN CPU backend, shared by cpu_plan.c (values, buffers, memory planning,
- * execution) and cpu_ops.c (one emitter per op).
+/* The oneDNN CPU backend's plan and its builder (cpu_plan_builder.c: values, buffers, steps, reorders),
+ * used by the emitters (emit_*.c, one file per op family), the fusions, compile (cpu_compile.c:
+ * memory planning) and run (cpu_backend.c).
  *
  * A value is one dnnl memory: a descriptor (layout + data type) bound to a buffer. Several
  * values may share a buffer (in-place ops, reshapes, sum post-ops). Buffers get offsets in one
@@ -79,31 +80,16 @@ typedef struct cpu_step {
     int convert_zero;         /* CONVERT: the int8 side's zero point (q = round(x scale) + zero; x = (q - zero) scale) */
     float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
     int fq_zero, fq_lo, fq_hi;
-    int attn;                 /* CPU_STEP_ATTENTION: index into nn_plan.attn */
+    int attn;                 /* CPU_STEP_ATTENTION: which of the plan's fused attentions */
     float *ln_params;         /* CPU_STEP_LAYERNORM: gamma then beta (owned), channels each */
     float ln_epsilon;
     int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
 } cpu_step;
 
-/* A fused attention (cpu_attention_fusion.c): graph nodes qk (Q x K^T) to pv (x V), tensors Q, K^T, V, the
- * scale and the constant bias table [period][rows][keys] (NULL: none). */
-typedef struct cpu_attention_op {
-    int qk, pv;
-    int q, kt, v;
-    float scale;
-    float *bias;
-    int64_t period;
-} cpu_attention_op;
-
-/* A chain of data movement run as one copy (cpu_movement_fusion.c): the sink node's output copied from the
- * source tensor as runs of `run` elements, runs_per_image of them per image, run r of image b starting
- * at element b x src_per_image + run_src[r] of the source (plain row-major both); with an addend
- * (>= 0), the Add reading the sink (emit_node) is done on the way: out = copy + addend. */
-typedef struct cpu_gather_op {
-    int source, sink_node, addend, emit_node;
-    int64_t run, runs_per_image, src_per_image;
-    int64_t *run_src;
-} cpu_gather_op;
+/* A feature's own state, defined in its file: the fused attentions (cpu_attention_fusion.c) and the
+ * chains of data movement run as one copy (cpu_movement_fusion.c). */
+typedef struct cpu_attention_list cpu_attention_list;
+typedef struct cpu_movement_chains cpu_movement_chains;
 
 typedef struct cpu_conv_cache {
     int tensor, value;
@@ -150,12 +136,10 @@ struct nn_plan {
                                  for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
                                  cut halves included, so they give the whole backbone's bits; on AVX2 CPUs for
                                  convolutional backbones too (nn_graph.blocked_images) */
-    cpu_attention_op *attn;   /* fused attentions */
-    int n_attn, cap_attn;
+    cpu_attention_list *attention; /* fused attentions (cpu_attention_fusion.c's own; NULL: none looked for) */
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
                                  where attention k is emitted */
-    cpu_gather_op *gathers;   /* data movement chains run as one copy */
-    int n_gathers, cap_gathers;
+    cpu_movement_chains *chains; /* data movement chains run as one copy (cpu_movement_fusion.c's own) */
     int *node_gather;         /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
                                  sink of chain k */
 };
@@ -187,6 +171,9 @@ bool cpu_one_chunk_until_read(const nn_plan *p, int t);
 /* Makes tensor t's value one of cur_mb images (a view of the same buffer) when it was made for
  * another micro-batch. */
 ftl_status cpu_rebatch(nn_plan *p, int t);
+/* Bytes between consecutive images of a value of mb images whose first dimension is outermost; 0 when
+ * the images are not contiguous. */
+size_t cpu_image_bytes(const dnnl_memory_desc_t *md, int mb);
 /* Records that tensor t now lives in value v. */
 void cpu_bind(nn_plan *p, int t, int v);
 /* Primitive attributes: user scratchpad + post-ops of node n (NULL: none), optionally
@@ -204,6 +191,7 @@ ftl_status cpu_make_attr_dw(const nn_node *n, const nn_node *dw, int stride, dnn
  * requantization to the output's scale when an activation runs last; else 1). */
 ftl_status cpu_make_attr_int8(const nn_node *n, dnnl_primitive_attr_t *attr, const float *scales, int64_t count,
                               float act_scale, int src_zero, int dst_zero);
+static inline bool cpu_is_int8_type(dnnl_data_type_t t) { return t == dnnl_u8 || t == dnnl_s8; }
 /* Whether node n's data input has an int8 form, so the node runs in int8. */
 bool cpu_node_int8(const nn_plan *p, const nn_node *n);
 /* Appends a FakeQuantize step src -> dst (f32 values of one layout; dst may be src). */
@@ -220,7 +208,7 @@ dnnl_data_type_t cpu_compute_type(const nn_plan *p);
 dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
 dnnl_format_tag_t cpu_blocked_tag(void);
 /* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
- * 16s, transformed weights amortised over the run's pixels; see cpu_plan.c). */
+ * 16s, transformed weights amortised over the run's pixels; see cpu_plan_builder.c). */
 bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
 
 /* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
@@ -249,24 +237,11 @@ bool cpu_switch_on(const char *name);
  * through Gather/Transpose/Slice views, all at the current micro-batch: then a view of it in any
  * strides costs nothing (the kernel reads strides; depth: recursion guard, start at 0). */
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth);
-/* The type a copy of tensor t from a source of type dt is written in: bf16 in a bf16 plan when only
- * bf16 readers take t (linear layers, fused attentions, through views), else dt. */
-dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t);
-
 /* cpu_movement_fusion.c: marks the chains of data movement that run as one copy (after cpu_attention_find;
  * none under FTL_NN_GATHER_CHAINS=0, in int8 plans, or through an observed tensor), emits one at its
  * sink node, frees them. Shapes are for p->batch on return. */
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_gather_free(nn_plan *p);
-
-/* cpu_ops.c: the number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
- * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */
-int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g);
-/* Whether this plan fuses depthwise pairs at all (fp32, AVX-512, not calibrating, not turned off). */
-bool cpu_depthwise_fusion_on(const nn_plan *p);
-
-/* cpu_ops.c: emits the steps of one node. */
-ftl_status cpu_emit_node(nn_plan *p, nn_graph *g, int node);
 
 #endif
