@@ -1,5 +1,5 @@
 /* The public face of fine-tuning (ftl/nn.h: ftl_finetune_*): loads a backbone, selects its unfrozen
- * part (nn/trainable.c) and compiles the training plan (nn/cpu_train.c). */
+ * part (nn/trainable.c) and compiles the training plan (nn/cpu/cpu_train_plan.c). */
 #include "ftl/nn.h"
 #include "nn/onnx/load.h"
 #include "nn/ir/shape.h"
