@@ -6,8 +6,8 @@
 #include "nn/ir/topo.h"
 #include "nn/train_plan.h"
 #include "nn/ir/trainable.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

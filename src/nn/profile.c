@@ -6,9 +6,9 @@
 #include "nn/onnx/load.h"
 #include "nn/model_parts.h"
 #include "nn/ir/shape.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
-#include "util/fsutil.h"
 #include "util/timing.h"
 
 #include <math.h>

@@ -10,8 +10,8 @@
 #include "nn/cpu/cpu_plan.h"
 #include "nn/ir/ops.h"
 #include "nn/ir/shape.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

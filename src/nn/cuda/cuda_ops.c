@@ -1,8 +1,8 @@
 /* The CUDA backend's emitters, one per op: convolutions on cuDNN (NHWC), Gemm/MatMul on cuBLAS,
  * everything else on ftl's kernels or as free views (see cuda_plan.h). */
 #include "nn/cuda/cuda_plan.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 
 #include <stdio.h>

@@ -4,8 +4,8 @@
 #include "nn/cuda_backend.h"
 #include "nn/ir/shape.h"
 #include "nn/ir/topo.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 
 #include <limits.h>
