@@ -11,6 +11,7 @@
 #include "util/fsutil.h"
 #include "util/json.h"
 #include "../bench_clock.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

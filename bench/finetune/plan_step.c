@@ -1,4 +1,4 @@
-/* Fine-tuning step time of ftl's training plan (src/nn/cpu/cpu_train.c): the unfrozen top of a backbone
+/* Fine-tuning step time of ftl's training plan (src/nn/cpu/cpu_train_plan.c): the unfrozen top of a backbone
  * (--fine-tune-last N) forward + backward on one batch of boundary tensors, median of reps of >= 1 s;
  * and the frozen bottom's inference per batch up to the boundary (what the boundary cache saves).
  * Prints one JSON line.

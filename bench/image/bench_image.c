@@ -4,6 +4,7 @@
  * Prints one JSON line per measurement. Built by bench/image/run.sh (not part of `make all`). */
 #include "ftl/image.h"
 #include "image/image_internal.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/timing.h"
 

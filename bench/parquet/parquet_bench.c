@@ -9,6 +9,7 @@
  *   --verify-crc 0: skip the page CRC check (on by default, as in the library)
  */
 #include "ftl.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/timing.h"
 

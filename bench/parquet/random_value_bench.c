@@ -11,6 +11,7 @@
  *                      e.g. an image table written by DuckDB or arrow-rs; row group 0)
  */
 #include "ftl.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/rng.h"
 #include "util/timing.h"

@@ -11,6 +11,7 @@
 #include "../bench_clock.h"
 #include "data/tar_index.h"
 #include "data/webdataset.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <pthread.h>

@@ -1,5 +1,6 @@
 /* Delta tables refused (see delta_table.h). */
 #include "data/delta_table.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

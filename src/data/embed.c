@@ -13,6 +13,7 @@
 #include "util/fsutil.h"
 #include "util/io_check.h"
 #include "ftl/dist.h"
+#include "util/alloc.h"
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/sha256.h"

@@ -9,8 +9,8 @@
 #include "data/loader_plan.h"
 #include "data/row_group_cache.h"
 #include "data/shuffle_buffer.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 #include "util/timing.h"
 

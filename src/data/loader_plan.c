@@ -2,6 +2,7 @@
 #include "data/loader_plan.h"
 #include "data/dataset.h"
 #include "data/delta_table.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

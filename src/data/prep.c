@@ -6,6 +6,7 @@
 #include "ftl/prep.h"
 #include "data/dataset.h"
 #include "data/prep_source.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

@@ -3,6 +3,7 @@
 #include "data/prep_labels.h"
 #include "data/tar_index.h"
 #include "data/webdataset.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/string_list.h"

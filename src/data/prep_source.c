@@ -4,6 +4,7 @@
 #include "data/prep_shards.h"
 #include "data/prep_table.h"
 #include "data/prep_walk.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/rng.h"

@@ -3,6 +3,7 @@
 #include "ftl/parquet.h"
 #include "data/delta_table.h"
 #include "data/prep_labels.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

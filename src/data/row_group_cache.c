@@ -2,6 +2,7 @@
  *   "FTLRGC01" | u64 rows | u64 row_bytes | u64 path_bytes | u32 has_paths | u32 crc32(payload)
  *   payload: i32 labels[rows] | values[rows*row_bytes] | (i64 offsets[rows+1] | path bytes) */
 #include "data/row_group_cache.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"

@@ -1,5 +1,6 @@
 /* The backbone's nodes, pruned at the feature tensor (see backbone_graph.h). */
 #include "export/backbone_graph.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

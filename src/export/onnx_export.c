@@ -10,6 +10,7 @@
 #include "nn/onnx/backbone_files.h"
 #include "nn/onnx/load.h"
 #include "pipeline/classifier_backbone.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"

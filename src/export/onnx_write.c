@@ -1,5 +1,6 @@
 /* Serialising the exported model, with external data when it is too large (see onnx_write.h). */
 #include "export/onnx_write.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -3,6 +3,7 @@
 #include "ftl/nn.h"
 #include "nn/model_parts.h"
 #include "nn/ir/quantize.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/fsutil.h"

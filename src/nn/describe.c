@@ -3,8 +3,8 @@
 #include "nn/onnx/load.h"
 #include "nn/ir/topo.h"
 #include "nn/ir/trainable.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,13 +1,13 @@
 /* The public face of fine-tuning (ftl/nn.h: ftl_finetune_*): loads a backbone, selects its unfrozen
- * part (nn/trainable.c) and compiles the training plan (nn/cpu_train.c). */
+ * part (nn/trainable.c) and compiles the training plan (nn/cpu/cpu_train_plan.c). */
 #include "ftl/nn.h"
 #include "nn/onnx/load.h"
 #include "nn/ir/shape.h"
 #include "nn/ir/topo.h"
 #include "nn/train_plan.h"
 #include "nn/ir/trainable.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * the model reads the table's hash for its own identity. */
 #include "ftl/nn.h"
 #include "nn/ir/quantize.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 #include "util/sha256.h"
 

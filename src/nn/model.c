@@ -12,8 +12,8 @@
 #include "nn/ir/ops.h"
 #include "ftl/image.h"
 #include "nn/ir/shape.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 #include "util/sha256.h"
 

@@ -1,7 +1,7 @@
 /* The preprocessing record of a model's features (feature files, the feature cache's key): the
  * scaling and the model's input it feeds. Apart from preprocess.c, which the model itself calls. */
 #include "ftl/nn.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 

@@ -6,9 +6,9 @@
 #include "nn/onnx/load.h"
 #include "nn/model_parts.h"
 #include "nn/ir/shape.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
-#include "util/fsutil.h"
 #include "util/timing.h"
 
 #include <math.h>
@@ -100,6 +100,130 @@ static void fill_input(float *in, size_t n) {
     }
 }
 
+/* FLOPs per step from its node's multiply-adds at batch 1 (a graph locked to its batch has shapes
+ * for that batch already), scaled to the plan's images; each node counted once. */
+static void count_step_flops(ftl_profile *p, const nn_backend *be, nn_plan *plan, const nn_graph *g) {
+    int n = p->n_steps;
+    double images = g->batch_locked > 1 ? 1.0 : (double)p->plan_batch;
+    bool *node_counted = ftl_xcalloc((size_t)g->n_nodes + 1, 1);
+    for (int pass = 0; pass < 2; pass++) /* compute steps first, then any step of the node */
+        for (int i = 0; i < n; i++) {
+            nn_step_info si;
+            be->step_info(plan, i, &si);
+            if (si.node < 0 || si.node >= g->n_nodes || node_counted[si.node] || si.reorder || si.fill) continue;
+            if (pass == 0 && !si.compute) continue;
+            long long macs = nn_node_macs(g, si.node);
+            if (si.also_node >= 0 && si.also_node < g->n_nodes) macs += nn_node_macs(g, si.also_node);
+            if (macs == 0 && pass == 0) continue;
+            node_counted[si.node] = true;
+            p->steps[i].flops = 2.0 * (double)macs * images;
+        }
+    free(node_counted);
+}
+
+/* Each step's label, node, kind and kernel, and the plan's FLOPs and reference-kernel steps. */
+static void describe_steps(ftl_profile *p, const nn_backend *be, nn_plan *plan, const nn_graph *g) {
+    for (int i = 0; i < p->n_steps; i++) {
+        nn_step_info si;
+        be->step_info(plan, i, &si);
+        ftl_profile_step *s = &p->steps[i];
+        s->index = i;
+        s->label = ftl_strdup(si.label);
+        s->node = ftl_strdup(si.node >= 0 && si.node < g->n_nodes && !si.reorder ? g->nodes[si.node].name : "");
+        s->kind = ftl_strdup(step_kind(g, &si));
+        s->impl = ftl_strdup(si.impl ? si.impl : "?");
+        s->precision = si.bf16 ? "bf16" : si.int8 ? "int8" : "fp32";
+        s->reference = strncmp(s->impl, "ref", 3) == 0;
+        s->executions = si.executions;
+        p->flops += s->flops;
+        if (s->reference) p->reference_steps++;
+    }
+}
+
+/* The runs' buffers: per run, its total, its timed steps' sum and each step's time. */
+typedef struct profile_runs {
+    double *step_runs, *totals, *sums, *column; /* column: room for one step's times over the runs */
+} profile_runs;
+
+/* Medians over the runs: the totals, the timed runs' sums, each step; the ceiling's sums. */
+static void summarize_runs(ftl_profile *p, const profile_runs *r, int runs, bool ceiling) {
+    int n = p->n_steps;
+    double *totals = r->totals, *column = r->column;
+    p->runs = runs;
+    p->best_seconds = totals[0];
+    for (int k = 1; k < runs; k++)
+        if (totals[k] < p->best_seconds) p->best_seconds = totals[k];
+    p->total_seconds = median(totals, runs);
+    p->timed_run_seconds = median(r->sums, runs);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < runs; k++) column[k] = r->step_runs[(size_t)k * (size_t)n + (size_t)i];
+        p->steps[i].seconds = median(column, runs);
+        p->steps_seconds += p->steps[i].seconds;
+    }
+    if (ceiling)
+        for (int i = 0; i < n; i++)
+            if (p->steps[i].alone_seconds > 0 && p->steps[i].flops > 0) {
+                p->ceiling_flops += p->steps[i].flops;
+                p->ceiling_seconds += p->steps[i].alone_seconds;
+            }
+}
+
+/* Warm up, then interleave plain and timed runs so both see the same machine state. */
+static ftl_status time_runs(ftl_profile *p, const nn_backend *be, const nn_model_parts *mp, const ftl_model_info *info,
+                            const ftl_profile_options *opts) {
+    int n = p->n_steps;
+    nn_plan *plan = mp->plan;
+    ftl_status st = FTL_OK;
+    size_t in_floats = (size_t)p->plan_batch * (size_t)mp->input_per_image;
+    float *features = malloc((size_t)p->plan_batch * (size_t)(info->feature_dim > 0 ? info->feature_dim : 1) * sizeof(float));
+    double *step_runs = malloc((size_t)MAX_RUNS * (size_t)(n + 1) * sizeof(double));
+    double *totals = malloc(MAX_RUNS * sizeof(double)), *sums = malloc(MAX_RUNS * sizeof(double));
+    double *column = malloc(MAX_RUNS * sizeof(double));
+    if (!features || !step_runs || !totals || !sums || !column) st = ftl_fail(FTL_E_NOMEM, "out of memory for the profile");
+    if (st == FTL_OK) fill_input(be->input(plan), in_floats);
+    for (int w = 0; w < 2 && st == FTL_OK; w++) st = be->run(plan, features);
+    /* The ceiling's passes are interleaved with the model's runs (CEILING_PASSES blocks), each step
+     * keeping its best time alone: on a shared VM whose speed drifts 2x within minutes, a ceiling
+     * timed after all runs compared the model with a different machine. */
+    bool ceiling = opts->ceiling && be->time_alone;
+    if (ceiling) {
+        p->has_ceiling = true;
+        for (int i = 0; i < n; i++) p->steps[i].alone_seconds = 0;
+    }
+    int block = (opts->reps + CEILING_PASSES - 1) / CEILING_PASSES;
+    /* min_seconds counts the model's runs only: the ceiling's passes (most of the time on a small model)
+     * would otherwise stop it after --reps runs, whose median one noisy neighbour moves 30% */
+    double started = ftl_now(), ceiling_spent = 0;
+    int runs = 0, passes = 0;
+    while (st == FTL_OK && runs < MAX_RUNS &&
+           (runs < opts->reps || ftl_now() - started - ceiling_spent < opts->min_seconds ||
+            (ceiling && passes < CEILING_PASSES))) {
+        double t0 = ftl_now();
+        st = be->run(plan, features);
+        totals[runs] = ftl_now() - t0;
+        double *row = step_runs + (size_t)runs * (size_t)n;
+        memset(row, 0, (size_t)n * sizeof *row);
+        if (st == FTL_OK) st = be->run_timed(plan, features, row);
+        sums[runs] = 0;
+        for (int i = 0; i < n; i++) sums[runs] += row[i];
+        runs++;
+        if (st == FTL_OK && ceiling && passes < CEILING_PASSES && runs % block == 0) {
+            double pass_started = ftl_now();
+            st = time_steps_alone(be, plan, p, 0.05 / CEILING_PASSES);
+            passes++;
+            if (st == FTL_OK) st = be->run(plan, features); /* untimed: the plan's buffers back in cache */
+            ceiling_spent += ftl_now() - pass_started;
+        }
+    }
+    if (st == FTL_OK) summarize_runs(p, &(profile_runs){step_runs, totals, sums, column}, runs, ceiling);
+    free(features);
+    free(step_runs);
+    free(totals);
+    free(sums);
+    free(column);
+    return st;
+}
+
 ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_in, ftl_profile **out) {
     *out = NULL;
     ftl_profile_options opts;
@@ -136,113 +260,16 @@ ftl_status ftl_model_profile(ftl_model *model, const ftl_profile_options *opts_i
                      : info->precision == FTL_NN_INT8 && p->peak.int8_gops > 0 ? p->peak.int8_gops
                                                                                : p->peak.fp32_gflops;
 
-    /* FLOPs per node at batch 1 (a graph locked to its batch has shapes for that batch already) */
     nn_graph *g = mp.graph;
     st = nn_infer_shapes(g, 1);
-    double images = g->batch_locked > 1 ? 1.0 : (double)p->plan_batch;
     p->steps = ftl_xcalloc((size_t)n + 1, sizeof *p->steps);
     p->kinds = ftl_xcalloc((size_t)n + 1, sizeof *p->kinds);
     p->n_steps = n;
-    bool *node_counted = ftl_xcalloc((size_t)g->n_nodes + 1, 1);
-    for (int pass = 0; pass < 2 && st == FTL_OK; pass++) /* compute steps first, then any step of the node */
-        for (int i = 0; i < n; i++) {
-            nn_step_info si;
-            be->step_info(plan, i, &si);
-            if (si.node < 0 || si.node >= g->n_nodes || node_counted[si.node] || si.reorder || si.fill) continue;
-            if (pass == 0 && !si.compute) continue;
-            long long macs = nn_node_macs(g, si.node);
-            if (si.also_node >= 0 && si.also_node < g->n_nodes) macs += nn_node_macs(g, si.also_node);
-            if (macs == 0 && pass == 0) continue;
-            node_counted[si.node] = true;
-            p->steps[i].flops = 2.0 * (double)macs * images;
-        }
-    free(node_counted);
-    for (int i = 0; i < n && st == FTL_OK; i++) {
-        nn_step_info si;
-        be->step_info(plan, i, &si);
-        ftl_profile_step *s = &p->steps[i];
-        s->index = i;
-        s->label = ftl_strdup(si.label);
-        s->node = ftl_strdup(si.node >= 0 && si.node < g->n_nodes && !si.reorder ? g->nodes[si.node].name : "");
-        s->kind = ftl_strdup(step_kind(g, &si));
-        s->impl = ftl_strdup(si.impl ? si.impl : "?");
-        s->precision = si.bf16 ? "bf16" : si.int8 ? "int8" : "fp32";
-        s->reference = strncmp(s->impl, "ref", 3) == 0;
-        s->executions = si.executions;
-        p->flops += s->flops;
-        if (s->reference) p->reference_steps++;
-    }
-    if (st != FTL_OK) {
-        ftl_profile_free(p);
-        return st;
-    }
-
-    /* warm up, then interleave plain and timed runs so both see the same machine state */
-    size_t in_floats = (size_t)p->plan_batch * (size_t)mp.input_per_image;
-    float *features = malloc((size_t)p->plan_batch * (size_t)(info->feature_dim > 0 ? info->feature_dim : 1) * sizeof(float));
-    double *step_runs = malloc((size_t)MAX_RUNS * (size_t)(n + 1) * sizeof(double));
-    double *totals = malloc(MAX_RUNS * sizeof(double)), *sums = malloc(MAX_RUNS * sizeof(double));
-    double *column = malloc(MAX_RUNS * sizeof(double));
-    if (!features || !step_runs || !totals || !sums || !column) st = ftl_fail(FTL_E_NOMEM, "out of memory for the profile");
-    if (st == FTL_OK) fill_input(be->input(plan), in_floats);
-    for (int w = 0; w < 2 && st == FTL_OK; w++) st = be->run(plan, features);
-    /* The ceiling's passes are interleaved with the model's runs (CEILING_PASSES blocks), each step
-     * keeping its best time alone: on a shared VM whose speed drifts 2x within minutes, a ceiling
-     * timed after all runs compared the model with a different machine. */
-    bool ceiling = opts.ceiling && be->time_alone;
-    if (ceiling) {
-        p->has_ceiling = true;
-        for (int i = 0; i < n; i++) p->steps[i].alone_seconds = 0;
-    }
-    int block = (opts.reps + CEILING_PASSES - 1) / CEILING_PASSES;
-    /* min_seconds counts the model's runs only: the ceiling's passes (most of the time on a small model)
-     * would otherwise stop it after --reps runs, whose median one noisy neighbour moves 30% */
-    double started = ftl_now(), ceiling_spent = 0;
-    int runs = 0, passes = 0;
-    while (st == FTL_OK && runs < MAX_RUNS &&
-           (runs < opts.reps || ftl_now() - started - ceiling_spent < opts.min_seconds ||
-            (ceiling && passes < CEILING_PASSES))) {
-        double t0 = ftl_now();
-        st = be->run(plan, features);
-        totals[runs] = ftl_now() - t0;
-        double *row = step_runs + (size_t)runs * (size_t)n;
-        memset(row, 0, (size_t)n * sizeof *row);
-        if (st == FTL_OK) st = be->run_timed(plan, features, row);
-        sums[runs] = 0;
-        for (int i = 0; i < n; i++) sums[runs] += row[i];
-        runs++;
-        if (st == FTL_OK && ceiling && passes < CEILING_PASSES && runs % block == 0) {
-            double pass_started = ftl_now();
-            st = time_steps_alone(be, plan, p, 0.05 / CEILING_PASSES);
-            passes++;
-            if (st == FTL_OK) st = be->run(plan, features); /* untimed: the plan's buffers back in cache */
-            ceiling_spent += ftl_now() - pass_started;
-        }
-    }
     if (st == FTL_OK) {
-        p->runs = runs;
-        p->best_seconds = totals[0];
-        for (int r = 1; r < runs; r++)
-            if (totals[r] < p->best_seconds) p->best_seconds = totals[r];
-        p->total_seconds = median(totals, runs);
-        p->timed_run_seconds = median(sums, runs);
-        for (int i = 0; i < n; i++) {
-            for (int r = 0; r < runs; r++) column[r] = step_runs[(size_t)r * (size_t)n + (size_t)i];
-            p->steps[i].seconds = median(column, runs);
-            p->steps_seconds += p->steps[i].seconds;
-        }
+        count_step_flops(p, be, plan, g);
+        describe_steps(p, be, plan, g);
+        st = time_runs(p, be, &mp, info, &opts);
     }
-    if (st == FTL_OK && ceiling)
-        for (int i = 0; i < n; i++)
-            if (p->steps[i].alone_seconds > 0 && p->steps[i].flops > 0) {
-                p->ceiling_flops += p->steps[i].flops;
-                p->ceiling_seconds += p->steps[i].alone_seconds;
-            }
-    free(features);
-    free(step_runs);
-    free(totals);
-    free(sums);
-    free(column);
     if (st != FTL_OK) {
         ftl_profile_free(p);
         return st;

@@ -9,6 +9,7 @@
  *                 wait for that rank without a limit, saying what it is doing.
  * On the fast path (the collective completes quickly) no notice is sent at all. */
 #include "parallel/transport.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/timing.h"

@@ -6,6 +6,7 @@
 #include "parquet/encoding.h"
 #include "parquet/format.h"
 #include "parquet/thrift.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -1,6 +1,7 @@
 /* Opening MODEL.ftl with its backbone. */
 #include "nn/device_caps.h"
 #include "pipeline/classifier_backbone.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

@@ -10,6 +10,7 @@
 #include "pipeline/dataset_classes.h"
 #include "pipeline/feature_cache.h"
 #include "nn/onnx/backbone_files.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"

@@ -4,6 +4,7 @@
 #include "data/dataset.h"
 #include "data/loader_plan.h"
 #include "nn/device_caps.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

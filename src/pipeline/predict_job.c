@@ -2,6 +2,7 @@
 #include "ftl/image.h"
 #include "ftl/pipeline.h"
 #include "pipeline/classifier_backbone.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -22,6 +22,7 @@
 #include "pipeline/train_run.h"
 #include "train/pool.h"
 #include "train/train_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/timing.h"

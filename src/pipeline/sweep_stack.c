@@ -4,6 +4,7 @@
 #include "pipeline/sweep_internal.h"
 #include "ftl/dist.h"
 #include "train/pool.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

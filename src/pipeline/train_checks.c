@@ -3,6 +3,7 @@
 #include "ftl/dist.h"
 #include "data/dataset.h"
 #include "pipeline/dataset_classes.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

@@ -14,6 +14,7 @@
 #include "pipeline/train_checks.h"
 #include "pipeline/train_paths.h"
 #include "pipeline/train_run.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/json.h"

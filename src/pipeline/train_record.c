@@ -4,8 +4,8 @@
 #include "ftl/dist.h"
 #include "nn/device_caps.h"
 #include "pipeline/train_run.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/json.h"
 
 #include <stdio.h>

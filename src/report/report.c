@@ -4,6 +4,7 @@
 #include "report/run_log.h"
 #include "report/sweep_report.h"
 #include "report/svg_chart.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"

@@ -1,5 +1,6 @@
 /* Reading training logs for the report. */
 #include "report/run_log.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -4,6 +4,7 @@
  * from the epoch before) are shown as the resumed sweep logged them. */
 #include "report/sweep_report.h"
 #include "report/svg_chart.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -1,6 +1,7 @@
 /* `ftl inspect MODEL.ftl | CHECKPOINT`: what a trained model or a checkpoint holds, as text or JSON;
  * `--verify`: whether its tensors still have the bytes they were written with. */
 #include "ftl/train.h"
+#include "util/alloc.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 #include "util/fsutil.h"

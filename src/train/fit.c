@@ -4,6 +4,7 @@
 #include "ftl/dist.h"
 #include "train/gemm.h"
 #include "train/train_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"

@@ -4,6 +4,7 @@
  * records a CRC32C of each tensor's bytes in the metadata, and the reader checks a tensor's bytes
  * when they are first read, so a flipped bit in the data is refused too. */
 #include "ftl/train.h"
+#include "util/alloc.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 #include "util/fsutil.h"

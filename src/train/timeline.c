@@ -1,5 +1,6 @@
 /* Chrome trace-event timeline of a training run, one track per rank. */
 #include "train/timeline.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/timing.h"
 

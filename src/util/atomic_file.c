@@ -1,6 +1,7 @@
 /* Outputs that appear under their final name only when complete: a locked temporary
  * (util/temporaries.h), fsynced, then published (util/publish.h). */
 #include "util/fsutil.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/publish.h"
 

@@ -1,5 +1,6 @@
 /* File helpers and the interrupt-cleanup registry. */
 #include "util/fsutil.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 #include <dirent.h>

@@ -5,7 +5,8 @@
 
 #include "ftl/base.h"
 #include "util/temporaries.h"
-/* The memory and string helpers, for the many files that include this header for them. */
+/* The memory and string helpers: only src/nn/cpu/cpu_ops.c and cpu_plan.c still reach them through
+ * this header; to go once they include util/alloc.h. */
 #include "util/alloc.h"
 #include <stdbool.h>
 #include <stdint.h>

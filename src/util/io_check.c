@@ -1,5 +1,6 @@
 /* Outputs that are inputs (or other outputs), found before the work by resolving every path. */
 #include "util/io_check.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

@@ -1,5 +1,6 @@
 /* Publishing finished temporaries under their final names, never over another run's result. */
 #include "util/publish.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"

@@ -1,5 +1,6 @@
 /* Temporaries: locked while their writer lives, swept when it is gone, removed on interrupts. */
 #include "util/temporaries.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"

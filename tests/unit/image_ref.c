@@ -1,6 +1,7 @@
 /* Reference-table readers for the image tests (see image_ref.h). */
 #include "image_ref.h"
 #include "test.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <stdio.h>

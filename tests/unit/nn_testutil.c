@@ -1,6 +1,7 @@
 /* Helpers shared by the nn unit tests (see nn_testutil.h). */
 #include "nn_testutil.h"
 #include "test.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
 /* Helpers for the tar index and WebDataset unit tests (see tar_test_util.h). */
 #include "tar_test_util.h"
 #include "test.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <stdarg.h>

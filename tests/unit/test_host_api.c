@@ -3,7 +3,7 @@
  * against an independent computation or exact expected values. */
 #include "test.h"
 #include "ftl.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 #include "util/log.h"
 
 #include <stdlib.h>

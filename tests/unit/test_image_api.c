@@ -3,6 +3,7 @@
 #include "test.h"
 #include "ftl/image.h"
 #include "image/image_internal.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <stdlib.h>

@@ -4,6 +4,7 @@
 #include "image_ref.h"
 #include "test.h"
 #include "ftl/image.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/rng.h"
 

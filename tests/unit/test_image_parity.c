@@ -5,6 +5,7 @@
 #include "test.h"
 #include "ftl/image.h"
 #include "image/image_internal.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <pthread.h>

@@ -5,6 +5,7 @@
 #include "test.h"
 #include "ftl/loader.h"
 #include "ftl/parquet.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

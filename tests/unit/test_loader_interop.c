@@ -3,6 +3,7 @@
  * delivers, in file order, hash to the writers' own column checksums (colhash v1). */
 #include "test.h"
 #include "ftl/loader.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/json.h"
 #include "util/sha256.h"

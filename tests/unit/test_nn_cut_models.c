@@ -5,8 +5,8 @@
 #include "test.h"
 #include "ftl/nn.h"
 #include "ftl/train.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdint.h>
 #include <stdlib.h>

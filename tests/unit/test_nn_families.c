@@ -4,7 +4,7 @@
  * accumulating in fp32) with a cosine >= 0.999 to PyTorch's fp32 logits, row by row. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <math.h>
 #include <stdio.h>

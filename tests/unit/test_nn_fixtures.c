@@ -2,7 +2,7 @@
  * 1e-4 absolute), bf16 against fp32 (cosine >= 0.999), and batch invariance. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

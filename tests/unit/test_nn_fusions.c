@@ -9,8 +9,8 @@
 #include "nn_testutil.h"
 #include "test.h"
 #include "nn/model_parts.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,8 +6,8 @@
 #include "test.h"
 #include "nn/model_parts.h"
 #include "nn/ir/quantize.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <dirent.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  *   channels-last for one that reads channels last (ViT) and on AVX-512 CPUs. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
  * a shipped model are made here. */
 #include "nn_testutil.h"
 #include "test.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <stdio.h>

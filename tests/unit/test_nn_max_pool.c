@@ -4,7 +4,7 @@
  * mode, dilation and asymmetric pads; and Xception's four pools the same way. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * at a time, and in bf16 (cosine). */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * error naming the tensor; and the public fine-tuning API (ftl_finetune_*). */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <math.h>
 #include <stdio.h>

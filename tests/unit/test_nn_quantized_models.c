@@ -6,7 +6,7 @@
  * node. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * 256 -> 224 Pillow-BILINEAR resize, and --features-from the pooled features under fc. */
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include "nn/ir/trainable.h"
 #include "nn_testutil.h"
 #include "test.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <math.h>
 #include <stdio.h>

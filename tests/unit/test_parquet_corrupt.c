@@ -6,6 +6,7 @@
 #include "test.h"
 #include "ftl/parquet.h"
 #include "parquet/thrift.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/rng.h"
 

@@ -4,6 +4,7 @@
  * groups must match what the writer reports. Missing reference files fail the test. */
 #include "test.h"
 #include "ftl/parquet.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/json.h"
 

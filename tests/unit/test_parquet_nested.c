@@ -7,6 +7,7 @@
 #include "test.h"
 #include "ftl/parquet.h"
 #include "parquet/page_map.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/json.h"
 #include "util/rng.h"

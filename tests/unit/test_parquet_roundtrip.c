@@ -4,6 +4,7 @@
  * input's min/max/null count, and equal inputs give byte-identical files. */
 #include "test.h"
 #include "ftl/parquet.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/rng.h"

@@ -4,7 +4,7 @@
  * wrote, null or not, with the definition levels of an optional column. */
 #include "test.h"
 #include "ftl/parquet.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 #include "util/rng.h"
 
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * two classes or splits), checked against the trees' known real files. */
 #include "test.h"
 #include "data/prep_source.h"
+#include "util/alloc.h"
 #include "util/file_id_map.h"
 #include "util/fsutil.h"
 #include "util/rng.h"

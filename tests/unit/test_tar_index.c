@@ -7,6 +7,7 @@
 #include "test.h"
 #include "data/tar_index.h"
 #include "tar_test_util.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 #include "util/sha256.h"
 

@@ -3,6 +3,7 @@
  * refused naming its tensor, files without checksums still load, and malformed checksum metadata
  * is refused naming the file (these tests also run under ASan and UBSan). */
 #include "train_test_util.h"
+#include "util/alloc.h"
 #include "util/json.h"
 
 #include <stdint.h>

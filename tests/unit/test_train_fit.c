@@ -4,6 +4,7 @@
  * the model file. */
 #include "train_test_util.h"
 #include "train/train_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
 

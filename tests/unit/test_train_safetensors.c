@@ -4,6 +4,7 @@
  * every bit flipped, hostile headers) rejected with a message naming the file, never a crash
  * (these tests also run under ASan and UBSan). */
 #include "train_test_util.h"
+#include "util/alloc.h"
 #include "util/json.h"
 
 #include <stdint.h>

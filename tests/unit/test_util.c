@@ -1,5 +1,6 @@
 /* Utilities: SHA-256 against the FIPS 180-4 example vectors, RNG invariants, atomic files. */
 #include "test.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/rng.h"

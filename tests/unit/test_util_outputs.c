@@ -1,6 +1,7 @@
 /* Outputs that are inputs (util/io_check), publishing without replacing (util/publish), and
  * temporaries locked by their writers and swept when the writer is gone (util/temporaries). */
 #include "test.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/io_check.h"

@@ -5,7 +5,7 @@
 #include "test.h"
 #include "data/webdataset.h"
 #include "tar_test_util.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

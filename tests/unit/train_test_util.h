@@ -4,6 +4,7 @@
 
 #include "ftl.h"
 #include "test.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <stdlib.h>

@@ -9,8 +9,8 @@
 #include "nn/cpu/kernels/attention.h"
 #include "nn/cpu/cpu_plan.h"
 #include "nn/ir/topo.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <math.h>
 #include <stdlib.h>

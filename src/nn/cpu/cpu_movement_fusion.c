@@ -11,8 +11,8 @@
 #include "nn/cpu/emit_common.h"
 #include "nn/ir/ops.h"
 #include "nn/ir/shape.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

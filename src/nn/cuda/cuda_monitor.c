@@ -1,7 +1,7 @@
 /* GPU utilization sampling with NVML (ftl/device.h ftl_device_monitor). */
 #include "ftl/device.h"
 #include "nn/cuda/cuda_libs.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 #include "util/log.h"
 
 #include <pthread.h>

@@ -1,8 +1,8 @@
 /* The CUDA backend's emitters, one per op: convolutions on cuDNN (NHWC), Gemm/MatMul on cuBLAS,
  * everything else on ftl's kernels or as free views (see cuda_plan.h). */
 #include "nn/cuda/cuda_plan.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 
 #include <stdio.h>
@@ -32,12 +32,11 @@ static ftl_status emit_epilogue(nn_plan *p, const nn_graph *g, const nn_node *n,
     return cu_emit_ew(p, label, out, n_extra ? op : KA_COPY, in, 1 + n_extra, n, sums);
 }
 
-/* The convolution in one layout: NHWC (tensor cores; KRSC filters) or plain NCHW (KCRS, the ONNX
- * order). FTL_E_UNSUPPORTED when cuDNN has no algorithm that runs it in that layout. */
-static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int layout, const char *label) {
-    const cuda_libs *L = p->L;
-    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, n->out[0]);
-    cudnnTensorFormat_t format = layout == CU_LAYOUT_NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+/* The convolution's input view in `layout`; cuDNN pads symmetrically, so asymmetric padding becomes
+ * an explicit zero-padded copy and an unpadded convolution (*ph, *pw: the padding left to cuDNN). */
+static ftl_status conv_input(nn_plan *p, const nn_graph *g, const nn_node *n, int layout, const char *label, int *view,
+                             int *ph_out, int *pw_out) {
+    const nn_shape *xs = shape_of(g, n->in[0]);
     int dt = p->act_dtype, x;
     FTL_TRY(cu_ensure(p, n->in[0], layout, dt, &x));
     int ph = n->p.pad_begin[0], pw = n->p.pad_begin[1];
@@ -57,9 +56,15 @@ static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int 
         x = pv;
         ph = pw = 0;
     }
+    *view = x, *ph_out = ph, *pw_out = pw;
+    return FTL_OK;
+}
+
+/* The filter uploaded in the layout's order: KRSC for NHWC (transposed on the host), else KCRS. */
+static ftl_status conv_weights(nn_plan *p, nn_graph *g, const nn_node *n, int layout, int *view) {
     const nn_tensor *wt = &g->tensors[n->in[1]];
     int64_t K = wt->shape.d[0], Cg = wt->shape.d[1], R = wt->shape.d[2], S = wt->shape.d[3];
-    int wv, tw = n->in[1];
+    int dt = p->act_dtype, wv, tw = n->in[1];
     if (layout == CU_LAYOUT_NHWC) { /* OIHW -> OHWI */
         nn_tensor tmp = *wt;
         float *ohwi = ftl_xmalloc((size_t)wt->count * sizeof *ohwi);
@@ -78,15 +83,19 @@ static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int 
     } else {
         FTL_TRY(cu_const_view(p, g, tw, dt, &wv));
     }
-    int y;
-    FTL_TRY(cu_alloc_view(p, n->out[0], ys, layout, dt, &y));
-    cu_bind(p, n->out[0], y);
+    *view = wv;
+    return FTL_OK;
+}
 
-    cu_step *s = cu_new_step(p, CU_STEP_CONV, label);
-    s->x = p->views[x].ptr;
-    s->w = p->views[wv].ptr;
-    s->y = p->views[y].ptr;
-    cudnnDataType_t ct = cudnn_type(dt);
+/* The step's cuDNN descriptors (input x, output, filter, convolution with padding ph/pw), checked
+ * against the graph's output shape. */
+static ftl_status conv_descriptors(nn_plan *p, const nn_graph *g, const nn_node *n, cu_step *s, int x, int layout,
+                                   int ph, int pw, const char *label) {
+    const cuda_libs *L = p->L;
+    const nn_shape *ys = shape_of(g, n->out[0]), *ws = shape_of(g, n->in[1]);
+    int64_t K = ws->d[0], Cg = ws->d[1], R = ws->d[2], S = ws->d[3];
+    cudnnTensorFormat_t format = layout == CU_LAYOUT_NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    cudnnDataType_t ct = cudnn_type(p->act_dtype);
     FTL_TRY(cuda_check_cudnn(L->cudnnCreateTensorDescriptor(&s->xd), label));
     FTL_TRY(cuda_check_cudnn(L->cudnnCreateTensorDescriptor(&s->yd), label));
     FTL_TRY(cuda_check_cudnn(L->cudnnCreateFilterDescriptor(&s->wd), label));
@@ -113,7 +122,13 @@ static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int 
         return ftl_fail(FTL_E_INTERNAL, "%s: cuDNN computes output [%d,%d,%d,%d], the graph [%lld,%lld,%lld,%lld]", label,
                         on, oc, oh, ow, (long long)ys->d[0], (long long)ys->d[1], (long long)ys->d[2],
                         (long long)ys->d[3]);
-    /* the fastest algorithm for this shape, measured once (deterministic ones only when asked) */
+    return FTL_OK;
+}
+
+/* The fastest algorithm for this shape, measured once (deterministic ones only when asked), then
+ * run once. */
+static ftl_status conv_algorithm(nn_plan *p, cu_step *s, int layout, const char *label) {
+    const cuda_libs *L = p->L;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
     cudnnStatus_t fs = L->cudnnFindConvolutionForwardAlgorithmEx(p->dnn, s->xd, (void *)s->x, s->wd, (void *)s->w, s->cd,
@@ -145,7 +160,18 @@ static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int 
                         layout == CU_LAYOUT_NHWC ? "NHWC" : "NCHW");
     if (s->workspace > p->workspace_bytes) p->workspace_bytes = s->workspace;
     p->convs++;
+    return FTL_OK;
+}
 
+/* The bias and post-ops: fused into cuDNN's call where it can (y = relu(conv + z + bias) in fp32),
+ * else one element-wise pass over y. */
+static ftl_status conv_bias_and_post_ops(nn_plan *p, nn_graph *g, const nn_node *n, cu_step *s, int y, int layout,
+                                         const char *label) {
+    const cuda_libs *L = p->L;
+    int64_t K = shape_of(g, n->in[1])->d[0];
+    cudnnTensorFormat_t format = layout == CU_LAYOUT_NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    int dt = p->act_dtype;
+    const float one = 1.0f;
     int bias = -1;
     if (n->n_in > 2 && n->in[2] >= 0) FTL_TRY(cu_const_view(p, g, n->in[2], KA_F32, &bias));
     /* cuDNN fuses bias, one residual sum and ReLU (y = relu(conv + z + bias)) in fp32 */
@@ -192,6 +218,24 @@ static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int 
         extra[n_extra++] = cu_new_view(p, &bv);
     }
     return emit_epilogue(p, g, n, y, extra, n_extra, KA_ADD, label);
+}
+
+/* The convolution in one layout: NHWC (tensor cores; KRSC filters) or plain NCHW (KCRS, the ONNX
+ * order). FTL_E_UNSUPPORTED when cuDNN has no algorithm that runs it in that layout. */
+static ftl_status conv_in_layout(nn_plan *p, nn_graph *g, const nn_node *n, int layout, const char *label) {
+    int x, ph, pw, wv, y;
+    FTL_TRY(conv_input(p, g, n, layout, label, &x, &ph, &pw));
+    FTL_TRY(conv_weights(p, g, n, layout, &wv));
+    FTL_TRY(cu_alloc_view(p, n->out[0], shape_of(g, n->out[0]), layout, p->act_dtype, &y));
+    cu_bind(p, n->out[0], y);
+
+    cu_step *s = cu_new_step(p, CU_STEP_CONV, label);
+    s->x = p->views[x].ptr;
+    s->w = p->views[wv].ptr;
+    s->y = p->views[y].ptr;
+    FTL_TRY(conv_descriptors(p, g, n, s, x, layout, ph, pw, label));
+    FTL_TRY(conv_algorithm(p, s, layout, label));
+    return conv_bias_and_post_ops(p, g, n, s, y, layout, label);
 }
 
 /* Convolutions run NHWC; where cuDNN has nothing that runs one so (a data type, group count or

@@ -1,5 +1,6 @@
-/* Internals of the CUDA backend, shared by cuda_plan.c (views, buffers, steps, compile, run) and
- * cuda_ops.c (one emitter per op).
+/* Internals of the CUDA backend, shared by its three layers, whose calls point one way:
+ * cuda_plan.c (the driver: compile, run) -> cuda_ops.c (one emitter per op) -> cuda_builder.c
+ * (views, buffers, constants, steps; it calls neither).
  *
  * A view is a tensor's placement: device address, data type, logical (ONNX) dims and element
  * strides, so NHWC, plain row-major, transposed, sliced and broadcast tensors are all views and
@@ -135,7 +136,7 @@ struct nn_plan {
     int64_t out_count;
 };
 
-/* Placement */
+/* Placement (cuda_builder.c) */
 int cu_elem_size(int dtype);
 void cu_layout_strides(int layout, int rank, const int64_t *dims, int64_t *strides);
 bool cu_view_is(const cu_view *v, int layout);
@@ -147,11 +148,13 @@ ftl_status cu_ensure(nn_plan *p, int t, int layout, int dtype, int *view);
 /* A graph constant uploaded (dtype), plain in its own shape. */
 ftl_status cu_const_view(nn_plan *p, const nn_graph *g, int t, int dtype, int *view);
 ftl_status cu_upload(nn_plan *p, const void *host, size_t bytes, CUdeviceptr *out);
+/* Device memory; out of memory names the batch that would fit. */
+ftl_status cu_device_alloc(nn_plan *p, size_t bytes, CUdeviceptr *ptr);
 void cu_bind(nn_plan *p, int t, int view);
 /* The tensor a view input `t` of a node reads: its current view, or the constant uploaded. */
 ftl_status cu_input_view(nn_plan *p, const nn_graph *g, int t, int *view);
 
-/* Steps */
+/* Steps (cuda_builder.c) */
 cu_step *cu_new_step(nn_plan *p, cu_step_kind kind, const char *label);
 /* Releases steps from..n_steps-1 (their cuDNN descriptors) and forgets them. */
 void cu_drop_steps(nn_plan *p, int from);
@@ -162,6 +165,7 @@ ftl_status cu_emit_ew(nn_plan *p, const char *label, int out, int op, const int 
 ftl_status cu_emit_fill(nn_plan *p, const char *label, int view, float value);
 void cu_launch_dims(const nn_plan *p, int64_t work, unsigned per_block, unsigned *grid, unsigned *block);
 
+/* The node's steps, by its op (cuda_ops.c). */
 ftl_status cu_emit_node(nn_plan *p, nn_graph *g, int node);
 
 #endif

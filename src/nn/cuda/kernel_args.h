@@ -1,5 +1,5 @@
 /* Arguments of ftl's own CUDA kernels (kernels.cu), shared by the host code that fills them
- * (cuda_plan.c). Plain C: both nvcc and the C compiler read it. Each kernel takes one struct by
+ * (cuda_builder.c, cuda_ops.c). Plain C: both nvcc and the C compiler read it. Each kernel takes one struct by
  * value; tensors are addressed by element strides over the output's dimensions, so one kernel
  * serves every layout (NHWC, plain, transposed or broadcast views). */
 #ifndef FTL_NN_CUDA_KERNEL_ARGS_H

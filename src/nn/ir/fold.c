@@ -3,8 +3,8 @@
  * from a tensor is bounds-checked. */
 #include "nn/ir/fold.h"
 #include "nn/ir/shape_rules.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <math.h>
 #include <stdlib.h>

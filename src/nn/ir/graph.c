@@ -1,7 +1,7 @@
 /* Graph IR storage: tensor and node arrays, name lookup. */
 #include "nn/ir/graph.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdint.h>
 #include <stdio.h>

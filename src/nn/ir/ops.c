@@ -183,7 +183,8 @@ static ftl_status const_scalar(const nn_graph *g, nn_node *n, int k, const char 
 /* Einsum in the batched-matmul form (MaxViT's attention: "BGHID,BGHJD->BGHIJ"): every letter of
  * the output is a batch letter (in both inputs) or the one free letter of A or of B, exactly one
  * letter is contracted, and the batch axis (the first letter of all three terms) stays first. */
-static ftl_status parse_einsum(nn_node *n, nn_params *p) {
+static ftl_status parse_einsum(nn_node *n) {
+    nn_params *p = &n->p;
     const nn_attr *eq = nn_node_attr(n, "equation");
     if (!eq || eq->type != NN_ATTR_STRING) return bad_attr(n, "equation", "is required (a string)");
     char terms[3][NN_MAX_RANK + 1];
@@ -312,6 +313,295 @@ ftl_status nn_node_reparse_params(nn_graph *g, nn_node *n) {
     return st;
 }
 
+/* ---- per-op parameters: one parser per op, found through the tables below (an op without one
+ * has no parameters); a parser that reads constant inputs or the opset takes the graph ---- */
+
+static ftl_status parse_conv(nn_node *n) {
+    int64_t iv;
+    FTL_TRY(parse_spatial(n, false));
+    FTL_TRY(get_int(n, "group", 1, &iv));
+    if (iv < 1 || iv > (1 << 20)) return bad_attr(n, "group", "must be >= 1");
+    n->p.group = (int)iv;
+    return FTL_OK;
+}
+
+static ftl_status parse_pool(nn_node *n) {
+    nn_params *p = &n->p;
+    int64_t iv;
+    FTL_TRY(parse_spatial(n, true));
+    FTL_TRY(get_int(n, "ceil_mode", 0, &iv));
+    p->ceil_mode = iv != 0;
+    FTL_TRY(get_int(n, "count_include_pad", 0, &iv));
+    p->count_include_pad = iv != 0;
+    FTL_TRY(get_int(n, "storage_order", 0, &iv));
+    if (iv != 0) return bad_attr(n, "storage_order", "only 0 (row major) is supported");
+    if (n->op == NN_OP_AVGPOOL && (p->dilation[0] != 1 || p->dilation[1] != 1))
+        return bad_attr(n, "dilations", "dilated average pooling is not supported");
+    return FTL_OK;
+}
+
+static ftl_status parse_batchnorm(nn_node *n) {
+    nn_params *p = &n->p;
+    int64_t iv;
+    FTL_TRY(get_float(n, "epsilon", 1e-5f, &p->epsilon));
+    FTL_TRY(get_int(n, "training_mode", 0, &iv));
+    if (iv) return bad_attr(n, "training_mode", "only inference (0) is supported");
+    FTL_TRY(get_int(n, "spatial", 1, &iv));
+    if (iv != 1) return bad_attr(n, "spatial", "only spatial=1 is supported");
+    if (p->epsilon < 0) return bad_attr(n, "epsilon", "must be >= 0");
+    return FTL_OK;
+}
+
+/* Activations without attributes: the op names the function. */
+static ftl_status parse_relu(nn_node *n) { n->p.act = (nn_act){NN_ACT_RELU, 0, 0}; return FTL_OK; }
+static ftl_status parse_sigmoid(nn_node *n) { n->p.act = (nn_act){NN_ACT_SIGMOID, 0, 0}; return FTL_OK; }
+static ftl_status parse_hardswish(nn_node *n) { n->p.act = (nn_act){NN_ACT_HARDSWISH, 0, 0}; return FTL_OK; }
+static ftl_status parse_tanh(nn_node *n) { n->p.act = (nn_act){NN_ACT_TANH, 0, 0}; return FTL_OK; }
+static ftl_status parse_sqrt(nn_node *n) { n->p.act = (nn_act){NN_ACT_SQRT, 0, 0}; return FTL_OK; }
+
+static ftl_status parse_gelu(nn_node *n) {
+    const nn_attr *a = nn_node_attr(n, "approximate");
+    if (a && (a->type != NN_ATTR_STRING || (strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0)))
+        return bad_attr(n, "approximate", "expected 'none' (the erf form) or 'tanh'");
+    n->p.act = (nn_act){a && strcmp(a->s, "tanh") == 0 ? NN_ACT_GELU_TANH : NN_ACT_GELU_ERF, 0, 0};
+    return FTL_OK;
+}
+
+/* an activation when the exponent is a constant scalar */
+static ftl_status parse_pow(const nn_graph *g, nn_node *n) {
+    n->p.act = (nn_act){NN_ACT_POW, 1.0f, 0};
+    return const_scalar(g, n, 1, "exponent", &n->p.act.alpha);
+}
+
+static ftl_status parse_layernorm(nn_node *n) {
+    nn_params *p = &n->p;
+    int64_t iv;
+    FTL_TRY(get_int(n, "axis", -1, &iv));
+    if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+    p->axis = (int)iv;
+    FTL_TRY(get_float(n, "epsilon", 1e-5f, &p->epsilon));
+    if (!(p->epsilon >= 0)) return bad_attr(n, "epsilon", "must be >= 0");
+    return FTL_OK;
+}
+
+static ftl_status parse_split(const nn_graph *g, nn_node *n) {
+    nn_params *p = &n->p;
+    int64_t iv;
+    FTL_TRY(get_int(n, "axis", 0, &iv));
+    if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+    p->axis = (int)iv;
+    int c;
+    FTL_TRY(get_ints(n, "split", -1, NN_MAX_SPLIT, p->split, &c));
+    if (c < 0) FTL_TRY(const_ints(g, n, 1, "split", NN_MAX_SPLIT, p->split, &c));
+    if (p->deferred) return FTL_OK;
+    if (c >= 0 && c != n->n_out)
+        return ftl_fail(FTL_E_FORMAT, "node '%s' (Split): %d split sizes for %d outputs", n->name, c, n->n_out);
+    for (int k = 0; k < c; k++)
+        if (p->split[k] < 0) return bad_attr(n, "split", "a negative size");
+    p->n_split = c; /* -1: equal parts (num_outputs, when given, must be the number of outputs) */
+    FTL_TRY(get_int(n, "num_outputs", n->n_out, &iv));
+    if (iv != n->n_out) return bad_attr(n, "num_outputs", "differs from the number of outputs");
+    return FTL_OK;
+}
+
+static ftl_status parse_softmax(const nn_graph *g, nn_node *n) {
+    int64_t iv;
+    FTL_TRY(get_int(n, "axis", g->opset >= 13 ? -1 : 1, &iv));
+    if (g->opset < 13 && iv != -1)
+        return bad_attr(n, "axis", "before opset 13 only axis -1 has the meaning of opset 13 (softmax over one axis)");
+    if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+    n->p.axis = (int)iv;
+    return FTL_OK;
+}
+
+static ftl_status parse_leakyrelu(nn_node *n) {
+    n->p.act.kind = NN_ACT_LEAKYRELU;
+    return get_float(n, "alpha", 0.01f, &n->p.act.alpha);
+}
+
+static ftl_status parse_hardsigmoid(nn_node *n) {
+    n->p.act.kind = NN_ACT_HARDSIGMOID;
+    FTL_TRY(get_float(n, "alpha", 0.2f, &n->p.act.alpha));
+    return get_float(n, "beta", 0.5f, &n->p.act.beta);
+}
+
+static ftl_status parse_clip(const nn_graph *g, nn_node *n) {
+    nn_params *p = &n->p;
+    p->act = (nn_act){NN_ACT_CLIP, -FLT_MAX, FLT_MAX};
+    FTL_TRY(get_float(n, "min", -FLT_MAX, &p->act.alpha));
+    FTL_TRY(get_float(n, "max", FLT_MAX, &p->act.beta));
+    FTL_TRY(const_scalar(g, n, 1, "min", &p->act.alpha));
+    return const_scalar(g, n, 2, "max", &p->act.beta);
+}
+
+static ftl_status parse_reducemean(const nn_graph *g, nn_node *n) {
+    nn_params *p = &n->p;
+    int64_t iv;
+    int c;
+    FTL_TRY(get_ints(n, "axes", -1, NN_MAX_RANK, p->axes, &c));
+    if (c < 0) FTL_TRY(const_ints(g, n, 1, "axes", NN_MAX_RANK, p->axes, &c));
+    if (p->deferred) return FTL_OK;
+    p->n_axes = c;
+    FTL_TRY(get_int(n, "keepdims", 1, &iv));
+    p->keepdims = iv != 0;
+    FTL_TRY(get_int(n, "noop_with_empty_axes", 0, &iv));
+    if (iv && c <= 0) return bad_attr(n, "noop_with_empty_axes", "a no-op ReduceMean is not supported");
+    return FTL_OK;
+}
+
+static ftl_status parse_flatten(nn_node *n) {
+    int64_t iv;
+    FTL_TRY(get_int(n, "axis", 1, &iv));
+    if (iv < -NN_MAX_RANK || iv > NN_MAX_RANK) return bad_attr(n, "axis", "is out of range"); /* before narrowing */
+    n->p.axis = (int)iv;
+    return FTL_OK;
+}
+
+static ftl_status parse_concat(nn_node *n) {
+    int64_t iv;
+    if (!nn_node_attr(n, "axis")) return bad_attr(n, "axis", "is required");
+    FTL_TRY(get_int(n, "axis", 0, &iv));
+    if (iv < -NN_MAX_RANK || iv > NN_MAX_RANK) return bad_attr(n, "axis", "is out of range");
+    n->p.axis = (int)iv;
+    return FTL_OK;
+}
+
+static ftl_status parse_reshape(const nn_graph *g, nn_node *n) {
+    int64_t iv;
+    FTL_TRY(get_int(n, "allowzero", 0, &iv));
+    n->p.allowzero = iv != 0;
+    if (!nn_is_const(g, n->in[1])) return defer(n, g, 1, "shape");
+    if (g->tensors[n->in[1]].dtype != NN_I64 || g->tensors[n->in[1]].count > NN_MAX_RANK)
+        return ftl_fail(FTL_E_FORMAT, "node '%s' (Reshape): the shape input must be int64 with at most %d values",
+                        n->name, NN_MAX_RANK);
+    return FTL_OK;
+}
+
+static ftl_status parse_squeeze(const nn_graph *g, nn_node *n) {
+    nn_params *p = &n->p;
+    int c;
+    FTL_TRY(get_ints(n, "axes", -1, NN_MAX_RANK, p->axes, &c));
+    if (c < 0) FTL_TRY(const_ints(g, n, 1, "axes", NN_MAX_RANK, p->axes, &c));
+    if (p->deferred) return FTL_OK;
+    if (c < 0 && n->op == NN_OP_UNSQUEEZE) return bad_attr(n, "axes", "is required");
+    p->n_axes = c;
+    return FTL_OK;
+}
+
+static ftl_status parse_transpose(nn_node *n) {
+    int c;
+    FTL_TRY(get_ints(n, "perm", -1, NN_MAX_RANK, n->p.axes, &c));
+    n->p.n_axes = c;
+    return FTL_OK;
+}
+
+static ftl_status parse_gemm(nn_node *n) {
+    nn_params *p = &n->p;
+    int64_t iv;
+    FTL_TRY(get_float(n, "alpha", 1.0f, &p->alpha));
+    FTL_TRY(get_float(n, "beta", 1.0f, &p->beta));
+    FTL_TRY(get_int(n, "transA", 0, &iv));
+    p->trans_a = iv != 0;
+    FTL_TRY(get_int(n, "transB", 0, &iv));
+    p->trans_b = iv != 0;
+    return FTL_OK;
+}
+
+static ftl_status parse_pad(const nn_graph *g, nn_node *n) {
+    nn_params *p = &n->p;
+    const nn_attr *mode = nn_node_attr(n, "mode");
+    if (mode && (mode->type != NN_ATTR_STRING || strcmp(mode->s, "constant") != 0))
+        return bad_attr(n, "mode", "only 'constant' padding is supported");
+    int c;
+    FTL_TRY(get_ints(n, "pads", -1, 2 * NN_MAX_RANK, p->pads, &c));
+    if (c < 0) FTL_TRY(const_ints(g, n, 1, "pads", 2 * NN_MAX_RANK, p->pads, &c));
+    if (p->deferred) return FTL_OK;
+    if (c < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (Pad): no pads given", n->name);
+    p->n_pads = c;
+    for (int i = 0; i < c; i++)
+        if (p->pads[i] < -(1 << 20) || p->pads[i] > (1 << 20)) return bad_attr(n, "pads", "a pad beyond +-2^20");
+    FTL_TRY(get_float(n, "value", 0.0f, &p->pad_value));
+    FTL_TRY(const_scalar(g, n, 2, "constant value", &p->pad_value));
+    if (n->n_in > 3 && n->in[3] >= 0)
+        return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Pad): the 'axes' input is not supported", n->name);
+    return FTL_OK;
+}
+
+static ftl_status parse_shape(nn_node *n) {
+    FTL_TRY(get_int(n, "start", 0, &n->p.start));
+    return get_int(n, "end", INT64_MAX, &n->p.end);
+}
+
+static ftl_status parse_gather(nn_node *n) {
+    int64_t iv;
+    FTL_TRY(get_int(n, "axis", 0, &iv));
+    if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
+    n->p.axis = (int)iv;
+    return FTL_OK;
+}
+
+static ftl_status parse_cast(nn_node *n) {
+    int64_t iv;
+    if (!nn_node_attr(n, "to")) return bad_attr(n, "to", "is required");
+    FTL_TRY(get_int(n, "to", 0, &iv));
+    if (iv < 1 || iv > 16) return bad_attr(n, "to", "not a numeric ONNX data type");
+    n->p.cast_to = (int)iv;
+    return FTL_OK;
+}
+
+static ftl_status parse_scatternd(nn_node *n) {
+    const nn_attr *r = nn_node_attr(n, "reduction");
+    if (r && (r->type != NN_ATTR_STRING || strcmp(r->s, "none") != 0))
+        return bad_attr(n, "reduction", "only 'none' is supported");
+    return FTL_OK;
+}
+
+static ftl_status parse_mod(nn_node *n) {
+    int64_t iv;
+    FTL_TRY(get_int(n, "fmod", 0, &iv));
+    n->p.fmod = iv != 0;
+    return FTL_OK;
+}
+
+static ftl_status parse_constantofshape(const nn_graph *g, nn_node *n) {
+    const nn_attr *v = nn_node_attr(n, "value");
+    if (v && (v->type != NN_ATTR_TENSOR || g->tensors[v->tensor].count != 1))
+        return bad_attr(n, "value", "expected a one-element tensor");
+    return FTL_OK;
+}
+
+static ftl_status parse_dropout(const nn_graph *g, nn_node *n) {
+    if (n->n_in > 2 && n->in[2] >= 0) {
+        /* training mode with a constant ratio of 0 (torch's F.dropout(p=0.0) in Swin) is the identity too */
+        const nn_tensor *t = &g->tensors[n->in[2]], *r = n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
+        bool ratio_zero = r && r->data && r->count == 1 &&
+                          (r->dtype == NN_I64 ? ((int64_t *)r->data)[0] == 0 : ((float *)r->data)[0] == 0.0f);
+        if (!ratio_zero &&
+            (!t->data || t->count != 1 || (t->dtype == NN_I64 ? ((int64_t *)t->data)[0] != 0 : ((float *)t->data)[0] != 0)))
+            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Dropout): training_mode must be a constant false (or the "
+                            "ratio a constant 0)", n->name);
+    }
+    return FTL_OK;
+}
+
+/* The parsers by op: from the attributes alone, or also from the graph (constant inputs, opset). */
+static ftl_status (*const parse_from_attrs[NN_OP_COUNT])(nn_node *n) = {
+    [NN_OP_CONV] = parse_conv, [NN_OP_MAXPOOL] = parse_pool, [NN_OP_AVGPOOL] = parse_pool,
+    [NN_OP_BATCHNORM] = parse_batchnorm, [NN_OP_RELU] = parse_relu, [NN_OP_SIGMOID] = parse_sigmoid,
+    [NN_OP_HARDSWISH] = parse_hardswish, [NN_OP_TANH] = parse_tanh, [NN_OP_SQRT] = parse_sqrt, [NN_OP_GELU] = parse_gelu,
+    [NN_OP_LAYERNORM] = parse_layernorm, [NN_OP_EINSUM] = parse_einsum, [NN_OP_LEAKYRELU] = parse_leakyrelu,
+    [NN_OP_HARDSIGMOID] = parse_hardsigmoid, [NN_OP_FLATTEN] = parse_flatten, [NN_OP_CONCAT] = parse_concat,
+    [NN_OP_TRANSPOSE] = parse_transpose, [NN_OP_GEMM] = parse_gemm, [NN_OP_SHAPE] = parse_shape,
+    [NN_OP_GATHER] = parse_gather, [NN_OP_CAST] = parse_cast, [NN_OP_SCATTERND] = parse_scatternd,
+    [NN_OP_MOD] = parse_mod,
+};
+static ftl_status (*const parse_from_graph[NN_OP_COUNT])(const nn_graph *g, nn_node *n) = {
+    [NN_OP_POW] = parse_pow, [NN_OP_SPLIT] = parse_split, [NN_OP_SOFTMAX] = parse_softmax,
+    [NN_OP_CLIP] = parse_clip, [NN_OP_REDUCEMEAN] = parse_reducemean, [NN_OP_RESHAPE] = parse_reshape,
+    [NN_OP_SQUEEZE] = parse_squeeze, [NN_OP_UNSQUEEZE] = parse_squeeze, [NN_OP_PAD] = parse_pad,
+    [NN_OP_CONSTANTOFSHAPE] = parse_constantofshape, [NN_OP_DROPOUT] = parse_dropout,
+};
+
 static ftl_status parse_params(nn_graph *g, nn_node *n) {
     FTL_TRY(check_arity_and_attrs(g, n));
     nn_params *p = &n->p;
@@ -324,215 +614,7 @@ static ftl_status parse_params(nn_graph *g, nn_node *n) {
         p->q_lo = kept.q_lo;
         p->q_hi = kept.q_hi;
     }
-    int64_t iv;
-    switch (n->op) {
-    case NN_OP_CONV:
-        FTL_TRY(parse_spatial(n, false));
-        FTL_TRY(get_int(n, "group", 1, &iv));
-        if (iv < 1 || iv > (1 << 20)) return bad_attr(n, "group", "must be >= 1");
-        p->group = (int)iv;
-        break;
-    case NN_OP_MAXPOOL:
-    case NN_OP_AVGPOOL:
-        FTL_TRY(parse_spatial(n, true));
-        FTL_TRY(get_int(n, "ceil_mode", 0, &iv));
-        p->ceil_mode = iv != 0;
-        FTL_TRY(get_int(n, "count_include_pad", 0, &iv));
-        p->count_include_pad = iv != 0;
-        FTL_TRY(get_int(n, "storage_order", 0, &iv));
-        if (iv != 0) return bad_attr(n, "storage_order", "only 0 (row major) is supported");
-        if (n->op == NN_OP_AVGPOOL && (p->dilation[0] != 1 || p->dilation[1] != 1))
-            return bad_attr(n, "dilations", "dilated average pooling is not supported");
-        break;
-    case NN_OP_BATCHNORM:
-        FTL_TRY(get_float(n, "epsilon", 1e-5f, &p->epsilon));
-        FTL_TRY(get_int(n, "training_mode", 0, &iv));
-        if (iv) return bad_attr(n, "training_mode", "only inference (0) is supported");
-        FTL_TRY(get_int(n, "spatial", 1, &iv));
-        if (iv != 1) return bad_attr(n, "spatial", "only spatial=1 is supported");
-        if (p->epsilon < 0) return bad_attr(n, "epsilon", "must be >= 0");
-        break;
-    case NN_OP_RELU: p->act = (nn_act){NN_ACT_RELU, 0, 0}; break;
-    case NN_OP_SIGMOID: p->act = (nn_act){NN_ACT_SIGMOID, 0, 0}; break;
-    case NN_OP_HARDSWISH: p->act = (nn_act){NN_ACT_HARDSWISH, 0, 0}; break;
-    case NN_OP_TANH: p->act = (nn_act){NN_ACT_TANH, 0, 0}; break;
-    case NN_OP_SQRT: p->act = (nn_act){NN_ACT_SQRT, 0, 0}; break;
-    case NN_OP_GELU: {
-        const nn_attr *a = nn_node_attr(n, "approximate");
-        if (a && (a->type != NN_ATTR_STRING || (strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0)))
-            return bad_attr(n, "approximate", "expected 'none' (the erf form) or 'tanh'");
-        p->act = (nn_act){a && strcmp(a->s, "tanh") == 0 ? NN_ACT_GELU_TANH : NN_ACT_GELU_ERF, 0, 0};
-        break;
-    }
-    case NN_OP_POW: /* an activation when the exponent is a constant scalar */
-        p->act = (nn_act){NN_ACT_POW, 1.0f, 0};
-        FTL_TRY(const_scalar(g, n, 1, "exponent", &p->act.alpha));
-        break;
-    case NN_OP_LAYERNORM:
-        FTL_TRY(get_int(n, "axis", -1, &iv));
-        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
-        p->axis = (int)iv;
-        FTL_TRY(get_float(n, "epsilon", 1e-5f, &p->epsilon));
-        if (!(p->epsilon >= 0)) return bad_attr(n, "epsilon", "must be >= 0");
-        break;
-    case NN_OP_EINSUM: FTL_TRY(parse_einsum(n, p)); break;
-    case NN_OP_SPLIT: {
-        FTL_TRY(get_int(n, "axis", 0, &iv));
-        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
-        p->axis = (int)iv;
-        int c;
-        FTL_TRY(get_ints(n, "split", -1, NN_MAX_SPLIT, p->split, &c));
-        if (c < 0) FTL_TRY(const_ints(g, n, 1, "split", NN_MAX_SPLIT, p->split, &c));
-        if (p->deferred) break;
-        if (c >= 0 && c != n->n_out)
-            return ftl_fail(FTL_E_FORMAT, "node '%s' (Split): %d split sizes for %d outputs", n->name, c, n->n_out);
-        for (int k = 0; k < c; k++)
-            if (p->split[k] < 0) return bad_attr(n, "split", "a negative size");
-        p->n_split = c; /* -1: equal parts (num_outputs, when given, must be the number of outputs) */
-        FTL_TRY(get_int(n, "num_outputs", n->n_out, &iv));
-        if (iv != n->n_out) return bad_attr(n, "num_outputs", "differs from the number of outputs");
-        break;
-    }
-    case NN_OP_SOFTMAX:
-        FTL_TRY(get_int(n, "axis", g->opset >= 13 ? -1 : 1, &iv));
-        if (g->opset < 13 && iv != -1)
-            return bad_attr(n, "axis", "before opset 13 only axis -1 has the meaning of opset 13 (softmax over one axis)");
-        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
-        p->axis = (int)iv;
-        break;
-    case NN_OP_LEAKYRELU:
-        p->act.kind = NN_ACT_LEAKYRELU;
-        FTL_TRY(get_float(n, "alpha", 0.01f, &p->act.alpha));
-        break;
-    case NN_OP_HARDSIGMOID:
-        p->act.kind = NN_ACT_HARDSIGMOID;
-        FTL_TRY(get_float(n, "alpha", 0.2f, &p->act.alpha));
-        FTL_TRY(get_float(n, "beta", 0.5f, &p->act.beta));
-        break;
-    case NN_OP_CLIP:
-        p->act = (nn_act){NN_ACT_CLIP, -FLT_MAX, FLT_MAX};
-        FTL_TRY(get_float(n, "min", -FLT_MAX, &p->act.alpha));
-        FTL_TRY(get_float(n, "max", FLT_MAX, &p->act.beta));
-        FTL_TRY(const_scalar(g, n, 1, "min", &p->act.alpha));
-        FTL_TRY(const_scalar(g, n, 2, "max", &p->act.beta));
-        break;
-    case NN_OP_REDUCEMEAN: {
-        int c;
-        FTL_TRY(get_ints(n, "axes", -1, NN_MAX_RANK, p->axes, &c));
-        if (c < 0) FTL_TRY(const_ints(g, n, 1, "axes", NN_MAX_RANK, p->axes, &c));
-        if (p->deferred) break;
-        p->n_axes = c;
-        FTL_TRY(get_int(n, "keepdims", 1, &iv));
-        p->keepdims = iv != 0;
-        FTL_TRY(get_int(n, "noop_with_empty_axes", 0, &iv));
-        if (iv && c <= 0) return bad_attr(n, "noop_with_empty_axes", "a no-op ReduceMean is not supported");
-        break;
-    }
-    case NN_OP_FLATTEN:
-        FTL_TRY(get_int(n, "axis", 1, &iv));
-        if (iv < -NN_MAX_RANK || iv > NN_MAX_RANK) return bad_attr(n, "axis", "is out of range"); /* before narrowing */
-        p->axis = (int)iv;
-        break;
-    case NN_OP_CONCAT:
-        if (!nn_node_attr(n, "axis")) return bad_attr(n, "axis", "is required");
-        FTL_TRY(get_int(n, "axis", 0, &iv));
-        if (iv < -NN_MAX_RANK || iv > NN_MAX_RANK) return bad_attr(n, "axis", "is out of range");
-        p->axis = (int)iv;
-        break;
-    case NN_OP_RESHAPE:
-        FTL_TRY(get_int(n, "allowzero", 0, &iv));
-        p->allowzero = iv != 0;
-        if (!nn_is_const(g, n->in[1])) return defer(n, g, 1, "shape");
-        if (g->tensors[n->in[1]].dtype != NN_I64 || g->tensors[n->in[1]].count > NN_MAX_RANK)
-            return ftl_fail(FTL_E_FORMAT, "node '%s' (Reshape): the shape input must be int64 with at most %d values",
-                            n->name, NN_MAX_RANK);
-        break;
-    case NN_OP_SQUEEZE:
-    case NN_OP_UNSQUEEZE: {
-        int c;
-        FTL_TRY(get_ints(n, "axes", -1, NN_MAX_RANK, p->axes, &c));
-        if (c < 0) FTL_TRY(const_ints(g, n, 1, "axes", NN_MAX_RANK, p->axes, &c));
-        if (p->deferred) break;
-        if (c < 0 && n->op == NN_OP_UNSQUEEZE) return bad_attr(n, "axes", "is required");
-        p->n_axes = c;
-        break;
-    }
-    case NN_OP_TRANSPOSE: {
-        int c;
-        FTL_TRY(get_ints(n, "perm", -1, NN_MAX_RANK, p->axes, &c));
-        p->n_axes = c;
-        break;
-    }
-    case NN_OP_GEMM:
-        FTL_TRY(get_float(n, "alpha", 1.0f, &p->alpha));
-        FTL_TRY(get_float(n, "beta", 1.0f, &p->beta));
-        FTL_TRY(get_int(n, "transA", 0, &iv));
-        p->trans_a = iv != 0;
-        FTL_TRY(get_int(n, "transB", 0, &iv));
-        p->trans_b = iv != 0;
-        break;
-    case NN_OP_PAD: {
-        const nn_attr *mode = nn_node_attr(n, "mode");
-        if (mode && (mode->type != NN_ATTR_STRING || strcmp(mode->s, "constant") != 0))
-            return bad_attr(n, "mode", "only 'constant' padding is supported");
-        int c;
-        FTL_TRY(get_ints(n, "pads", -1, 2 * NN_MAX_RANK, p->pads, &c));
-        if (c < 0) FTL_TRY(const_ints(g, n, 1, "pads", 2 * NN_MAX_RANK, p->pads, &c));
-        if (p->deferred) break;
-        if (c < 0) return ftl_fail(FTL_E_FORMAT, "node '%s' (Pad): no pads given", n->name);
-        p->n_pads = c;
-        for (int i = 0; i < c; i++)
-            if (p->pads[i] < -(1 << 20) || p->pads[i] > (1 << 20)) return bad_attr(n, "pads", "a pad beyond +-2^20");
-        FTL_TRY(get_float(n, "value", 0.0f, &p->pad_value));
-        FTL_TRY(const_scalar(g, n, 2, "constant value", &p->pad_value));
-        if (n->n_in > 3 && n->in[3] >= 0)
-            return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Pad): the 'axes' input is not supported", n->name);
-        break;
-    }
-    case NN_OP_SHAPE:
-        FTL_TRY(get_int(n, "start", 0, &p->start));
-        FTL_TRY(get_int(n, "end", INT64_MAX, &p->end));
-        break;
-    case NN_OP_GATHER:
-        FTL_TRY(get_int(n, "axis", 0, &iv));
-        if (iv < -NN_MAX_RANK || iv >= NN_MAX_RANK) return bad_attr(n, "axis", "out of range");
-        p->axis = (int)iv;
-        break;
-    case NN_OP_CAST:
-        if (!nn_node_attr(n, "to")) return bad_attr(n, "to", "is required");
-        FTL_TRY(get_int(n, "to", 0, &iv));
-        if (iv < 1 || iv > 16) return bad_attr(n, "to", "not a numeric ONNX data type");
-        p->cast_to = (int)iv;
-        break;
-    case NN_OP_SCATTERND: {
-        const nn_attr *r = nn_node_attr(n, "reduction");
-        if (r && (r->type != NN_ATTR_STRING || strcmp(r->s, "none") != 0))
-            return bad_attr(n, "reduction", "only 'none' is supported");
-        break;
-    }
-    case NN_OP_MOD:
-        FTL_TRY(get_int(n, "fmod", 0, &iv));
-        p->fmod = iv != 0;
-        break;
-    case NN_OP_CONSTANTOFSHAPE: {
-        const nn_attr *v = nn_node_attr(n, "value");
-        if (v && (v->type != NN_ATTR_TENSOR || g->tensors[v->tensor].count != 1))
-            return bad_attr(n, "value", "expected a one-element tensor");
-        break;
-    }
-    case NN_OP_DROPOUT:
-        if (n->n_in > 2 && n->in[2] >= 0) {
-            /* training mode with a constant ratio of 0 (torch's F.dropout(p=0.0) in Swin) is the identity too */
-            const nn_tensor *t = &g->tensors[n->in[2]], *r = n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
-            bool ratio_zero = r && r->data && r->count == 1 &&
-                              (r->dtype == NN_I64 ? ((int64_t *)r->data)[0] == 0 : ((float *)r->data)[0] == 0.0f);
-            if (!ratio_zero &&
-                (!t->data || t->count != 1 || (t->dtype == NN_I64 ? ((int64_t *)t->data)[0] != 0 : ((float *)t->data)[0] != 0)))
-                return ftl_fail(FTL_E_UNSUPPORTED, "node '%s' (Dropout): training_mode must be a constant false (or the "
-                                "ratio a constant 0)", n->name);
-        }
-        break;
-    default: break;
-    }
+    if (parse_from_attrs[n->op]) return parse_from_attrs[n->op](n);
+    if (parse_from_graph[n->op]) return parse_from_graph[n->op](g, n);
     return FTL_OK;
 }

@@ -3,8 +3,8 @@
 #include "nn/ir/optimize.h"
 #include "nn/ir/ops.h"
 #include "nn/ir/topo.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Quantized ONNX ops -> ftl's float graph with the model's own scales (see qdq.h). */
 #include "nn/ir/qdq.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* int8 quantization policy, weight quantization and calibration statistics (see quantize.h). */
 #include "nn/ir/quantize.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <math.h>
 #include <stdio.h>

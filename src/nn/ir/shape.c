@@ -5,8 +5,8 @@
 #include "nn/ir/fold.h"
 #include "nn/ir/ops.h"
 #include "nn/ir/shape_rules.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>

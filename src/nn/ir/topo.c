@@ -1,7 +1,7 @@
 /* Topological order, pruning and use counts over the graph IR. */
 #include "nn/ir/topo.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <limits.h>
 #include <stdlib.h>

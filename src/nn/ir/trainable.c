@@ -1,8 +1,8 @@
 /* The unfrozen part of a backbone for fine-tuning (trainable.h). */
 #include "nn/ir/trainable.h"
 #include "nn/ir/topo.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

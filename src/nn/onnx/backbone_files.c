@@ -1,6 +1,7 @@
 /* A backbone as the inputs of a job: its ONNX file and the external-data files it names. */
 #include "nn/onnx/backbone_files.h"
 #include "nn/onnx/onnx_import.h"
+#include "util/alloc.h"
 #include "util/fsutil.h"
 
 #include <stdlib.h>

@@ -3,6 +3,7 @@
 #include "nn/onnx/onnx_import.h"
 #include "nn/onnx/onnx_tensor.h"
 #include "nn/ir/ops.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 #include "util/log.h"

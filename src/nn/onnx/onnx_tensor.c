@@ -1,6 +1,7 @@
 /* ONNX TensorProto -> constant data. Every size read from the file is checked against the
  * bytes actually present before anything is allocated or copied. */
 #include "nn/onnx/onnx_tensor.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fsutil.h"
 

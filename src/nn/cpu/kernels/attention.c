@@ -5,7 +5,7 @@
  * by the row's sum. Built with -fopenmp. */
 #include "nn/cpu/kernels/attention.h"
 #include "nn/cpu/kernels/attention_kernels.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <immintrin.h>
 #include <omp.h>

@@ -4,8 +4,8 @@
  * shifts and partitions alone are over a hundred of them per forward pass. Built with -fopenmp. */
 #include "nn/cpu/kernels/copy.h"
 #include "nn/ir/qdq.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <omp.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * and without AVX-512, where it was measured (FTL_NN_FTL_MAXPOOL=1 / 0 forces it either way). Built
  * with -fopenmp. */
 #include "nn/cpu/kernels/max_pool.h"
-#include "util/fsutil.h"
+#include "util/alloc.h"
 
 #include <float.h>
 #include <omp.h>
