@@ -5,9 +5,6 @@
 
 #include "ftl/base.h"
 #include "util/temporaries.h"
-/* The memory and string helpers: only src/nn/cpu/cpu_ops.c and cpu_plan.c still reach them through
- * this header; to go once they include util/alloc.h. */
-#include "util/alloc.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

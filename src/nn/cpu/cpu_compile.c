@@ -8,8 +8,8 @@
 #include "nn/cpu/emitters.h"
 #include "nn/ir/topo.h"
 #include "nn/ir/shape.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <limits.h>
 #include <omp.h>

@@ -3,8 +3,8 @@
  * emitters (emit_*.c) and the fusions build a plan with. It calls kernels only, never an emitter, so
  * the backend's files point one way: compile -> emitters -> builder -> kernels. */
 #include "nn/cpu/cpu_plan.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 
 #include <limits.h>

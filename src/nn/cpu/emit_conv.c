@@ -4,8 +4,8 @@
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
 #include "nn/ir/quantize.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 #include "util/log.h"
 
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * broadcasting (oneDNN binary, constants expanded where its broadcast has only a reference kernel). */
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * the input is already plain, else one reorder (a oneDNN copy between layouts). */
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

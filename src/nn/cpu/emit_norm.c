@@ -2,8 +2,8 @@
  * not a spatial pool. */
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>

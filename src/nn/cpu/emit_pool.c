@@ -2,8 +2,8 @@
  * kernels/max_pool.c), global pools and a ReduceMean over H and W. */
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
+#include "util/alloc.h"
 #include "util/error.h"
-#include "util/fsutil.h"
 
 #include <stdlib.h>
 #include <string.h>
