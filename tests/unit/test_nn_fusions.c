@@ -451,7 +451,7 @@ TEST(nn_gather_chains_swin_bf16) {
 
 /* SiLU, x * Sigmoid(x), fused (nn_optimize's fuse_silu, then a swish post-op of the conv before it): the
  * nn_cases graphs run with no Sigmoid or Mul step where the sigmoid has no other reader, keep both where
- * it has, and equal ONNX Runtime (their values are also checked in both layouts by nn_ops_vs_onnxruntime). */
+ * it has, and equal ONNX Runtime (their values are also checked in both layouts by test_emit_<family>.c). */
 static void check_silu(const char *name, int want_sigmoid_steps, int want_mul_steps) {
     nn_model_ref r;
     if (nn_op_case_read(name, &r)) {

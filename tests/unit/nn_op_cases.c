@@ -1,17 +1,40 @@
-/* Per-op tests: every graph built by tests/ref/nn_cases.py (Conv variants, BatchNormalization,
- * activations fused and alone, broadcasting binary ops, pools, shape ops, Gemm/MatMul) run by
- * ftl and compared with ONNX Runtime's outputs (tests/ref/nn_ort_batch.mjs), in fp32 with the
- * whole batch (the CPU's default layout, then channels-last and blocked forced), in fp32 one image
- * at a time, and in bf16 (cosine). */
-#include "nn_testutil.h"
+/* The per-op cases by emitter family, and their comparison with ONNX Runtime (nn_op_cases.h). */
+#include "nn_op_cases.h"
 #include "test.h"
 #include "util/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static float *run_case_with(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec,
-                            ftl_nn_conv_algorithm alg, int64_t out_count, int *winograd_convs) {
+/* Case-name prefixes per family (tests/ref/nn_cases.py names its cases after what they test). */
+static const struct {
+    const char *family;
+    const char *prefixes[14];
+} families[] = {
+    {"conv", {"conv_", "bn_"}},
+    {"eltwise", {"act_", "clip_", "add_", "mul_", "sub_", "div_", "hardswish_", "silu_", "gelu_"}},
+    {"pool", {"maxpool_", "avgpool_", "gap", "gmp"}},
+    {"norm", {"reducemean_", "layernorm_"}},
+    {"movement", {"flatten_", "reshape_", "squeeze_", "concat_", "transpose_", "pad_", "identity_", "fold_", "split_",
+                  "class_token_", "roll_", "patch_merging", "windows_"}},
+    {"matmul", {"matmul_", "gemm_", "einsum_", "attention_"}},
+    {"compile", {"layout_"}},
+};
+
+const char *nn_op_case_family(const char *name, int *matches) {
+    const char *found = NULL;
+    *matches = 0;
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        bool hit = false;
+        for (int p = 0; p < 14 && families[f].prefixes[p]; p++)
+            hit |= strncmp(name, families[f].prefixes[p], strlen(families[f].prefixes[p])) == 0;
+        if (hit) found = families[f].family, ++*matches;
+    }
+    return found;
+}
+
+float *nn_op_case_run(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec, ftl_nn_conv_algorithm alg,
+                      int64_t out_count, int *winograd_convs) {
     ftl_model_options o;
     ftl_model_options_init(&o);
     o.batch = batch;
@@ -41,10 +64,10 @@ static float *run_case_with(const char *model, const nn_npy *in, int batch, ftl_
 }
 
 static float *run_case(const char *model, const nn_npy *in, int batch, ftl_nn_precision prec, int64_t out_count) {
-    return run_case_with(model, in, batch, prec, FTL_NN_CONV_AUTO, out_count, NULL);
+    return nn_op_case_run(model, in, batch, prec, FTL_NN_CONV_AUTO, out_count, NULL);
 }
 
-TEST(nn_ops_vs_onnxruntime) {
+void nn_op_family_vs_onnxruntime(const char *family) {
     char *dir = ftl_format("%s/ref/nn/ops", ftl_test_build_dir());
     char *text = nn_manifest_read(dir);
     if (!text) {
@@ -54,7 +77,10 @@ TEST(nn_ops_vs_onnxruntime) {
     int cases = 0, bad = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         nn_manifest_case mc;
+        int matches;
         if (!nn_manifest_parse(line, &mc)) continue;
+        const char *of = nn_op_case_family(mc.name, &matches);
+        if (!of || strcmp(of, family) != 0) continue;
         const char *name = mc.name;
         double tol = mc.tol;
         cases++;
@@ -99,41 +125,9 @@ TEST(nn_ops_vs_onnxruntime) {
         free(ip);
         free(op);
     }
-    if (cases < 60) ftl_test_fail(__FILE__, __LINE__, "only %d cases in %s/manifest.txt", cases, dir);
-    if (ftl_test_no_bf16_reason()) ftl_test_skip("bf16", "%s (fp32 checked on all %d cases)", ftl_test_no_bf16_reason(), cases);
-    printf("  %d cases, %d failed\n", cases, bad);
+    if (cases < 1) ftl_test_fail(__FILE__, __LINE__, "no %s case in %s/manifest.txt", family, dir);
+    if (ftl_test_no_bf16_reason()) ftl_test_skip("bf16", "%s (fp32 checked on all %d %s cases)", ftl_test_no_bf16_reason(), cases, family);
+    printf("  %d %s cases, %d failed\n", cases, family, bad);
     free(text);
     free(dir);
-}
-
-/* The Winograd cases really run Winograd kernels by default (else the ONNX Runtime comparison
- * above would only test direct convs), none with --conv-algorithm direct, and both agree with
- * ONNX Runtime. */
-TEST(nn_winograd_used_by_default_and_direct_on_request) {
-    const char *cases[] = {"conv_winograd_64ch_residual", "conv_winograd_80to96_odd", "conv_winograd_64ch_valid"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        nn_model_ref r;
-        if (nn_op_case_read(cases[i], &r)) {
-            const char *mp = r.onnx;
-            const nn_npy x = r.in, y = r.out;
-            int n = (int)x.shape[0], wino = -1, direct = -1;
-            float *a = run_case_with(mp, &x, n, FTL_NN_FP32, FTL_NN_CONV_AUTO, y.count, &wino);
-            float *b = run_case_with(mp, &x, n, FTL_NN_FP32, FTL_NN_CONV_DIRECT, y.count, &direct);
-            double da = a ? nn_max_abs_diff(a, y.data, y.count) : -1, db = b ? nn_max_abs_diff(b, y.data, y.count) : -1;
-            printf("  %-30s auto: %d Winograd conv(s), max|diff| %.2g; direct: %d, max|diff| %.2g\n", cases[i], wino, da,
-                   direct, db);
-            if (ftl_test_no_avx512_reason()) { /* no Winograd kernels to pick: direct both ways */
-                if (wino != 0 || direct != 0)
-                    ftl_test_fail(__FILE__, __LINE__, "%s: %d / %d Winograd convs without AVX-512", cases[i], wino, direct);
-                ftl_test_skip(cases[i], "Winograd not used: %s", ftl_test_no_avx512_reason());
-            } else if (wino != 1 || direct != 0)
-                ftl_test_fail(__FILE__, __LINE__, "%s: Winograd convs auto %d (want 1), direct %d (want 0)", cases[i], wino,
-                              direct);
-            if (!a || !b || !(da <= 1e-4) || !(db <= 1e-4))
-                ftl_test_fail(__FILE__, __LINE__, "%s: differs from ONNX Runtime", cases[i]);
-            free(a);
-            free(b);
-        }
-        nn_model_ref_free(&r);
-    }
 }

@@ -1,0 +1,10 @@
+/* src/nn/cpu/emit_norm.c's unit test: its op cases (ReduceMean, layer normalization (decomposed as
+ * exporters write it)) from tests/ref/nn_cases.py, run by ftl and compared with ONNX Runtime's
+ * outputs: fp32 whole batch, one image at a time, channels-last and blocked layouts forced, and
+ * bf16 (cosine) where the CPU has it. */
+#include "nn_op_cases.h"
+#include "test.h"
+
+#include <stdlib.h>
+
+TEST(emit_norm_vs_onnxruntime) { nn_op_family_vs_onnxruntime("norm"); }
