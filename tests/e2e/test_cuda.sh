@@ -167,6 +167,19 @@ PYEOF
 }
 # the GPU run's features equal the CPU's up to fp32 rounding, so its head ends where the CPU's does
 same_head cuda_train_gpu_head_equals_cpu_head gpu cpu 1e-4
+# flip TTA's validation with the head on the GPU: scored by the CPU head on the weights the engine
+# stored back after the epoch's steps, so its metrics (and the head) equal the CPU run's
+# (a cache folder of their own: the cache-key check below counts the files of the runs above)
+TTA_TRAIN=(train "$d/ds/train.parquet" --val "$d/ds/val.parquet" --backbone "$MODEL" --epochs 2 --batch 16 --tta flip
+           --cache-dir "$d/cache_tta" --quiet)
+if "$FTL" "${TTA_TRAIN[@]}" --device cuda --out "$d/gpu_tta.ftl" --log "$d/gpu_tta.jsonl" >"$d/tta_gpu.out" 2>&1 &&
+    "$FTL" "${TTA_TRAIN[@]}" --device cpu --out "$d/cpu_tta.ftl" --log "$d/cpu_tta.jsonl" >"$d/tta_cpu.out" 2>&1 &&
+    $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/gpu_tta.ftl" >"$d/gpu_tta.ftl.json" 2>/dev/null &&
+    $PY "$(dirname "$0")/../ref/read_safetensors.py" "$d/cpu_tta.ftl" >"$d/cpu_tta.ftl.json" 2>/dev/null; then
+    same_head cuda_train_gpu_head_tta_validation_equals_cpu gpu_tta cpu_tta 1e-4
+else
+    fail cuda_train_gpu_head_tta_validation_equals_cpu "$(tail -3 "$d/tta_gpu.out" "$d/tta_cpu.out")"
+fi
 # a resume on the GPU from epoch 1's checkpoint: the weights and optimizer state went back to the
 # host after each epoch and come back to the GPU, so the model is the uninterrupted run's, byte for byte
 "$FTL" "${TRAIN[@]}" --device cuda --resume "$d/gck/c-1.ckpt" --out "$d/gpu_resumed.ftl" >"$d/resume.out" 2>&1 &&
