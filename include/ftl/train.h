@@ -714,7 +714,9 @@ ftl_status ftl_checkpoint_check_identity(const char *path, const ftl_kv *meta, s
 /* The epoch history so far (including epochs before a resume, from the checkpoint). */
 size_t ftl_trainer_history(const ftl_trainer *trainer, const ftl_epoch_log **logs);
 
-/* The trainer's current weights over one pass of a source (no dropout; through config->top when set). */
+/* The trainer's current weights over one pass of a source (no dropout; through config->top when set).
+ * With config->val_mirrored set, source is the validation rows it mirrors and both are scored with
+ * flip TTA, as every epoch's validation is. */
 ftl_status ftl_trainer_evaluate(ftl_trainer *trainer, ftl_batch_source *source, ftl_metric_counts *out);
 
 /* Evaluation over one pass of a source (no dropout). */

@@ -331,58 +331,41 @@ static ftl_status train_step(ftl_trainer *t, const ftl_feature_batch *b, const f
 
 /* One evaluation pass over a source: through the top when fine-tuning (in batches it can take),
  * on the head engine when asked (its weights are the current ones only during fitting), else on
- * the CPU head. */
-static ftl_status evaluate_pass(ftl_trainer *t, ftl_batch_source *val, bool on_engine, ftl_metric_counts *out) {
+ * the CPU head. With flip TTA (mirrored: val's rows mirrored, fetched in the same batches) each
+ * batch scores the mean of both orientations' probabilities on the CPU head: the engine's weights
+ * were stored back to the host blocks after the epoch's steps. */
+static ftl_status evaluate_pass(ftl_trainer *t, ftl_batch_source *val, ftl_batch_source *mirrored, bool on_engine,
+                                ftl_metric_counts *out) {
     const ftl_fit_top *top = t->config.top;
-    const ftl_head_engine *e = on_engine ? t->config.head_engine : NULL;
+    const ftl_head_engine *e = on_engine && !mirrored ? t->config.head_engine : NULL;
     size_t rows = top ? (size_t)top->max_rows : t->config.eval_batch_size > 0 ? (size_t)t->config.eval_batch_size : 1024;
-    memset(out, 0, sizeof *out);
-    if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
-    for (;;) {
-        ftl_feature_batch b = {0};
-        FTL_TRY(ftl_interrupt_check());
-        FTL_TRY(val->next_batch(val->ctx, rows, false, &b));
-        if (b.count == 0) return FTL_OK;
-        if (top) {
-            FTL_TRY(top->forward(top->ctx, b.features, b.count, t->top_features));
-            FTL_TRY(ftl_head_evaluate_batch(&t->head, t->top_features, b.labels, b.count, out));
-        } else if (e) {
-            FTL_TRY(e->evaluate_batch(e->ctx, b.features, b.labels, b.count, out));
-        } else {
-            FTL_TRY(ftl_head_evaluate_batch(&t->head, b.features, b.labels, b.count, out));
-        }
-    }
-}
-
-/* The same pass with flip TTA: val and its mirrored rows in step, the batch's score the mean of both
- * orientations' probabilities. The head engine's weights were stored back to the host blocks after
- * the epoch's steps, so the CPU head scores them. */
-static ftl_status evaluate_pass_tta(ftl_trainer *t, ftl_batch_source *val, ftl_batch_source *mirrored,
-                                    ftl_metric_counts *out) {
-    const ftl_fit_top *top = t->config.top;
-    size_t rows = top ? (size_t)top->max_rows : t->config.eval_batch_size > 0 ? (size_t)t->config.eval_batch_size : 1024;
-    if (top && !t->top_features_mirrored)
+    if (top && mirrored && !t->top_features_mirrored)
         t->top_features_mirrored = ftl_train_alloc_floats((size_t)top->max_rows * (size_t)top->out_dim);
     memset(out, 0, sizeof *out);
     if (val->begin_pass) FTL_TRY(val->begin_pass(val->ctx));
-    if (mirrored->begin_pass) FTL_TRY(mirrored->begin_pass(mirrored->ctx));
+    if (mirrored && mirrored->begin_pass) FTL_TRY(mirrored->begin_pass(mirrored->ctx));
     for (;;) {
         ftl_feature_batch b = {0}, m = {0};
         FTL_TRY(ftl_interrupt_check());
         FTL_TRY(val->next_batch(val->ctx, rows, false, &b));
-        FTL_TRY(mirrored->next_batch(mirrored->ctx, rows, false, &m));
-        if (m.count != b.count || m.global_count != b.global_count ||
-            (b.count && memcmp(m.labels, b.labels, b.count * sizeof *b.labels) != 0))
-            return ftl_fail(FTL_E_FORMAT, "--tta flip: the mirrored validation rows do not follow the validation rows "
-                            "(a batch of %zu rows against %zu, or other labels)", m.count, b.count);
+        if (mirrored) {
+            FTL_TRY(mirrored->next_batch(mirrored->ctx, rows, false, &m));
+            if (m.count != b.count || m.global_count != b.global_count ||
+                (b.count && memcmp(m.labels, b.labels, b.count * sizeof *b.labels) != 0))
+                return ftl_fail(FTL_E_FORMAT, "--tta flip: the mirrored validation rows do not follow the validation rows "
+                                "(a batch of %zu rows against %zu, or other labels)", m.count, b.count);
+        }
         if (b.count == 0) return FTL_OK;
         const float *x = b.features, *xm = m.features;
         if (top) {
             FTL_TRY(top->forward(top->ctx, b.features, b.count, t->top_features));
-            FTL_TRY(top->forward(top->ctx, m.features, m.count, t->top_features_mirrored));
-            x = t->top_features, xm = t->top_features_mirrored;
+            x = t->top_features;
+            if (mirrored) FTL_TRY(top->forward(top->ctx, m.features, m.count, t->top_features_mirrored));
+            xm = t->top_features_mirrored;
         }
-        FTL_TRY(ftl_head_evaluate_batch_tta(&t->head, x, xm, b.labels, b.count, out));
+        if (mirrored) FTL_TRY(ftl_head_evaluate_batch_tta(&t->head, x, xm, b.labels, b.count, out));
+        else if (e) FTL_TRY(e->evaluate_batch(e->ctx, x, b.labels, b.count, out));
+        else FTL_TRY(ftl_head_evaluate_batch(&t->head, x, b.labels, b.count, out));
     }
 }
 
@@ -409,7 +392,7 @@ static ftl_status optimizer_step(ftl_trainer *t, double lr) {
 }
 
 ftl_status ftl_trainer_evaluate(ftl_trainer *t, ftl_batch_source *source, ftl_metric_counts *out) {
-    FTL_TRY(evaluate_pass(t, source, false, out));
+    FTL_TRY(evaluate_pass(t, source, t->config.val_mirrored, false, out));
     return reduce_counts(&t->config.collectives, out);
 }
 
@@ -526,8 +509,7 @@ static ftl_status measure_epoch(ftl_trainer *t, ftl_fit_run *run) {
     if (run->val) {
         double v0 = ftl_now();
         ftl_metric_counts vc;
-        ftl_status st = t->config.val_mirrored ? evaluate_pass_tta(t, run->val, t->config.val_mirrored, &vc)
-                                               : evaluate_pass(t, run->val, true, &vc);
+        ftl_status st = evaluate_pass(t, run->val, t->config.val_mirrored, true, &vc);
         if (st != FTL_OK) return ftl_fail_context(st, "validation after epoch %lld", (long long)log->epoch);
         ftl_dist_set_context(col, t->step, "validation");
         FTL_TRY(reduce_counts(col, &vc));
