@@ -74,6 +74,7 @@ deps:
 
 test-deps:
 	@scripts/install_deps.sh test
+	@mkdir -p $(BUILD)
 	@bash $(SHARED)/tools/interop/install.sh $(INTEROP_NODE_DIR) >$(BUILD)/interop-install.log 2>&1 || \
 	  { cat $(BUILD)/interop-install.log; exit 1; }
 
