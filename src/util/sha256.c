@@ -1,7 +1,15 @@
-/* SHA-256 from the FIPS 180-4 description. */
+/* SHA-256 from the FIPS 180-4 description; with the x86 SHA extensions where the CPU has them (a
+ * 100 MB backbone hashed at 240 MB/s was 0.4 s of every ResNet-50 load on a Zen 5). */
 #include "util/sha256.h"
 
+#include <stdbool.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_SHA_NI 1
+#endif
 
 static const uint32_t round_constants[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -42,6 +50,68 @@ static void compress_block(uint32_t state[8], const uint8_t block[64]) {
     state[4] += e; state[5] += f; state[6] += g; state[7] += h;
 }
 
+
+#ifdef HAVE_SHA_NI
+/* The same rounds with SHA-NI: the state as the ABEF / CDGH pairs the instructions take, four rounds
+ * per message vector, W[16..63] from msg1 (W[t-16] + s0(W[t-15])), the W[t-7] words and msg2 (s1). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_blocks_ni(uint32_t state[8], const uint8_t *data,
+                                                                           size_t blocks) {
+    const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)(const void *)&state[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)(const void *)&state[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1), efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8), cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    for (; blocks; blocks--, data += 64) {
+        __m128i abef_in = abef, cdgh_in = cdgh, w[4];
+        for (int g = 0; g < 16; g++) {
+            __m128i *v = &w[g & 3];
+            if (g < 4) *v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(data + 16 * g)), byte_swap);
+            else {
+                __m128i t = _mm_sha256msg1_epu32(*v, w[(g - 3) & 3]);
+                t = _mm_add_epi32(t, _mm_alignr_epi8(w[(g - 1) & 3], w[(g - 2) & 3], 4));
+                *v = _mm_sha256msg2_epu32(t, w[(g - 1) & 3]);
+            }
+            __m128i msg = _mm_add_epi32(*v, _mm_loadu_si128((const __m128i *)(const void *)&round_constants[4 * g]));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, msg);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(msg, 0x0E));
+        }
+        abef = _mm_add_epi32(abef, abef_in);
+        cdgh = _mm_add_epi32(cdgh, cdgh_in);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B), dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)(void *)&state[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)(void *)&state[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+
+static bool cpu_has_sha(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1u);
+}
+#endif
+
+static int sha_ni_state = -1; /* -1: not asked yet */
+
+bool ftl_sha256_use_extensions(bool on) {
+#ifdef HAVE_SHA_NI
+    sha_ni_state = on && cpu_has_sha();
+#else
+    (void)on;
+    sha_ni_state = 0;
+#endif
+    return sha_ni_state == 1;
+}
+
+static void compress_blocks(uint32_t state[8], const uint8_t *data, size_t blocks) {
+#ifdef HAVE_SHA_NI
+    if (sha_ni_state < 0) sha_ni_state = cpu_has_sha();
+    if (sha_ni_state) {
+        compress_blocks_ni(state, data, blocks);
+        return;
+    }
+#endif
+    for (; blocks; blocks--, data += 64) compress_block(state, data);
+}
+
 void ftl_sha256_init(ftl_sha256 *h) {
     static const uint32_t initial[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -61,14 +131,12 @@ void ftl_sha256_update(ftl_sha256 *h, const void *data, size_t size) {
         p += take;
         size -= take;
         if (h->block_used < 64) return;
-        compress_block(h->state, h->block);
+        compress_blocks(h->state, h->block, 1);
         h->block_used = 0;
     }
-    while (size >= 64) {
-        compress_block(h->state, p);
-        p += 64;
-        size -= 64;
-    }
+    compress_blocks(h->state, p, size / 64);
+    p += size / 64 * 64;
+    size %= 64;
     memcpy(h->block, p, size);
     h->block_used = size;
 }
