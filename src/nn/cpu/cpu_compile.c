@@ -15,6 +15,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 enum { ARENA_ALIGN = 4096, BUF_ALIGN = 256 };
@@ -131,6 +132,21 @@ static ftl_status plan_segments(nn_plan *p) {
     return st;
 }
 
+/* Plan memory, its pages faulted in now rather than during the first run. Large blocks ask for 2 MiB
+ * pages: a fault per 4 KiB page made the 132 MiB arena of MobileNetV2 at batch 32 cost 0.46 s of a
+ * 0.55 s load on a VM (Zen 5, 2026-12-07), 2.6x less with huge pages. */
+static void *faulted_in(size_t size) {
+    enum { HUGE_PAGE = 2 << 20 };
+    size_t align = size >= HUGE_PAGE ? HUGE_PAGE : ARENA_ALIGN, sz = (size + align - 1) / align * align;
+    void *p = aligned_alloc(align, sz);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE) madvise(p, sz, MADV_HUGEPAGE); /* a hint: a kernel without it just says no */
+#endif
+    memset(p, 0, sz);
+    return p;
+}
+
 static ftl_status finalize(nn_plan *p) {
     FTL_TRY(plan_segments(p));
     plan_offsets(p);
@@ -144,17 +160,10 @@ static ftl_status finalize(nn_plan *p) {
         return ftl_fail(FTL_E_NOMEM, "a forward pass of %d image(s) needs %.2f GiB of activation memory, more than the "
                         "%.2f GiB allowed (%s): lower the batch size", p->batch, need / 1073741824.0,
                         limit / 1073741824.0, cap && atof(cap) > 0 ? "FTL_NN_MAX_ACTIVATION_BYTES" : "80% of this machine's RAM");
-    if (p->arena_size) {
-        size_t sz = (p->arena_size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-        p->arena = aligned_alloc(ARENA_ALIGN, sz);
-        if (!p->arena) return ftl_fail(FTL_E_NOMEM, "cannot allocate %zu MiB of activation memory", sz >> 20);
-        memset(p->arena, 0, sz); /* fault the pages in now, not during the first run */
-    }
+    if (p->arena_size && !(p->arena = faulted_in(p->arena_size)))
+        return ftl_fail(FTL_E_NOMEM, "cannot allocate %zu MiB of activation memory", p->arena_size >> 20);
     if (p->scratch_size) {
-        size_t sz = (p->scratch_size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-        p->scratch = aligned_alloc(ARENA_ALIGN, sz);
-        if (!p->scratch) return ftl_fail(FTL_E_NOMEM, "cannot allocate the oneDNN scratchpad");
-        memset(p->scratch, 0, sz);
+        if (!(p->scratch = faulted_in(p->scratch_size))) return ftl_fail(FTL_E_NOMEM, "cannot allocate the oneDNN scratchpad");
         dnnl_memory_desc_t md;
         dnnl_dims_t d = {(dnnl_dim_t)p->scratch_size};
         dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_a);
