@@ -91,8 +91,9 @@ $(BUILD)/san/gen/onnx.pb-c.o: $(GEN_C)
 	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 # OpenMP pragmas in these files only: batch preprocessing runs on the backbone's own thread team
-# (and in the strided copies, and the training plan's host loops, which share it too)
+# (and in the strided copies, the training plan's host loops and the calibration scan, which share it too)
 $(BUILD)/obj/src/nn/preprocess_batch.o $(BUILD)/san/src/nn/preprocess_batch.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/calibration_stats.o $(BUILD)/san/src/nn/calibration_stats.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu/kernels/copy.o $(BUILD)/san/src/nn/cpu/kernels/copy.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu/kernels/attention.o $(BUILD)/san/src/nn/cpu/kernels/attention.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu/kernels/layernorm.o $(BUILD)/san/src/nn/cpu/kernels/layernorm.o: CFLAGS += -fopenmp

@@ -1,7 +1,9 @@
-/* int8 calibration: the fp32 model run over sample images, the range of every tensor an int8
- * convolution reads, and from them the scales table (int8_scales.c), cached per model and sample. */
+/* int8 calibration: the fp32 model run once over sample images, the statistics of every tensor an int8
+ * convolution reads (calibration_stats.c), and from them the scales table (int8_scales.c), cached per
+ * model and sample. */
 #include "ftl/nn.h"
 #include "nn/model_parts.h"
+#include "nn/calibration_stats.h"
 #include "nn/ir/quantize.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -27,13 +29,38 @@ const char *ftl_nn_calibration_method_name(ftl_nn_calibration_method method) {
 }
 
 typedef struct calibration_run {
-    nn_int8_range *ranges;    /* per graph tensor */
-    bool histogram;           /* pass 2 */
+    nn_calibration_stats *stats; /* per graph tensor */
+    const bool *histogram;       /* the two-pass way's pass 2: the tensors it histograms (NULL in pass 1) */
+    int threads;
 } calibration_run;
 
 static void observe(void *ctx, int tensor, const float *values, size_t count) {
     calibration_run *c = ctx;
-    nn_int8_range_add(&c->ranges[tensor], values, count, c->histogram);
+    if (!c->histogram) nn_calibration_stats_add(&c->stats[tensor], values, count, c->threads);
+    else if (c->histogram[tensor]) nn_calibration_stats_add_histogram(&c->stats[tensor], values, count);
+}
+
+/* The most values tensor t can show in `runs` plan runs of `rows` images each (0 when its size per image
+ * is not known: then it takes the two-pass way). */
+static uint64_t most_values(const nn_tensor *t, int runs, int rows) {
+    if (t->shape.rank < 1) return 0;
+    uint64_t per_image = 1;
+    for (int d = 1; d < t->shape.rank; d++) {
+        if (t->shape.d[d] <= 0) return 0;
+        per_image *= (uint64_t)t->shape.d[d];
+    }
+    return per_image * (uint64_t)runs * (uint64_t)rows;
+}
+
+/* Runs `count` images (batch at a time) through the watching model. */
+static ftl_status run_images(ftl_model *m, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
+                             int image_size, int batch, float *features) {
+    size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
+    for (int done = 0; done < count; done += batch) {
+        int rows = count - done < batch ? count - done : batch;
+        FTL_TRY(ftl_model_extract_features(m, pp, images_hwc + (size_t)done * image_bytes, rows, image_size, features));
+    }
+    return FTL_OK;
 }
 
 /* The file in cache_dir that holds the calibration of model m (its identity, feature tensor and
@@ -127,16 +154,15 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
         else free(cache_file);
         return FTL_OK;
     }
-    c.ranges = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.ranges);
-    int64_t dim = ftl_model_get_info(m)->feature_dim;
+    const ftl_model_info *info = ftl_model_get_info(m);
+    int64_t dim = info->feature_dim;
     int batch = o->batch > 0 ? o->batch : 16;
     float *features = ftl_xmalloc((size_t)batch * (size_t)dim * sizeof *features);
     ftl_status st = FTL_OK;
     uint8_t *synthetic = NULL;
     if (!images_hwc) {
-        const ftl_model_info *i = ftl_model_get_info(m);
-        image_size = i->height;
-        if (i->channels != 3 || image_size < 1)
+        image_size = info->height;
+        if (info->channels != 3 || image_size < 1)
             st = ftl_fail(FTL_E_UNSUPPORTED, "%s: synthetic calibration images need an RGB image input", path);
         size_t bytes = (size_t)count * (size_t)(image_size > 0 ? image_size : 1) * (size_t)(image_size > 0 ? image_size : 1) * 3;
         synthetic = ftl_xmalloc(bytes);
@@ -147,14 +173,31 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
         }
         images_hwc = synthetic;
     }
-    size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
-    for (int pass = 0; pass < (method == FTL_NN_CALIBRATION_PERCENTILE ? 2 : 1) && st == FTL_OK; pass++) {
-        c.histogram = pass == 1;
-        for (int done = 0; done < count && st == FTL_OK; done += batch) {
-            int rows = count - done < batch ? count - done : batch;
-            st = ftl_model_extract_features(m, pp, images_hwc + (size_t)done * image_bytes, rows, image_size, features);
+    /* One pass: each tensor keeps the tail its percentile needs, sized for the most values it can show
+     * (a graph locked to its batch runs padded batches, whose rows are seen too). */
+    double fraction = method == FTL_NN_CALIBRATION_PERCENTILE ? PERCENTILE : 1.0;
+    bool one_pass = !getenv("FTL_NN_CALIBRATION_ONE_PASS") || strcmp(getenv("FTL_NN_CALIBRATION_ONE_PASS"), "0") != 0;
+    int runs = (count + batch - 1) / batch, run_rows = info->fixed_batch > batch ? info->fixed_batch : batch;
+    c.stats = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.stats);
+    c.threads = info->threads;
+    for (int t = 0; t < g->n_tensors; t++)
+        nn_calibration_stats_init(&c.stats[t], one_pass && fraction < 1.0 ? most_values(&g->tensors[t], runs, run_rows) : 0,
+                                  fraction);
+    if (st == FTL_OK) st = run_images(m, pp, images_hwc, count, image_size, batch, features);
+    /* the two-pass way, for the tensors the tail cannot answer: their histograms over the range found */
+    bool *second = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *second);
+    int n_second = 0;
+    for (int t = 0; t < g->n_tensors && st == FTL_OK && fraction < 1.0; t++)
+        if (c.stats[t].count && isnan(nn_calibration_threshold(&c.stats[t], fraction))) {
+            second[t] = true;
+            n_second++;
         }
+    if (n_second) {
+        ftl_log_debug("int8 calibration of %s: %d tensor(s) take a second pass (histograms)", path, n_second);
+        c.histogram = second;
+        st = run_images(m, pp, images_hwc, count, image_size, batch, features);
     }
+    free(second);
     free(features);
     free(synthetic);
     ftl_nn_int8_scales *s = NULL;
@@ -166,13 +209,13 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
         s->scale = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *s->scale);
         s->is_unsigned = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *s->is_unsigned);
         for (int t = 0; t < g->n_tensors && st == FTL_OK; t++) {
-            const nn_int8_range *r = &c.ranges[t];
+            const nn_calibration_stats *r = &c.stats[t];
             if (!r->count) continue;
-            if (!isfinite(r->absmax))
-                st = ftl_fail(FTL_E_FORMAT, "%s: calibration: tensor '%s' took non-finite values on the calibration "
-                              "images", path, g->tensors[t].name);
+            if (!isfinite(r->absmax) || r->not_a_number)
+                st = ftl_fail(FTL_E_FORMAT, "%s: calibration: tensor '%s' took non-finite values (%s) on the calibration "
+                              "images", path, g->tensors[t].name, r->not_a_number ? "NaN" : "infinity");
             bool is_unsigned = r->min >= 0;
-            double threshold = nn_int8_threshold(r, method == FTL_NN_CALIBRATION_PERCENTILE ? PERCENTILE : 1.0);
+            double threshold = nn_calibration_threshold(r, fraction);
             s->names[s->count] = ftl_strdup(g->tensors[t].name);
             s->scale[s->count] = nn_int8_scale_of(threshold, is_unsigned);
             s->is_unsigned[s->count] = is_unsigned;
@@ -180,8 +223,8 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
         }
         if (st == FTL_OK) nn_int8_scales_rehash(s);
     }
-    for (int t = 0; t < g->n_tensors; t++) free(c.ranges[t].hist);
-    free(c.ranges);
+    for (int t = 0; t < g->n_tensors; t++) nn_calibration_stats_free(&c.stats[t]);
+    free(c.stats);
     ftl_model_free(m);
     if (st != FTL_OK) {
         ftl_nn_int8_scales_free(s);

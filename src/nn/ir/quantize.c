@@ -1,4 +1,4 @@
-/* int8 quantization policy, weight quantization and calibration statistics (see quantize.h). */
+/* int8 quantization policy and weight quantization (see quantize.h). */
 #include "nn/ir/quantize.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -144,44 +144,6 @@ void nn_quantize_conv_weights_with(const float *w, int64_t m, int64_t per, float
         out_scales[o] = input_scale * ws;
         q_bias[o] = bias ? bias[o] / out_scales[o] : 0.0f;
     }
-}
-
-void nn_int8_range_add(nn_int8_range *r, const float *x, size_t n, bool histogram) {
-    if (!histogram) {
-        double mx = r->absmax;
-        float mn = r->count ? r->min : INFINITY;
-        for (size_t i = 0; i < n; i++) {
-            float a = fabsf(x[i]);
-            if (a > mx) mx = a;
-            if (x[i] < mn) mn = x[i];
-        }
-        r->absmax = mx;
-        r->min = mn;
-        r->count += n;
-        return;
-    }
-    if (!r->hist) r->hist = ftl_xcalloc(NN_INT8_HIST_BINS, sizeof *r->hist);
-    if (!(r->absmax > 0)) {
-        r->hist[0] += n;
-        return;
-    }
-    double per_bin = NN_INT8_HIST_BINS / r->absmax;
-    for (size_t i = 0; i < n; i++) {
-        double b = fabs((double)x[i]) * per_bin;
-        r->hist[b >= NN_INT8_HIST_BINS - 1 ? NN_INT8_HIST_BINS - 1 : (int)b]++;
-    }
-}
-
-double nn_int8_threshold(const nn_int8_range *r, double fraction) {
-    if (!r->hist || fraction >= 1.0 || !(r->absmax > 0)) return r->absmax;
-    uint64_t total = 0;
-    for (int b = 0; b < NN_INT8_HIST_BINS; b++) total += r->hist[b];
-    double need = fraction * (double)total, seen = 0;
-    for (int b = 0; b < NN_INT8_HIST_BINS; b++) {
-        seen += (double)r->hist[b];
-        if (seen >= need) return r->absmax * (b + 1) / NN_INT8_HIST_BINS;
-    }
-    return r->absmax;
 }
 
 float nn_int8_scale_of(double threshold, bool is_unsigned) {

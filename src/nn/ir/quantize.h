@@ -87,20 +87,6 @@ void nn_quantize_conv_weights(const float *w, int64_t m, int64_t per, float inpu
 void nn_quantize_conv_weights_with(const float *w, int64_t m, int64_t per, float input_scale, const float *weight_scale,
                                    const float *bias, int8_t *q, float *out_scales, float *q_bias);
 
-/* Calibration statistics of one tensor: pass 1 finds the range, pass 2 (percentile) histograms |x|
- * over [0, absmax]. */
-enum { NN_INT8_HIST_BINS = 2048 };
-typedef struct nn_int8_range {
-    double absmax;
-    float min;
-    uint64_t count;
-    uint64_t *hist;           /* NN_INT8_HIST_BINS, allocated for pass 2 */
-} nn_int8_range;
-
-void nn_int8_range_add(nn_int8_range *r, const float *x, size_t n, bool histogram);
-/* The threshold T of |x|: the maximum, or the smallest bin edge below which `fraction` of the
- * values lie (never above the maximum). */
-double nn_int8_threshold(const nn_int8_range *r, double fraction);
 /* The scale of the tensor's int8 form for threshold T (u8 when min >= 0). */
 float nn_int8_scale_of(double threshold, bool is_unsigned);
 

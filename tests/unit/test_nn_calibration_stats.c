@@ -1,0 +1,103 @@
+/* The one-pass calibration statistics against the two-pass histogram they replace, written here from
+ * its definition: absmax in pass 1, then 2048 bins over [0, absmax] in pass 2, the threshold the edge
+ * of the first bin whose running count reaches the fraction. Bit-equal thresholds on spread values,
+ * ties, zeros, one value, values fed in uneven pieces and on several threads, sized exactly or with room. */
+#include "test.h"
+#include "nn/calibration_stats.h"
+#include "util/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double two_pass_threshold(const float *x, size_t n, double fraction) {
+    double absmax = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(x[i]) > absmax) absmax = fabsf(x[i]);
+    if (fraction >= 1.0 || !(absmax > 0)) return absmax;
+    uint64_t *hist = calloc(2048, sizeof *hist);
+    for (size_t i = 0; i < n; i++) {
+        double b = fabs((double)x[i]) * (2048 / absmax);
+        hist[b >= 2047 ? 2047 : (int)b]++;
+    }
+    double need = fraction * (double)n, seen = 0, t = absmax;
+    for (int b = 0; b < 2048; b++) {
+        seen += (double)hist[b];
+        if (seen >= need) {
+            t = absmax * (b + 1) / 2048;
+            break;
+        }
+    }
+    free(hist);
+    return t;
+}
+
+/* Feeds x in pieces of pseudo-random sizes (up to `piece`) and compares with the two-pass value. */
+static void check_one_pass(const char *what, const float *x, size_t n, double fraction, uint64_t sized_for, size_t piece,
+                           int threads) {
+    nn_calibration_stats s;
+    nn_calibration_stats_init(&s, sized_for, fraction);
+    uint64_t r = n * 31 + piece;
+    for (size_t done = 0; done < n;) {
+        size_t k = 1 + (size_t)(ftl_splitmix64(&r) % piece);
+        if (k > n - done) k = n - done;
+        nn_calibration_stats_add(&s, x + done, k, threads);
+        done += k;
+    }
+    double want = two_pass_threshold(x, n, fraction), got = nn_calibration_threshold(&s, fraction);
+    if (got != want)
+        ftl_test_fail(__FILE__, __LINE__, "%s (n %zu, fraction %g, sized for %llu, pieces <= %zu, %d threads): threshold %.9g, "
+                      "two passes %.9g", what, n, fraction, (unsigned long long)sized_for, piece, threads, got, want);
+    float mn = INFINITY;
+    for (size_t i = 0; i < n; i++) mn = x[i] < mn ? x[i] : mn;
+    CHECK(s.min == mn);
+    CHECK(s.count == n);
+    nn_calibration_stats_free(&s);
+}
+
+TEST(nn_calibration_one_pass_equals_two_pass_histogram) {
+    enum { N = 300000 };
+    float *x = malloc(N * sizeof *x);
+    uint64_t r = 42;
+    const char *kinds[] = {"spread", "heavy tail", "ties", "mostly zero", "non-negative"};
+    for (int kind = 0; kind < 5; kind++) {
+        for (size_t i = 0; i < N; i++) {
+            double u = (double)(ftl_splitmix64(&r) >> 11) / 9007199254740992.0, v = u * 2 - 1;
+            x[i] = kind == 0   ? (float)(v * 3)
+                   : kind == 1 ? (float)(v / (1e-3 + (1 - fabs(v)) * (1 - fabs(v))))
+                   : kind == 2 ? (float)((int)(v * 7)) * 0.25f
+                   : kind == 3 ? (u < 0.99995 ? 0.0f : (float)v)
+                               : (float)(u * u * 6);
+        }
+        for (double fraction = 0.5; fraction < 1; fraction = fraction < 0.99 ? 0.99 : fraction < 0.9999 ? 0.9999 : 1) {
+            check_one_pass(kinds[kind], x, N, fraction, N, 5000, 1);
+            check_one_pass(kinds[kind], x, N, fraction, 3 * N + 17, 200000, 2); /* room to spare, team scans */
+            check_one_pass(kinds[kind], x, 1000, fraction, 1000, 7, 1);
+        }
+        check_one_pass(kinds[kind], x, N, 1.0, N, 5000, 2); /* minmax: the largest |x| */
+    }
+    float one = -2.5f, zeros[100] = {0};
+    check_one_pass("one value", &one, 1, 0.9999, 1, 1, 1);
+    check_one_pass("all zero", zeros, 100, 0.9999, 100, 13, 1);
+    free(x);
+}
+
+TEST(nn_calibration_more_values_than_sized_for_falls_back_to_histogram) {
+    enum { N = 50000 };
+    float *x = malloc(N * sizeof *x);
+    uint64_t r = 9;
+    for (size_t i = 0; i < N; i++) x[i] = (float)((double)(ftl_splitmix64(&r) >> 40) / 16777216.0);
+    nn_calibration_stats s;
+    nn_calibration_stats_init(&s, N / 10, 0.9999); /* sized for a tenth of what comes */
+    nn_calibration_stats_add(&s, x, N, 2);
+    CHECK(isnan(nn_calibration_threshold(&s, 0.9999))); /* the tail cannot tell ... */
+    nn_calibration_stats_add_histogram(&s, x, N);       /* ... the second pass can */
+    CHECK(nn_calibration_threshold(&s, 0.9999) == two_pass_threshold(x, N, 0.9999));
+    nn_calibration_stats_free(&s);
+    x[N / 2] = NAN;
+    nn_calibration_stats_init(&s, N, 0.9999);
+    nn_calibration_stats_add(&s, x, N, 1);
+    CHECK(s.not_a_number == 1);
+    nn_calibration_stats_free(&s);
+    free(x);
+}
