@@ -52,6 +52,23 @@ static uint64_t most_values(const nn_tensor *t, int runs, int rows) {
     return per_image * (uint64_t)runs * (uint64_t)rows;
 }
 
+/* The tails' memory stays under TAIL_BUDGET: past it (a calibration set of tens of thousands of large
+ * images), the largest tensors take the two-pass way, whose histogram is 16 KiB. */
+static void keep_tails_within(uint64_t *sized_for, int n, double fraction) {
+    const double TAIL_BUDGET = 512.0 * 1024 * 1024;
+    for (;;) {
+        double bytes = 0;
+        int largest = -1;
+        for (int t = 0; t < n; t++) {
+            if (!sized_for[t]) continue;
+            bytes += 2.0 * (1.0 - fraction) * (double)sized_for[t] * sizeof(float);
+            if (largest < 0 || sized_for[t] > sized_for[largest]) largest = t;
+        }
+        if (bytes <= TAIL_BUDGET || largest < 0) return;
+        sized_for[largest] = 0;
+    }
+}
+
 /* Runs `count` images (batch at a time) through the watching model. */
 static ftl_status run_images(ftl_model *m, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
                              int image_size, int batch, float *features) {
@@ -180,9 +197,11 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
     int runs = (count + batch - 1) / batch, run_rows = info->fixed_batch > batch ? info->fixed_batch : batch;
     c.stats = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.stats);
     c.threads = info->threads;
-    for (int t = 0; t < g->n_tensors; t++)
-        nn_calibration_stats_init(&c.stats[t], one_pass && fraction < 1.0 ? most_values(&g->tensors[t], runs, run_rows) : 0,
-                                  fraction);
+    uint64_t *sized_for = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *sized_for);
+    for (int t = 0; t < g->n_tensors && one_pass && fraction < 1.0; t++) sized_for[t] = most_values(&g->tensors[t], runs, run_rows);
+    keep_tails_within(sized_for, g->n_tensors, fraction);
+    for (int t = 0; t < g->n_tensors; t++) nn_calibration_stats_init(&c.stats[t], sized_for[t], fraction);
+    free(sized_for);
     if (st == FTL_OK) st = run_images(m, pp, images_hwc, count, image_size, batch, features);
     /* the two-pass way, for the tensors the tail cannot answer: their histograms over the range found */
     bool *second = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *second);
