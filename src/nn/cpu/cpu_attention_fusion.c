@@ -7,6 +7,7 @@
  * become one table indexed by the scores' leading index modulo its period.
  * FTL_NN_FUSED_ATTENTION=0 keeps the separate steps (A/B runs, tests). */
 #include "nn/cpu/kernels/attention.h"
+#include "nn/cpu/cpu_int8.h"
 #include "nn/cpu/cpu_plan.h"
 #include "nn/ir/topo.h"
 #include "util/alloc.h"
@@ -256,7 +257,7 @@ ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe
     p->node_fused = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_fused);
     for (int i = 0; i < g->n_nodes; i++) p->node_fused[i] = -1;
     cpu_attention_list *list = p->attention = ftl_xcalloc(1, sizeof *p->attention);
-    if (!cpu_switch_on("FTL_NN_FUSED_ATTENTION") || !nn_attention_available() || p->int8_zero) return FTL_OK;
+    if (!cpu_switch_on("FTL_NN_FUSED_ATTENTION") || !nn_attention_available() || cpu_int8_has_zero(p->int8)) return FTL_OK;
     int *uses = nn_graph_use_counts(g);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].op != NN_OP_SOFTMAX || g->nodes[i].dead) continue;

@@ -270,7 +270,7 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
     p->node_gather = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_gather);
     for (int i = 0; i < g->n_nodes; i++) p->node_gather[i] = -1;
     cpu_movement_chains *chains = p->chains = ftl_xcalloc(1, sizeof *p->chains);
-    if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8_scale) return FTL_OK;
+    if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8) return FTL_OK;
     graph_index x;
     index_graph(g, &x);
     bool *in_chain = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *in_chain);

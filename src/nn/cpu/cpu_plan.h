@@ -87,7 +87,9 @@ typedef struct cpu_step {
 } cpu_step;
 
 /* A feature's own state, defined in its file: the fused attentions (cpu_attention_fusion.c) and the
- * chains of data movement run as one copy (cpu_movement_fusion.c). */
+ * chains of data movement run as one copy (cpu_movement_fusion.c); or in its header: the int8 forms
+ * of tensors (cpu_int8.h). */
+typedef struct cpu_int8_tables cpu_int8_tables;
 typedef struct cpu_attention_list cpu_attention_list;
 typedef struct cpu_movement_chains cpu_movement_chains;
 
@@ -126,9 +128,7 @@ struct nn_plan {
     int n_segs;               /* runs of steps with the same micro-batch */
     int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
-    float *int8_scale;        /* NN_PREC_INT8: copies of nn_compile_opts' per-tensor arrays */
-    bool *int8_unsigned, *int8_written;
-    int *int8_zero;           /* per tensor, NULL: all 0 */
+    cpu_int8_tables *int8;    /* per-tensor int8 forms (cpu_int8.h; NULL: none, not an int8 plan) */
     nn_observe_fn observe_fn;
     void *observe_ctx;
     int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */

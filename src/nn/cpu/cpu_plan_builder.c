@@ -2,6 +2,7 @@
  * reorders to the layout or type a consumer asks for, constants and primitive attributes: what the
  * emitters (emit_*.c) and the fusions build a plan with. It calls kernels only, never an emitter, so
  * the backend's files point one way: compile -> emitters -> builder -> kernels. */
+#include "nn/cpu/cpu_int8.h"
 #include "nn/cpu/cpu_plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -209,7 +210,7 @@ ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label) {
 }
 
 bool cpu_node_int8(const nn_plan *p, const nn_node *n) {
-    return p->int8_scale && n->n_in > 0 && n->in[0] >= 0 && p->int8_scale[n->in[0]] > 0;
+    return p->int8 && n->n_in > 0 && n->in[0] >= 0 && p->int8->scale[n->in[0]] > 0;
 }
 
 cpu_step *cpu_host_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
@@ -292,10 +293,10 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     float scale = 1.0f;
     int zero = 0;
     if (from_int != to_int) {
-        float ts = p->int8_scale ? p->int8_scale[t] : 0;
+        float ts = p->int8 ? p->int8->scale[t] : 0;
         if (!(ts > 0)) return ftl_fail(FTL_E_INTERNAL, "tensor %d: an int8 conversion without a scale", t);
         scale = from_int ? ts : 1.0f / ts;
-        zero = p->int8_zero ? p->int8_zero[t] : 0;
+        zero = cpu_int8_zero(p->int8, t);
     }
     FTL_TRY(emit_reorder_scaled(p, v, nv, scale, zero, label));
     p->steps[p->n_steps - 1].reorder = true; /* a conversion the plan adds, not the node's own work */

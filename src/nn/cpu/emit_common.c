@@ -93,7 +93,7 @@ bool cpu_read_as_bf16_only(const nn_plan *p, const nn_graph *g, int t, int depth
 }
 
 dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t) {
-    return dt == dnnl_f32 && p->precision == NN_PREC_BF16 && !p->int8_scale && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
+    return dt == dnnl_f32 && p->precision == NN_PREC_BF16 && !p->int8 && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
                    cpu_read_as_bf16_only(p, g, t, 0)
                ? dnnl_bf16
                : dt;

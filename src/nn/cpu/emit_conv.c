@@ -52,15 +52,15 @@ static void int8_conv_consts_free(int8_conv_consts *q) {
 /* Whether the int8 convolution n writes its output requantized (u8/s8 at the output's scale). */
 static bool writes_int8(const nn_plan *p, const nn_node *n) {
     int y = n->out[0];
-    return p->int8_written[y] && p->int8_scale[y] > 0 && !has_sum_post(n);
+    return p->int8->written[y] && p->int8->scale[y] > 0 && !has_sum_post(n);
 }
 
 static void int8_conv_consts_make(const nn_plan *p, const nn_graph *g, const nn_node *n, int64_t m, int8_conv_consts *q) {
     const nn_tensor *w = &g->tensors[n->in[1]];
     int64_t per = nn_shape_count(&w->shape) / m;
-    float sx = p->int8_scale[n->in[0]];
+    float sx = p->int8->scale[n->in[0]];
     bool requant = writes_int8(p, n), act = has_act_post(n);
-    float sy = requant ? p->int8_scale[n->out[0]] : 1.0f;
+    float sy = requant ? p->int8->scale[n->out[0]] : 1.0f;
     q->weights = ftl_xmalloc((size_t)(m * per));
     q->bias = ftl_xmalloc((size_t)m * sizeof *q->bias);
     q->scales = ftl_xmalloc((size_t)m * sizeof *q->scales);
@@ -113,7 +113,7 @@ bool nn_cpu_blocked_images(const nn_graph *g) {
  * layout unfused on a Zen 3, +12% over channels-last; with AVX2 only expanding pairs, see
  * nn_cpu_depthwise_min_expansion). */
 bool cpu_depthwise_fusion_on(const nn_plan *p) {
-    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
+    return p->precision == NN_PREC_F32 && !p->int8 && !p->observe_fn && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
            __builtin_cpu_supports("avx2"); /* AVX-512 CPUs have it too */
 }
 
@@ -202,7 +202,7 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
 /* A convolution whose input has an int8 form runs in int8 when oneDNN has a fast kernel for it,
  * else in fp32 like the rest. */
 ftl_status cpu_emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
-    if (cpu_node_int8(p, n) && (!p->int8_zero || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
+    if (cpu_node_int8(p, n) && (!cpu_int8_has_zero(p->int8) || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
         bool none = false;
         ftl_status st = emit_conv_as(p, g, n, true, &none);
         if (st != FTL_OK || !none) return st;
@@ -258,8 +258,8 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
         pr[i] = (ys->d[2 + i] - 1) * pp->stride[i] + span - xs->d[2 + i] - pl[i];
     }
     dnnl_primitive_attr_t attr;
-    int zsrc = q && p->int8_zero ? p->int8_zero[n->in[0]] : 0;
-    int zdst = q && p->int8_zero && writes_int8(p, n) ? p->int8_zero[n->out[0]] : 0;
+    int zsrc = q ? cpu_int8_zero(p->int8, n->in[0]) : 0;
+    int zdst = q && cpu_int8_has_zero(p->int8) && writes_int8(p, n) ? p->int8->zero[n->out[0]] : 0;
     ftl_status ast = q ? cpu_make_attr_int8(n, &attr, qc.scales, m, qc.act_scale, zsrc, zdst)
                        : cpu_make_attr(n, &attr, false);
     if (ast != FTL_OK) {
