@@ -2,6 +2,7 @@
  * oneDNN or on ftl's kernels), describes it, and answers the CPU's ISA questions. Compiling is
  * cpu_compile.c's. */
 #include "nn/cpu/cpu_compile.h"
+#include "nn/cpu/cpu_observer.h"
 #include "nn/cpu/kernels/layernorm.h"
 #include "util/error.h"
 #include "util/timing.h"
@@ -82,7 +83,7 @@ static void observe(nn_plan *p, const cpu_step *s) {
     const cpu_value *v = &p->vals[s->arg_val[0]];
     void *h = NULL;
     dnnl_memory_get_data_handle(v->mem, &h);
-    p->observe_fn(p->observe_ctx, s->tensor, h, dnnl_memory_desc_get_size(&v->md) / sizeof(float));
+    p->observer->fn(p->observer->ctx, s->tensor, h, dnnl_memory_desc_get_size(&v->md) / sizeof(float));
 }
 
 /* Points the step's full-buffer arguments at images [chunk * mb, (chunk + 1) * mb). */

@@ -6,6 +6,7 @@
  * primitives are created (oneDNN sizes its work split then) and before each run (cpu_backend.c). */
 #include "nn/cpu/cpu_compile.h"
 #include "nn/cpu/cpu_int8.h"
+#include "nn/cpu/cpu_observer.h"
 #include "nn/cpu/emitters.h"
 #include "nn/ir/topo.h"
 #include "nn/ir/shape.h"
@@ -239,6 +240,7 @@ void cpu_plan_free(nn_plan *p) {
     free(p->arena);
     free(p->scratch);
     int8_tables_free(p->int8);
+    free(p->observer);
     cpu_attention_free(p);
     cpu_gather_free(p);
     free(p);
@@ -319,11 +321,13 @@ ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
     }
     if (o->int8_scale && o->int8_unsigned && o->int8_written) /* int8, or a quantized model at any precision */
         p->int8 = int8_tables_of(o, (size_t)g->n_tensors + 1);
-    p->observe_fn = o->observe_fn;
-    p->observe_ctx = o->observe_ctx;
+    if (o->observe_fn) {
+        p->observer = ftl_xmalloc(sizeof *p->observer);
+        *p->observer = (cpu_observer){o->observe_fn, o->observe_ctx};
+    }
     p->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
     p->blocked_layout = (g->pointwise_depthwise && cpu_depthwise_fusion_on(p)) ||
-                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8 && !p->observe_fn);
+                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8 && !p->observer);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;

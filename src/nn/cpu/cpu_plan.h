@@ -90,6 +90,7 @@ typedef struct cpu_step {
  * chains of data movement run as one copy (cpu_movement_fusion.c); or in its header: the int8 forms
  * of tensors (cpu_int8.h). */
 typedef struct cpu_int8_tables cpu_int8_tables;
+typedef struct cpu_observer cpu_observer;
 typedef struct cpu_attention_list cpu_attention_list;
 typedef struct cpu_movement_chains cpu_movement_chains;
 
@@ -129,8 +130,7 @@ struct nn_plan {
     int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
     cpu_int8_tables *int8;    /* per-tensor int8 forms (cpu_int8.h; NULL: none, not an int8 plan) */
-    nn_observe_fn observe_fn;
-    void *observe_ctx;
+    cpu_observer *observer;   /* calibration's observer of watched tensors (cpu_observer.h; NULL: none) */
     int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */
     bool blocked_layout;      /* fp32 convs run blocked (nChw16c / nChw8c), the layout oneDNN's fused kernel is right in:
                                  for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),

@@ -113,7 +113,7 @@ bool nn_cpu_blocked_images(const nn_graph *g) {
  * layout unfused on a Zen 3, +12% over channels-last; with AVX2 only expanding pairs, see
  * nn_cpu_depthwise_min_expansion). */
 bool cpu_depthwise_fusion_on(const nn_plan *p) {
-    return p->precision == NN_PREC_F32 && !p->int8 && !p->observe_fn && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
+    return p->precision == NN_PREC_F32 && !p->int8 && !p->observer && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
            __builtin_cpu_supports("avx2"); /* AVX-512 CPUs have it too */
 }
 
