@@ -241,6 +241,7 @@ void cpu_plan_free(nn_plan *p) {
     free(p->scratch);
     int8_tables_free(p->int8);
     free(p->observer);
+    free(p->conv_choice);
     cpu_attention_free(p);
     cpu_gather_free(p);
     free(p);
@@ -309,7 +310,6 @@ ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
     FTL_TRY(nn_infer_shapes(g, o->batch));
     nn_plan *p = ftl_xcalloc(1, sizeof *p);
     p->precision = o->precision;
-    p->winograd = o->winograd;
     p->batch = o->batch;
     p->threads = o->threads;
     if (o->node_batch) {
@@ -325,9 +325,7 @@ ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
         p->observer = ftl_xmalloc(sizeof *p->observer);
         *p->observer = (cpu_observer){o->observe_fn, o->observe_ctx};
     }
-    p->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
-    p->blocked_layout = (g->pointwise_depthwise && cpu_depthwise_fusion_on(p)) ||
-                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8 && !p->observer);
+    cpu_conv_choose(p, g, o->winograd);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;

@@ -88,9 +88,11 @@ typedef struct cpu_step {
 
 /* A feature's own state, defined in its file: the fused attentions (cpu_attention_fusion.c) and the
  * chains of data movement run as one copy (cpu_movement_fusion.c); or in its header: the int8 forms
- * of tensors (cpu_int8.h). */
+ * of tensors (cpu_int8.h), calibration's observer (cpu_observer.h) and the conv emitter's choices
+ * (emit_conv.h). */
 typedef struct cpu_int8_tables cpu_int8_tables;
 typedef struct cpu_observer cpu_observer;
+typedef struct cpu_conv_choices cpu_conv_choices;
 typedef struct cpu_attention_list cpu_attention_list;
 typedef struct cpu_movement_chains cpu_movement_chains;
 
@@ -102,8 +104,6 @@ struct nn_plan {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     nn_precision precision;
-    bool winograd;            /* eligible fp32 convs try Winograd kernels first */
-    int n_winograd;           /* convolution nodes that got them */
     int batch, threads;
     cpu_value *vals;
     int n_vals, cap_vals;
@@ -131,11 +131,7 @@ struct nn_plan {
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
     cpu_int8_tables *int8;    /* per-tensor int8 forms (cpu_int8.h; NULL: none, not an int8 plan) */
     cpu_observer *observer;   /* calibration's observer of watched tensors (cpu_observer.h; NULL: none) */
-    int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */
-    bool blocked_layout;      /* fp32 convs run blocked (nChw16c / nChw8c), the layout oneDNN's fused kernel is right in:
-                                 for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
-                                 cut halves included, so they give the whole backbone's bits; on AVX2 CPUs for
-                                 convolutional backbones too (nn_graph.blocked_images) */
+    cpu_conv_choices *conv_choice; /* the conv emitter's algorithm and layout choices (emit_conv.h; set by compile) */
     cpu_attention_list *attention; /* fused attentions (cpu_attention_fusion.c's own; NULL: none looked for) */
     int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
                                  where attention k is emitted */
@@ -202,14 +198,6 @@ ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);
-/* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 and for fp32 models
- * with fused depthwise pairs (measured, see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
- * own pick). Returns dnnl_format_tag_any for any. */
-dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
-dnnl_format_tag_t cpu_blocked_tag(void);
-/* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
- * 16s, transformed weights amortised over the run's pixels; see cpu_plan_builder.c). */
-bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
 
 /* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
 bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out);

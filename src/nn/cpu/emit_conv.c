@@ -11,6 +11,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Channels in blocks of the vector width: nChw16c with AVX-512, nChw8c with AVX2. */
+dnnl_format_tag_t cpu_blocked_tag(void) { return __builtin_cpu_supports("avx512f") ? dnnl_aBcd16b : dnnl_aBcd8b; }
+
+dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
+    const char *e = getenv("FTL_NN_LAYOUT");
+    if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
+    if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
+    if (e && strcmp(e, "blocked") == 0) return cpu_blocked_tag();
+    if (p->precision == NN_PREC_BF16) return dnnl_aBcd16b;
+    return p->conv_choice->blocked_layout ? cpu_blocked_tag() : dnnl_acdb;
+}
+
+/* Winograd pays when there are enough channels and enough pixels per run (bench/backbone/convbench.c,
+ * jit_wino_4x3 vs direct brgconv). Below 64 channels the transforms cost more than they save
+ * (Xception's 32->64 conv at 147x147: 407 vs 508 GFLOP/s). Its transformed weights are 4x the direct
+ * ones (6x6 tiles): when they outweigh the run's activations by more than 12x, they are re-read for
+ * too few pixels (ResNet-50 at 1 image: layer3's 14x14 convs 56% of peak instead of 94%, layer4's
+ * 7x7 44%; alone, 512 channels at 7x7: 527 vs 602 GFLOP/s at 8 images, 757 vs 567 at 16). */
+bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y) {
+    const nn_params *c = &n->p;
+    const int min_ch = 64;
+    if (!(p->conv_choice->winograd && p->precision == NN_PREC_F32 && c->group == 1 && c->kernel[0] == 3 && c->kernel[1] == 3 &&
+          c->stride[0] == 1 && c->stride[1] == 1 && c->dilation[0] == 1 && c->dilation[1] == 1 && x->d[1] % 16 == 0 &&
+          y->d[1] % 16 == 0 && x->d[1] >= min_ch && y->d[1] >= min_ch))
+        return false;
+    double ic = (double)x->d[1], oc = (double)y->d[1], pixels = (double)y->d[0] * (double)y->d[2] * (double)y->d[3];
+    double weights = 36.0 * ic * oc, activations = pixels * (ic + oc);
+    return weights <= 12.0 * activations;
+}
+
 /* The Winograd implementation with 4x4 output tiles when oneDNN offers it (it lists the 2x3 one
  * first; 4x3 measured 5-10% faster on ResNet's 56x56 and 28x28 layers), else its first. */
 static dnnl_status_t winograd_desc(nn_plan *p, const dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t attr,
@@ -124,9 +154,17 @@ int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g) {
     return pairs;
 }
 
+void cpu_conv_choose(nn_plan *p, const nn_graph *g, bool winograd) {
+    cpu_conv_choices *c = p->conv_choice = ftl_xcalloc(1, sizeof *p->conv_choice);
+    c->winograd = winograd;
+    c->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
+    c->blocked_layout = (g->pointwise_depthwise && cpu_depthwise_fusion_on(p)) ||
+                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8 && !p->observer);
+}
+
 /* The depthwise reader of n when the plan fuses it here (same micro-batch, not taken yet). */
 static int depthwise_follower(const nn_plan *p, const nn_graph *g, const nn_node *n) {
-    if (!p->depthwise_pairs || !p->blocked_layout || cpu_conv_layout(p) != cpu_blocked_tag()) return -1;
+    if (!p->conv_choice->depthwise_pairs || !p->conv_choice->blocked_layout || cpu_conv_layout(p) != cpu_blocked_tag()) return -1;
     int d = depthwise_reader(g, n);
     if (d < 0 || p->node_fused[d] != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
     return d;
@@ -317,7 +355,7 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
         return FTL_OK;
     }
     if (!pd) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s)", n->name, n->op_type);
-    if (used_winograd) p->n_winograd++;
+    if (used_winograd) p->conv_choice->n_winograd++;
     dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
