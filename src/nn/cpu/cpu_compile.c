@@ -268,15 +268,16 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g, const bool *observe) {
         p->cur_node = i;
         p->cur_mb = p->node_mb ? p->node_mb[i] : p->batch;
         if (p->cur_mb != shapes_for) FTL_TRY(nn_infer_shapes(g, shapes_for = p->cur_mb));
-        if (p->node_fused[i] == -2) continue; /* part of an attention emitted at its second MatMul */
-        if (p->node_gather[i] == -2) continue; /* data movement copied at once at its chain's end */
+        int attention = cpu_attention_role(p, i), movement = cpu_movement_role(p, i);
+        if (attention == -2) continue; /* part of an attention emitted at its second MatMul */
+        if (movement == -2) continue;  /* data movement copied at once at its chain's end */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !nn_is_const(g, n->in[k])) FTL_TRY(cpu_rebatch(p, n->in[k]));
         for (int k = 0; k < n->n_post; k++)
             if (n->post[k].kind == NN_POST_SUM) FTL_TRY(cpu_rebatch(p, n->post[k].sum_tensor));
-        FTL_TRY(p->node_fused[i] >= 0   ? cpu_attention_emit(p, g, i)
-                : p->node_gather[i] >= 0 ? cpu_gather_emit(p, g, i)
-                                         : cpu_emit_node(p, g, i));
+        FTL_TRY(attention >= 0  ? cpu_attention_emit(p, g, i)
+                : movement >= 0 ? cpu_gather_emit(p, g, i)
+                                : cpu_emit_node(p, g, i));
         for (int k = 0; observe && k < n->n_out; k++) {
             int t = n->out[k];
             if (t < 0 || !observe[t] || p->tval[t] < 0) continue;

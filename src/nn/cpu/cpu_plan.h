@@ -129,15 +129,13 @@ struct nn_plan {
     int n_segs;               /* runs of steps with the same micro-batch */
     int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
-    cpu_int8_tables *int8;    /* per-tensor int8 forms (cpu_int8.h; NULL: none, not an int8 plan) */
+    cpu_int8_tables *int8;    /* per-tensor int8 forms (cpu_int8.h; NULL: none, neither int8 nor a quantized model) */
     cpu_observer *observer;   /* calibration's observer of watched tensors (cpu_observer.h; NULL: none) */
     cpu_conv_choices *conv_choice; /* the conv emitter's algorithm and layout choices (emit_conv.h; set by compile) */
-    cpu_attention_list *attention; /* fused attentions (cpu_attention_fusion.c's own; NULL: none looked for) */
-    int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
-                                 where attention k is emitted */
-    cpu_movement_chains *chains; /* data movement chains run as one copy (cpu_movement_fusion.c's own) */
-    int *node_gather;         /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
-                                 sink of chain k */
+    cpu_attention_list *attention; /* fused attentions, each node's role in them (cpu_attention_fusion.c's own;
+                                      NULL: none looked for) */
+    cpu_movement_chains *chains; /* data movement chains run as one copy, each node's role in them
+                                    (cpu_movement_fusion.c's own) */
 };
 
 /* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
@@ -219,6 +217,12 @@ ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_attention_run(nn_plan *p, const cpu_step *s);
 void cpu_attention_free(nn_plan *p);
+/* Node `node`'s role in the fused attentions: -1 its own steps (also before cpu_attention_find), -2 part
+ * of a fused attention emitted later or of a step another node emits, k >= 0 where attention k is
+ * emitted. Emitters that fuse a node into their own step (a depthwise pair, a matmul's scale and
+ * residual) mark it -2 with cpu_attention_mark_absorbed, so compile skips it and no fusion takes it. */
+int cpu_attention_role(const nn_plan *p, int node);
+void cpu_attention_mark_absorbed(nn_plan *p, int node);
 /* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
 bool cpu_switch_on(const char *name);
 /* Whether tensor t (produced by the current node) is read only by fused attentions, directly or
@@ -231,5 +235,8 @@ bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int de
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_gather_free(nn_plan *p);
+/* Node `node`'s role in the chains: -1 its own steps (also before cpu_gather_find), -2 part of a chain
+ * copied at its sink, k >= 0 the sink of chain k (cpu_gather_emit emits it). */
+int cpu_movement_role(const nn_plan *p, int node);
 
 #endif

@@ -166,7 +166,7 @@ void cpu_conv_choose(nn_plan *p, const nn_graph *g, bool winograd) {
 static int depthwise_follower(const nn_plan *p, const nn_graph *g, const nn_node *n) {
     if (!p->conv_choice->depthwise_pairs || !p->conv_choice->blocked_layout || cpu_conv_layout(p) != cpu_blocked_tag()) return -1;
     int d = depthwise_reader(g, n);
-    if (d < 0 || p->node_fused[d] != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
+    if (d < 0 || cpu_attention_role(p, d) != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
     return d;
 }
 
@@ -232,7 +232,7 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
     int vals[6] = {src_v, wei_v, dst_v, bias_v, dww_v, dwb_v};
     FTL_TRY(cpu_emit_prim(p, pd, keys, vals, 6, 2, label));
     p->steps[p->n_steps - 1].also_node = dw_node;
-    p->node_fused[dw_node] = -2;
+    cpu_attention_mark_absorbed(p, dw_node);
     *done = true;
     return FTL_OK;
 }

@@ -65,7 +65,7 @@ ftl_status cpu_emit_einsum(nn_plan *p, nn_graph *g, const nn_node *n) {
 /* The node that alone reads t (not a graph output, not a summand), at the current micro-batch; -1 else. */
 static int sole_reader(const nn_plan *p, const nn_graph *g, int t) {
     int found = nn_graph_sole_reader(g, t, NULL);
-    if (found < 0 || p->node_fused[found] != -1) return -1;
+    if (found < 0 || cpu_attention_role(p, found) != -1) return -1;
     if (p->node_mb && p->node_mb[found] != p->node_mb[p->cur_node]) return -1;
     return found;
 }
@@ -153,7 +153,9 @@ static ftl_status emit_product_with_tail(nn_plan *p, nn_graph *g, dnnl_primitive
     int vals[5] = {src_v, wei_v, dst_v, scale_v, bias_v};
     FTL_TRY(cpu_emit_prim(p, pd, keys, vals, bias_v >= 0 ? 5 : 4, 2, label));
     cpu_bind(p, g->nodes[t->add].out[0], cpu_new_value(p, &x_cl, b));
-    p->node_fused[t->transpose] = p->node_fused[t->mul] = p->node_fused[t->add] = -2;
+    cpu_attention_mark_absorbed(p, t->transpose);
+    cpu_attention_mark_absorbed(p, t->mul);
+    cpu_attention_mark_absorbed(p, t->add);
     return FTL_OK;
 }
 
