@@ -1,6 +1,7 @@
 /* CPU emitter for convolutions: oneDNN picks their blocked layouts (format `any`), so activations stay
  * blocked from conv to conv; Winograd where it pays, int8 with per-channel scales, and the 1x1 -> 3x3
- * depthwise pairs oneDNN runs as one primitive (the depthwise conv a post-op of the 1x1). */
+ * depthwise pairs oneDNN runs as one primitive (the depthwise conv a post-op of the 1x1). The plan-wide
+ * choices among these (struct cpu_conv_choices, emit_conv.h) are made and kept here. */
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
 #include "nn/ir/quantize.h"
