@@ -7,6 +7,7 @@
  * become one table indexed by the scores' leading index modulo its period.
  * FTL_NN_FUSED_ATTENTION=0 keeps the separate steps (A/B runs, tests). */
 #include "nn/cpu/kernels/attention.h"
+#include "nn/cpu/cpu_int8.h"
 #include "nn/cpu/cpu_plan.h"
 #include "nn/ir/topo.h"
 #include "util/alloc.h"
@@ -28,10 +29,14 @@ typedef struct cpu_attention_op {
     int64_t period;
 } cpu_attention_op;
 
-/* The plan's fused attentions, in the order their second MatMuls come. */
+/* The plan's fused attentions, in the order their second MatMuls come, and each node's role in them
+ * (here rather than in the plan: the feature's own state, read by others through cpu_attention_role). */
 struct cpu_attention_list {
     cpu_attention_op *ops;
     int n, cap;
+    int *role;                /* per node: -1 its own steps, -2 part of a fused attention emitted later (or of
+                                 another node's fused step: cpu_attention_mark_absorbed), k >= 0 where
+                                 attention k is emitted */
 };
 
 /* A constant added to the scores, with the factor later scalars multiplied it by and the scores'
@@ -228,8 +233,8 @@ static bool match(nn_plan *p, const nn_graph *g, const int *uses, const bool *ob
     absorbed[n_abs++] = sm;
     if (absorbed_q >= 0) absorbed[n_abs++] = absorbed_q;
     for (int i = 0; i < n_abs; i++)
-        if ((p->node_mb ? p->node_mb[absorbed[i]] : p->batch) != mb || p->node_fused[absorbed[i]] != -1) return false;
-    if (p->node_fused[pv] != -1) return false;
+        if ((p->node_mb ? p->node_mb[absorbed[i]] : p->batch) != mb || p->attention->role[absorbed[i]] != -1) return false;
+    if (p->attention->role[pv] != -1) return false;
 
     *op = (cpu_attention_op){.qk = qk, .pv = pv, .q = q, .kt = qkn->in[1], .v = pvn->in[1], .scale = (float)scale,
                              .period = period};
@@ -245,7 +250,7 @@ static bool match(nn_plan *p, const nn_graph *g, const int *uses, const bool *ob
             free(tmp);
         }
     }
-    for (int i = 0; i < n_abs; i++) p->node_fused[absorbed[i]] = -2;
+    for (int i = 0; i < n_abs; i++) p->attention->role[absorbed[i]] = -2;
     /* Q and K^T are now read at the second MatMul */
     if (p->last_node[op->q] < pv) p->last_node[op->q] = pv;
     if (p->last_node[op->kt] < pv) p->last_node[op->kt] = pv;
@@ -253,10 +258,10 @@ static bool match(nn_plan *p, const nn_graph *g, const int *uses, const bool *ob
 }
 
 ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe) {
-    p->node_fused = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_fused);
-    for (int i = 0; i < g->n_nodes; i++) p->node_fused[i] = -1;
     cpu_attention_list *list = p->attention = ftl_xcalloc(1, sizeof *p->attention);
-    if (!cpu_switch_on("FTL_NN_FUSED_ATTENTION") || !nn_attention_available() || p->int8_zero) return FTL_OK;
+    list->role = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *list->role);
+    for (int i = 0; i < g->n_nodes; i++) list->role[i] = -1;
+    if (!cpu_switch_on("FTL_NN_FUSED_ATTENTION") || !nn_attention_available() || cpu_int8_has_zero(p->int8)) return FTL_OK;
     int *uses = nn_graph_use_counts(g);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].op != NN_OP_SOFTMAX || g->nodes[i].dead) continue;
@@ -266,7 +271,7 @@ ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe
             list->cap = list->cap ? 2 * list->cap : 16;
             list->ops = ftl_xrealloc(list->ops, (size_t)list->cap * sizeof *list->ops);
         }
-        p->node_fused[op.pv] = list->n;
+        list->role[op.pv] = list->n;
         list->ops[list->n++] = op;
     }
     free(uses);
@@ -274,7 +279,7 @@ ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe
 }
 
 bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int depth) {
-    if (!p->node_fused || !p->attention || p->attention->n == 0 || depth > 4 || t < 0 || !cpu_one_chunk_until_read(p, t)) return false;
+    if (!p->attention || !p->attention->role || p->attention->n == 0 || depth > 4 || t < 0 || !cpu_one_chunk_until_read(p, t)) return false;
     int mb = p->node_mb ? p->node_mb[p->cur_node] : p->batch, readers = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
@@ -284,7 +289,7 @@ bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int de
         if (!reads) continue;
         readers++;
         if ((p->node_mb ? p->node_mb[i] : p->batch) != mb) return false;
-        if (p->node_fused[i] != -1) continue;
+        if (p->attention->role[i] != -1) continue;
         bool view_op = (n->op == NN_OP_GATHER || n->op == NN_OP_TRANSPOSE || n->op == NN_OP_SLICE) && n->in[0] == t &&
                        n->n_post == 0;
         if (!view_op || !cpu_attention_reads_only(p, g, n->out[0], depth + 1)) return false;
@@ -319,7 +324,7 @@ static const nn_node *sole_transpose_reader(const nn_plan *p, const nn_graph *g,
 }
 
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node) {
-    const cpu_attention_op *op = &p->attention->ops[p->node_fused[node]];
+    const cpu_attention_op *op = &p->attention->ops[p->attention->role[node]];
     const nn_node *n = &g->nodes[node];
     FTL_TRY(cpu_rebatch(p, op->q));
     FTL_TRY(cpu_rebatch(p, op->kt));
@@ -357,7 +362,7 @@ ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node) {
     st->kind = CPU_STEP_ATTENTION;
     st->nargs = 4;
     st->writes = 3;
-    st->attn = p->node_fused[node];
+    st->attn = p->attention->role[node];
     st->also_node = op->qk;
     snprintf(st->impl, sizeof st->impl, "ftl:attention");
     for (int k = 0; k < 4; k++) {
@@ -397,7 +402,17 @@ void cpu_attention_run(nn_plan *p, const cpu_step *s) {
 
 void cpu_attention_free(nn_plan *p) {
     for (int i = 0; p->attention && i < p->attention->n; i++) free(p->attention->ops[i].bias);
-    if (p->attention) free(p->attention->ops);
+    if (p->attention) {
+        free(p->attention->ops);
+        free(p->attention->role);
+    }
     free(p->attention);
-    free(p->node_fused);
+}
+
+int cpu_attention_role(const nn_plan *p, int node) {
+    return p->attention && p->attention->role ? p->attention->role[node] : -1;
+}
+
+void cpu_attention_mark_absorbed(nn_plan *p, int node) {
+    if (p->attention && p->attention->role) p->attention->role[node] = -2;
 }

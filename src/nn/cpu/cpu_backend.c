@@ -2,6 +2,8 @@
  * oneDNN or on ftl's kernels), describes it, and answers the CPU's ISA questions. Compiling is
  * cpu_compile.c's. */
 #include "nn/cpu/cpu_compile.h"
+#include "nn/cpu/cpu_observer.h"
+#include "nn/cpu/emit_conv.h"
 #include "nn/cpu/kernels/layernorm.h"
 #include "util/error.h"
 #include "util/timing.h"
@@ -82,7 +84,7 @@ static void observe(nn_plan *p, const cpu_step *s) {
     const cpu_value *v = &p->vals[s->arg_val[0]];
     void *h = NULL;
     dnnl_memory_get_data_handle(v->mem, &h);
-    p->observe_fn(p->observe_ctx, s->tensor, h, dnnl_memory_desc_get_size(&v->md) / sizeof(float));
+    p->observer->fn(p->observer->ctx, s->tensor, h, dnnl_memory_desc_get_size(&v->md) / sizeof(float));
 }
 
 /* Points the step's full-buffer arguments at images [chunk * mb, (chunk + 1) * mb). */
@@ -195,13 +197,13 @@ static void md_text(const dnnl_memory_desc_t *md, char *buf, size_t size) {
     buf[used < size ? used : size - 1] = 0;
 }
 
-static int cpu_winograd_convs(const nn_plan *p) { return p->n_winograd; }
+static int cpu_winograd_convs(const nn_plan *p) { return p->conv_choice->n_winograd; }
 
 static void cpu_describe(const nn_plan *p, FILE *out) {
     fprintf(out, "plan: batch %d, %s, %d threads, %d steps (%d reorders), %d Winograd convs, activations %.1f MiB, "
             "scratchpad %.1f MiB\n", p->batch,
             p->precision == NN_PREC_BF16 ? "bf16" : p->precision == NN_PREC_INT8 ? "int8 (convolutions with scales)" : "fp32", p->threads, p->n_steps,
-            p->n_reorders, p->n_winograd,
+            p->n_reorders, p->conv_choice->n_winograd,
             (double)p->arena_size / 1048576.0, (double)p->scratch_size / 1048576.0);
     for (int i = 0; i < p->n_steps; i++) {
         const cpu_step *s = &p->steps[i];

@@ -5,6 +5,8 @@
  * libgomp), so the thread count is omp_set_num_threads() on the calling thread; it is set before
  * primitives are created (oneDNN sizes its work split then) and before each run (cpu_backend.c). */
 #include "nn/cpu/cpu_compile.h"
+#include "nn/cpu/cpu_int8.h"
+#include "nn/cpu/cpu_observer.h"
 #include "nn/cpu/emitters.h"
 #include "nn/ir/topo.h"
 #include "nn/ir/shape.h"
@@ -188,6 +190,31 @@ static ftl_status finalize(nn_plan *p) {
     return FTL_OK;
 }
 
+/* Copies of o's per-tensor int8 arrays for n - 1 tensors (one spare entry, zeroed). */
+static cpu_int8_tables *int8_tables_of(const nn_compile_opts *o, size_t n) {
+    cpu_int8_tables *q = ftl_xcalloc(1, sizeof *q);
+    q->scale = ftl_xcalloc(n, sizeof *q->scale);
+    q->is_unsigned = ftl_xcalloc(n, sizeof *q->is_unsigned);
+    q->written = ftl_xcalloc(n, sizeof *q->written);
+    memcpy(q->scale, o->int8_scale, (n - 1) * sizeof *q->scale);
+    memcpy(q->is_unsigned, o->int8_unsigned, (n - 1) * sizeof *q->is_unsigned);
+    memcpy(q->written, o->int8_written, (n - 1) * sizeof *q->written);
+    if (o->int8_zero) {
+        q->zero = ftl_xcalloc(n, sizeof *q->zero);
+        memcpy(q->zero, o->int8_zero, (n - 1) * sizeof *q->zero);
+    }
+    return q;
+}
+
+static void int8_tables_free(cpu_int8_tables *q) {
+    if (!q) return;
+    free(q->scale);
+    free(q->is_unsigned);
+    free(q->written);
+    free(q->zero);
+    free(q);
+}
+
 void cpu_plan_free(nn_plan *p) {
     if (!p) return;
     for (int i = 0; i < p->n_steps; i++) {
@@ -212,10 +239,9 @@ void cpu_plan_free(nn_plan *p) {
     free(p->seg_first);
     free(p->arena);
     free(p->scratch);
-    free(p->int8_scale);
-    free(p->int8_unsigned);
-    free(p->int8_written);
-    free(p->int8_zero);
+    int8_tables_free(p->int8);
+    free(p->observer);
+    free(p->conv_choice);
     cpu_attention_free(p);
     cpu_gather_free(p);
     free(p);
@@ -242,15 +268,16 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g, const bool *observe) {
         p->cur_node = i;
         p->cur_mb = p->node_mb ? p->node_mb[i] : p->batch;
         if (p->cur_mb != shapes_for) FTL_TRY(nn_infer_shapes(g, shapes_for = p->cur_mb));
-        if (p->node_fused[i] == -2) continue; /* part of an attention emitted at its second MatMul */
-        if (p->node_gather[i] == -2) continue; /* data movement copied at once at its chain's end */
+        int attention = cpu_attention_role(p, i), movement = cpu_movement_role(p, i);
+        if (attention == -2) continue; /* part of an attention emitted at its second MatMul */
+        if (movement == -2) continue;  /* data movement copied at once at its chain's end */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !nn_is_const(g, n->in[k])) FTL_TRY(cpu_rebatch(p, n->in[k]));
         for (int k = 0; k < n->n_post; k++)
             if (n->post[k].kind == NN_POST_SUM) FTL_TRY(cpu_rebatch(p, n->post[k].sum_tensor));
-        FTL_TRY(p->node_fused[i] >= 0   ? cpu_attention_emit(p, g, i)
-                : p->node_gather[i] >= 0 ? cpu_gather_emit(p, g, i)
-                                         : cpu_emit_node(p, g, i));
+        FTL_TRY(attention >= 0  ? cpu_attention_emit(p, g, i)
+                : movement >= 0 ? cpu_gather_emit(p, g, i)
+                                : cpu_emit_node(p, g, i));
         for (int k = 0; observe && k < n->n_out; k++) {
             int t = n->out[k];
             if (t < 0 || !observe[t] || p->tval[t] < 0) continue;
@@ -284,7 +311,6 @@ ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
     FTL_TRY(nn_infer_shapes(g, o->batch));
     nn_plan *p = ftl_xcalloc(1, sizeof *p);
     p->precision = o->precision;
-    p->winograd = o->winograd;
     p->batch = o->batch;
     p->threads = o->threads;
     if (o->node_batch) {
@@ -294,24 +320,13 @@ ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
             p->node_mb[i] = mb >= 1 && mb <= o->batch && o->batch % mb == 0 ? mb : o->batch;
         }
     }
-    if (o->int8_scale && o->int8_unsigned && o->int8_written) { /* int8, or a quantized model at any precision */
-        size_t n = (size_t)g->n_tensors + 1;
-        p->int8_scale = ftl_xcalloc(n, sizeof *p->int8_scale);
-        p->int8_unsigned = ftl_xcalloc(n, sizeof *p->int8_unsigned);
-        p->int8_written = ftl_xcalloc(n, sizeof *p->int8_written);
-        memcpy(p->int8_scale, o->int8_scale, (n - 1) * sizeof *p->int8_scale);
-        memcpy(p->int8_unsigned, o->int8_unsigned, (n - 1) * sizeof *p->int8_unsigned);
-        memcpy(p->int8_written, o->int8_written, (n - 1) * sizeof *p->int8_written);
-        if (o->int8_zero) {
-            p->int8_zero = ftl_xcalloc(n, sizeof *p->int8_zero);
-            memcpy(p->int8_zero, o->int8_zero, (n - 1) * sizeof *p->int8_zero);
-        }
+    if (o->int8_scale && o->int8_unsigned && o->int8_written) /* int8, or a quantized model at any precision */
+        p->int8 = int8_tables_of(o, (size_t)g->n_tensors + 1);
+    if (o->observe_fn) {
+        p->observer = ftl_xmalloc(sizeof *p->observer);
+        *p->observer = (cpu_observer){o->observe_fn, o->observe_ctx};
     }
-    p->observe_fn = o->observe_fn;
-    p->observe_ctx = o->observe_ctx;
-    p->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
-    p->blocked_layout = (g->pointwise_depthwise && cpu_depthwise_fusion_on(p)) ||
-                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn);
+    cpu_conv_choose(p, g, o->winograd);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);
     p->last_node = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *p->last_node);
     for (int t = 0; t < g->n_tensors; t++) p->tval[t] = -1;

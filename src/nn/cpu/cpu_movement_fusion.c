@@ -194,7 +194,7 @@ static bool collect_chain(const nn_plan *p, const nn_graph *g, const graph_index
         nodes[(*n_nodes)++] = i;
         *concat |= n->op == NN_OP_CONCAT;
         *transpose |= n->op == NN_OP_TRANSPOSE;
-        ok = ok && (p->node_mb ? p->node_mb[i] : p->batch) == mb && (!p->node_fused || p->node_fused[i] == -1) &&
+        ok = ok && (p->node_mb ? p->node_mb[i] : p->batch) == mb && cpu_attention_role(p, i) == -1 &&
              !(observe && observe[n->out[0]]);
         ok = ok && (i == s || read_only_by(x, n->out[0], in_chain)); /* (joined so, but checked once more) */
     }
@@ -210,7 +210,7 @@ static int residual_add(const nn_plan *p, const nn_graph *g, const bool *observe
     if (a < 0) return -1;
     const nn_node *n = &g->nodes[a];
     if (n->op != NN_OP_ADD || n->n_in != 2 || n->n_post > 0 || n->in[1 - slot] < 0 || nn_is_const(g, n->in[1 - slot]) ||
-        (p->node_mb && p->node_mb[a] != p->node_mb[s]) || (p->node_fused && p->node_fused[a] != -1) ||
+        (p->node_mb && p->node_mb[a] != p->node_mb[s]) || cpu_attention_role(p, a) != -1 ||
         (observe && observe[g->nodes[s].out[0]]))
         return -1;
     const nn_shape *y = &g->tensors[g->nodes[s].out[0]].shape, *r = &g->tensors[n->in[1 - slot]].shape,
@@ -256,9 +256,13 @@ typedef struct cpu_gather_op {
 } cpu_gather_op;
 
 /* The plan's movement chains, in the order their sinks come. */
+/* The plan's chains and each node's role in them (here rather than in the plan: the feature's own
+ * state, read by compile through cpu_movement_role). */
 struct cpu_movement_chains {
     cpu_gather_op *ops;
     int n, cap;
+    int *role;                /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
+                                 sink of chain k */
 };
 
 /* A chain found, before its index table is checked. */
@@ -267,10 +271,10 @@ typedef struct candidate {
 } candidate;
 
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
-    p->node_gather = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *p->node_gather);
-    for (int i = 0; i < g->n_nodes; i++) p->node_gather[i] = -1;
     cpu_movement_chains *chains = p->chains = ftl_xcalloc(1, sizeof *p->chains);
-    if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8_scale) return FTL_OK;
+    chains->role = ftl_xmalloc(((size_t)g->n_nodes + 1) * sizeof *chains->role);
+    for (int i = 0; i < g->n_nodes; i++) chains->role[i] = -1;
+    if (!cpu_switch_on("FTL_NN_GATHER_CHAINS") || p->int8) return FTL_OK;
     graph_index x;
     index_graph(g, &x);
     bool *in_chain = ftl_xcalloc((size_t)g->n_nodes + 1, sizeof *in_chain);
@@ -279,7 +283,7 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
     int n_cand = 0;
     for (int s = 0; s < g->n_nodes; s++) {
         const nn_node *sn = &g->nodes[s];
-        if (!is_movement(g, sn) || (p->node_fused && p->node_fused[s] != -1)) continue;
+        if (!is_movement(g, sn) || cpu_attention_role(p, s) != -1) continue;
         bool movement_reader = false; /* the chain ends where no movement node reads on */
         for (int r = x.reader_start[sn->out[0]]; r < x.reader_start[sn->out[0] + 1]; r++)
             movement_reader |= is_movement(g, &g->nodes[x.readers[r]]);
@@ -324,8 +328,8 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
                                   .emit_node = k->add >= 0 ? k->add : s};
             op->run_src = ftl_xmalloc((size_t)(n1 / run) * sizeof *op->run_src);
             for (int64_t r = 0; r < n1 / run; r++) op->run_src[r] = map[r * run];
-            for (int j = 0; j < k->n_nodes; j++) p->node_gather[k->nodes[j]] = -2;
-            p->node_gather[op->emit_node] = chains->n++;
+            for (int j = 0; j < k->n_nodes; j++) chains->role[k->nodes[j]] = -2;
+            chains->role[op->emit_node] = chains->n++;
             if (p->last_node[k->source] < op->emit_node) p->last_node[k->source] = op->emit_node; /* read there now */
         }
         free(map);
@@ -337,7 +341,7 @@ ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe) {
 }
 
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
-    const cpu_gather_op *op = &p->chains->ops[p->node_gather[node]];
+    const cpu_gather_op *op = &p->chains->ops[p->chains->role[node]];
     const nn_node *n = &g->nodes[node]; /* the sink, or the Add after it */
     char label[96];
     snprintf(label, sizeof label, "%.56s (%s, one copy%s)", n->name, n->op_type, op->addend >= 0 ? " + add" : "");
@@ -381,7 +385,11 @@ ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node) {
 
 void cpu_gather_free(nn_plan *p) {
     for (int k = 0; p->chains && k < p->chains->n; k++) free(p->chains->ops[k].run_src);
-    if (p->chains) free(p->chains->ops);
+    if (p->chains) {
+        free(p->chains->ops);
+        free(p->chains->role);
+    }
     free(p->chains);
-    free(p->node_gather);
 }
+
+int cpu_movement_role(const nn_plan *p, int node) { return p->chains && p->chains->role ? p->chains->role[node] : -1; }

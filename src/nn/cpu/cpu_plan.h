@@ -87,7 +87,12 @@ typedef struct cpu_step {
 } cpu_step;
 
 /* A feature's own state, defined in its file: the fused attentions (cpu_attention_fusion.c) and the
- * chains of data movement run as one copy (cpu_movement_fusion.c). */
+ * chains of data movement run as one copy (cpu_movement_fusion.c); or in its header: the int8 forms
+ * of tensors (cpu_int8.h), calibration's observer (cpu_observer.h) and the conv emitter's choices
+ * (emit_conv.h). */
+typedef struct cpu_int8_tables cpu_int8_tables;
+typedef struct cpu_observer cpu_observer;
+typedef struct cpu_conv_choices cpu_conv_choices;
 typedef struct cpu_attention_list cpu_attention_list;
 typedef struct cpu_movement_chains cpu_movement_chains;
 
@@ -99,8 +104,6 @@ struct nn_plan {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     nn_precision precision;
-    bool winograd;            /* eligible fp32 convs try Winograd kernels first */
-    int n_winograd;           /* convolution nodes that got them */
     int batch, threads;
     cpu_value *vals;
     int n_vals, cap_vals;
@@ -126,22 +129,13 @@ struct nn_plan {
     int n_segs;               /* runs of steps with the same micro-batch */
     int *seg_first;           /* first step of each segment (n_segs + 1 entries: the last = n_steps) */
     bool depth_first;         /* run segments interleaved (see cpu_run) instead of one after another */
-    float *int8_scale;        /* NN_PREC_INT8: copies of nn_compile_opts' per-tensor arrays */
-    bool *int8_unsigned, *int8_written;
-    int *int8_zero;           /* per tensor, NULL: all 0 */
-    nn_observe_fn observe_fn;
-    void *observe_ctx;
-    int depthwise_pairs;      /* fp32 1x1 -> 3x3 depthwise pairs run fused (cpu_depthwise_pairs) */
-    bool blocked_layout;      /* fp32 convs run blocked (nChw16c / nChw8c), the layout oneDNN's fused kernel is right in:
-                                 for every plan of a backbone that has such pairs (nn_graph.pointwise_depthwise),
-                                 cut halves included, so they give the whole backbone's bits; on AVX2 CPUs for
-                                 convolutional backbones too (nn_graph.blocked_images) */
-    cpu_attention_list *attention; /* fused attentions (cpu_attention_fusion.c's own; NULL: none looked for) */
-    int *node_fused;          /* per node: -1 its own steps, -2 part of a fused attention emitted later, k >= 0
-                                 where attention k is emitted */
-    cpu_movement_chains *chains; /* data movement chains run as one copy (cpu_movement_fusion.c's own) */
-    int *node_gather;         /* per node: -1 its own steps, -2 part of a chain copied at its sink, k >= 0 the
-                                 sink of chain k */
+    cpu_int8_tables *int8;    /* per-tensor int8 forms (cpu_int8.h; NULL: none, neither int8 nor a quantized model) */
+    cpu_observer *observer;   /* calibration's observer of watched tensors (cpu_observer.h; NULL: none) */
+    cpu_conv_choices *conv_choice; /* the conv emitter's algorithm and layout choices (emit_conv.h; set by compile) */
+    cpu_attention_list *attention; /* fused attentions, each node's role in them (cpu_attention_fusion.c's own;
+                                      NULL: none looked for) */
+    cpu_movement_chains *chains; /* data movement chains run as one copy, each node's role in them
+                                    (cpu_movement_fusion.c's own) */
 };
 
 /* Checks a dnnl call; on failure sets an error naming `what` and returns FTL_E_INTERNAL. */
@@ -202,14 +196,6 @@ ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);
-/* Activation layout convolutions ask for: channels-last for fp32, nChw16c for bf16 and for fp32 models
- * with fused depthwise pairs (measured, see docs/nn.md); FTL_NN_LAYOUT=nhwc|blocked|any overrides it for A/B benchmarks (any: oneDNN's
- * own pick). Returns dnnl_format_tag_any for any. */
-dnnl_format_tag_t cpu_conv_layout(const nn_plan *p);
-dnnl_format_tag_t cpu_blocked_tag(void);
-/* Whether a conv should first try oneDNN's Winograd kernels (fp32 3x3 stride 1, >= 64 channels in
- * 16s, transformed weights amortised over the run's pixels; see cpu_plan_builder.c). */
-bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y);
 
 /* Whether a step is a convolution, matmul or inner product (kind_out, may be NULL: which). */
 bool cpu_is_compute_step(const cpu_step *s, dnnl_primitive_kind_t *kind_out);
@@ -231,6 +217,12 @@ ftl_status cpu_attention_find(nn_plan *p, const nn_graph *g, const bool *observe
 ftl_status cpu_attention_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_attention_run(nn_plan *p, const cpu_step *s);
 void cpu_attention_free(nn_plan *p);
+/* Node `node`'s role in the fused attentions: -1 its own steps (also before cpu_attention_find), -2 part
+ * of a fused attention emitted later or of a step another node emits, k >= 0 where attention k is
+ * emitted. Emitters that fuse a node into their own step (a depthwise pair, a matmul's scale and
+ * residual) mark it -2 with cpu_attention_mark_absorbed, so compile skips it and no fusion takes it. */
+int cpu_attention_role(const nn_plan *p, int node);
+void cpu_attention_mark_absorbed(nn_plan *p, int node);
 /* An optimisation switch in the environment (FTL_NN_...): on unless set to 0 (A/B runs, tests). */
 bool cpu_switch_on(const char *name);
 /* Whether tensor t (produced by the current node) is read only by fused attentions, directly or
@@ -243,5 +235,8 @@ bool cpu_attention_reads_only(const nn_plan *p, const nn_graph *g, int t, int de
 ftl_status cpu_gather_find(nn_plan *p, nn_graph *g, const bool *observe);
 ftl_status cpu_gather_emit(nn_plan *p, nn_graph *g, int node);
 void cpu_gather_free(nn_plan *p);
+/* Node `node`'s role in the chains: -1 its own steps (also before cpu_gather_find), -2 part of a chain
+ * copied at its sink, k >= 0 the sink of chain k (cpu_gather_emit emits it). */
+int cpu_movement_role(const nn_plan *p, int node);
 
 #endif

@@ -2,6 +2,7 @@
  * reorders to the layout or type a consumer asks for, constants and primitive attributes: what the
  * emitters (emit_*.c) and the fusions build a plan with. It calls kernels only, never an emitter, so
  * the backend's files point one way: compile -> emitters -> builder -> kernels. */
+#include "nn/cpu/cpu_int8.h"
 #include "nn/cpu/cpu_plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -26,36 +27,6 @@ bool cpu_switch_on(const char *name) {
 }
 
 dnnl_data_type_t cpu_compute_type(const nn_plan *p) { return p->precision == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32; }
-
-/* Channels in blocks of the vector width: nChw16c with AVX-512, nChw8c with AVX2. */
-dnnl_format_tag_t cpu_blocked_tag(void) { return __builtin_cpu_supports("avx512f") ? dnnl_aBcd16b : dnnl_aBcd8b; }
-
-dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
-    const char *e = getenv("FTL_NN_LAYOUT");
-    if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
-    if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
-    if (e && strcmp(e, "blocked") == 0) return cpu_blocked_tag();
-    if (p->precision == NN_PREC_BF16) return dnnl_aBcd16b;
-    return p->blocked_layout ? cpu_blocked_tag() : dnnl_acdb;
-}
-
-/* Winograd pays when there are enough channels and enough pixels per run (bench/backbone/convbench.c,
- * jit_wino_4x3 vs direct brgconv). Below 64 channels the transforms cost more than they save
- * (Xception's 32->64 conv at 147x147: 407 vs 508 GFLOP/s). Its transformed weights are 4x the direct
- * ones (6x6 tiles): when they outweigh the run's activations by more than 12x, they are re-read for
- * too few pixels (ResNet-50 at 1 image: layer3's 14x14 convs 56% of peak instead of 94%, layer4's
- * 7x7 44%; alone, 512 channels at 7x7: 527 vs 602 GFLOP/s at 8 images, 757 vs 567 at 16). */
-bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y) {
-    const nn_params *c = &n->p;
-    const int min_ch = 64;
-    if (!(p->winograd && p->precision == NN_PREC_F32 && c->group == 1 && c->kernel[0] == 3 && c->kernel[1] == 3 &&
-          c->stride[0] == 1 && c->stride[1] == 1 && c->dilation[0] == 1 && c->dilation[1] == 1 && x->d[1] % 16 == 0 &&
-          y->d[1] % 16 == 0 && x->d[1] >= min_ch && y->d[1] >= min_ch))
-        return false;
-    double ic = (double)x->d[1], oc = (double)y->d[1], pixels = (double)y->d[0] * (double)y->d[2] * (double)y->d[3];
-    double weights = 36.0 * ic * oc, activations = pixels * (ic + oc);
-    return weights <= 12.0 * activations;
-}
 
 int cpu_new_value(nn_plan *p, const dnnl_memory_desc_t *md_in, int buf) {
     const dnnl_memory_desc_t copy = *md_in, *md = &copy; /* md_in may point into p->vals, which may move */
@@ -209,7 +180,7 @@ ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label) {
 }
 
 bool cpu_node_int8(const nn_plan *p, const nn_node *n) {
-    return p->int8_scale && n->n_in > 0 && n->in[0] >= 0 && p->int8_scale[n->in[0]] > 0;
+    return p->int8 && n->n_in > 0 && n->in[0] >= 0 && p->int8->scale[n->in[0]] > 0;
 }
 
 cpu_step *cpu_host_step(nn_plan *p, cpu_step_kind kind, int src, int dst, const char *impl, const char *label) {
@@ -292,10 +263,10 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     float scale = 1.0f;
     int zero = 0;
     if (from_int != to_int) {
-        float ts = p->int8_scale ? p->int8_scale[t] : 0;
+        float ts = p->int8 ? p->int8->scale[t] : 0;
         if (!(ts > 0)) return ftl_fail(FTL_E_INTERNAL, "tensor %d: an int8 conversion without a scale", t);
         scale = from_int ? ts : 1.0f / ts;
-        zero = p->int8_zero ? p->int8_zero[t] : 0;
+        zero = cpu_int8_zero(p->int8, t);
     }
     FTL_TRY(emit_reorder_scaled(p, v, nv, scale, zero, label));
     p->steps[p->n_steps - 1].reorder = true; /* a conversion the plan adds, not the node's own work */

@@ -70,12 +70,12 @@ bool cpu_read_as_bf16_only(const nn_plan *p, const nn_graph *g, int t, int depth
             if (r->post[k].kind == NN_POST_SUM && r->post[k].sum_tensor == t) return false;
         for (int k = 0; k < r->n_in; k++)
             if (r->in[k] == t) {
-                if (k != 0 && !(p->node_fused && p->node_fused[i] != -1)) return false;
+                if (k != 0 && cpu_attention_role(p, i) == -1) return false;
                 reads = true;
             }
         if (!reads) continue;
         readers++;
-        if (p->node_fused && p->node_fused[i] != -1) continue; /* Q (maybe scaled), K^T or V of a fused attention */
+        if (cpu_attention_role(p, i) != -1) continue; /* Q (maybe scaled), K^T or V of a fused attention */
         switch (r->op) {
         case NN_OP_GEMM: case NN_OP_MATMUL:
             if (r->n_in < 2 || !nn_is_const(g, r->in[1]) || cpu_node_int8(p, r)) return false;
@@ -93,7 +93,7 @@ bool cpu_read_as_bf16_only(const nn_plan *p, const nn_graph *g, int t, int depth
 }
 
 dnnl_data_type_t cpu_copy_type(const nn_plan *p, const nn_graph *g, dnnl_data_type_t dt, int t) {
-    return dt == dnnl_f32 && p->precision == NN_PREC_BF16 && !p->int8_scale && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
+    return dt == dnnl_f32 && p->precision == NN_PREC_BF16 && !p->int8 && cpu_switch_on("FTL_NN_BF16_PRODUCTS") &&
                    cpu_read_as_bf16_only(p, g, t, 0)
                ? dnnl_bf16
                : dt;

@@ -4,6 +4,7 @@
 #ifndef FTL_NN_CPU_EMIT_COMMON_H
 #define FTL_NN_CPU_EMIT_COMMON_H
 
+#include "nn/cpu/cpu_int8.h"
 #include "nn/cpu/cpu_plan.h"
 
 #include <stdio.h>
@@ -38,7 +39,7 @@ static inline bool row_major_md(const dnnl_memory_desc_t *md) {
     return true;
 }
 
-static inline dnnl_data_type_t int8_type(const nn_plan *p, int t) { return p->int8_unsigned[t] ? dnnl_u8 : dnnl_s8; }
+static inline dnnl_data_type_t int8_type(const nn_plan *p, int t) { return p->int8->is_unsigned[t] ? dnnl_u8 : dnnl_s8; }
 
 static inline bool has_sum_post(const nn_node *n) {
     for (int k = 0; k < n->n_post; k++)

@@ -1,6 +1,7 @@
 /* CPU emitter for convolutions: oneDNN picks their blocked layouts (format `any`), so activations stay
  * blocked from conv to conv; Winograd where it pays, int8 with per-channel scales, and the 1x1 -> 3x3
- * depthwise pairs oneDNN runs as one primitive (the depthwise conv a post-op of the 1x1). */
+ * depthwise pairs oneDNN runs as one primitive (the depthwise conv a post-op of the 1x1). The plan-wide
+ * choices among these (struct cpu_conv_choices, emit_conv.h) are made and kept here. */
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
 #include "nn/ir/quantize.h"
@@ -10,6 +11,36 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Channels in blocks of the vector width: nChw16c with AVX-512, nChw8c with AVX2. */
+dnnl_format_tag_t cpu_blocked_tag(void) { return __builtin_cpu_supports("avx512f") ? dnnl_aBcd16b : dnnl_aBcd8b; }
+
+dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
+    const char *e = getenv("FTL_NN_LAYOUT");
+    if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
+    if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
+    if (e && strcmp(e, "blocked") == 0) return cpu_blocked_tag();
+    if (p->precision == NN_PREC_BF16) return dnnl_aBcd16b;
+    return p->conv_choice->blocked_layout ? cpu_blocked_tag() : dnnl_acdb;
+}
+
+/* Winograd pays when there are enough channels and enough pixels per run (bench/backbone/convbench.c,
+ * jit_wino_4x3 vs direct brgconv). Below 64 channels the transforms cost more than they save
+ * (Xception's 32->64 conv at 147x147: 407 vs 508 GFLOP/s). Its transformed weights are 4x the direct
+ * ones (6x6 tiles): when they outweigh the run's activations by more than 12x, they are re-read for
+ * too few pixels (ResNet-50 at 1 image: layer3's 14x14 convs 56% of peak instead of 94%, layer4's
+ * 7x7 44%; alone, 512 channels at 7x7: 527 vs 602 GFLOP/s at 8 images, 757 vs 567 at 16). */
+bool cpu_conv_winograd_eligible(const nn_plan *p, const nn_node *n, const nn_shape *x, const nn_shape *y) {
+    const nn_params *c = &n->p;
+    const int min_ch = 64;
+    if (!(p->conv_choice->winograd && p->precision == NN_PREC_F32 && c->group == 1 && c->kernel[0] == 3 && c->kernel[1] == 3 &&
+          c->stride[0] == 1 && c->stride[1] == 1 && c->dilation[0] == 1 && c->dilation[1] == 1 && x->d[1] % 16 == 0 &&
+          y->d[1] % 16 == 0 && x->d[1] >= min_ch && y->d[1] >= min_ch))
+        return false;
+    double ic = (double)x->d[1], oc = (double)y->d[1], pixels = (double)y->d[0] * (double)y->d[2] * (double)y->d[3];
+    double weights = 36.0 * ic * oc, activations = pixels * (ic + oc);
+    return weights <= 12.0 * activations;
+}
 
 /* The Winograd implementation with 4x4 output tiles when oneDNN offers it (it lists the 2x3 one
  * first; 4x3 measured 5-10% faster on ResNet's 56x56 and 28x28 layers), else its first. */
@@ -52,15 +83,15 @@ static void int8_conv_consts_free(int8_conv_consts *q) {
 /* Whether the int8 convolution n writes its output requantized (u8/s8 at the output's scale). */
 static bool writes_int8(const nn_plan *p, const nn_node *n) {
     int y = n->out[0];
-    return p->int8_written[y] && p->int8_scale[y] > 0 && !has_sum_post(n);
+    return p->int8->written[y] && p->int8->scale[y] > 0 && !has_sum_post(n);
 }
 
 static void int8_conv_consts_make(const nn_plan *p, const nn_graph *g, const nn_node *n, int64_t m, int8_conv_consts *q) {
     const nn_tensor *w = &g->tensors[n->in[1]];
     int64_t per = nn_shape_count(&w->shape) / m;
-    float sx = p->int8_scale[n->in[0]];
+    float sx = p->int8->scale[n->in[0]];
     bool requant = writes_int8(p, n), act = has_act_post(n);
-    float sy = requant ? p->int8_scale[n->out[0]] : 1.0f;
+    float sy = requant ? p->int8->scale[n->out[0]] : 1.0f;
     q->weights = ftl_xmalloc((size_t)(m * per));
     q->bias = ftl_xmalloc((size_t)m * sizeof *q->bias);
     q->scales = ftl_xmalloc((size_t)m * sizeof *q->scales);
@@ -113,7 +144,7 @@ bool nn_cpu_blocked_images(const nn_graph *g) {
  * layout unfused on a Zen 3, +12% over channels-last; with AVX2 only expanding pairs, see
  * nn_cpu_depthwise_min_expansion). */
 bool cpu_depthwise_fusion_on(const nn_plan *p) {
-    return p->precision == NN_PREC_F32 && !p->int8_scale && !p->observe_fn && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
+    return p->precision == NN_PREC_F32 && !p->int8 && !p->observer && cpu_switch_on("FTL_NN_DEPTHWISE_FUSION") &&
            __builtin_cpu_supports("avx2"); /* AVX-512 CPUs have it too */
 }
 
@@ -124,11 +155,19 @@ int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g) {
     return pairs;
 }
 
+void cpu_conv_choose(nn_plan *p, const nn_graph *g, bool winograd) {
+    cpu_conv_choices *c = p->conv_choice = ftl_xcalloc(1, sizeof *p->conv_choice);
+    c->winograd = winograd;
+    c->depthwise_pairs = g->pointwise_depthwise ? cpu_depthwise_pairs(p, g) : 0;
+    c->blocked_layout = (g->pointwise_depthwise && cpu_depthwise_fusion_on(p)) ||
+                        (g->blocked_images && p->precision == NN_PREC_F32 && !p->int8 && !p->observer);
+}
+
 /* The depthwise reader of n when the plan fuses it here (same micro-batch, not taken yet). */
 static int depthwise_follower(const nn_plan *p, const nn_graph *g, const nn_node *n) {
-    if (!p->depthwise_pairs || !p->blocked_layout || cpu_conv_layout(p) != cpu_blocked_tag()) return -1;
+    if (!p->conv_choice->depthwise_pairs || !p->conv_choice->blocked_layout || cpu_conv_layout(p) != cpu_blocked_tag()) return -1;
     int d = depthwise_reader(g, n);
-    if (d < 0 || p->node_fused[d] != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
+    if (d < 0 || cpu_attention_role(p, d) != -1 || (p->node_mb && p->node_mb[d] != p->node_mb[p->cur_node])) return -1;
     return d;
 }
 
@@ -194,7 +233,7 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
     int vals[6] = {src_v, wei_v, dst_v, bias_v, dww_v, dwb_v};
     FTL_TRY(cpu_emit_prim(p, pd, keys, vals, 6, 2, label));
     p->steps[p->n_steps - 1].also_node = dw_node;
-    p->node_fused[dw_node] = -2;
+    cpu_attention_mark_absorbed(p, dw_node);
     *done = true;
     return FTL_OK;
 }
@@ -202,7 +241,7 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
 /* A convolution whose input has an int8 form runs in int8 when oneDNN has a fast kernel for it,
  * else in fp32 like the rest. */
 ftl_status cpu_emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
-    if (cpu_node_int8(p, n) && (!p->int8_zero || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
+    if (cpu_node_int8(p, n) && (!cpu_int8_has_zero(p->int8) || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
         bool none = false;
         ftl_status st = emit_conv_as(p, g, n, true, &none);
         if (st != FTL_OK || !none) return st;
@@ -258,8 +297,8 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
         pr[i] = (ys->d[2 + i] - 1) * pp->stride[i] + span - xs->d[2 + i] - pl[i];
     }
     dnnl_primitive_attr_t attr;
-    int zsrc = q && p->int8_zero ? p->int8_zero[n->in[0]] : 0;
-    int zdst = q && p->int8_zero && writes_int8(p, n) ? p->int8_zero[n->out[0]] : 0;
+    int zsrc = q ? cpu_int8_zero(p->int8, n->in[0]) : 0;
+    int zdst = q && cpu_int8_has_zero(p->int8) && writes_int8(p, n) ? p->int8->zero[n->out[0]] : 0;
     ftl_status ast = q ? cpu_make_attr_int8(n, &attr, qc.scales, m, qc.act_scale, zsrc, zdst)
                        : cpu_make_attr(n, &attr, false);
     if (ast != FTL_OK) {
@@ -317,7 +356,7 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
         return FTL_OK;
     }
     if (!pd) return ftl_fail_context(cpu_check(s, "convolution"), "node '%s' (%s)", n->name, n->op_type);
-    if (used_winograd) p->n_winograd++;
+    if (used_winograd) p->conv_choice->n_winograd++;
     dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);

@@ -26,7 +26,7 @@ ftl_status cpu_emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
     const nn_act *a = &n->p.act;
     int src = p->tval[n->in[0]];
     int y = n->out[0];
-    if (a->kind == NN_ACT_RELU && p->int8_written && p->int8_written[y] && p->int8_scale[y] > 0 &&
+    if (a->kind == NN_ACT_RELU && p->int8 && p->int8->written[y] && p->int8->scale[y] > 0 &&
         p->vals[src].md.data_type == dnnl_f32) {
         /* only int8 nodes read it as u8, whose saturation at 0 is the ReLU: one conversion, no ReLU pass */
         dnnl_memory_desc_t md = p->vals[src].md;
@@ -34,7 +34,7 @@ ftl_status cpu_emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
         char label[96];
         label_of(n, label, sizeof label);
         int dst = cpu_new_output(p, y, &md);
-        return cpu_emit_quantize(p, src, dst, p->int8_scale[y], p->int8_zero ? p->int8_zero[y] : 0, label);
+        return cpu_emit_quantize(p, src, dst, p->int8->scale[y], cpu_int8_zero(p->int8, y), label);
     }
     int dst = cpu_inplace_output(p, n->out[0], src, &p->vals[src].md);
     switch (a->kind) {

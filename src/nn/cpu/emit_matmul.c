@@ -65,7 +65,7 @@ ftl_status cpu_emit_einsum(nn_plan *p, nn_graph *g, const nn_node *n) {
 /* The node that alone reads t (not a graph output, not a summand), at the current micro-batch; -1 else. */
 static int sole_reader(const nn_plan *p, const nn_graph *g, int t) {
     int found = nn_graph_sole_reader(g, t, NULL);
-    if (found < 0 || p->node_fused[found] != -1) return -1;
+    if (found < 0 || cpu_attention_role(p, found) != -1) return -1;
     if (p->node_mb && p->node_mb[found] != p->node_mb[p->cur_node]) return -1;
     return found;
 }
@@ -153,7 +153,9 @@ static ftl_status emit_product_with_tail(nn_plan *p, nn_graph *g, dnnl_primitive
     int vals[5] = {src_v, wei_v, dst_v, scale_v, bias_v};
     FTL_TRY(cpu_emit_prim(p, pd, keys, vals, bias_v >= 0 ? 5 : 4, 2, label));
     cpu_bind(p, g->nodes[t->add].out[0], cpu_new_value(p, &x_cl, b));
-    p->node_fused[t->transpose] = p->node_fused[t->mul] = p->node_fused[t->add] = -2;
+    cpu_attention_mark_absorbed(p, t->transpose);
+    cpu_attention_mark_absorbed(p, t->mul);
+    cpu_attention_mark_absorbed(p, t->add);
     return FTL_OK;
 }
 
@@ -181,8 +183,8 @@ static void quantize_linear(const nn_plan *p, const nn_node *n, const nn_tensor 
                             int64_t k, float **bias, int8_t **qw_out, float **qscales_out) {
     int8_t *qw = ftl_xmalloc((size_t)(outs * k));
     float *qscales = ftl_xmalloc((size_t)outs * sizeof *qscales);
-    float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias), sx = p->int8_scale[n->in[0]];
-    if (p->int8_zero) {
+    float *qbias = ftl_xmalloc((size_t)outs * sizeof *qbias), sx = p->int8->scale[n->in[0]];
+    if (cpu_int8_has_zero(p->int8)) {
         float *ws = ftl_xmalloc((size_t)outs * sizeof *ws);
         for (int64_t o = 0; o < outs; o++) ws[o] = bt->weight_scale[bt->weight_scale_axis < 0 ? 0 : o];
         nn_quantize_conv_weights_with(wt, outs, k, sx, ws, *bias, qw, qscales, qbias);
@@ -247,14 +249,14 @@ ftl_status cpu_emit_inner_product(nn_plan *p, nn_graph *g, const nn_node *n) {
     const int waxis = nn_int8_linear_out_axis(g, n);
     bool model_weights = bt->weight_scale && (bt->weight_scale_axis == -1 || bt->weight_scale_axis == waxis) &&
                          alpha == 1.0f;
-    bool q = cpu_node_int8(p, n) && (!p->int8_zero || model_weights);
+    bool q = cpu_node_int8(p, n) && (!cpu_int8_has_zero(p->int8) || model_weights);
     int8_t *qw = NULL;
     float *qscales = NULL;
     if (q) quantize_linear(p, n, bt, wt, outs, k, &bias, &qw, &qscales);
     /* many rows (a transformer's tokens): oneDNN's matmul, faster there than its inner product
      * (~1.2-1.4x at 394 x 768 x 3072 on AVX-512, bench/transformers); few rows (a CNN head): inner product.
      * A quantized model's source zero point needs the matmul. */
-    int zsrc = q && p->int8_zero ? p->int8_zero[n->in[0]] : 0;
+    int zsrc = q ? cpu_int8_zero(p->int8, n->in[0]) : 0;
     bool use_matmul = rows >= 64 || zsrc != 0;
     dnnl_data_type_t dt = q ? int8_type(p, n->in[0]) : cpu_compute_type(p), wdt = q ? dnnl_s8 : dt;
     dnnl_data_type_t wplain = q ? dnnl_s8 : dnnl_f32;

@@ -88,7 +88,7 @@ static bool copied_by_concat(const nn_plan *p, const nn_graph *g, int t) {
     int slot, r = nn_graph_sole_reader(g, t, &slot);
     if (r < 0 || g->nodes[r].op != NN_OP_CONCAT || g->nodes[r].n_post > 0 || !cpu_switch_on("FTL_NN_CONCAT_COPIES"))
         return false;
-    if (p->node_fused && p->node_fused[r] != -1) return false;
+    if (cpu_attention_role(p, r) != -1) return false;
     if (p->node_mb && p->node_mb[r] != p->node_mb[p->cur_node]) return false;
     return cpu_one_chunk_until_read(p, t);
 }

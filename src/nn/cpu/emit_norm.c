@@ -23,7 +23,7 @@ ftl_status cpu_emit_layernorm(nn_plan *p, nn_graph *g, const nn_node *n) {
     int64_t c = xs->d[xs->rank - 1];
     const float *scale = g->tensors[n->in[1]].data, *shift = NULL;
     if (n->n_in > 2 && n->in[2] >= 0) shift = g->tensors[n->in[2]].data;
-    if (p->precision == NN_PREC_BF16 && !p->int8_scale && c > 0 && cpu_switch_on("FTL_NN_BF16_LAYERNORM")) {
+    if (p->precision == NN_PREC_BF16 && !p->int8 && c > 0 && cpu_switch_on("FTL_NN_BF16_LAYERNORM")) {
         /* the input as it is (a bf16 conv's output, the fp32 residual stream), the output in bf16 where
          * only bf16 products read it, else fp32 (a residual stream) */
         dnnl_memory_desc_t out_md;

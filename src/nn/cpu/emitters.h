@@ -5,17 +5,13 @@
 #define FTL_NN_CPU_EMITTERS_H
 
 #include "nn/cpu/cpu_plan.h"
+#include "nn/cpu/emit_conv.h"
 
 /* Emits the steps of node n (its inputs bound to values of the current micro-batch). */
 typedef ftl_status (*cpu_emitter)(nn_plan *p, nn_graph *g, const nn_node *n);
 
-/* emit_conv.c */
+/* emit_conv.c (its plan-wide choices: emit_conv.h) */
 ftl_status cpu_emit_conv(nn_plan *p, nn_graph *g, const nn_node *n);
-/* The number of 1x1 -> 3x3 depthwise convolution pairs the fp32 plan fuses (0: none, or
- * FTL_NN_DEPTHWISE_FUSION=0, or another precision). */
-int cpu_depthwise_pairs(const nn_plan *p, const nn_graph *g);
-/* Whether this plan fuses depthwise pairs at all (fp32, AVX-512, not calibrating, not turned off). */
-bool cpu_depthwise_fusion_on(const nn_plan *p);
 
 /* emit_eltwise.c */
 ftl_status cpu_emit_activation(nn_plan *p, nn_graph *g, const nn_node *n);
