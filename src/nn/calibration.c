@@ -32,33 +32,24 @@ typedef struct calibration_run {
     nn_calibration_stats *stats; /* per graph tensor */
     const bool *histogram;       /* the two-pass way's pass 2: the tensors it histograms (NULL in pass 1) */
     int threads;
-    uint64_t *per_image;         /* per tensor: values per image (0: not known) */
-    uint64_t *seen_this_run;     /* per tensor: values handed over in the current run */
-    int valid_rows;              /* > 0: the run is padded past this many images, whose values are not seen */
-    int n_tensors;
 } calibration_run;
 
 static void observe(void *ctx, int tensor, const float *values, size_t count) {
     calibration_run *c = ctx;
-    if (c->valid_rows > 0) { /* the chunks of a run come in image order: keep the real images' values */
-        uint64_t limit = (uint64_t)c->valid_rows * c->per_image[tensor], seen = c->seen_this_run[tensor];
-        c->seen_this_run[tensor] += count;
-        count = seen >= limit ? 0 : limit - seen < count ? (size_t)(limit - seen) : count;
-        if (!count) return;
-    }
     if (!c->histogram) nn_calibration_stats_add(&c->stats[tensor], values, count, c->threads);
     else if (c->histogram[tensor]) nn_calibration_stats_add_histogram(&c->stats[tensor], values, count);
 }
 
-/* Values per image of tensor t (0 when not known: then it takes the two-pass way). */
-static uint64_t values_per_image(const nn_tensor *t) {
+/* The most values tensor t can show in `runs` plan runs of `rows` images each (0 when its size per image
+ * is not known: then it takes the two-pass way). */
+static uint64_t most_values(const nn_tensor *t, int runs, int rows) {
     if (t->shape.rank < 1) return 0;
     uint64_t per_image = 1;
     for (int d = 1; d < t->shape.rank; d++) {
         if (t->shape.d[d] <= 0) return 0;
         per_image *= (uint64_t)t->shape.d[d];
     }
-    return per_image;
+    return per_image * (uint64_t)runs * (uint64_t)rows;
 }
 
 /* The tails' memory stays under TAIL_BUDGET: past it (a calibration set of tens of thousands of large
@@ -78,29 +69,13 @@ static void keep_tails_within(uint64_t *sized_for, int n, double fraction) {
     }
 }
 
-/* Runs `count` images (batch at a time) through the watching model. A partial last batch runs padded
- * to the full batch with only its images' values seen (rows do not depend on how images are batched):
- * a plan compiled for it alone cost as much as 20-40 images' passes. Not where a tensor's size per image
- * is unknown, nor for a graph locked to its batch (it pads itself, and those rows were always seen). */
-static ftl_status run_images(ftl_model *m, calibration_run *c, bool pad_last, const ftl_nn_preprocess *pp,
-                             const uint8_t *images_hwc, int count, int image_size, int batch, float *features) {
+/* Runs `count` images (batch at a time) through the watching model. */
+static ftl_status run_images(ftl_model *m, const ftl_nn_preprocess *pp, const uint8_t *images_hwc, int count,
+                             int image_size, int batch, float *features) {
     size_t image_bytes = (size_t)image_size * (size_t)image_size * 3;
     for (int done = 0; done < count; done += batch) {
         int rows = count - done < batch ? count - done : batch;
-        const uint8_t *images = images_hwc + (size_t)done * image_bytes;
-        if (rows == batch || !pad_last) {
-            FTL_TRY(ftl_model_extract_features(m, pp, images, rows, image_size, features));
-            continue;
-        }
-        uint8_t *padded = ftl_xmalloc((size_t)batch * image_bytes);
-        memcpy(padded, images, (size_t)rows * image_bytes);
-        for (int r = rows; r < batch; r++) memcpy(padded + (size_t)r * image_bytes, images, image_bytes);
-        memset(c->seen_this_run, 0, ((size_t)c->n_tensors + 1) * sizeof *c->seen_this_run);
-        c->valid_rows = rows;
-        ftl_status st = ftl_model_extract_features(m, pp, padded, batch, image_size, features);
-        c->valid_rows = 0;
-        free(padded);
-        FTL_TRY(st);
+        FTL_TRY(ftl_model_extract_features(m, pp, images_hwc + (size_t)done * image_bytes, rows, image_size, features));
     }
     return FTL_OK;
 }
@@ -222,24 +197,12 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
     int runs = (count + batch - 1) / batch, run_rows = info->fixed_batch > batch ? info->fixed_batch : batch;
     c.stats = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.stats);
     c.threads = info->threads;
-    c.per_image = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.per_image);
-    c.seen_this_run = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.seen_this_run);
-    c.n_tensors = g->n_tensors;
-    bool pad_last = info->fixed_batch <= 0, *watched = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *watched);
-    nn_int8_watched(g, watched);
-    for (int t = 0; t < g->n_tensors; t++) {
-        c.per_image[t] = values_per_image(&g->tensors[t]);
-        if (watched[t] && !c.per_image[t]) pad_last = false;
-    }
-    free(watched);
-    /* the most values each tensor can show: `runs` plan runs of run_rows images */
     uint64_t *sized_for = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *sized_for);
-    for (int t = 0; t < g->n_tensors && one_pass && fraction < 1.0; t++)
-        sized_for[t] = c.per_image[t] * (uint64_t)runs * (uint64_t)run_rows;
+    for (int t = 0; t < g->n_tensors && one_pass && fraction < 1.0; t++) sized_for[t] = most_values(&g->tensors[t], runs, run_rows);
     keep_tails_within(sized_for, g->n_tensors, fraction);
     for (int t = 0; t < g->n_tensors; t++) nn_calibration_stats_init(&c.stats[t], sized_for[t], fraction);
     free(sized_for);
-    if (st == FTL_OK) st = run_images(m, &c, pad_last, pp, images_hwc, count, image_size, batch, features);
+    if (st == FTL_OK) st = run_images(m, pp, images_hwc, count, image_size, batch, features);
     /* the two-pass way, for the tensors the tail cannot answer: their histograms over the range found */
     bool *second = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *second);
     int n_second = 0;
@@ -251,7 +214,7 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
     if (n_second) {
         ftl_log_debug("int8 calibration of %s: %d tensor(s) take a second pass (histograms)", path, n_second);
         c.histogram = second;
-        st = run_images(m, &c, pad_last, pp, images_hwc, count, image_size, batch, features);
+        st = run_images(m, pp, images_hwc, count, image_size, batch, features);
     }
     free(second);
     free(features);
@@ -281,8 +244,6 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
     }
     for (int t = 0; t < g->n_tensors; t++) nn_calibration_stats_free(&c.stats[t]);
     free(c.stats);
-    free(c.per_image);
-    free(c.seen_this_run);
     ftl_model_free(m);
     if (st != FTL_OK) {
         ftl_nn_int8_scales_free(s);
