@@ -1,6 +1,7 @@
 /* The CUDA backend's driver: device and libraries, compile (each node through its emitter in
  * cuda_ops.c), run, dataset-bytes slots (see cuda_plan.h; the builder is cuda_builder.c). */
 #include "nn/cuda/cuda_plan.h"
+#include "nn/cuda/cuda_graph_capture.h"
 #include "nn/cuda_backend.h"
 #include "nn/ir/shape.h"
 #include "nn/ir/topo.h"
@@ -30,7 +31,7 @@ static void plan_free(nn_plan *p) {
         for (int i = 0; i < p->n_bufs; i++) L->cuMemFree(p->bufs[i].ptr);
         for (int i = 0; i < p->n_consts; i++) L->cuMemFree(p->consts[i]);
         if (p->search_ws) L->cuMemFree(p->search_ws);
-        if (p->graph) L->cuGraphExecDestroy(p->graph);
+        if (p->capture && p->capture->graph) L->cuGraphExecDestroy(p->capture->graph);
         if (p->blas_workspace) L->cuMemFree(p->blas_workspace);
         if (p->workspace) L->cuMemFree(p->workspace);
         if (p->input_host) L->cuMemFreeHost(p->input_host);
@@ -50,6 +51,7 @@ static void plan_free(nn_plan *p) {
     free(p->consts);
     free(p->tval);
     free(p->last_node);
+    free(p->capture);
     free(p);
 }
 
@@ -210,29 +212,31 @@ static ftl_status run_steps(nn_plan *p) {
  * Opt-in until measured on a GPU (bench/gpu). */
 static ftl_status launch_steps(nn_plan *p) {
     const cuda_libs *L = p->L;
-    if (p->graph) return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
+    cu_graph_capture *c = p->capture;
+    if (c && c->graph) return cuda_check(L->cuGraphLaunch(c->graph, p->stream), "replaying the plan's CUDA Graph");
     const char *want = getenv("FTL_CUDA_GRAPHS");
-    if (!want || strcmp(want, "1") != 0 || p->graph_state == 2) return run_steps(p);
-    if (p->graph_state == 0) { /* the first run is plain: first-use work (module loading, cuBLAS's kernel
-                                  choice) must not happen inside a capture */
-        p->graph_state = 1;
+    if (!want || strcmp(want, "1") != 0 || (c && c->state == 2)) return run_steps(p);
+    if (!c) c = p->capture = ftl_xcalloc(1, sizeof *c); /* state 0: no run yet */
+    if (c->state == 0) { /* the first run is plain: first-use work (module loading, cuBLAS's kernel
+                            choice) must not happen inside a capture */
+        c->state = 1;
         return run_steps(p);
     }
-    p->graph_state = 2; /* the second run is captured, then replayed (running the steps twice would not do:
-                           buffers are reused, so a run consumes its input) */
+    c->state = 2; /* the second run is captured, then replayed (running the steps twice would not do:
+                     buffers are reused, so a run consumes its input) */
     {
         FTL_TRY(cuda_check(L->cuStreamSynchronize(p->stream), "running the backbone on the GPU"));
         CUgraph g = NULL;
         if (L->cuStreamBeginCapture(p->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
             ftl_status st = run_steps(p);
             CUresult r = L->cuStreamEndCapture(p->stream, &g);
-            if (st == FTL_OK && r == CUDA_SUCCESS && g && L->cuGraphInstantiate(&p->graph, g, 0) == CUDA_SUCCESS) {
+            if (st == FTL_OK && r == CUDA_SUCCESS && g && L->cuGraphInstantiate(&c->graph, g, 0) == CUDA_SUCCESS) {
                 L->cuGraphDestroy(g);
                 ftl_log_debug("cuda: plan of %d steps captured in a CUDA Graph", p->n_steps);
-                return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
+                return cuda_check(L->cuGraphLaunch(c->graph, p->stream), "replaying the plan's CUDA Graph");
             }
             if (g) L->cuGraphDestroy(g);
-            p->graph = NULL;
+            c->graph = NULL;
         }
         ftl_clear_error(); /* nothing captured ran: the steps run below */
         ftl_log_debug("cuda: the plan could not be captured in a CUDA Graph; launching its steps one by one");

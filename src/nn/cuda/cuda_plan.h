@@ -73,6 +73,10 @@ typedef struct cu_alt {
     int tensor, layout, dtype, view;
 } cu_alt;
 
+/* Per-feature state lives with its feature, held here by pointer: CUDA Graph capture
+ * (cuda_graph_capture.h). */
+typedef struct cu_graph_capture cu_graph_capture;
+
 struct nn_plan {
     const cuda_libs *L;
     int device;
@@ -106,8 +110,7 @@ struct nn_plan {
     CUdeviceptr workspace;    /* the largest workspace a step needs */
     size_t workspace_bytes;
     CUdeviceptr blas_workspace; /* cuBLAS's own, set so its calls can be captured in a CUDA Graph */
-    CUgraphExec graph;        /* the steps captured once (FTL_CUDA_GRAPHS=1), replayed by each run */
-    int graph_state;          /* 0: no run yet, 1: one plain run done, 2: captured (or it failed) */
+    cu_graph_capture *capture; /* the steps in a CUDA Graph (cuda_graph_capture.h; NULL: FTL_CUDA_GRAPHS unused) */
     int convs, fused_convs;
     /* input (plain float32 in the graph's layout) and output (plain float32 features) */
     int input_tensor;
