@@ -1,6 +1,9 @@
 /* The CUDA backend's driver: device and libraries, compile (each node through its emitter in
- * cuda_ops.c), run, dataset-bytes slots (see cuda_plan.h; the builder is cuda_builder.c). */
+ * cuda_ops.c), run, dataset-bytes slots (see cuda_plan.h and cuda_u8_input.h; the builder is
+ * cuda_builder.c). */
 #include "nn/cuda/cuda_plan.h"
+#include "nn/cuda/cuda_graph_capture.h"
+#include "nn/cuda/cuda_u8_input.h"
 #include "nn/cuda_backend.h"
 #include "nn/ir/shape.h"
 #include "nn/ir/topo.h"
@@ -30,7 +33,7 @@ static void plan_free(nn_plan *p) {
         for (int i = 0; i < p->n_bufs; i++) L->cuMemFree(p->bufs[i].ptr);
         for (int i = 0; i < p->n_consts; i++) L->cuMemFree(p->consts[i]);
         if (p->search_ws) L->cuMemFree(p->search_ws);
-        if (p->graph) L->cuGraphExecDestroy(p->graph);
+        if (p->capture && p->capture->graph) L->cuGraphExecDestroy(p->capture->graph);
         if (p->blas_workspace) L->cuMemFree(p->blas_workspace);
         if (p->workspace) L->cuMemFree(p->workspace);
         if (p->input_host) L->cuMemFreeHost(p->input_host);
@@ -50,6 +53,8 @@ static void plan_free(nn_plan *p) {
     free(p->consts);
     free(p->tval);
     free(p->last_node);
+    free(p->capture);
+    free(p->u8_input);
     free(p);
 }
 
@@ -210,29 +215,31 @@ static ftl_status run_steps(nn_plan *p) {
  * Opt-in until measured on a GPU (bench/gpu). */
 static ftl_status launch_steps(nn_plan *p) {
     const cuda_libs *L = p->L;
-    if (p->graph) return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
+    cu_graph_capture *c = p->capture;
+    if (c && c->graph) return cuda_check(L->cuGraphLaunch(c->graph, p->stream), "replaying the plan's CUDA Graph");
     const char *want = getenv("FTL_CUDA_GRAPHS");
-    if (!want || strcmp(want, "1") != 0 || p->graph_state == 2) return run_steps(p);
-    if (p->graph_state == 0) { /* the first run is plain: first-use work (module loading, cuBLAS's kernel
-                                  choice) must not happen inside a capture */
-        p->graph_state = 1;
+    if (!want || strcmp(want, "1") != 0 || (c && c->state == 2)) return run_steps(p);
+    if (!c) c = p->capture = ftl_xcalloc(1, sizeof *c); /* state 0: no run yet */
+    if (c->state == 0) { /* the first run is plain: first-use work (module loading, cuBLAS's kernel
+                            choice) must not happen inside a capture */
+        c->state = 1;
         return run_steps(p);
     }
-    p->graph_state = 2; /* the second run is captured, then replayed (running the steps twice would not do:
-                           buffers are reused, so a run consumes its input) */
+    c->state = 2; /* the second run is captured, then replayed (running the steps twice would not do:
+                     buffers are reused, so a run consumes its input) */
     {
         FTL_TRY(cuda_check(L->cuStreamSynchronize(p->stream), "running the backbone on the GPU"));
         CUgraph g = NULL;
         if (L->cuStreamBeginCapture(p->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
             ftl_status st = run_steps(p);
             CUresult r = L->cuStreamEndCapture(p->stream, &g);
-            if (st == FTL_OK && r == CUDA_SUCCESS && g && L->cuGraphInstantiate(&p->graph, g, 0) == CUDA_SUCCESS) {
+            if (st == FTL_OK && r == CUDA_SUCCESS && g && L->cuGraphInstantiate(&c->graph, g, 0) == CUDA_SUCCESS) {
                 L->cuGraphDestroy(g);
                 ftl_log_debug("cuda: plan of %d steps captured in a CUDA Graph", p->n_steps);
-                return cuda_check(L->cuGraphLaunch(p->graph, p->stream), "replaying the plan's CUDA Graph");
+                return cuda_check(L->cuGraphLaunch(c->graph, p->stream), "replaying the plan's CUDA Graph");
             }
             if (g) L->cuGraphDestroy(g);
-            p->graph = NULL;
+            c->graph = NULL;
         }
         ftl_clear_error(); /* nothing captured ran: the steps run below */
         ftl_log_debug("cuda: the plan could not be captured in a CUDA Graph; launching its steps one by one");
@@ -261,64 +268,72 @@ static ftl_status cuda_run(nn_plan *p, float *output) {
 
 /* The two input slots, made on first use (false when the device has no room: then run() is used). */
 static bool make_slots(nn_plan *p) {
-    if (p->slots_made || p->slots_failed || p->in_h <= 0) return p->slots_made;
+    if (p->u8_input || p->in_h <= 0) return p->u8_input && p->u8_input->made;
+    cu_u8_input *u = p->u8_input = ftl_xcalloc(1, sizeof *u);
     const cuda_libs *L = p->L;
     L->cuCtxSetCurrent(p->ctx);
     size_t bytes = p->input_floats, out = (size_t)p->out_count * sizeof(float); /* one byte per input float */
-    bool ok = L->cuStreamCreate(&p->copy_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-              L->cuMemAlloc(&p->table_dev, 3 * 256 * sizeof(float)) == CUDA_SUCCESS;
+    bool ok = L->cuStreamCreate(&u->copy_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+              L->cuMemAlloc(&u->table_dev, 3 * 256 * sizeof(float)) == CUDA_SUCCESS;
     for (int k = 0; k < 2 && ok; k++) {
-        struct cu_slot *sl = &p->slots[k];
+        cu_slot *sl = &u->slots[k];
         ok = L->cuMemHostAlloc((void **)&sl->u8_host, bytes, 0) == CUDA_SUCCESS && L->cuMemAlloc(&sl->u8_dev, bytes) == CUDA_SUCCESS &&
              L->cuMemHostAlloc((void **)&sl->out_host, out, 0) == CUDA_SUCCESS &&
              L->cuEventCreate(&sl->copied, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
              L->cuEventCreate(&sl->done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
     }
     if (!ok) ftl_log_debug("cuda: no room for the input slots; batches go through the float input");
-    p->slots_made = ok;
-    p->slots_failed = !ok;
+    u->made = ok;
     return ok;
 }
 
+/* Releases what make_slots made (all of it, or what it got before failing); the struct itself is
+ * freed with the plan's host memory. */
 static void free_slots(nn_plan *p) {
     const cuda_libs *L = p->L;
+    cu_u8_input *u = p->u8_input;
+    if (!u) return;
     for (int k = 0; k < 2; k++) {
-        struct cu_slot *sl = &p->slots[k];
+        cu_slot *sl = &u->slots[k];
         if (sl->u8_host) L->cuMemFreeHost(sl->u8_host);
         if (sl->out_host) L->cuMemFreeHost(sl->out_host);
         if (sl->u8_dev) L->cuMemFree(sl->u8_dev);
         if (sl->copied) L->cuEventDestroy(sl->copied);
         if (sl->done) L->cuEventDestroy(sl->done);
     }
-    if (p->table_dev) L->cuMemFree(p->table_dev);
-    if (p->copy_stream) L->cuStreamDestroy(p->copy_stream);
+    if (u->table_dev) L->cuMemFree(u->table_dev);
+    if (u->copy_stream) L->cuStreamDestroy(u->copy_stream);
 }
 
 static uint8_t *cuda_input_u8(nn_plan *p) {
-    if (!make_slots(p) || p->slots[p->next_slot].busy) return NULL;
-    return p->slots[p->next_slot].u8_host;
+    if (!make_slots(p)) return NULL;
+    cu_u8_input *u = p->u8_input;
+    if (u->slots[u->next_slot].busy) return NULL;
+    return u->slots[u->next_slot].u8_host;
 }
 
 /* Starts the batch in the current slot: its copy on the copy stream, then (on the compute stream,
  * after that copy and after the previous batch) the scaling, the plan and the features' copy back. */
 static ftl_status cuda_submit_u8(nn_plan *p, const float table[3][256]) {
     const cuda_libs *L = p->L;
-    int k = p->next_slot;
-    struct cu_slot *sl = &p->slots[k];
-    if (!p->slots_made || sl->busy) return ftl_fail(FTL_E_INTERNAL, "submit_u8 without a free input slot");
+    cu_u8_input *u = p->u8_input;
+    if (!u || !u->made || u->slots[u->next_slot].busy)
+        return ftl_fail(FTL_E_INTERNAL, "submit_u8 without a free input slot");
+    int k = u->next_slot;
+    cu_slot *sl = &u->slots[k];
     FTL_TRY(cuda_check(L->cuCtxSetCurrent(p->ctx), "cuCtxSetCurrent"));
-    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(sl->u8_dev, sl->u8_host, p->input_floats, p->copy_stream),
+    FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(sl->u8_dev, sl->u8_host, p->input_floats, u->copy_stream),
                        "copying the batch to the GPU"));
-    FTL_TRY(cuda_check(L->cuEventRecord(sl->copied, p->copy_stream), "cuEventRecord"));
+    FTL_TRY(cuda_check(L->cuEventRecord(sl->copied, u->copy_stream), "cuEventRecord"));
     FTL_TRY(cuda_check(L->cuStreamWaitEvent(p->stream, sl->copied, 0), "cuStreamWaitEvent"));
-    if (!p->table_set || memcmp(p->table_host, table, sizeof p->table_host) != 0) {
+    if (!u->table_set || memcmp(u->table_host, table, sizeof u->table_host) != 0) {
         /* in stream order: batches already queued read the table before this copy replaces it */
-        memcpy(p->table_host, table, sizeof p->table_host);
-        FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(p->table_dev, p->table_host, sizeof p->table_host, p->stream), "input table"));
-        p->table_set = true;
+        memcpy(u->table_host, table, sizeof u->table_host);
+        FTL_TRY(cuda_check(L->cuMemcpyHtoDAsync(u->table_dev, u->table_host, sizeof u->table_host, p->stream), "input table"));
+        u->table_set = true;
     }
     ka_preprocess_args a = {.total = (int64_t)p->input_floats, .h = p->in_h, .w = p->in_w, .nhwc = p->in_nhwc,
-                            .out_dtype = KA_F32, .in = sl->u8_dev, .table = p->table_dev, .out = p->input_dev};
+                            .out_dtype = KA_F32, .in = sl->u8_dev, .table = u->table_dev, .out = p->input_dev};
     unsigned grid, block;
     cu_launch_dims(p, a.total, 256, &grid, &block);
     void *params[] = {&a};
@@ -330,19 +345,20 @@ static ftl_status cuda_submit_u8(nn_plan *p, const float table[3][256]) {
                        "copying features from the GPU"));
     FTL_TRY(cuda_check(L->cuEventRecord(sl->done, p->stream), "cuEventRecord"));
     sl->busy = true;
-    p->pending[p->n_pending++] = k;
-    p->next_slot = 1 - k;
+    u->pending[u->n_pending++] = k;
+    u->next_slot = 1 - k;
     return FTL_OK;
 }
 
 /* Waits for the oldest submitted batch and hands out its features. */
 static ftl_status cuda_collect_u8(nn_plan *p, float *output) {
     const cuda_libs *L = p->L;
-    if (p->n_pending == 0) return ftl_fail(FTL_E_INTERNAL, "collect_u8 with no batch submitted");
-    int k = p->pending[0];
-    p->pending[0] = p->pending[1];
-    p->n_pending--;
-    struct cu_slot *sl = &p->slots[k];
+    cu_u8_input *u = p->u8_input;
+    if (!u || u->n_pending == 0) return ftl_fail(FTL_E_INTERNAL, "collect_u8 with no batch submitted");
+    int k = u->pending[0];
+    u->pending[0] = u->pending[1];
+    u->n_pending--;
+    cu_slot *sl = &u->slots[k];
     sl->busy = false;
     FTL_TRY(cuda_check(L->cuEventSynchronize(sl->done), "running the backbone on the GPU"));
     memcpy(output, sl->out_host, (size_t)p->out_count * sizeof(float));
@@ -350,7 +366,7 @@ static ftl_status cuda_collect_u8(nn_plan *p, float *output) {
 }
 
 static ftl_status cuda_run_u8(nn_plan *p, const float table[3][256], float *output) {
-    if (p->n_pending) return ftl_fail(FTL_E_INTERNAL, "run_u8 while batches are in flight");
+    if (p->u8_input && p->u8_input->n_pending) return ftl_fail(FTL_E_INTERNAL, "run_u8 while batches are in flight");
     FTL_TRY(cuda_submit_u8(p, table));
     return cuda_collect_u8(p, output);
 }

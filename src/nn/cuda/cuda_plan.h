@@ -73,6 +73,11 @@ typedef struct cu_alt {
     int tensor, layout, dtype, view;
 } cu_alt;
 
+/* Per-feature state lives with its feature, held here by pointer: CUDA Graph capture
+ * (cuda_graph_capture.h) and the dataset-bytes input (cuda_u8_input.h). */
+typedef struct cu_graph_capture cu_graph_capture;
+typedef struct cu_u8_input cu_u8_input;
+
 struct nn_plan {
     const cuda_libs *L;
     int device;
@@ -106,8 +111,7 @@ struct nn_plan {
     CUdeviceptr workspace;    /* the largest workspace a step needs */
     size_t workspace_bytes;
     CUdeviceptr blas_workspace; /* cuBLAS's own, set so its calls can be captured in a CUDA Graph */
-    CUgraphExec graph;        /* the steps captured once (FTL_CUDA_GRAPHS=1), replayed by each run */
-    int graph_state;          /* 0: no run yet, 1: one plain run done, 2: captured (or it failed) */
+    cu_graph_capture *capture; /* the steps in a CUDA Graph (cuda_graph_capture.h; NULL: FTL_CUDA_GRAPHS unused) */
     int convs, fused_convs;
     /* input (plain float32 in the graph's layout) and output (plain float32 features) */
     int input_tensor;
@@ -115,22 +119,7 @@ struct nn_plan {
     float *input_host;        /* pinned */
     size_t input_floats;
     int in_h, in_w, in_nhwc;
-    /* dataset bytes in (input_u8, submit_u8): two slots, so that the copy of one batch to the device
-     * (on copy_stream) overlaps the compute of the other (on stream) */
-    struct cu_slot {
-        uint8_t *u8_host;     /* pinned */
-        CUdeviceptr u8_dev;
-        float *out_host;      /* pinned features of this slot's batch */
-        CUevent copied, done;
-        bool busy;            /* submitted, not collected */
-    } slots[2];
-    int next_slot;            /* the slot input_u8 hands out */
-    int pending[2], n_pending; /* submitted slots, oldest first */
-    bool slots_made, slots_failed;
-    CUstream copy_stream;
-    CUdeviceptr table_dev;
-    float table_host[3][256]; /* what table_dev holds (uploaded again only when the caller's differs) */
-    bool table_set;
+    cu_u8_input *u8_input;    /* dataset bytes in, two slots (cuda_u8_input.h; NULL: input_u8 not used yet) */
     int output_view;
     float *output_host;       /* pinned */
     int64_t out_count;
