@@ -197,8 +197,14 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
     int runs = (count + batch - 1) / batch, run_rows = info->fixed_batch > batch ? info->fixed_batch : batch;
     c.stats = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *c.stats);
     c.threads = info->threads;
+    /* tails only for the tensors the observer is handed: the others would hold memory and count
+     * against the budget for nothing */
     uint64_t *sized_for = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *sized_for);
-    for (int t = 0; t < g->n_tensors && one_pass && fraction < 1.0; t++) sized_for[t] = most_values(&g->tensors[t], runs, run_rows);
+    bool *watched = ftl_xcalloc((size_t)g->n_tensors + 1, sizeof *watched);
+    nn_int8_watched(g, watched);
+    for (int t = 0; t < g->n_tensors && one_pass && fraction < 1.0; t++)
+        if (watched[t]) sized_for[t] = most_values(&g->tensors[t], runs, run_rows);
+    free(watched);
     keep_tails_within(sized_for, g->n_tensors, fraction);
     for (int t = 0; t < g->n_tensors; t++) nn_calibration_stats_init(&c.stats[t], sized_for[t], fraction);
     free(sized_for);
