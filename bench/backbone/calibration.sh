@@ -6,17 +6,19 @@
 # (bench/backbone/calibration_cost.c). With --before BUILD_DIR (a build of an older tree with its
 # libftl.a) both builds run, alternating which goes first each round, and their scales' hashes are
 # compared: the same images must give byte-identical scales.
-# usage: bench/backbone/calibration.sh [--before BUILD_DIR] [--rounds R] [--counts 244,512] [--threads N]
+# usage: bench/backbone/calibration.sh [--before BUILD_DIR] [--rounds R] [--counts 244,512] [--models mobilenet_v2,resnet50]
+#        [--threads N]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${SHARED:=$(cd .. && pwd)/shared}"
 : "${BUILD:=$PWD/build}"
-before= rounds=3 counts=244,512 threads=$(nproc)
+before= rounds=3 counts=244,512 models=mobilenet_v2,resnet50 threads=$(nproc)
 while [ $# -gt 0 ]; do
     case $1 in
     --before) before=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --counts) counts=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
     esac
@@ -50,7 +52,7 @@ res=$out/results.jsonl
 for r in $(seq 1 "$rounds"); do
     order=$builds
     [ $((r % 2)) -eq 0 ] && order=$(tr ' ' '\n' <<<"$builds" | tac | tr '\n' ' ')
-    for model in mobilenet_v2 resnet50; do
+    for model in ${models//,/ }; do
         path=$BUILD/bench/$model.onnx scale=torch
         [ $model = mobilenet_v2 ] && path=$SHARED/models/mobilenet_v2_1.0_224_features.onnx scale=tf
         for count in ${counts//,/ }; do

@@ -153,8 +153,87 @@ static void scan(const float *x, size_t n, float threshold, scan_result *r) {
     scan_scalar(x, n, threshold, r);
 }
 
+/* A floor for a tensor's first values, from a strided sample: about twice tail_cap of the n values are
+ * at least it. The stride is a prime that channel counts rarely hold, so the sample does not keep to a
+ * few channels. Without it every value above the first buffer's weak floor entered the tail, and the
+ * first batch cost 8x the rest. false when the sample is too small to tell. */
+static bool sampled_floor(const float *x, size_t n, uint64_t cap, float *floor) {
+    static const size_t strides[] = {61, 41, 17, 13, 11, 1};
+    size_t stride = 1;
+    for (size_t i = 0; i < sizeof strides / sizeof *strides; i++)
+        if (strides[i] * 32 <= cap) { /* the sample's 2 * cap / stride largest: at least 64 */
+            stride = strides[i];
+            break;
+        }
+    float *sample = ftl_xmalloc((n / stride + 1) * sizeof *sample);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        float a = fabsf(x[i]);
+        if (a == a) sample[m++] = a;
+    }
+    double k = ceil(2.0 * (double)cap * (double)m / (double)n);
+    bool ok = k >= 32 && k < (double)m;
+    if (ok) {
+        select_largest(sample, m, (size_t)k);
+        float f = sample[0];
+        for (size_t i = 1; i < (size_t)k; i++)
+            if (sample[i] < f) f = sample[i];
+        *floor = f;
+    }
+    free(sample);
+    return ok;
+}
+
+/* Scans x on `team` threads (shares of whole 64-byte lines), each part keeping |x| > threshold. */
+static void scan_shared(const float *x, size_t n, float threshold, int team, const nn_calibration_stats *s,
+                        scan_result *part) {
+    for (int t = 0; t < team; t++) part[t] = (scan_result){.absmax = (float)s->absmax, .min = s->min};
+    if (team == 1) {
+        scan(x, n, threshold, &part[0]);
+        return;
+    }
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t lines = (n + 15) / 16, begin = lines * (size_t)t / (size_t)nt * 16,
+               end = lines * (size_t)(t + 1) / (size_t)nt * 16;
+        if (end > n) end = n;
+        if (begin < end) scan(x + begin, end - begin, threshold, &part[t]);
+    }
+}
+
+static void merge_parts(nn_calibration_stats *s, scan_result *part, int team) {
+    for (int t = 0; t < team; t++) {
+        if (part[t].absmax > s->absmax) s->absmax = part[t].absmax;
+        if (part[t].min < s->min) s->min = part[t].min;
+        s->not_a_number += part[t].not_a_number;
+        if (s->tail_cap) tail_append(s, part[t].above, part[t].n_above);
+        free(part[t].above);
+    }
+}
+
 void nn_calibration_stats_add(nn_calibration_stats *s, const float *x, size_t n, int threads) {
     s->count += n;
+    int team = n >= ((size_t)1 << 16) && threads > 1 ? threads : 1;
+    scan_result part[64];
+    if (team > 64) team = 64;
+    /* The first values of a large tensor: only those above a sampled floor enter, when at least tail_cap
+     * do (everything left out is then below the tail_cap largest); else the way below. */
+    float floor;
+    if (s->tail_cap && s->tail_floor < 0 && s->tail_len == 0 && n > 2 * s->tail_cap &&
+        sampled_floor(x, n, s->tail_cap, &floor)) {
+        floor = nextafterf(floor, -1.0f); /* values equal to the sampled one enter too: a clipped activation
+                                             (ReLU6) has many at its bound */
+        scan_shared(x, n, floor, team, s, part);
+        size_t entered = 0;
+        for (int t = 0; t < team; t++) entered += part[t].n_above;
+        if (entered >= s->tail_cap) {
+            s->tail_floor = floor;
+            merge_parts(s, part, team);
+            return;
+        }
+        for (int t = 0; t < team; t++) free(part[t].above);
+    }
     /* Until the buffer first fills, every value enters: slices of its size, so that the floor rises
      * early and the first chunk is not copied whole. */
     while (s->tail_cap && s->tail_floor < 0 && n) {
@@ -171,30 +250,8 @@ void nn_calibration_stats_add(nn_calibration_stats *s, const float *x, size_t n,
         n -= slice;
     }
     /* then only values above the tail's floor as the scan starts can enter it */
-    float threshold = s->tail_cap ? s->tail_floor : INFINITY;
-    int team = n >= ((size_t)1 << 16) && threads > 1 ? threads : 1;
-    scan_result part[64];
-    if (team > 64) team = 64;
-    for (int t = 0; t < team; t++) part[t] = (scan_result){.absmax = (float)s->absmax, .min = s->min};
-    if (team == 1) scan(x, n, threshold, &part[0]);
-    else {
-#pragma omp parallel num_threads(team)
-        {
-            int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            /* shares of whole 64-byte lines */
-            size_t lines = (n + 15) / 16, begin = lines * (size_t)t / (size_t)nt * 16,
-                   end = lines * (size_t)(t + 1) / (size_t)nt * 16;
-            if (end > n) end = n;
-            if (begin < end) scan(x + begin, end - begin, threshold, &part[t]);
-        }
-    }
-    for (int t = 0; t < team; t++) {
-        if (part[t].absmax > s->absmax) s->absmax = part[t].absmax;
-        if (part[t].min < s->min) s->min = part[t].min;
-        s->not_a_number += part[t].not_a_number;
-        if (s->tail_cap) tail_append(s, part[t].above, part[t].n_above);
-        free(part[t].above);
-    }
+    scan_shared(x, n, s->tail_cap ? s->tail_floor : INFINITY, team, s, part);
+    merge_parts(s, part, team);
 }
 
 /* The histogram's bin of |x| over [0, absmax], exactly as the two-pass way computes it. */

@@ -7,6 +7,7 @@
 #include "util/rng.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,62 @@ TEST(nn_calibration_one_pass_equals_two_pass_histogram) {
     float one = -2.5f, zeros[100] = {0};
     check_one_pass("one value", &one, 1, 0.9999, 1, 1, 1);
     check_one_pass("all zero", zeros, 100, 0.9999, 100, 13, 1);
+    free(x);
+}
+
+/* A tensor's first values enter the tail only above a floor read off a strided sample (stride 61, 41,
+ * 17, 13, 11 or 1): exact whatever the sample shows, a clipped activation's many ties at its bound,
+ * large values hidden between the sample's points (too many enter), or only on them (too few enter:
+ * the slow way), NaNs in the sample, values in order. */
+TEST(nn_calibration_sampled_floor_keeps_the_threshold_exact) {
+    enum { N = 1 << 20 };
+    float *x = malloc(N * sizeof *x);
+    uint64_t r = 7;
+    const char *kinds[] = {"clipped at 6 (ReLU6)", "large values off the sample's points", "NaN on the sample's points",
+                           "sorted ascending", "large values on the sample's points"};
+    for (int kind = 0; kind < 5; kind++) {
+        for (size_t i = 0; i < N; i++) {
+            double u = (double)(ftl_splitmix64(&r) >> 11) / 9007199254740992.0;
+            bool on_sample = i % 61 == 0 || i % 41 == 0 || i % 17 == 0 || i % 13 == 0 || i % 11 == 0;
+            x[i] = kind == 0   ? fminf((float)(u * 9), 6.0f)
+                   : kind == 1 ? (float)(on_sample ? u : 10 + u)
+                   : kind == 2 ? (i % 61 == 0 ? NAN : (float)(u * 4 - 2))
+                   : kind == 3 ? (float)i / N
+                               : (float)(on_sample ? 10 + u : u); /* the floor lets too few in: the slow way */
+        }
+        for (int fraction_k = 0; fraction_k < 2; fraction_k++) {
+            double fraction = fraction_k ? 0.9999 : 0.99;
+            if (kind == 2) { /* NaNs are counted, not ranked: compare with the values left */
+                nn_calibration_stats s;
+                nn_calibration_stats_init(&s, N, fraction);
+                nn_calibration_stats_add(&s, x, N, 2);
+                float *clean = malloc(N * sizeof *clean);
+                size_t m = 0;
+                for (size_t i = 0; i < N; i++)
+                    if (x[i] == x[i]) clean[m++] = x[i];
+                CHECK(s.not_a_number == N - m);
+                CHECK(!isnan(nn_calibration_threshold(&s, fraction))); /* the tail still answers */
+                nn_calibration_stats t;
+                nn_calibration_stats_init(&t, m, fraction);
+                nn_calibration_stats_add(&t, clean, m, 2);
+                CHECK(t.tail_floor >= 0); /* the sampled floor was taken */
+                CHECK(nn_calibration_threshold(&t, fraction) == two_pass_threshold(clean, m, fraction));
+                nn_calibration_stats_free(&s);
+                nn_calibration_stats_free(&t);
+                free(clean);
+                continue;
+            }
+            nn_calibration_stats s; /* one piece: the sampled floor */
+            nn_calibration_stats_init(&s, N, fraction);
+            nn_calibration_stats_add(&s, x, N, 2);
+            double want = two_pass_threshold(x, N, fraction), got = nn_calibration_threshold(&s, fraction);
+            if (got != want)
+                ftl_test_fail(__FILE__, __LINE__, "%s (fraction %g, one piece): threshold %.9g, two passes %.9g",
+                              kinds[kind], fraction, got, want);
+            nn_calibration_stats_free(&s);
+            check_one_pass(kinds[kind], x, N, fraction, 8 * N, N / 3, 1); /* room to spare, three pieces */
+        }
+    }
     free(x);
 }
 
