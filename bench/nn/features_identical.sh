@@ -8,14 +8,14 @@
 # ftl refuses them or runs an emulation nobody uses, and the script says it skipped them.
 # The "before" build: `git worktree add --detach DIR BASE && make -C DIR build/ftl`.
 # usage: bench/nn/features_identical.sh --before BUILD_DIR [--after BUILD_DIR] [--rounds R]
-#        [--threads N] [--models LIST] [--out DIR]
+#        [--threads N] [--models LIST] [--precisions fp32,bf16,int8] [--out DIR]
 # Prints one JSON line per model, precision and round, then a summary line per model and precision;
 # exits 1 when any pair of feature files differs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${SHARED:=$(cd .. && pwd)/shared}"
 : "${BUILD:=$PWD/build}"
-models=vit_b_16,swin_t,convnext_tiny,mobilenet_v2,xception,resnet50 rounds=3 threads=$(nproc) before= after=$BUILD out=
+models=vit_b_16,swin_t,convnext_tiny,mobilenet_v2,xception,resnet50 rounds=3 threads=$(nproc) before= after=$BUILD out= only=fp32,bf16,int8
 while [ $# -gt 0 ]; do
     case $1 in
     --before) before=$2; shift 2 ;;
@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
+    --precisions) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
     esac
@@ -58,6 +59,7 @@ if grep -qw avx512f <<<"$flags"; then precisions="$precisions bf16"; else
     echo "bf16 skipped: this CPU has no AVX-512 (oneDNN has no bf16 kernels below it)" >&2; fi
 if grep -qwE 'avx512_vnni|avx_vnni|amx_int8' <<<"$flags"; then precisions="$precisions int8"; else
     echo "int8 skipped: this CPU has no int8 dot products (VNNI or AMX); ftl refuses int8 on it" >&2; fi
+precisions=$(for p in $precisions; do [[ ",$only," == *",$p,"* ]] && echo "$p"; done | tr '\n' ' ')
 
 embed() {  # embed SIDE BUILD_DIR MODEL PRECISION: prints the images/s of the embed line
     local side=$1 dir=$2 m=$3 p=$4 line
