@@ -98,6 +98,7 @@ $(BUILD)/obj/src/nn/cpu/kernels/copy.o $(BUILD)/san/src/nn/cpu/kernels/copy.o: C
 $(BUILD)/obj/src/nn/cpu/kernels/attention.o $(BUILD)/san/src/nn/cpu/kernels/attention.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu/kernels/layernorm.o $(BUILD)/san/src/nn/cpu/kernels/layernorm.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu/kernels/max_pool.o $(BUILD)/san/src/nn/cpu/kernels/max_pool.o: CFLAGS += -fopenmp
+$(BUILD)/obj/src/nn/cpu/kernels/separable_int8.o $(BUILD)/san/src/nn/cpu/kernels/separable_int8.o: CFLAGS += -fopenmp
 $(BUILD)/obj/src/nn/cpu/cpu_train_plan.o $(BUILD)/san/src/nn/cpu/cpu_train_plan.o: CFLAGS += -fopenmp
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H)

@@ -1,0 +1,47 @@
+/* ftl's int8 separable convolution (separable_int8.c): a 3x3 depthwise convolution (stride 1, padding 1,
+ * u8 input) requantized to s8 and, without leaving cache, the 1x1 convolution that alone reads it, both
+ * channels-last. The arithmetic is oneDNN 2.6's for the same two primitives, so the results are the
+ * same bit for bit: exact integer sums, then (sum + bias) x scale, the post-ops in order, rounding to
+ * nearest even and saturation. Xception's blocks (and the MobileNets' separable pairs) are made of
+ * these; apart, the depthwise output makes a round trip through memory before every 1x1 product. */
+#ifndef FTL_NN_CPU_KERNELS_SEPARABLE_INT8_H
+#define FTL_NN_CPU_KERNELS_SEPARABLE_INT8_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum cpu_separable_output { CPU_SEPARABLE_U8, CPU_SEPARABLE_S8, CPU_SEPARABLE_F32 } cpu_separable_output;
+
+/* A post-op of the 1x1 convolution: a ReLU whose result is multiplied by act_scale, or (sum) the
+ * output's previous f32 value added. */
+typedef struct cpu_separable_post {
+    bool sum;
+    float act_scale;
+} cpu_separable_post;
+
+enum { CPU_SEPARABLE_MAX_POSTS = 4 };
+
+typedef struct cpu_separable_int8_desc {
+    int channels, outputs, height, width;
+    const int8_t *dw_weights;          /* [channels][3][3] */
+    const float *dw_scales, *dw_bias;  /* [channels]: s8 = sat(round((sum + bias) x scale)) */
+    const int8_t *pw_weights;          /* [outputs][channels] */
+    const float *pw_scales, *pw_bias;  /* [outputs]: (sum + bias) x scale, then the post-ops */
+    int n_post;
+    cpu_separable_post post[CPU_SEPARABLE_MAX_POSTS];
+    cpu_separable_output output;
+} cpu_separable_int8_desc;
+
+typedef struct cpu_separable_int8 cpu_separable_int8;
+
+/* Whether this CPU runs the kernel (AVX-512 with VNNI and VBMI); FTL_NN_SEPARABLE_INT8=0 turns it off. */
+bool cpu_separable_int8_available(void);
+/* The weights packed for the kernel (the desc's arrays are copied). NULL when the shape is out of its
+ * reach (no channels, more than CPU_SEPARABLE_MAX_POSTS post-ops, a sum into an integer output). */
+cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d);
+void cpu_separable_int8_free(cpu_separable_int8 *k);
+/* src: u8 [images][height][width][channels]; dst: [images][height][width][outputs] of the output type
+ * (with a sum post-op it holds the summand on entry). On up to `threads` threads. */
+void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int images, void *dst, int threads);
+
+#endif

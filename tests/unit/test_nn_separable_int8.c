@@ -1,0 +1,149 @@
+/* ftl's int8 separable convolution (src/nn/cpu/kernels/separable_int8.c) against the two convolutions
+ * written here from their definition, one value at a time: the depthwise 3x3 sum of u8 x s8 (zero
+ * padding), (sum + bias) x scale saturated to [-128, 127] and rounded to nearest even; the 1x1 sum of
+ * those s8 x s8, (sum + bias) x scale, the post-ops in order (ReLU then x its scale; or + the previous
+ * value), saturated and rounded for u8 / s8 outputs. Bit for bit, on odd shapes (one pixel, rows
+ * shorter than a 12-pixel block, channel and output counts off the vector widths), every output type,
+ * 1 and 2 threads. The plan-level comparison (fused against oneDNN's two primitives, and against
+ * ONNX Runtime) is in test_nn_separable_plan.c. */
+#include "nn/cpu/kernels/separable_int8.h"
+#include "test.h"
+#include "util/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sep_case {
+    int images, height, width, channels, outputs;
+    cpu_separable_output output;
+    int n_post;
+    cpu_separable_post post[2];
+} sep_case;
+
+static float saturate_round(float v, float lo, float hi) { return nearbyintf(fminf(fmaxf(v, lo), hi)); }
+
+/* The reference: dst as the two convolutions make it (dst holds the summand on entry for a sum). */
+static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const uint8_t *x, void *dst) {
+    int C = c->channels, O = c->outputs, H = c->height, W = c->width;
+    int8_t *mid = malloc((size_t)C);
+    for (int n = 0; n < c->images; n++)
+        for (int h = 0; h < H; h++)
+            for (int w = 0; w < W; w++) {
+                for (int ch = 0; ch < C; ch++) {
+                    int32_t acc = 0;
+                    for (int i = 0; i < 3; i++)
+                        for (int j = 0; j < 3; j++) {
+                            int hh = h + i - 1, ww = w + j - 1;
+                            if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
+                            acc += (int32_t)x[(((size_t)n * H + hh) * W + ww) * C + ch] * d->dw_weights[ch * 9 + i * 3 + j];
+                        }
+                    float v = ((float)acc + d->dw_bias[ch]) * d->dw_scales[ch];
+                    mid[ch] = (int8_t)saturate_round(v, -128.0f, 127.0f);
+                }
+                size_t pixel = ((size_t)n * H + h) * W + w;
+                for (int o = 0; o < O; o++) {
+                    int32_t acc = 0;
+                    for (int ch = 0; ch < C; ch++) acc += (int32_t)mid[ch] * d->pw_weights[(size_t)o * C + ch];
+                    float v = ((float)acc + d->pw_bias[o]) * d->pw_scales[o];
+                    size_t at = pixel * (size_t)O + (size_t)o;
+                    for (int k = 0; k < c->n_post; k++) {
+                        if (c->post[k].sum) {
+                            v = v + ((float *)dst)[at];
+                        } else {
+                            float r = v > 0.0f ? v : 0.0f;
+                            v = r * c->post[k].act_scale;
+                        }
+                    }
+                    if (c->output == CPU_SEPARABLE_F32) ((float *)dst)[at] = v;
+                    else if (c->output == CPU_SEPARABLE_U8) ((uint8_t *)dst)[at] = (uint8_t)saturate_round(v, 0.0f, 255.0f);
+                    else ((int8_t *)dst)[at] = (int8_t)saturate_round(v, -128.0f, 127.0f);
+                }
+            }
+    free(mid);
+}
+
+static void run_case(const sep_case *c, int threads, uint64_t seed) {
+    int C = c->channels, O = c->outputs;
+    size_t pixels = (size_t)c->images * c->height * c->width, out_bytes = pixels * (size_t)O *
+                                                                           (c->output == CPU_SEPARABLE_F32 ? 4 : 1);
+    uint8_t *x = malloc(pixels * (size_t)C);
+    int8_t *dw = malloc((size_t)C * 9), *pw = malloc((size_t)O * C);
+    float *dws = malloc((size_t)C * 4), *dwb = malloc((size_t)C * 4), *pws = malloc((size_t)O * 4), *pwb = malloc((size_t)O * 4);
+    uint64_t r = seed;
+    for (size_t i = 0; i < pixels * (size_t)C; i++) x[i] = ftl_splitmix64(&r) % 10 < 3 ? 0 : (uint8_t)ftl_splitmix64(&r);
+    for (int i = 0; i < C * 9; i++) dw[i] = (int8_t)((int)(ftl_splitmix64(&r) % 255) - 127);
+    for (size_t i = 0; i < (size_t)O * C; i++) pw[i] = (int8_t)((int)(ftl_splitmix64(&r) % 255) - 127);
+    /* scales that spread the sums over the output range, so saturation and rounding both happen */
+    for (int i = 0; i < C; i++) {
+        dws[i] = (float)(1.0 / (40000.0 * (0.3 + (double)(ftl_splitmix64(&r) % 1000) / 1000.0)) * 127.0);
+        dwb[i] = (float)((int)(ftl_splitmix64(&r) % 20001) - 10000) * 0.37f;
+    }
+    double spread = sqrt((double)C) * 40.0 * 73.0;
+    for (int o = 0; o < O; o++) {
+        pws[o] = (float)(255.0 / (2.0 * spread) * (0.3 + (double)(ftl_splitmix64(&r) % 1000) / 1000.0));
+        pwb[o] = (float)((int)(ftl_splitmix64(&r) % 20001) - 10000) * 3.1f;
+    }
+    cpu_separable_int8_desc d = {.channels = C, .outputs = O, .height = c->height, .width = c->width, .dw_weights = dw,
+                                 .dw_scales = dws, .dw_bias = dwb, .pw_weights = pw, .pw_scales = pws, .pw_bias = pwb,
+                                 .n_post = c->n_post, .output = c->output};
+    memcpy(d.post, c->post, sizeof c->post);
+    uint8_t *want = malloc(out_bytes), *got = malloc(out_bytes);
+    for (size_t i = 0; i < out_bytes / 4 && c->output == CPU_SEPARABLE_F32; i++) /* the summand */
+        ((float *)want)[i] = (float)((int)(ftl_splitmix64(&r) % 2001) - 1000) * 0.01f;
+    memcpy(got, want, out_bytes);
+    cpu_separable_int8 *k = cpu_separable_int8_make(&d);
+    if (!CHECK(k != NULL)) return;
+    reference(c, &d, x, want);
+    cpu_separable_int8_run(k, x, c->images, got, threads);
+    size_t differ = 0, first = 0;
+    if (c->output == CPU_SEPARABLE_F32) {
+        for (size_t i = 0; i < out_bytes / 4; i++)
+            if (memcmp((float *)want + i, (float *)got + i, 4) != 0 && differ++ == 0) first = i;
+    } else {
+        for (size_t i = 0; i < out_bytes; i++)
+            if (want[i] != got[i] && differ++ == 0) first = i;
+    }
+    if (differ)
+        ftl_test_fail(__FILE__, __LINE__, "%d x %dx%d, %d -> %d channels, output %d, %d post-ops, %d threads: %zu of %zu "
+                      "values differ (first at %zu)", c->images, c->height, c->width, C, O, (int)c->output, c->n_post,
+                      threads, differ, out_bytes / (c->output == CPU_SEPARABLE_F32 ? 4 : 1), first);
+    cpu_separable_int8_free(k);
+    free(x), free(dw), free(pw), free(dws), free(dwb), free(pws), free(pwb), free(want), free(got);
+}
+
+TEST(nn_separable_int8_equals_the_two_convolutions) {
+    if (!cpu_separable_int8_available()) {
+        ftl_test_skip("nn_separable_int8_equals_the_two_convolutions",
+                      "this CPU lacks AVX-512 VNNI or VBMI, which the kernel needs (ftl runs the two convolutions apart)");
+        return;
+    }
+    const cpu_separable_post relu = {.act_scale = 1.0f}, relu_scaled = {.act_scale = 0.37f}, sum = {.sum = true};
+    const sep_case cases[] = {
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}},
+        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}},
+        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}},
+        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}}, /* Xception's middle flow */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int threads = 1; threads <= 2; threads++) run_case(&cases[i], threads, 1000 + i);
+}
+
+TEST(nn_separable_int8_refuses_what_it_cannot_do) {
+    int8_t w[9] = {0}, v[1] = {0};
+    float one = 1.0f, zero = 0.0f;
+    cpu_separable_int8_desc d = {.channels = 1, .outputs = 1, .height = 1, .width = 1, .dw_weights = w, .dw_scales = &one,
+                                 .dw_bias = &zero, .pw_weights = v, .pw_scales = &one, .pw_bias = &zero,
+                                 .output = CPU_SEPARABLE_U8, .n_post = 1, .post = {{.sum = true}}};
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a sum into an integer output */
+    d.n_post = CPU_SEPARABLE_MAX_POSTS + 1;
+    CHECK(cpu_separable_int8_make(&d) == NULL);
+    d.n_post = 0;
+    d.channels = 0;
+    CHECK(cpu_separable_int8_make(&d) == NULL);
+}
