@@ -558,7 +558,7 @@ static ftl_status model_load(const char *path, const ftl_model_options *options,
     for (int k = 0; (o->precision == FTL_NN_INT8 || m->g->quantized) && m->be->step_info && k < m->be->step_count(m->plan); k++) {
         nn_step_info si;
         m->be->step_info(m->plan, k, &si);
-        i->int8_convs += si.compute && si.int8;
+        i->int8_convs += si.compute && si.int8 ? (si.also_node >= 0 ? 2 : 1) : 0;
     }
     i->threads = m->copts.threads;
     i->micro_batch = i->micro_batch_min = m->copts.batch;

@@ -50,6 +50,15 @@ static void run_max_pool(nn_plan *p, const cpu_step *s) {
     cpu_pool_run(s->pool, from, to, p->threads);
 }
 
+/* The images of arg 0 (the step's micro-batch) through the fused depthwise -> 1x1 pair. */
+static void run_separable(nn_plan *p, const cpu_step *s) {
+    const cpu_value *x = &p->vals[s->arg_val[0]];
+    void *from = NULL, *to = NULL;
+    dnnl_memory_get_data_handle(x->mem, &from);
+    dnnl_memory_get_data_handle(p->vals[s->arg_val[1]].mem, &to);
+    cpu_separable_int8_run(s->separable, from, (int)x->md.dims[0], to, p->threads);
+}
+
 static void run_convert(nn_plan *p, const cpu_step *s) {
     const cpu_value *from = &p->vals[s->arg_val[0]], *to = &p->vals[s->arg_val[1]];
     void *a = NULL, *b = NULL;
@@ -115,6 +124,7 @@ static ftl_status run_chunk(nn_plan *p, int seg, int chunk, float *output, doubl
         else if (s->kind == CPU_STEP_ATTENTION) cpu_attention_run(p, s);
         else if (s->kind == CPU_STEP_MAXPOOL) run_max_pool(p, s);
         else if (s->kind == CPU_STEP_LAYERNORM) run_layernorm(p, s);
+        else if (s->kind == CPU_STEP_SEPARABLE) run_separable(p, s);
         else CPU_TRY(dnnl_primitive_execute(s->prim, p->stream, s->nargs + (s->scratch ? 1 : 0), s->exec), s->label);
         if (step_seconds) step_seconds[i] += ftl_now() - t0;
     }
@@ -159,15 +169,16 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     info->node = s->node;
     info->also_node = s->also_node;
     bool gather = s->kind == CPU_STEP_COPY && strncmp(s->impl, "ftl:gather", 10) == 0; /* cpu_movement_fusion.c's chains */
-    info->kind = s->kind == CPU_STEP_ATTENTION ? "Attention"
-                 : s->also_node >= 0           ? "Conv+Depthwise"
+    info->kind = s->kind == CPU_STEP_ATTENTION   ? "Attention"
+                 : s->kind == CPU_STEP_SEPARABLE ? "Depthwise+Conv"
+                 : s->also_node >= 0             ? "Conv+Depthwise"
                  : gather                      ? (s->nargs == 3 ? "Movement+Add" : "Movement")
                                                : NULL;
     info->label = s->label;
     info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;
     info->fill = s->kind == CPU_STEP_FILL;
-    info->compute = cpu_is_compute_step(s, NULL);
+    info->compute = cpu_is_compute_step(s, NULL) || s->kind == CPU_STEP_SEPARABLE;
     info->bf16 = s->nargs > 0 && p->vals[s->arg_val[0]].md.data_type == dnnl_bf16;
     info->int8 = s->nargs > 0 && cpu_is_int8_type(p->vals[s->arg_val[0]].md.data_type);
     info->executions = s->mb > 0 ? p->batch / s->mb : 1;

@@ -223,6 +223,7 @@ void cpu_plan_free(nn_plan *p) {
         free(p->steps[i].copy);
         free(p->steps[i].ln_params);
         cpu_pool_plan_free(p->steps[i].pool);
+        cpu_separable_int8_free(p->steps[i].separable);
     }
     for (int v = 0; v < p->n_vals; v++)
         if (p->vals[v].mem) dnnl_memory_destroy(p->vals[v].mem);

@@ -21,6 +21,7 @@
 #include "nn/backend.h"
 #include "nn/cpu/kernels/copy.h"
 #include "nn/cpu/kernels/max_pool.h"
+#include "nn/cpu/kernels/separable_int8.h"
 
 #include <dnnl.h>
 
@@ -50,10 +51,11 @@ typedef struct cpu_buf {
  * FAKEQUANT: a quantized model's FakeQuantize, f32 -> f32 element-wise (nn/qdq.h); ATTENTION: the
  * fused attention of args Q, K^T, V into arg 3 (cpu_attention_fusion.c); MAXPOOL: ftl's max pool of arg 0
  * into arg 1 (kernels/max_pool.c); LAYERNORM: ftl's layer norm of arg 0 into arg 1, fp32 or bf16 each
- * (nn/layernorm.h). */
+ * (nn/layernorm.h); SEPARABLE: an int8 depthwise 3x3 and the 1x1 convolution reading it, arg 0 into arg
+ * 1 (kernels/separable_int8.c). */
 typedef enum cpu_step_kind {
     CPU_STEP_PRIM, CPU_STEP_FILL, CPU_STEP_COPY, CPU_STEP_OBSERVE, CPU_STEP_CONVERT, CPU_STEP_FAKEQUANT,
-    CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL, CPU_STEP_LAYERNORM
+    CPU_STEP_ATTENTION, CPU_STEP_MAXPOOL, CPU_STEP_LAYERNORM, CPU_STEP_SEPARABLE
 } cpu_step_kind;
 
 typedef struct cpu_step {
@@ -67,6 +69,7 @@ typedef struct cpu_step {
     float fill_value;         /* CPU_STEP_FILL: value written over arg 0 */
     cpu_copy_plan *copy;      /* CPU_STEP_COPY: arg 0 -> arg 1 */
     cpu_pool_plan *pool;      /* CPU_STEP_MAXPOOL: arg 0 -> arg 1 */
+    cpu_separable_int8 *separable; /* CPU_STEP_SEPARABLE: arg 0 -> arg 1 */
     dnnl_exec_arg_t *exec;    /* built at finalize */
     int mb;                   /* images per execution (the micro-batch of its node) */
     int n_chunked;            /* args in full buffers: their data handle moves with the chunk */
@@ -83,7 +86,8 @@ typedef struct cpu_step {
     int attn;                 /* CPU_STEP_ATTENTION: which of the plan's fused attentions */
     float *ln_params;         /* CPU_STEP_LAYERNORM: gamma then beta (owned), channels each */
     float ln_epsilon;
-    int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul); -1 */
+    int also_node;            /* another graph node whose work the step does (the fused attention's first MatMul, the
+                                 1x1 after a separable depthwise); -1 */
 } cpu_step;
 
 /* A feature's own state, defined in its file: the fused attentions (cpu_attention_fusion.c) and the

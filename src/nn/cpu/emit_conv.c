@@ -238,9 +238,112 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
     return FTL_OK;
 }
 
+/* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
+ * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, no post-ops) of u8 into a
+ * requantized s8 tensor that only that 1x1 reads (stride 1, no padding, ReLUs and sums only, the next
+ * live node), both at one micro-batch in the channels-last layout. */
+static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *n) {
+    const nn_params *dp = &n->p;
+    if (!p->int8 || p->observer || cpu_int8_has_zero(p->int8) || !cpu_node_int8(p, n) || cpu_conv_layout(p) != dnnl_acdb ||
+        n->op != NN_OP_CONV || n->dead || n->n_post || n->n_in < 2 || nn_is_const(g, n->in[0]) || !cpu_separable_int8_available())
+        return -1;
+    int64_t c = shape_of(g, n->in[0])->d[1];
+    if (dp->group != c || shape_of(g, n->out[0])->d[1] != c || dp->kernel[0] != 3 || dp->kernel[1] != 3 ||
+        dp->stride[0] != 1 || dp->stride[1] != 1 || dp->dilation[0] != 1 || dp->dilation[1] != 1)
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (dp->pad_begin[i] != 1 || dp->pad_end[i] != 1) return -1;
+    int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
+    if (int8_type(p, n->in[0]) != dnnl_u8 || !writes_int8(p, n) || int8_type(p, t) != dnnl_s8 || m < 0 || slot != 0)
+        return -1;
+    for (int k = (int)(n - g->nodes) + 1; k < m; k++) /* the fused step runs where n's would: nothing in between */
+        if (!g->nodes[k].dead) return -1;
+    const nn_node *r = &g->nodes[m];
+    const nn_params *rp = &r->p;
+    if (r->op != NN_OP_CONV || rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 || rp->stride[0] != 1 ||
+        rp->stride[1] != 1 || rp->pad_begin[0] || rp->pad_begin[1] || rp->pad_end[0] || rp->pad_end[1] ||
+        r->n_post > CPU_SEPARABLE_MAX_POSTS || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
+        (p->node_mb && p->node_mb[m] != p->node_mb[p->cur_node]))
+        return -1;
+    for (int k = 0; k < r->n_post; k++) {
+        const nn_postop *po = &r->post[k];
+        if (po->kind == NN_POST_ACT && (po->act.kind != NN_ACT_RELU || po->act.alpha != 0.0f)) return -1;
+        if (po->kind == NN_POST_SUM && writes_int8(p, r)) return -1;
+    }
+    return m;
+}
+
+/* Depthwise n and 1x1 m as one ftl:separable_int8 step (m absorbed). The same scales, biases and
+ * post-ops the two oneDNN primitives would get, so the same bits. */
+static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n, int m) {
+    const nn_node *r = &g->nodes[m];
+    char label[96];
+    label_of(n, label, sizeof label);
+    const nn_shape *xs = shape_of(g, n->in[0]), *ys = shape_of(g, r->out[0]);
+    int64_t c = xs->d[1], o = ys->d[1];
+    int8_conv_consts qd = {0}, qp = {0};
+    int8_conv_consts_make(p, g, n, c, &qd);
+    int8_conv_consts_make(p, g, r, o, &qp);
+    cpu_separable_output out = !writes_int8(p, r)                   ? CPU_SEPARABLE_F32
+                               : int8_type(p, r->out[0]) == dnnl_u8 ? CPU_SEPARABLE_U8
+                                                                    : CPU_SEPARABLE_S8;
+    cpu_separable_int8_desc d = {.channels = (int)c, .outputs = (int)o, .height = (int)xs->d[2], .width = (int)xs->d[3],
+                                 .dw_weights = qd.weights, .dw_scales = qd.scales, .dw_bias = qd.bias,
+                                 .pw_weights = qp.weights, .pw_scales = qp.scales, .pw_bias = qp.bias,
+                                 .n_post = r->n_post, .output = out};
+    int last_act = -1, sum_t = -1;
+    for (int k = 0; k < r->n_post; k++)
+        if (r->post[k].kind == NN_POST_ACT) last_act = k;
+    for (int k = 0; k < r->n_post; k++) {
+        d.post[k] = (cpu_separable_post){.sum = r->post[k].kind == NN_POST_SUM,
+                                         .act_scale = k == last_act ? qp.act_scale : 1.0f};
+        if (r->post[k].kind == NN_POST_SUM) sum_t = r->post[k].sum_tensor;
+    }
+    cpu_separable_int8 *kernel = cpu_separable_int8_make(&d);
+    int8_conv_consts_free(&qd);
+    int8_conv_consts_free(&qp);
+    if (!kernel) return ftl_fail(FTL_E_INTERNAL, "node '%s': the separable kernel refused a pair it was chosen for", n->name);
+    dnnl_dims_t sd, dd;
+    dims_of(xs, sd);
+    dims_of(ys, dd);
+    dnnl_memory_desc_t src_md, dst_md;
+    dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_u8, dnnl_acdb);
+    dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, out == CPU_SEPARABLE_F32 ? dnnl_f32 : int8_type(p, r->out[0]), dnnl_acdb);
+    int src_v, dst_v = -1;
+    ftl_status st = cpu_ensure(p, n->in[0], &src_md, &src_v);
+    if (st == FTL_OK && sum_t >= 0) { /* dst += summand, in its buffer when nothing after m reads it (as emit_conv_as) */
+        int sv, here = p->cur_node;
+        st = cpu_rebatch(p, sum_t);
+        if (st == FTL_OK) st = cpu_ensure(p, sum_t, &dst_md, &sv);
+        p->cur_node = m; /* the step does m's work: its summand is free to overwrite as of m */
+        bool overwrite = st == FTL_OK && cpu_can_overwrite(p, sv) && p->vals[sv].buf != p->vals[src_v].buf;
+        p->cur_node = here;
+        if (st == FTL_OK && !overwrite) {
+            dst_v = cpu_new_output(p, r->out[0], &dst_md);
+            st = cpu_emit_reorder(p, sv, dst_v, label);
+        } else if (st == FTL_OK) {
+            dst_v = cpu_new_value(p, &dst_md, p->vals[sv].buf);
+            cpu_bind(p, r->out[0], dst_v);
+        }
+    } else if (st == FTL_OK) {
+        dst_v = cpu_new_output(p, r->out[0], &dst_md);
+    }
+    if (st != FTL_OK) {
+        cpu_separable_int8_free(kernel);
+        return st;
+    }
+    cpu_step *step = cpu_host_step(p, CPU_STEP_SEPARABLE, src_v, dst_v, "ftl:separable_int8", label);
+    step->separable = kernel;
+    step->also_node = m;
+    cpu_attention_mark_absorbed(p, m);
+    return FTL_OK;
+}
+
 /* A convolution whose input has an int8 form runs in int8 when oneDNN has a fast kernel for it,
  * else in fp32 like the rest. */
 ftl_status cpu_emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
+    int pointwise = separable_reader(p, g, n);
+    if (pointwise >= 0) return emit_separable_int8(p, g, n, pointwise);
     if (cpu_node_int8(p, n) && (!cpu_int8_has_zero(p->int8) || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
         bool none = false;
         ftl_status st = emit_conv_as(p, g, n, true, &none);
