@@ -90,6 +90,18 @@ def build_cases(d):
     g = G("conv_same_upper_s2", [2, 5, 9, 10]); g.save(d, g.conv("x", 5, 7, auto_pad="SAME_UPPER", strides=[2, 2]))
     g = G("conv_same_lower", [2, 5, 8, 7]); g.save(d, g.conv("x", 5, 7, k=(4, 4), auto_pad="SAME_LOWER"))
     g = G("conv_valid_5x5_dil2", [2, 3, 17, 16]); g.save(d, g.conv("x", 3, 5, k=(5, 5), auto_pad="VALID", dilations=[2, 2]))
+    # ---- int8 separable pairs (ftl:separable_int8): ReLU -> 3x3 depthwise -> 1x1, channel counts off the
+    # vector widths, rows shorter than the kernel's 12-pixel block, a residual sum; and pairs it leaves alone
+    # (a signed depthwise input, a stride-2 depthwise)
+    g = G("separable_pairs", [2, 20, 5, 7])
+    p1 = g.op("Relu", [g.conv(g.conv(g.op("Relu", ["x"]), 20, 20, group=20, pads=[1, 1, 1, 1], bias=False), 20, 33, k=(1, 1))])
+    g.save(d, g.conv(g.conv(p1, 33, 33, group=33, pads=[1, 1, 1, 1], bias=False), 33, 17, k=(1, 1)))
+    g = G("separable_residual", [3, 24, 9, 4])
+    dw = g.conv(g.op("Relu", ["x"]), 24, 24, group=24, pads=[1, 1, 1, 1], bias=False)
+    g.save(d, g.op("Add", [g.conv(dw, 24, 24, k=(1, 1)), "x"]))
+    g = G("separable_left_alone", [2, 16, 6, 6])
+    p1 = g.op("Relu", [g.conv(g.conv("x", 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 24, k=(1, 1))])
+    g.save(d, g.conv(g.conv(p1, 24, 24, group=24, pads=[1, 1, 1, 1], strides=[2, 2], bias=False), 24, 8, k=(1, 1)))
     # ---- BatchNormalization: folded into a conv, and alone (becomes a 1x1 depthwise conv)
     g = G("conv_bn_relu", [2, 6, 10, 11]); g.save(d, g.op("Relu", [g.bn(g.conv("x", 6, 12, bias=False, pads=[1, 1, 1, 1]), 12)]))
     g = G("conv_bias_bn", [2, 6, 7, 7]); g.save(d, g.bn(g.conv("x", 6, 12, k=(1, 1)), 12))
