@@ -99,6 +99,10 @@ def build_cases(d):
     g = G("separable_residual", [3, 24, 9, 4])
     dw = g.conv(g.op("Relu", ["x"]), 24, 24, group=24, pads=[1, 1, 1, 1], bias=False)
     g.save(d, g.op("Add", [g.conv(dw, 24, 24, k=(1, 1)), "x"]))
+    g = G("separable_inverted_residual", [2, 16, 7, 11])  # MobileNetV2: ReLU6 depthwise (u8 between), linear 1x1 + x
+    relu6 = lambda t: g.op("Clip", [t, g.const(np.array(0.0, np.float32)), g.const(np.array(6.0, np.float32))])
+    e = relu6(g.conv("x", 16, 48, k=(1, 1)))
+    g.save(d, g.op("Add", [g.conv(relu6(g.conv(e, 48, 48, group=48, pads=[1, 1, 1, 1])), 48, 16, k=(1, 1)), "x"]))
     g = G("separable_left_alone", [2, 16, 6, 6])
     p1 = g.op("Relu", [g.conv(g.conv("x", 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 24, k=(1, 1))])
     g.save(d, g.conv(g.conv(p1, 24, 24, group=24, pads=[1, 1, 1, 1], strides=[2, 2], bias=False), 24, 8, k=(1, 1)))

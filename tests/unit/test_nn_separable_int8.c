@@ -2,7 +2,7 @@
  * written here from their definition, one value at a time: the depthwise 3x3 sum of u8 x s8 (zero
  * padding), (sum + bias) x scale saturated to [-128, 127] and rounded to nearest even; the 1x1 sum of
  * those s8 x s8, (sum + bias) x scale, the post-ops in order (ReLU then x its scale; or + the previous
- * value), saturated and rounded for u8 / s8 outputs. Bit for bit, on odd shapes (one pixel, rows
+ * value), saturated and rounded for u8 / s8 outputs; with a ReLU6 depthwise its output is u8. Bit for bit, on odd shapes (one pixel, rows
  * shorter than a 12-pixel block, channel and output counts off the vector widths), every output type,
  * 1 and 2 threads. The plan-level comparison (fused against oneDNN's two primitives, and against
  * ONNX Runtime) is in test_nn_separable_plan.c. */
@@ -19,14 +19,22 @@ typedef struct sep_case {
     cpu_separable_output output;
     int n_post;
     cpu_separable_post post[2];
+    int dw_n_post; /* activations: the depthwise output is then u8 */
+    cpu_separable_post dw_post[1];
 } sep_case;
+
+static float act(const cpu_separable_post *a, float v) {
+    float r = v > a->lo ? v : a->lo; /* max, then min, then the scale */
+    r = r < a->hi ? r : a->hi;
+    return r * a->scale;
+}
 
 static float saturate_round(float v, float lo, float hi) { return nearbyintf(fminf(fmaxf(v, lo), hi)); }
 
 /* The reference: dst as the two convolutions make it (dst holds the summand on entry for a sum). */
 static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const uint8_t *x, void *dst) {
     int C = c->channels, O = c->outputs, H = c->height, W = c->width;
-    int8_t *mid = malloc((size_t)C);
+    int32_t *mid = malloc((size_t)C * sizeof *mid);
     for (int n = 0; n < c->images; n++)
         for (int h = 0; h < H; h++)
             for (int w = 0; w < W; w++) {
@@ -39,7 +47,8 @@ static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const
                             acc += (int32_t)x[(((size_t)n * H + hh) * W + ww) * C + ch] * d->dw_weights[ch * 9 + i * 3 + j];
                         }
                     float v = ((float)acc + d->dw_bias[ch]) * d->dw_scales[ch];
-                    mid[ch] = (int8_t)saturate_round(v, -128.0f, 127.0f);
+                    for (int k = 0; k < c->dw_n_post; k++) v = act(&c->dw_post[k], v);
+                    mid[ch] = c->dw_n_post ? (int32_t)saturate_round(v, 0.0f, 255.0f) : (int32_t)saturate_round(v, -128.0f, 127.0f);
                 }
                 size_t pixel = ((size_t)n * H + h) * W + w;
                 for (int o = 0; o < O; o++) {
@@ -48,12 +57,8 @@ static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const
                     float v = ((float)acc + d->pw_bias[o]) * d->pw_scales[o];
                     size_t at = pixel * (size_t)O + (size_t)o;
                     for (int k = 0; k < c->n_post; k++) {
-                        if (c->post[k].sum) {
-                            v = v + ((float *)dst)[at];
-                        } else {
-                            float r = v > 0.0f ? v : 0.0f;
-                            v = r * c->post[k].act_scale;
-                        }
+                        if (c->post[k].sum) v = v + ((float *)dst)[at];
+                        else v = act(&c->post[k], v);
                     }
                     if (c->output == CPU_SEPARABLE_F32) ((float *)dst)[at] = v;
                     else if (c->output == CPU_SEPARABLE_U8) ((uint8_t *)dst)[at] = (uint8_t)saturate_round(v, 0.0f, 255.0f);
@@ -86,8 +91,10 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
     }
     cpu_separable_int8_desc d = {.channels = C, .outputs = O, .height = c->height, .width = c->width, .dw_weights = dw,
                                  .dw_scales = dws, .dw_bias = dwb, .pw_weights = pw, .pw_scales = pws, .pw_bias = pwb,
-                                 .n_post = c->n_post, .output = c->output};
+                                 .n_post = c->n_post, .output = c->output, .dw_n_post = c->dw_n_post,
+                                 .mid_unsigned = c->dw_n_post > 0};
     memcpy(d.post, c->post, sizeof c->post);
+    memcpy(d.dw_post, c->dw_post, sizeof c->dw_post);
     uint8_t *want = malloc(out_bytes), *got = malloc(out_bytes);
     for (size_t i = 0; i < out_bytes / 4 && c->output == CPU_SEPARABLE_F32; i++) /* the summand */
         ((float *)want)[i] = (float)((int)(ftl_splitmix64(&r) % 2001) - 1000) * 0.01f;
@@ -118,17 +125,23 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
                       "this CPU lacks AVX-512 VNNI or VBMI, which the kernel needs (ftl runs the two convolutions apart)");
         return;
     }
-    const cpu_separable_post relu = {.act_scale = 1.0f}, relu_scaled = {.act_scale = 0.37f}, sum = {.sum = true};
+    const cpu_separable_post relu = {.lo = 0, .hi = INFINITY, .scale = 1.0f}, relu_scaled = {.lo = 0, .hi = INFINITY, .scale = 0.37f},
+                             sum = {.sum = true}, relu6 = {.lo = 0, .hi = 6.0f, .scale = 1.0f},
+                             dw_relu6 = {.lo = 0, .hi = 1.0f, .scale = 255.0f}; /* clipped, times the u8 output scale */
     const sep_case cases[] = {
-        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}},
-        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}},
-        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}},
-        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}},
-        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}},
-        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}},
-        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}}, /* Xception's middle flow */
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}},
+        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}},
+        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}},
+        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}}, /* Xception's middle flow */
+        /* MobileNet's: a ReLU6 depthwise (u8 between them), a linear 1x1, with and without a residual sum */
+        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}},
+        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}},
+        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int threads = 1; threads <= 2; threads++) run_case(&cases[i], threads, 1000 + i);
@@ -136,11 +149,17 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
 
 TEST(nn_separable_int8_refuses_what_it_cannot_do) {
     int8_t w[9] = {0}, v[1] = {0};
+    cpu_separable_post sum = {.sum = true};
     float one = 1.0f, zero = 0.0f;
     cpu_separable_int8_desc d = {.channels = 1, .outputs = 1, .height = 1, .width = 1, .dw_weights = w, .dw_scales = &one,
                                  .dw_bias = &zero, .pw_weights = v, .pw_scales = &one, .pw_bias = &zero,
                                  .output = CPU_SEPARABLE_U8, .n_post = 1, .post = {{.sum = true}}};
     CHECK(cpu_separable_int8_make(&d) == NULL); /* a sum into an integer output */
+    d.output = CPU_SEPARABLE_F32;
+    d.dw_n_post = 1;
+    d.dw_post[0] = sum;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a sum into the depthwise output */
+    d.dw_n_post = 0;
     d.n_post = CPU_SEPARABLE_MAX_POSTS + 1;
     CHECK(cpu_separable_int8_make(&d) == NULL);
     d.n_post = 0;

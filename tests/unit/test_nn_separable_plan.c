@@ -1,7 +1,8 @@
 /* The int8 plan's separable pairs (a 3x3 depthwise and the 1x1 reading it as one ftl:separable_int8 step,
  * src/nn/cpu/emit_conv.c) against the same plan with the pairs left to oneDNN's two primitives
  * (FTL_NN_SEPARABLE_INT8=0): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
- * channel counts, rows shorter than the kernel's pixel block, a residual sum, and pairs it must leave
+ * channel counts, rows shorter than the kernel's pixel block, a residual sum, MobileNetV2's ReLU6
+ * depthwise into a linear 1x1 plus the block's input, and pairs it must leave
  * alone: a signed depthwise input, a stride-2 depthwise), with every tensor's scale from its fp32 range,
  * also within int8's error of ONNX Runtime's fp32 output; and on the shared Xception (random weights,
  * calibrated on synthetic images) where 33 of its 34 pairs fuse (block14's first reads the residual
@@ -133,6 +134,7 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
     }
     check_case("separable_pairs", 2);
     check_case("separable_residual", 1);
+    check_case("separable_inverted_residual", 1); /* a ReLU6 depthwise: u8 between */
     check_case("separable_left_alone", 0); /* a signed depthwise input, then a stride-2 depthwise */
 }
 

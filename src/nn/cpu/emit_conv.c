@@ -9,6 +9,7 @@
 #include "util/error.h"
 #include "util/log.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,14 +239,35 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
     return FTL_OK;
 }
 
+/* A post-op as ftl's separable kernel applies it (ReLU and Clip activations, sums); false for others. */
+static bool separable_post(const nn_postop *po, float scale, cpu_separable_post *out) {
+    if (po->kind == NN_POST_SUM) {
+        *out = (cpu_separable_post){.sum = true};
+        return true;
+    }
+    if (po->act.kind == NN_ACT_RELU && po->act.alpha == 0.0f) *out = (cpu_separable_post){.lo = 0.0f, .hi = INFINITY, .scale = scale};
+    else if (po->act.kind == NN_ACT_CLIP) *out = (cpu_separable_post){.lo = po->act.alpha, .hi = po->act.beta, .scale = scale};
+    else return false;
+    return true;
+}
+
+static bool separable_posts_ok(const nn_node *n, bool sums) {
+    cpu_separable_post unused;
+    if (n->n_post > CPU_SEPARABLE_MAX_POSTS) return false;
+    for (int k = 0; k < n->n_post; k++)
+        if (!separable_post(&n->post[k], 1.0f, &unused) || (unused.sum && !sums)) return false;
+    return true;
+}
+
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
- * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, no post-ops) of u8 into a
- * requantized s8 tensor that only that 1x1 reads (stride 1, no padding, ReLUs and sums only, the next
- * live node), both at one micro-batch in the channels-last layout. */
+ * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, ReLU / Clip post-ops) of u8
+ * into a requantized tensor that only that 1x1 reads (stride 1, no padding, activations and sums, the
+ * next live node), both at one micro-batch in the channels-last layout. */
 static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *n) {
     const nn_params *dp = &n->p;
     if (!p->int8 || p->observer || cpu_int8_has_zero(p->int8) || !cpu_node_int8(p, n) || cpu_conv_layout(p) != dnnl_acdb ||
-        n->op != NN_OP_CONV || n->dead || n->n_post || n->n_in < 2 || nn_is_const(g, n->in[0]) || !cpu_separable_int8_available())
+        n->op != NN_OP_CONV || n->dead || !separable_posts_ok(n, false) || n->n_in < 2 || nn_is_const(g, n->in[0]) ||
+        !cpu_separable_int8_available())
         return -1;
     int64_t c = shape_of(g, n->in[0])->d[1];
     if (dp->group != c || shape_of(g, n->out[0])->d[1] != c || dp->kernel[0] != 3 || dp->kernel[1] != 3 ||
@@ -254,22 +276,16 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
     for (int i = 0; i < 2; i++)
         if (dp->pad_begin[i] != 1 || dp->pad_end[i] != 1) return -1;
     int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
-    if (int8_type(p, n->in[0]) != dnnl_u8 || !writes_int8(p, n) || int8_type(p, t) != dnnl_s8 || m < 0 || slot != 0)
-        return -1;
+    if (int8_type(p, n->in[0]) != dnnl_u8 || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
     for (int k = (int)(n - g->nodes) + 1; k < m; k++) /* the fused step runs where n's would: nothing in between */
         if (!g->nodes[k].dead) return -1;
     const nn_node *r = &g->nodes[m];
     const nn_params *rp = &r->p;
     if (r->op != NN_OP_CONV || rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 || rp->stride[0] != 1 ||
         rp->stride[1] != 1 || rp->pad_begin[0] || rp->pad_begin[1] || rp->pad_end[0] || rp->pad_end[1] ||
-        r->n_post > CPU_SEPARABLE_MAX_POSTS || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
+        !separable_posts_ok(r, !writes_int8(p, r)) || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
         (p->node_mb && p->node_mb[m] != p->node_mb[p->cur_node]))
         return -1;
-    for (int k = 0; k < r->n_post; k++) {
-        const nn_postop *po = &r->post[k];
-        if (po->kind == NN_POST_ACT && (po->act.kind != NN_ACT_RELU || po->act.alpha != 0.0f)) return -1;
-        if (po->kind == NN_POST_SUM && writes_int8(p, r)) return -1;
-    }
     return m;
 }
 
@@ -289,14 +305,18 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
                                                                     : CPU_SEPARABLE_S8;
     cpu_separable_int8_desc d = {.channels = (int)c, .outputs = (int)o, .height = (int)xs->d[2], .width = (int)xs->d[3],
                                  .dw_weights = qd.weights, .dw_scales = qd.scales, .dw_bias = qd.bias,
+                                 .dw_n_post = n->n_post, .mid_unsigned = int8_type(p, n->out[0]) == dnnl_u8,
                                  .pw_weights = qp.weights, .pw_scales = qp.scales, .pw_bias = qp.bias,
                                  .n_post = r->n_post, .output = out};
-    int last_act = -1, sum_t = -1;
+    /* the last activation carries the requantization (int8_conv_consts), as in cpu_make_attr_int8 */
+    int last = -1, sum_t = -1;
+    for (int k = 0; k < n->n_post; k++) last = k;
+    for (int k = 0; k < n->n_post; k++) separable_post(&n->post[k], k == last ? qd.act_scale : 1.0f, &d.dw_post[k]);
+    last = -1;
     for (int k = 0; k < r->n_post; k++)
-        if (r->post[k].kind == NN_POST_ACT) last_act = k;
+        if (r->post[k].kind == NN_POST_ACT) last = k;
     for (int k = 0; k < r->n_post; k++) {
-        d.post[k] = (cpu_separable_post){.sum = r->post[k].kind == NN_POST_SUM,
-                                         .act_scale = k == last_act ? qp.act_scale : 1.0f};
+        separable_post(&r->post[k], k == last ? qp.act_scale : 1.0f, &d.post[k]);
         if (r->post[k].kind == NN_POST_SUM) sum_t = r->post[k].sum_tensor;
     }
     cpu_separable_int8 *kernel = cpu_separable_int8_make(&d);

@@ -2,7 +2,7 @@
  * flattened images (rows cut anywhere), sized so that a tile's depthwise output (~32 KiB) stays in L1:
  *   depthwise, by VNNI: each input column's three rows (16-channel chunks) go into one zmm, a byte
  *     permute makes each channel's lane (top, middle, bottom, 0), and that vector serves the three
- *     outputs reading the column: three vpdpbusd per 16 outputs. Its s8 result is kept as u8 (+128).
+ *     outputs reading the column: three vpdpbusd per 16 outputs. An s8 result is kept as u8 (+128).
  *   1x1, by VNNI: 12 pixels x 32 outputs in 24 named accumulators (GCC spills an array of them), two
  *     weight vectors per 12 broadcasts, the 128 x sum-of-weights compensation taken off after.
  * bench/nn/dw_pw_int8.c measured it against oneDNN's two primitives on Xception's shapes (one
@@ -28,7 +28,7 @@ struct cpu_separable_int8 {
     int8_t *dw_w;            /* [3 tap columns][cq][4]: the column's (top, middle, bottom, 0) */
     float *dw_bias, *dw_scale;  /* [cq], zeros past the channels */
     int8_t *pw_w;            /* [oq / SLAB][cq / 4][SLAB][4] */
-    int32_t *pw_comp;        /* [oq]: 128 x the sum of the output's weights (the input's +128) */
+    int32_t *pw_comp;        /* [oq]: 128 x the sum of the output's weights (an s8 input's +128), or 0 */
     float *pw_bias, *pw_scale;  /* [oq] */
 };
 
@@ -62,8 +62,11 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     if (d->channels < 1 || d->outputs < 1 || d->height < 1 || d->width < 1 || d->n_post < 0 ||
         d->n_post > CPU_SEPARABLE_MAX_POSTS)
         return NULL;
+    if (d->dw_n_post < 0 || d->dw_n_post > CPU_SEPARABLE_MAX_POSTS) return NULL;
     for (int i = 0; i < d->n_post; i++)
         if (d->post[i].sum && d->output != CPU_SEPARABLE_F32) return NULL;
+    for (int i = 0; i < d->dw_n_post; i++)
+        if (d->dw_post[i].sum) return NULL;
     cpu_separable_int8 *k = ftl_xcalloc(1, sizeof *k);
     k->d = *d;
     int C = d->channels, O = d->outputs;
@@ -90,7 +93,7 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     for (int o = 0; o < O; o++) {
         int32_t s = 0;
         for (int c = 0; c < C; c++) s += d->pw_weights[(size_t)o * (size_t)C + (size_t)c];
-        k->pw_comp[o] = 128 * s;
+        k->pw_comp[o] = d->mid_unsigned ? 0 : 128 * s;
     }
     k->pw_bias = zeroed((size_t)k->oq * sizeof(float));
     k->pw_scale = zeroed((size_t)k->oq * sizeof(float));
@@ -103,6 +106,12 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
 }
 
 #ifdef HAVE_SEPARABLE_INT8
+/* An activation post-op as oneDNN's eltwise clip / ReLU with a scale: max, then min, then the scale. */
+SEP_TARGET static inline __m512 activation(const cpu_separable_post *a, __m512 f) {
+    f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(a->lo)), _mm512_set1_ps(a->hi));
+    return _mm512_mul_ps(f, _mm512_set1_ps(a->scale));
+}
+
 /* The depthwise output of image x's row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). */
 SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint8_t *x, int h, int w0, int n,
                                          uint8_t *mid) {
@@ -112,8 +121,8 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
         0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51, 4, 20, 36, 52, 5, 21, 37, 53, 6, 22, 38, 54, 7, 23, 39, 55,
         8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
     const __m512i idx = _mm512_loadu_si512(order);
-    const __m128i flip = _mm_set1_epi8((char)0x80);
-    const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+    const __m128i flip = _mm_set1_epi8(k->d.mid_unsigned ? 0 : (char)0x80);
+    const __m512 lo = _mm512_set1_ps(k->d.mid_unsigned ? 0.0f : -128.0f), hi = _mm512_set1_ps(k->d.mid_unsigned ? 255.0f : 127.0f);
     const size_t row = (size_t)W * (size_t)C;
     const uint8_t *up = h > 0 ? x + (size_t)(h - 1) * row : NULL, *mi = x + (size_t)h * row,
                   *dn = h + 1 < H ? x + (size_t)(h + 1) * row : NULL;
@@ -140,9 +149,11 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
             acc = _mm512_dpbusd_epi32(acc, centre, t1);
             acc = _mm512_dpbusd_epi32(acc, right, t2);
             __m512 f = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acc), bias), scale);
+            for (int i = 0; i < k->d.dw_n_post; i++) f = activation(&k->d.dw_post[i], f);
             f = _mm512_min_ps(_mm512_max_ps(f, lo), hi); /* saturate before converting, as oneDNN does */
-            __m128i s8 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f));
-            _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * (size_t)k->cq + (size_t)c0), _mm_xor_si128(s8, flip));
+            __m128i q = k->d.mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f))
+                                          : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f));
+            _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * (size_t)k->cq + (size_t)c0), _mm_xor_si128(q, flip));
             left = centre;
             centre = right;
         }
@@ -158,7 +169,7 @@ SEP_TARGET static inline void finish(const cpu_separable_int8 *k, __m512i acc, i
     size_t at = pixel * (size_t)k->d.outputs + (size_t)o;
     for (int i = 0; i < k->d.n_post; i++) {
         if (k->d.post[i].sum) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(live, (const float *)dst + at));
-        else f = _mm512_mul_ps(_mm512_max_ps(f, _mm512_setzero_ps()), _mm512_set1_ps(k->d.post[i].act_scale));
+        else f = activation(&k->d.post[i], f);
     }
     if (k->d.output == CPU_SEPARABLE_F32) {
         _mm512_mask_storeu_ps((float *)dst + at, live, f);

@@ -1,6 +1,6 @@
 /* ftl's int8 separable convolution (separable_int8.c): a 3x3 depthwise convolution (stride 1, padding 1,
- * u8 input) requantized to s8 and, without leaving cache, the 1x1 convolution that alone reads it, both
- * channels-last. The arithmetic is oneDNN 2.6's for the same two primitives, so the results are the
+ * u8 input) requantized to s8 or u8 and, without leaving cache, the 1x1 convolution that alone reads it,
+ * both channels-last. The arithmetic is oneDNN 2.6's for the same two primitives, so the results are the
  * same bit for bit: exact integer sums, then (sum + bias) x scale, the post-ops in order, rounding to
  * nearest even and saturation. Xception's blocks (and the MobileNets' separable pairs) are made of
  * these; apart, the depthwise output makes a round trip through memory before every 1x1 product. */
@@ -12,11 +12,11 @@
 
 typedef enum cpu_separable_output { CPU_SEPARABLE_U8, CPU_SEPARABLE_S8, CPU_SEPARABLE_F32 } cpu_separable_output;
 
-/* A post-op of the 1x1 convolution: a ReLU whose result is multiplied by act_scale, or (sum) the
- * output's previous f32 value added. */
+/* A post-op: an activation clamping to [lo, hi] (a ReLU: [0, inf), ReLU6: [0, 6]) whose result is
+ * multiplied by scale, or (sum, the 1x1's only) the output's previous f32 value added. */
 typedef struct cpu_separable_post {
     bool sum;
-    float act_scale;
+    float lo, hi, scale;
 } cpu_separable_post;
 
 enum { CPU_SEPARABLE_MAX_POSTS = 4 };
@@ -24,7 +24,10 @@ enum { CPU_SEPARABLE_MAX_POSTS = 4 };
 typedef struct cpu_separable_int8_desc {
     int channels, outputs, height, width;
     const int8_t *dw_weights;          /* [channels][3][3] */
-    const float *dw_scales, *dw_bias;  /* [channels]: s8 = sat(round((sum + bias) x scale)) */
+    const float *dw_scales, *dw_bias;  /* [channels]: (sum + bias) x scale, its activations, saturated, rounded */
+    int dw_n_post;                     /* activations only */
+    cpu_separable_post dw_post[CPU_SEPARABLE_MAX_POSTS];
+    bool mid_unsigned;                 /* the depthwise output is u8 (after a ReLU), else s8 */
     const int8_t *pw_weights;          /* [outputs][channels] */
     const float *pw_scales, *pw_bias;  /* [outputs]: (sum + bias) x scale, then the post-ops */
     int n_post;
@@ -37,7 +40,8 @@ typedef struct cpu_separable_int8 cpu_separable_int8;
 /* Whether this CPU runs the kernel (AVX-512 with VNNI and VBMI); FTL_NN_SEPARABLE_INT8=0 turns it off. */
 bool cpu_separable_int8_available(void);
 /* The weights packed for the kernel (the desc's arrays are copied). NULL when the shape is out of its
- * reach (no channels, more than CPU_SEPARABLE_MAX_POSTS post-ops, a sum into an integer output). */
+ * reach (no channels, more than CPU_SEPARABLE_MAX_POSTS post-ops, a sum into an integer output or the
+ * depthwise output). */
 cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d);
 void cpu_separable_int8_free(cpu_separable_int8 *k);
 /* src: u8 [images][height][width][channels]; dst: [images][height][width][outputs] of the output type
