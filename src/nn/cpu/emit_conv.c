@@ -267,6 +267,7 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
     const nn_params *dp = &n->p;
     if (!p->int8 || p->observer || cpu_int8_has_zero(p->int8) || !cpu_node_int8(p, n) || cpu_conv_layout(p) != dnnl_acdb ||
         n->op != NN_OP_CONV || n->dead || !separable_posts_ok(n, false) || n->n_in < 2 || nn_is_const(g, n->in[0]) ||
+        !nn_is_const(g, n->in[1]) || (n->n_in > 2 && n->in[2] >= 0 && !nn_is_const(g, n->in[2])) ||
         !cpu_separable_int8_available())
         return -1;
     int64_t c = shape_of(g, n->in[0])->d[1];
@@ -281,7 +282,8 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
         if (!g->nodes[k].dead) return -1;
     const nn_node *r = &g->nodes[m];
     const nn_params *rp = &r->p;
-    if (r->op != NN_OP_CONV || rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 || rp->stride[0] != 1 ||
+    if (r->op != NN_OP_CONV || r->n_in < 2 || !nn_is_const(g, r->in[1]) || (r->n_in > 2 && r->in[2] >= 0 && !nn_is_const(g, r->in[2])) ||
+        rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 || rp->stride[0] != 1 ||
         rp->stride[1] != 1 || rp->pad_begin[0] || rp->pad_begin[1] || rp->pad_end[0] || rp->pad_end[1] ||
         !separable_posts_ok(r, !writes_int8(p, r)) || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
         (p->node_mb && p->node_mb[m] != p->node_mb[p->cur_node]))
