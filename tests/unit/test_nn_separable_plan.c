@@ -1,6 +1,6 @@
 /* The int8 plan's separable pairs (a 3x3 depthwise and the 1x1 reading it as one ftl:separable_int8 step,
- * src/nn/cpu/emit_conv.c) against the same plan with the pairs left to oneDNN's two primitives
- * (FTL_NN_SEPARABLE_INT8=0): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
+ * src/nn/cpu/emit_conv.c; opt-in, FTL_NN_SEPARABLE_INT8=1) against the same plan with the pairs left to
+ * oneDNN's two primitives (the default): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
  * channel counts, rows shorter than the kernel's pixel block, a residual sum, MobileNetV2's ReLU6
  * depthwise into a linear 1x1 plus the block's input, and pairs it must leave
  * alone: a signed depthwise input, a stride-2 depthwise), with every tensor's scale from its fp32 range,
@@ -68,7 +68,7 @@ static ftl_nn_int8_scales *scales_from_fp32(const char *path, const nn_npy *x) {
 
 static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scales *s, bool fused, int *steps,
                             int64_t *count) {
-    if (!fused) setenv("FTL_NN_SEPARABLE_INT8", "0", 1);
+    setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
     ftl_model_options o;
     ftl_model_options_init(&o);
     o.device = FTL_DEVICE_CPU;
@@ -165,7 +165,7 @@ TEST(nn_separable_int8_xception_features_unchanged) {
         int steps[2] = {0, 0};
         int64_t dim = 0;
         for (int fused = 0; fused < 2; fused++) {
-            if (!fused) setenv("FTL_NN_SEPARABLE_INT8", "0", 1);
+            setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
             ftl_model_options q = o;
             q.precision = FTL_NN_INT8;
             q.int8_scales = s;

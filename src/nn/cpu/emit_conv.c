@@ -268,7 +268,7 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
     if (!p->int8 || p->observer || cpu_int8_has_zero(p->int8) || !cpu_node_int8(p, n) || cpu_conv_layout(p) != dnnl_acdb ||
         n->op != NN_OP_CONV || n->dead || !separable_posts_ok(n, false) || n->n_in < 2 || nn_is_const(g, n->in[0]) ||
         !nn_is_const(g, n->in[1]) || (n->n_in > 2 && n->in[2] >= 0 && !nn_is_const(g, n->in[2])) ||
-        !cpu_separable_int8_available())
+        !cpu_separable_int8_wanted())
         return -1;
     int64_t c = shape_of(g, n->in[0])->d[1];
     if (dp->group != c || shape_of(g, n->out[0])->d[1] != c || dp->kernel[0] != 3 || dp->kernel[1] != 3 ||

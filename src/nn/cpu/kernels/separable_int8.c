@@ -20,7 +20,7 @@
 #define SEP_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 #endif
 
-enum { PX = 12, SLAB = 32, TILE_BYTES = 32 << 10 };
+enum { PX = 12, SLAB = 32, TILE_BYTES = 32 << 10, WEIGHTS_IN_L2 = 128 << 10 };
 
 struct cpu_separable_int8 {
     cpu_separable_int8_desc d;
@@ -32,10 +32,13 @@ struct cpu_separable_int8 {
     float *pw_bias, *pw_scale;  /* [oq] */
 };
 
+bool cpu_separable_int8_wanted(void) {
+    const char *e = getenv("FTL_NN_SEPARABLE_INT8");
+    return e && strcmp(e, "1") == 0 && cpu_separable_int8_available();
+}
+
 bool cpu_separable_int8_available(void) {
 #ifdef HAVE_SEPARABLE_INT8
-    const char *e = getenv("FTL_NN_SEPARABLE_INT8");
-    if (e && strcmp(e, "0") == 0) return false;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
            __builtin_cpu_supports("avx512vbmi");
@@ -106,10 +109,21 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
 }
 
 #ifdef HAVE_SEPARABLE_INT8
+/* A post-op's constants as vectors (sum: none), made once per block, not per value. */
+typedef struct post_vectors {
+    bool sum;
+    __m512 lo, hi, scale;
+} post_vectors;
+
+SEP_TARGET static inline void post_vectors_make(const cpu_separable_post *a, int n, post_vectors *v) {
+    for (int i = 0; i < n; i++)
+        v[i] = (post_vectors){.sum = a[i].sum, .lo = _mm512_set1_ps(a[i].lo), .hi = _mm512_set1_ps(a[i].hi),
+                              .scale = _mm512_set1_ps(a[i].scale)};
+}
+
 /* An activation post-op as oneDNN's eltwise clip / ReLU with a scale: max, then min, then the scale. */
-SEP_TARGET static inline __m512 activation(const cpu_separable_post *a, __m512 f) {
-    f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(a->lo)), _mm512_set1_ps(a->hi));
-    return _mm512_mul_ps(f, _mm512_set1_ps(a->scale));
+SEP_TARGET static inline __m512 activate(const post_vectors *a, __m512 f) {
+    return _mm512_mul_ps(_mm512_min_ps(_mm512_max_ps(f, a->lo), a->hi), a->scale);
 }
 
 /* The depthwise output of image x's row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). */
@@ -123,7 +137,11 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
     const __m512i idx = _mm512_loadu_si512(order);
     const __m128i flip = _mm_set1_epi8(k->d.mid_unsigned ? 0 : (char)0x80);
     const __m512 lo = _mm512_set1_ps(k->d.mid_unsigned ? 0.0f : -128.0f), hi = _mm512_set1_ps(k->d.mid_unsigned ? 255.0f : 127.0f);
-    const size_t row = (size_t)W * (size_t)C;
+    const size_t row = (size_t)W * (size_t)C, cq = (size_t)k->cq;
+    const int n_post = k->d.dw_n_post;
+    const bool mid_unsigned = k->d.mid_unsigned;
+    post_vectors post[CPU_SEPARABLE_MAX_POSTS];
+    post_vectors_make(k->d.dw_post, n_post, post);
     const uint8_t *up = h > 0 ? x + (size_t)(h - 1) * row : NULL, *mi = x + (size_t)h * row,
                   *dn = h + 1 < H ? x + (size_t)(h + 1) * row : NULL;
     for (int b = 0; b < blocks; b++) {
@@ -149,11 +167,11 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
             acc = _mm512_dpbusd_epi32(acc, centre, t1);
             acc = _mm512_dpbusd_epi32(acc, right, t2);
             __m512 f = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acc), bias), scale);
-            for (int i = 0; i < k->d.dw_n_post; i++) f = activation(&k->d.dw_post[i], f);
+            for (int i = 0; i < n_post; i++) f = activate(&post[i], f);
             f = _mm512_min_ps(_mm512_max_ps(f, lo), hi); /* saturate before converting, as oneDNN does */
-            __m128i q = k->d.mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f))
-                                          : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f));
-            _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * (size_t)k->cq + (size_t)c0), _mm_xor_si128(q, flip));
+            __m128i q = mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f))
+                                     : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f));
+            _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * cq + (size_t)c0), _mm_xor_si128(q, flip));
             left = centre;
             centre = right;
         }
@@ -161,24 +179,39 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
     }
 }
 
-/* One 16-output vector of one pixel: requantization, the post-ops in order, the store. */
-SEP_TARGET static inline void finish(const cpu_separable_int8 *k, __m512i acc, int o, __mmask16 live, void *dst,
-                                     size_t pixel) {
-    __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, _mm512_loadu_si512(k->pw_comp + o)));
-    f = _mm512_mul_ps(_mm512_add_ps(f, _mm512_loadu_ps(k->pw_bias + o)), _mm512_loadu_ps(k->pw_scale + o));
-    size_t at = pixel * (size_t)k->d.outputs + (size_t)o;
-    for (int i = 0; i < k->d.n_post; i++) {
-        if (k->d.post[i].sum) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(live, (const float *)dst + at));
-        else f = activation(&k->d.post[i], f);
-    }
-    if (k->d.output == CPU_SEPARABLE_F32) {
-        _mm512_mask_storeu_ps((float *)dst + at, live, f);
-    } else if (k->d.output == CPU_SEPARABLE_U8) {
-        f = _mm512_min_ps(_mm512_max_ps(f, _mm512_setzero_ps()), _mm512_set1_ps(255.0f));
-        _mm_mask_storeu_epi8((uint8_t *)dst + at, live, _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f)));
-    } else {
-        f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
-        _mm_mask_storeu_epi8((int8_t *)dst + at, live, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f)));
+/* Requantization, the post-ops in order and the store of `pixels` pixels' vectors of 16 outputs from o.
+ * Full vectors take plain loads and stores (AVX-512 masked stores are slow on AMD's cores). */
+SEP_TARGET static inline void finish(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o, __mmask16 live,
+                                     void *dst, size_t first) {
+    const bool full = live == (__mmask16)0xffff;
+    const int n_post = k->d.n_post, outputs = k->d.outputs;
+    const cpu_separable_output type = k->d.output;
+    post_vectors post[CPU_SEPARABLE_MAX_POSTS];
+    post_vectors_make(k->d.post, n_post, post);
+    const __m512i comp = _mm512_loadu_si512(k->pw_comp + o);
+    const __m512 bias = _mm512_loadu_ps(k->pw_bias + o), scale = _mm512_loadu_ps(k->pw_scale + o);
+    const __m512 lo = _mm512_set1_ps(type == CPU_SEPARABLE_S8 ? -128.0f : 0.0f),
+                 hi = _mm512_set1_ps(type == CPU_SEPARABLE_S8 ? 127.0f : 255.0f);
+    for (int i = 0; i < pixels; i++) {
+        size_t at = (first + (size_t)i) * (size_t)outputs + (size_t)o;
+        __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[2 * i], comp));
+        f = _mm512_mul_ps(_mm512_add_ps(f, bias), scale);
+        for (int p = 0; p < n_post; p++) {
+            if (post[p].sum)
+                f = _mm512_add_ps(f, full ? _mm512_loadu_ps((const float *)dst + at)
+                                          : _mm512_maskz_loadu_ps(live, (const float *)dst + at));
+            else f = activate(&post[p], f);
+        }
+        if (type == CPU_SEPARABLE_F32) {
+            if (full) _mm512_storeu_ps((float *)dst + at, f);
+            else _mm512_mask_storeu_ps((float *)dst + at, live, f);
+            continue;
+        }
+        f = _mm512_min_ps(_mm512_max_ps(f, lo), hi); /* saturate before converting, as oneDNN does */
+        __m128i q = type == CPU_SEPARABLE_U8 ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f))
+                                             : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f));
+        if (full) _mm_storeu_si128((__m128i *)((uint8_t *)dst + at), q);
+        else _mm_mask_storeu_epi8((uint8_t *)dst + at, live, q);
     }
 }
 
@@ -217,7 +250,7 @@ SEP_TARGET static void pointwise_block(const cpu_separable_int8 *k, const uint8_
         int o = o0 + j * 16;
         if (o >= O) break;
         __mmask16 live = O - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (O - o)) - 1);
-        for (int i = 0; i < pixels; i++) finish(k, acc[i][j], o, live, dst, first + (size_t)i);
+        finish(k, &acc[0][j], pixels, o, live, dst, first);
     }
 }
 
@@ -234,7 +267,14 @@ SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src,
         p += len;
     }
     int pixels = (int)(p1 - p0);
-    for (int o0 = 0; o0 < k->oq; o0 += SLAB) {
+    if ((size_t)k->oq * (size_t)k->cq <= WEIGHTS_IN_L2) { /* whole output rows at once, the weights from L2 */
+        for (int p = 0; p < pixels; p += PX)
+            for (int o0 = 0; o0 < k->oq; o0 += SLAB)
+                pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
+                                pixels - p < PX ? pixels - p : PX, dst, (size_t)(p0 + p));
+        return;
+    }
+    for (int o0 = 0; o0 < k->oq; o0 += SLAB) { /* a slab's weights stay in L1 over the tile */
         const int8_t *wslab = k->pw_w + (size_t)o0 * (size_t)k->cq;
         for (int p = 0; p < pixels; p += PX)
             pointwise_block(k, mid + (size_t)p * (size_t)k->cq, wslab, o0, pixels - p < PX ? pixels - p : PX, dst,
