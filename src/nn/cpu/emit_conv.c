@@ -239,6 +239,29 @@ static ftl_status emit_conv_depthwise(nn_plan *p, nn_graph *g, const nn_node *n,
     return FTL_OK;
 }
 
+/* The value a convolution writes output tensor `out` to, of layout dst_md, with node `node`'s residual
+ * sum (summand tensor sum_t, -1: none): the summand's own buffer when nothing after `node` reads it and
+ * the source src_v is elsewhere, else a copy of it; a fresh output without a sum. */
+static ftl_status conv_destination(nn_plan *p, int node, int out, int sum_t, const dnnl_memory_desc_t *dst_md, int src_v,
+                                   const char *label, int *dst_v) {
+    if (sum_t < 0) {
+        *dst_v = cpu_new_output(p, out, dst_md);
+        return FTL_OK;
+    }
+    int sv, here = p->cur_node;
+    FTL_TRY(cpu_ensure(p, sum_t, dst_md, &sv));
+    p->cur_node = node; /* a fused step doing a later node's work: its summand is free as of that node */
+    bool overwrite = cpu_can_overwrite(p, sv) && p->vals[sv].buf != p->vals[src_v].buf;
+    p->cur_node = here;
+    if (!overwrite) {
+        *dst_v = cpu_new_output(p, out, dst_md);
+        return cpu_emit_reorder(p, sv, *dst_v, label);
+    }
+    *dst_v = cpu_new_value(p, dst_md, p->vals[sv].buf);
+    cpu_bind(p, out, *dst_v);
+    return FTL_OK;
+}
+
 /* A post-op as ftl's separable kernel applies it (ReLU and Clip activations, sums); false for others. */
 static bool separable_post(const nn_postop *po, float scale, cpu_separable_post *out) {
     if (po->kind == NN_POST_SUM) {
@@ -333,23 +356,8 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
     dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, out == CPU_SEPARABLE_F32 ? dnnl_f32 : int8_type(p, r->out[0]), dnnl_acdb);
     int src_v, dst_v = -1;
     ftl_status st = cpu_ensure(p, n->in[0], &src_md, &src_v);
-    if (st == FTL_OK && sum_t >= 0) { /* dst += summand, in its buffer when nothing after m reads it (as emit_conv_as) */
-        int sv, here = p->cur_node;
-        st = cpu_rebatch(p, sum_t);
-        if (st == FTL_OK) st = cpu_ensure(p, sum_t, &dst_md, &sv);
-        p->cur_node = m; /* the step does m's work: its summand is free to overwrite as of m */
-        bool overwrite = st == FTL_OK && cpu_can_overwrite(p, sv) && p->vals[sv].buf != p->vals[src_v].buf;
-        p->cur_node = here;
-        if (st == FTL_OK && !overwrite) {
-            dst_v = cpu_new_output(p, r->out[0], &dst_md);
-            st = cpu_emit_reorder(p, sv, dst_v, label);
-        } else if (st == FTL_OK) {
-            dst_v = cpu_new_value(p, &dst_md, p->vals[sv].buf);
-            cpu_bind(p, r->out[0], dst_v);
-        }
-    } else if (st == FTL_OK) {
-        dst_v = cpu_new_output(p, r->out[0], &dst_md);
-    }
+    if (st == FTL_OK && sum_t >= 0) st = cpu_rebatch(p, sum_t); /* compile rebatches m's summand, but m is skipped */
+    if (st == FTL_OK) st = conv_destination(p, m, r->out[0], sum_t, &dst_md, src_v, label, &dst_v);
     if (st != FTL_OK) {
         cpu_separable_int8_free(kernel);
         return st;
@@ -495,22 +503,7 @@ static ftl_status emit_conv_as(nn_plan *p, nn_graph *g, const nn_node *n, bool q
     int sum_t = -1;
     for (int k = 0; k < n->n_post; k++)
         if (n->post[k].kind == NN_POST_SUM) sum_t = n->post[k].sum_tensor;
-    if (st == FTL_OK && sum_t >= 0) {
-        /* dst += summand: the conv writes over the summand's buffer, or over a copy of it when
-         * the summand is still needed later */
-        int sv;
-        st = cpu_ensure(p, sum_t, &dst_md, &sv);
-        if (st == FTL_OK && (!cpu_can_overwrite(p, sv) || p->vals[sv].buf == p->vals[src_v].buf)) {
-            int copy = cpu_new_output(p, n->out[0], &dst_md);
-            st = cpu_emit_reorder(p, sv, copy, label);
-            dst_v = copy;
-        } else if (st == FTL_OK) {
-            dst_v = cpu_new_value(p, &dst_md, p->vals[sv].buf);
-            cpu_bind(p, n->out[0], dst_v);
-        }
-    } else if (st == FTL_OK) {
-        dst_v = cpu_new_output(p, n->out[0], &dst_md);
-    }
+    if (st == FTL_OK) st = conv_destination(p, (int)(n - g->nodes), n->out[0], sum_t, &dst_md, src_v, label, &dst_v);
     if (st != FTL_OK) {
         dnnl_primitive_desc_destroy(pd);
         return st;
