@@ -11,7 +11,7 @@ static const struct {
     const char *family;
     const char *prefixes[14];
 } families[] = {
-    {"conv", {"conv_", "bn_"}},
+    {"conv", {"conv_", "bn_", "separable_"}},
     {"eltwise", {"act_", "clip_", "add_", "mul_", "sub_", "div_", "hardswish_", "silu_", "gelu_"}},
     {"pool", {"maxpool_", "avgpool_", "gap", "gmp"}},
     {"norm", {"reducemean_", "layernorm_"}},
