@@ -172,8 +172,8 @@ static void cpu_step_info(const nn_plan *p, int i, nn_step_info *info) {
     info->kind = s->kind == CPU_STEP_ATTENTION   ? "Attention"
                  : s->kind == CPU_STEP_SEPARABLE ? "Depthwise+Conv"
                  : s->also_node >= 0             ? "Conv+Depthwise"
-                 : gather                      ? (s->nargs == 3 ? "Movement+Add" : "Movement")
-                                               : NULL;
+                 : gather                        ? (s->nargs == 3 ? "Movement+Add" : "Movement")
+                                                 : NULL;
     info->label = s->label;
     info->impl = s->kind == CPU_STEP_FILL ? "ftl:fill" : s->impl;
     info->reorder = s->reorder;

@@ -333,11 +333,11 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
                                  .dw_n_post = n->n_post, .mid_unsigned = int8_type(p, n->out[0]) == dnnl_u8,
                                  .pw_weights = qp.weights, .pw_scales = qp.scales, .pw_bias = qp.bias,
                                  .n_post = r->n_post, .output = out};
-    /* the last activation carries the requantization (int8_conv_consts), as in cpu_make_attr_int8 */
+    /* the last activation carries the requantization (int8_conv_consts), as in cpu_make_attr_int8; the
+     * depthwise has activations only */
+    for (int k = 0; k < n->n_post; k++)
+        separable_post(&n->post[k], k == n->n_post - 1 ? qd.act_scale : 1.0f, &d.dw_post[k]);
     int last = -1, sum_t = -1;
-    for (int k = 0; k < n->n_post; k++) last = k;
-    for (int k = 0; k < n->n_post; k++) separable_post(&n->post[k], k == last ? qd.act_scale : 1.0f, &d.dw_post[k]);
-    last = -1;
     for (int k = 0; k < r->n_post; k++)
         if (r->post[k].kind == NN_POST_ACT) last = k;
     for (int k = 0; k < r->n_post; k++) {

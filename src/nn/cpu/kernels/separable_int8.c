@@ -10,7 +10,6 @@
 #include "nn/cpu/kernels/separable_int8.h"
 #include "util/alloc.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,8 +58,6 @@ void cpu_separable_int8_free(cpu_separable_int8 *k) {
     free(k);
 }
 
-static void *zeroed(size_t bytes) { return ftl_xcalloc(bytes ? bytes : 1, 1); }
-
 cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     if (d->channels < 1 || d->outputs < 1 || d->height < 1 || d->width < 1 || d->n_post < 0 ||
         d->n_post > CPU_SEPARABLE_MAX_POSTS)
@@ -75,15 +72,15 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     int C = d->channels, O = d->outputs;
     k->cq = (C + 15) / 16 * 16;
     k->oq = (O + SLAB - 1) / SLAB * SLAB;
-    k->dw_w = zeroed((size_t)3 * (size_t)k->cq * 4);
+    k->dw_w = ftl_xcalloc((size_t)3 * (size_t)k->cq * 4, 1);
     for (int j = 0; j < 3; j++)
         for (int c = 0; c < C; c++)
             for (int i = 0; i < 3; i++) k->dw_w[((size_t)j * (size_t)k->cq + (size_t)c) * 4 + (size_t)i] = d->dw_weights[c * 9 + i * 3 + j];
-    k->dw_bias = zeroed((size_t)k->cq * sizeof(float));
-    k->dw_scale = zeroed((size_t)k->cq * sizeof(float));
+    k->dw_bias = ftl_xcalloc((size_t)k->cq * sizeof(float), 1);
+    k->dw_scale = ftl_xcalloc((size_t)k->cq * sizeof(float), 1);
     memcpy(k->dw_bias, d->dw_bias, (size_t)C * sizeof(float));
     memcpy(k->dw_scale, d->dw_scales, (size_t)C * sizeof(float));
-    k->pw_w = zeroed((size_t)k->oq * (size_t)k->cq);
+    k->pw_w = ftl_xcalloc((size_t)k->oq * (size_t)k->cq, 1);
     size_t at = 0;
     for (int o0 = 0; o0 < k->oq; o0 += SLAB)
         for (int c4 = 0; c4 < k->cq / 4; c4++)
@@ -92,14 +89,14 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
                     int c = c4 * 4 + b;
                     k->pw_w[at++] = o < O && c < C ? d->pw_weights[(size_t)o * (size_t)C + (size_t)c] : 0;
                 }
-    k->pw_comp = zeroed((size_t)k->oq * sizeof(int32_t));
+    k->pw_comp = ftl_xcalloc((size_t)k->oq * sizeof(int32_t), 1);
     for (int o = 0; o < O; o++) {
         int32_t s = 0;
         for (int c = 0; c < C; c++) s += d->pw_weights[(size_t)o * (size_t)C + (size_t)c];
         k->pw_comp[o] = d->mid_unsigned ? 0 : 128 * s;
     }
-    k->pw_bias = zeroed((size_t)k->oq * sizeof(float));
-    k->pw_scale = zeroed((size_t)k->oq * sizeof(float));
+    k->pw_bias = ftl_xcalloc((size_t)k->oq * sizeof(float), 1);
+    k->pw_scale = ftl_xcalloc((size_t)k->oq * sizeof(float), 1);
     memcpy(k->pw_bias, d->pw_bias, (size_t)O * sizeof(float));
     memcpy(k->pw_scale, d->pw_scales, (size_t)O * sizeof(float));
     k->d.dw_weights = NULL; /* the caller's arrays: not kept */
@@ -292,7 +289,7 @@ void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int
 #pragma omp parallel num_threads(team)
     {
         /* a whole tile plus the last block's overrun (its rows past the tile are computed, not stored) */
-        uint8_t *mid = zeroed(((size_t)per_tile + PX) * (size_t)k->cq);
+        uint8_t *mid = ftl_xcalloc(((size_t)per_tile + PX) * (size_t)k->cq, 1);
 #pragma omp for schedule(static)
         for (long t = 0; t < tiles; t++) {
             long p0 = t * per_tile, p1 = p0 + per_tile < total ? p0 + per_tile : total;
