@@ -19,7 +19,28 @@
 #define SEP_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 #endif
 
-enum { PX = 12, SLAB = 32, TILE_BYTES = 32 << 10, WEIGHTS_IN_L2 = 128 << 10 };
+enum { PX = 12, SLAB = 32, TILE_BYTES = 32 << 10 };
+
+/* The 1x1's epilogue, chosen once per kernel: the cases Xception and the MobileNets are made of get
+ * code without the general loop over post-ops and output types, which at 64-256 channels costs as much
+ * as the products themselves. */
+typedef enum epilogue_kind {
+    EPILOGUE_ANY,
+    EPILOGUE_U8_ACTIVATED, /* u8 out after one activation that is never negative (ReLU, ReLU6) */
+    EPILOGUE_F32,          /* f32 out, no post-ops */
+    EPILOGUE_F32_ACTIVATED, /* f32 out after one activation */
+    EPILOGUE_F32_SUM,      /* f32 out, the summand added */
+} epilogue_kind;
+
+static epilogue_kind epilogue_for(const cpu_separable_int8_desc *d) {
+    if (d->output == CPU_SEPARABLE_U8 && d->n_post == 1 && !d->post[0].sum && d->post[0].lo >= 0.0f &&
+        d->post[0].scale >= 0.0f)
+        return EPILOGUE_U8_ACTIVATED;
+    if (d->output == CPU_SEPARABLE_F32 && d->n_post == 0) return EPILOGUE_F32;
+    if (d->output == CPU_SEPARABLE_F32 && d->n_post == 1 && !d->post[0].sum) return EPILOGUE_F32_ACTIVATED;
+    if (d->output == CPU_SEPARABLE_F32 && d->n_post == 1 && d->post[0].sum) return EPILOGUE_F32_SUM;
+    return EPILOGUE_ANY;
+}
 
 struct cpu_separable_int8 {
     cpu_separable_int8_desc d;
@@ -29,6 +50,7 @@ struct cpu_separable_int8 {
     int8_t *pw_w;            /* [oq / SLAB][cq / 4][SLAB][4] */
     int32_t *pw_comp;        /* [oq]: 128 x the sum of the output's weights (an s8 input's +128), or 0 */
     float *pw_bias, *pw_scale;  /* [oq] */
+    epilogue_kind epilogue;
 };
 
 bool cpu_separable_int8_wanted(void) {
@@ -99,6 +121,7 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     k->pw_scale = ftl_xcalloc((size_t)k->oq * sizeof(float), 1);
     memcpy(k->pw_bias, d->pw_bias, (size_t)O * sizeof(float));
     memcpy(k->pw_scale, d->pw_scales, (size_t)O * sizeof(float));
+    k->epilogue = epilogue_for(d);
     k->d.dw_weights = NULL; /* the caller's arrays: not kept */
     k->d.dw_scales = k->d.dw_bias = k->d.pw_scales = k->d.pw_bias = NULL;
     k->d.pw_weights = NULL;
@@ -165,9 +188,10 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
             acc = _mm512_dpbusd_epi32(acc, right, t2);
             __m512 f = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acc), bias), scale);
             for (int i = 0; i < n_post; i++) f = activate(&post[i], f);
-            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi); /* saturate before converting, as oneDNN does */
-            __m128i q = mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f))
-                                     : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(f));
+            /* oneDNN saturates to [lo, hi] before converting; the saturating conversions do the rest: an s8's
+             * value below -2^31 (or NaN) converts to 0x80000000 -> -128, a u8's above 2^31 to 0x80000000 -> 255 */
+            __m128i q = mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_max_ps(f, lo)))
+                                     : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(f, hi)));
             _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * cq + (size_t)c0), _mm_xor_si128(q, flip));
             left = centre;
             centre = right;
@@ -176,9 +200,51 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
     }
 }
 
+/* EPILOGUE_U8_ACTIVATED: the activation leaves no negative value, so the unsigned saturating
+ * conversion does oneDNN's saturation (a value past 2^31 converts to 0x80000000, which saturates to 255;
+ * a NaN became the activation's lower bound in the max). */
+SEP_TARGET static inline void finish_u8_activated(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o,
+                                                  __mmask16 live, uint8_t *dst, size_t first) {
+    const bool full = live == (__mmask16)0xffff;
+    const size_t outputs = (size_t)k->d.outputs;
+    const cpu_separable_post *a = &k->d.post[0];
+    const __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi), act = _mm512_set1_ps(a->scale);
+    const __m512i comp = _mm512_loadu_si512(k->pw_comp + o);
+    const __m512 bias = _mm512_loadu_ps(k->pw_bias + o), scale = _mm512_loadu_ps(k->pw_scale + o);
+    uint8_t *y = dst + first * outputs + (size_t)o;
+    for (int i = 0; i < pixels; i++, y += outputs) {
+        __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[2 * i], comp));
+        f = _mm512_mul_ps(_mm512_add_ps(f, bias), scale);
+        f = _mm512_mul_ps(_mm512_min_ps(_mm512_max_ps(f, lo), hi), act);
+        __m128i q = _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f));
+        if (full) _mm_storeu_si128((__m128i *)y, q);
+        else _mm_mask_storeu_epi8(y, live, q);
+    }
+}
+
+/* EPILOGUE_F32, EPILOGUE_F32_ACTIVATED and EPILOGUE_F32_SUM. */
+SEP_TARGET static inline void finish_f32(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o,
+                                         __mmask16 live, float *dst, size_t first, bool activated, bool sum) {
+    const bool full = live == (__mmask16)0xffff;
+    const size_t outputs = (size_t)k->d.outputs;
+    const __m512i comp = _mm512_loadu_si512(k->pw_comp + o);
+    const __m512 bias = _mm512_loadu_ps(k->pw_bias + o), scale = _mm512_loadu_ps(k->pw_scale + o);
+    const cpu_separable_post *a = &k->d.post[0];
+    const __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi), act = _mm512_set1_ps(a->scale);
+    float *y = dst + first * outputs + (size_t)o;
+    for (int i = 0; i < pixels; i++, y += outputs) {
+        __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[2 * i], comp));
+        f = _mm512_mul_ps(_mm512_add_ps(f, bias), scale);
+        if (activated) f = _mm512_mul_ps(_mm512_min_ps(_mm512_max_ps(f, lo), hi), act);
+        if (sum) f = _mm512_add_ps(f, full ? _mm512_loadu_ps(y) : _mm512_maskz_loadu_ps(live, y));
+        if (full) _mm512_storeu_ps(y, f);
+        else _mm512_mask_storeu_ps(y, live, f);
+    }
+}
+
 /* Requantization, the post-ops in order and the store of `pixels` pixels' vectors of 16 outputs from o.
  * Full vectors take plain loads and stores (AVX-512 masked stores are slow on AMD's cores). */
-SEP_TARGET static inline void finish(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o, __mmask16 live,
+SEP_TARGET static inline void finish_any(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o, __mmask16 live,
                                      void *dst, size_t first) {
     const bool full = live == (__mmask16)0xffff;
     const int n_post = k->d.n_post, outputs = k->d.outputs;
@@ -247,7 +313,13 @@ SEP_TARGET static void pointwise_block(const cpu_separable_int8 *k, const uint8_
         int o = o0 + j * 16;
         if (o >= O) break;
         __mmask16 live = O - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (O - o)) - 1);
-        finish(k, &acc[0][j], pixels, o, live, dst, first);
+        switch (k->epilogue) {
+        case EPILOGUE_U8_ACTIVATED: finish_u8_activated(k, &acc[0][j], pixels, o, live, dst, first); break;
+        case EPILOGUE_F32: finish_f32(k, &acc[0][j], pixels, o, live, dst, first, false, false); break;
+        case EPILOGUE_F32_ACTIVATED: finish_f32(k, &acc[0][j], pixels, o, live, dst, first, true, false); break;
+        case EPILOGUE_F32_SUM: finish_f32(k, &acc[0][j], pixels, o, live, dst, first, false, true); break;
+        case EPILOGUE_ANY: finish_any(k, &acc[0][j], pixels, o, live, dst, first); break;
+        }
     }
 }
 
@@ -264,19 +336,12 @@ SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src,
         p += len;
     }
     int pixels = (int)(p1 - p0);
-    if ((size_t)k->oq * (size_t)k->cq <= WEIGHTS_IN_L2) { /* whole output rows at once, the weights from L2 */
-        for (int p = 0; p < pixels; p += PX)
-            for (int o0 = 0; o0 < k->oq; o0 += SLAB)
-                pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
-                                pixels - p < PX ? pixels - p : PX, dst, (size_t)(p0 + p));
-        return;
-    }
-    for (int o0 = 0; o0 < k->oq; o0 += SLAB) { /* a slab's weights stay in L1 over the tile */
-        const int8_t *wslab = k->pw_w + (size_t)o0 * (size_t)k->cq;
-        for (int p = 0; p < pixels; p += PX)
-            pointwise_block(k, mid + (size_t)p * (size_t)k->cq, wslab, o0, pixels - p < PX ? pixels - p : PX, dst,
-                            (size_t)(p0 + p));
-    }
+    /* whole output rows at once (the weights from L2): each block's outputs are written out whole, which
+     * measured faster in Xception than keeping one slab of weights in L1 over the tile */
+    for (int p = 0; p < pixels; p += PX)
+        for (int o0 = 0; o0 < k->oq; o0 += SLAB)
+            pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
+                            pixels - p < PX ? pixels - p : PX, dst, (size_t)(p0 + p));
 }
 #endif
 
