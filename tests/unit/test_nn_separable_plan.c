@@ -1,6 +1,6 @@
 /* The int8 plan's separable pairs (a 3x3 depthwise and the 1x1 reading it as one ftl:separable_int8 step,
- * src/nn/cpu/emit_conv.c; opt-in, FTL_NN_SEPARABLE_INT8=1) against the same plan with the pairs left to
- * oneDNN's two primitives (the default): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
+ * src/nn/cpu/emit_conv.c; the default) against the same plan with the pairs left to oneDNN's two
+ * primitives (FTL_NN_SEPARABLE_INT8=0): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
  * channel counts, rows shorter than the kernel's pixel block, a residual sum, MobileNetV2's ReLU6
  * depthwise into a linear 1x1 plus the block's input, and pairs it must leave
  * alone: a signed depthwise input, a stride-2 depthwise), with every tensor's scale from its fp32 range,

@@ -39,9 +39,9 @@ typedef struct cpu_separable_int8 cpu_separable_int8;
 
 /* Whether this CPU runs the kernel (AVX-512 with VNNI and VBMI). */
 bool cpu_separable_int8_available(void);
-/* Whether int8 plans use it: opt-in (FTL_NN_SEPARABLE_INT8=1) until it beats oneDNN's two primitives
- * inside a whole model too (docs/BENCHMARKS.md, issue 52: alone it does, in Xception at 2 threads not
- * yet), on a CPU that runs it. */
+/* Whether int8 plans use it: yes on a CPU that runs it, unless FTL_NN_SEPARABLE_INT8=0 (to time or
+ * compare against oneDNN's two primitives; Xception int8 at 2 threads runs 2-6% faster with it,
+ * docs/BENCHMARKS.md, issue 52). */
 bool cpu_separable_int8_wanted(void);
 /* The weights packed for the kernel (the desc's arrays are copied). NULL when the shape is out of its
  * reach (no channels, more than CPU_SEPARABLE_MAX_POSTS post-ops, a sum into an integer output or the
