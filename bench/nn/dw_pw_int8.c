@@ -3,7 +3,8 @@
  * at the micro-batches ftl runs them, and an odd one), the same scales, biases and ReLU. Checks the
  * fused results against oneDNN's (u8 outputs: exact) and prints GOP/s and % of the given VNNI peak for
  * both and oneDNN's 1x1 alone. The kernel's first version, written here (commit 3d24ae5), ran the
- * small-channel shapes 15-50% faster than the one in src: see docs/BENCHMARKS.md, issue 52.
+ * small-channel shapes 15-50% faster than the one in src at the time (its general epilogue; fixed in
+ * session 31): see docs/BENCHMARKS.md, issue 52.
  *
  * build: cc -O2 -std=c17 -Iinclude -Isrc -fopenmp bench/nn/dw_pw_int8.c build/libftl.a -ldnnl -lm
  * usage: dw_pw_int8 [--threads T] [--reps R] [--peak GOP/s] */

@@ -133,6 +133,9 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
         {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}},
         {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}},
         {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}}, /* u8 without an activation: negatives clamp to 0 */
+        /* activations the u8 fast path must leave to the general one: a negative scale, an upper bound below 0 */
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}},
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}},
         {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}},
         {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}},
         {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}},

@@ -11,6 +11,7 @@
 #include "nn/cpu/kernels/separable_int8.h"
 #include "util/alloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,9 +34,12 @@ typedef enum epilogue_kind {
     EPILOGUE_F32_SUM,      /* f32 out, the summand added */
 } epilogue_kind;
 
+/* EPILOGUE_U8_ACTIVATED needs the activation's result finite or +inf and never negative: bounds of at
+ * least 0 (the lower one finite) and a finite scale of at least 0 (no 0 x inf, no NaN). */
 static epilogue_kind epilogue_for(const cpu_separable_int8_desc *d) {
-    if (d->output == CPU_SEPARABLE_U8 && d->n_post == 1 && !d->post[0].sum && d->post[0].lo >= 0.0f &&
-        d->post[0].scale >= 0.0f)
+    const cpu_separable_post *a = &d->post[0];
+    if (d->output == CPU_SEPARABLE_U8 && d->n_post == 1 && !a->sum && isfinite(a->lo) && a->lo >= 0.0f &&
+        a->hi >= 0.0f && isfinite(a->scale) && a->scale >= 0.0f)
         return EPILOGUE_U8_ACTIVATED;
     if (d->output == CPU_SEPARABLE_F32 && d->n_post == 0) return EPILOGUE_F32;
     if (d->output == CPU_SEPARABLE_F32 && d->n_post == 1 && !d->post[0].sum) return EPILOGUE_F32_ACTIVATED;
@@ -157,7 +161,7 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
         8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
     const __m512i idx = _mm512_loadu_si512(order);
     const __m128i flip = _mm_set1_epi8(k->d.mid_unsigned ? 0 : (char)0x80);
-    const __m512 lo = _mm512_set1_ps(k->d.mid_unsigned ? 0.0f : -128.0f), hi = _mm512_set1_ps(k->d.mid_unsigned ? 255.0f : 127.0f);
+    const __m512 u8_lo = _mm512_setzero_ps(), s8_hi = _mm512_set1_ps(127.0f);
     const size_t row = (size_t)W * (size_t)C, cq = (size_t)k->cq;
     const int n_post = k->d.dw_n_post;
     const bool mid_unsigned = k->d.mid_unsigned;
@@ -189,10 +193,12 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
             acc = _mm512_dpbusd_epi32(acc, right, t2);
             __m512 f = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acc), bias), scale);
             for (int i = 0; i < n_post; i++) f = activate(&post[i], f);
-            /* oneDNN saturates to [lo, hi] before converting; the saturating conversions do the rest: an s8's
-             * value below -2^31 (or NaN) converts to 0x80000000 -> -128, a u8's above 2^31 to 0x80000000 -> 255 */
-            __m128i q = mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_max_ps(f, lo)))
-                                     : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(f, hi)));
+            /* oneDNN saturates to the type's range before converting (a NaN: to its lower bound); the
+             * saturating conversions do the rest: an s8's value below -2^31 or NaN (min_ps passes its second
+             * operand's NaN) converts to 0x80000000 -> -128, a u8's above 2^31 to 0x80000000 -> 255, and a
+             * u8's NaN became 0 in the max (its first operand's NaN gives the second) */
+            __m128i q = mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_max_ps(f, u8_lo)))
+                                     : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(s8_hi, f)));
             _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * cq + (size_t)c0), _mm_xor_si128(q, flip));
             left = centre;
             centre = right;
@@ -245,8 +251,8 @@ SEP_TARGET static inline void finish_f32(const cpu_separable_int8 *k, const __m5
 
 /* Requantization, the post-ops in order and the store of `pixels` pixels' vectors of 16 outputs from o.
  * Full vectors take plain loads and stores (AVX-512 masked stores are slow on AMD's cores). */
-SEP_TARGET static inline void finish_any(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o, __mmask16 live,
-                                     void *dst, size_t first) {
+SEP_TARGET static inline void finish_any(const cpu_separable_int8 *k, const __m512i *acc, int pixels, int o,
+                                         __mmask16 live, void *dst, size_t first) {
     const bool full = live == (__mmask16)0xffff;
     const int n_post = k->d.n_post, outputs = k->d.outputs;
     const cpu_separable_output type = k->d.output;
@@ -324,7 +330,8 @@ SEP_TARGET static void pointwise_block(const cpu_separable_int8 *k, const uint8_
     }
 }
 
-/* Pixels [p0, p1) of the flattened images: their depthwise output into mid, then every slab over it. */
+/* Pixels [p0, p1) of the flattened images: their depthwise output into mid, then per 12-pixel block every
+ * slab of the 1x1 over it. */
 SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src, long p0, long p1, uint8_t *mid,
                                 void *dst) {
     const int H = k->d.height, W = k->d.width;
