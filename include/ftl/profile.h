@@ -76,6 +76,7 @@ typedef struct ftl_profile_step {
     double seconds;           /* per batch (median over the runs) */
     double flops;             /* per batch: 2 x the multiply-adds the graph counts for its node */
     double alone_seconds;     /* ceiling: the same work run alone, best time (0: not measured) */
+    int nodes;                /* graph nodes whose work it does: 1, or 2 for a fused pair (a depthwise and its 1x1) */
 } ftl_profile_step;
 
 typedef struct ftl_profile_kind {

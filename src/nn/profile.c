@@ -135,6 +135,7 @@ static void describe_steps(ftl_profile *p, const nn_backend *be, nn_plan *plan, 
         s->precision = si.bf16 ? "bf16" : si.int8 ? "int8" : "fp32";
         s->reference = strncmp(s->impl, "ref", 3) == 0;
         s->executions = si.executions;
+        s->nodes = si.also_node >= 0 && si.also_node < g->n_nodes ? 2 : 1;
         p->flops += s->flops;
         if (s->reference) p->reference_steps++;
     }
@@ -357,13 +358,19 @@ static void print_text(const ftl_profile *p, FILE *out) {
     free(order);
     if (p->precision != FTL_NN_INT8) return;
     /* which compute steps int8 kept in fp32 (the stem and the conv after it, or no int8 kernel) */
-    int in_int8 = 0, in_fp32 = 0;
-    for (int i = 0; i < p->n_steps; i++)
-        if (p->steps[i].flops > 0) *(strcmp(p->steps[i].precision, "int8") == 0 ? &in_int8 : &in_fp32) += 1;
+    int in_int8 = 0, in_fp32 = 0, int8_nodes = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        if (p->steps[i].flops <= 0) continue;
+        bool int8 = strcmp(p->steps[i].precision, "int8") == 0;
+        *(int8 ? &in_int8 : &in_fp32) += 1;
+        if (int8) int8_nodes += p->steps[i].nodes;
+    }
     fprintf(out, "\nint8        %d compute steps in int8, %d in fp32:", in_int8, in_fp32);
     for (int i = 0; i < p->n_steps; i++)
         if (p->steps[i].flops > 0 && strcmp(p->steps[i].precision, "int8") != 0) fprintf(out, " %s;", p->steps[i].node);
     fputc('\n', out);
+    /* what an int8 export quantizes: a fused step (ftl:separable_int8) does two convolutions */
+    fprintf(out, "int8 nodes  %d convolutions / matrix products run in int8\n", int8_nodes);
 }
 
 static void print_json(const ftl_profile *p, FILE *out) {

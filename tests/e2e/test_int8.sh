@@ -74,7 +74,7 @@ CHECK="$PY $(dirname "$0")/export_check.py"
 node "$(dirname "$0")/../tools/dataset_images_npy.mjs" "$V" "$d/v224.npy" >/dev/null || fail int8_export_setup "reading val with DuckDB failed"
 "$FTL" eval "$d/int8.ftl" "$V" --cache-dir "$d/cache" --predictions "$d/p8.csv" --quiet >/dev/null 2>&1 || fail int8_export_setup "eval failed"
 "$FTL_SAN" export "$d/int8.ftl" "$d/int8.onnx" >"$d/export.out" 2>"$d/export.err" || fail int8_export "$(cat "$d/export.err")"
-int8_convs=$(sed -nE 's/^int8 +([0-9]+) compute steps in int8.*/\1/p' "$d/profile.txt")
+int8_convs=$(sed -nE 's/^int8 nodes +([0-9]+) convolutions .*/\1/p' "$d/profile.txt") # a fused pair is one step, two convs
 check int8_export_writes_every_int8_conv_as_qdq grep -q "^int8: $int8_convs convolutions / matrix products as QuantizeLinear/DequantizeLinear" "$d/export.out"
 check int8_export_passes_checker_and_shape_inference $CHECK model "$d/int8.onnx" --opset 13 --size 224 --classes ants,bees \
     --output probabilities --input uint8
