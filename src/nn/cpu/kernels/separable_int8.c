@@ -42,8 +42,7 @@ static epilogue_kind epilogue_for(const cpu_separable_int8_desc *d) {
         a->hi >= 0.0f && isfinite(a->scale) && a->scale >= 0.0f)
         return EPILOGUE_U8_ACTIVATED;
     if (d->output == CPU_SEPARABLE_F32 && d->n_post == 0) return EPILOGUE_F32;
-    if (d->output == CPU_SEPARABLE_F32 && d->n_post == 1 && !d->post[0].sum) return EPILOGUE_F32_ACTIVATED;
-    if (d->output == CPU_SEPARABLE_F32 && d->n_post == 1 && d->post[0].sum) return EPILOGUE_F32_SUM;
+    if (d->output == CPU_SEPARABLE_F32 && d->n_post == 1) return a->sum ? EPILOGUE_F32_SUM : EPILOGUE_F32_ACTIVATED;
     return EPILOGUE_ANY;
 }
 
@@ -151,6 +150,11 @@ SEP_TARGET static inline __m512 activate(const post_vectors *a, __m512 f) {
     return _mm512_mul_ps(_mm512_min_ps(_mm512_max_ps(f, a->lo), a->hi), a->scale);
 }
 
+/* The 1x1's sum as oneDNN scales it: (acc - compensation + bias) x scale, in that order. */
+SEP_TARGET static inline __m512 requantize(__m512i acc, __m512i comp, __m512 bias, __m512 scale) {
+    return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, comp)), bias), scale);
+}
+
 /* The depthwise output of image x's row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). */
 SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint8_t *x, int h, int w0, int n,
                                          uint8_t *mid) {
@@ -214,15 +218,13 @@ SEP_TARGET static inline void finish_u8_activated(const cpu_separable_int8 *k, c
                                                   __mmask16 live, uint8_t *dst, size_t first) {
     const bool full = live == (__mmask16)0xffff;
     const size_t outputs = (size_t)k->d.outputs;
-    const cpu_separable_post *a = &k->d.post[0];
-    const __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi), act = _mm512_set1_ps(a->scale);
+    post_vectors a;
+    post_vectors_make(k->d.post, 1, &a);
     const __m512i comp = _mm512_loadu_si512(k->pw_comp + o);
     const __m512 bias = _mm512_loadu_ps(k->pw_bias + o), scale = _mm512_loadu_ps(k->pw_scale + o);
     uint8_t *y = dst + first * outputs + (size_t)o;
     for (int i = 0; i < pixels; i++, y += outputs) {
-        __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[2 * i], comp));
-        f = _mm512_mul_ps(_mm512_add_ps(f, bias), scale);
-        f = _mm512_mul_ps(_mm512_min_ps(_mm512_max_ps(f, lo), hi), act);
+        __m512 f = activate(&a, requantize(acc[2 * i], comp, bias, scale));
         __m128i q = _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(f));
         if (full) _mm_storeu_si128((__m128i *)y, q);
         else _mm_mask_storeu_epi8(y, live, q);
@@ -236,13 +238,12 @@ SEP_TARGET static inline void finish_f32(const cpu_separable_int8 *k, const __m5
     const size_t outputs = (size_t)k->d.outputs;
     const __m512i comp = _mm512_loadu_si512(k->pw_comp + o);
     const __m512 bias = _mm512_loadu_ps(k->pw_bias + o), scale = _mm512_loadu_ps(k->pw_scale + o);
-    const cpu_separable_post *a = &k->d.post[0];
-    const __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi), act = _mm512_set1_ps(a->scale);
+    post_vectors a;
+    post_vectors_make(k->d.post, activated, &a);
     float *y = dst + first * outputs + (size_t)o;
     for (int i = 0; i < pixels; i++, y += outputs) {
-        __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[2 * i], comp));
-        f = _mm512_mul_ps(_mm512_add_ps(f, bias), scale);
-        if (activated) f = _mm512_mul_ps(_mm512_min_ps(_mm512_max_ps(f, lo), hi), act);
+        __m512 f = requantize(acc[2 * i], comp, bias, scale);
+        if (activated) f = activate(&a, f);
         if (sum) f = _mm512_add_ps(f, full ? _mm512_loadu_ps(y) : _mm512_maskz_loadu_ps(live, y));
         if (full) _mm512_storeu_ps(y, f);
         else _mm512_mask_storeu_ps(y, live, f);
@@ -264,8 +265,7 @@ SEP_TARGET static inline void finish_any(const cpu_separable_int8 *k, const __m5
                  hi = _mm512_set1_ps(type == CPU_SEPARABLE_S8 ? 127.0f : 255.0f);
     for (int i = 0; i < pixels; i++) {
         size_t at = (first + (size_t)i) * (size_t)outputs + (size_t)o;
-        __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[2 * i], comp));
-        f = _mm512_mul_ps(_mm512_add_ps(f, bias), scale);
+        __m512 f = requantize(acc[2 * i], comp, bias, scale);
         for (int p = 0; p < n_post; p++) {
             if (post[p].sum)
                 f = _mm512_add_ps(f, full ? _mm512_loadu_ps((const float *)dst + at)
