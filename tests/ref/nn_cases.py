@@ -103,6 +103,17 @@ def build_cases(d):
     relu6 = lambda t: g.op("Clip", [t, g.const(np.array(0.0, np.float32)), g.const(np.array(6.0, np.float32))])
     e = relu6(g.conv("x", 16, 48, k=(1, 1)))
     g.save(d, g.op("Add", [g.conv(relu6(g.conv(e, 48, 48, group=48, pads=[1, 1, 1, 1])), 48, 16, k=(1, 1)), "x"]))
+    # a pair whose f32 1x1 output only a 3x3 stride-2 MaxPool reads (ftl:separable_int8+max_pool): Xception's
+    # entry-flow block (padding 1, odd and even sizes, the pool + a strided 1x1 shortcut), and one image
+    # whose pooled rows the kernel splits into bands, padded at the end only (TF's 'same' on even sizes)
+    g = G("separable_pool", [2, 20, 13, 10])
+    p1 = g.op("Relu", [g.conv(g.conv(g.op("Relu", ["x"]), 20, 20, group=20, pads=[1, 1, 1, 1], bias=False), 20, 24, k=(1, 1))])
+    p2 = g.conv(g.conv(p1, 24, 24, group=24, pads=[1, 1, 1, 1], bias=False), 24, 33, k=(1, 1))
+    pooled = g.op("MaxPool", [p2], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    g.save(d, g.op("Add", [pooled, g.conv("x", 20, 33, k=(1, 1), strides=[2, 2])]))
+    g = G("separable_pool_one_image", [1, 16, 8, 19])
+    p1 = g.conv(g.conv(g.op("Relu", ["x"]), 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 20, k=(1, 1))
+    g.save(d, g.op("MaxPool", [p1], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1]))
     g = G("separable_left_alone", [2, 16, 6, 6])
     p1 = g.op("Relu", [g.conv(g.conv("x", 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 24, k=(1, 1))])
     g.save(d, g.conv(g.conv(p1, 24, 24, group=24, pads=[1, 1, 1, 1], strides=[2, 2], bias=False), 24, 8, k=(1, 1)))

@@ -4,7 +4,8 @@
  * those s8 x s8, (sum + bias) x scale, the post-ops in order (ReLU then x its scale; or + the previous
  * value), saturated and rounded for u8 / s8 outputs; with a ReLU6 depthwise its output is u8. Bit for bit, on odd shapes (one pixel, rows
  * shorter than a 12-pixel block, channel and output counts off the vector widths), every output type,
- * 1 and 2 threads. The plan-level comparison (fused against oneDNN's two primitives, and against
+ * 1 and 2 threads; and with the 3x3 stride-2 max pool of the f32 output taken in (each window's max over
+ * the pixels inside the image; padded at the start, the end or both). The plan-level comparison (fused against oneDNN's two primitives, and against
  * ONNX Runtime) is in test_nn_separable_plan.c. */
 #include "nn/cpu/kernels/separable_int8.h"
 #include "test.h"
@@ -21,7 +22,11 @@ typedef struct sep_case {
     cpu_separable_post post[2];
     int dw_n_post; /* activations: the depthwise output is then u8 */
     cpu_separable_post dw_post[1];
+    bool pool; /* a 3x3 stride-2 max pool of the output with these paddings */
+    int pad_top, pad_bottom, pad_left, pad_right;
 } sep_case;
+
+static int pooled_size(int size, int pad_begin, int pad_end) { return (size + pad_begin + pad_end - 3) / 2 + 1; }
 
 static float act(const cpu_separable_post *a, float v) {
     float r = v > a->lo ? v : a->lo; /* max, then min, then the scale */
@@ -32,9 +37,10 @@ static float act(const cpu_separable_post *a, float v) {
 static float saturate_round(float v, float lo, float hi) { return nearbyintf(fminf(fmaxf(v, lo), hi)); }
 
 /* The reference: dst as the two convolutions make it (dst holds the summand on entry for a sum). */
-static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const uint8_t *x, void *dst) {
+static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const uint8_t *x, void *pooled_dst) {
     int C = c->channels, O = c->outputs, H = c->height, W = c->width;
     int32_t *mid = malloc((size_t)C * sizeof *mid);
+    void *dst = c->pool ? malloc((size_t)c->images * H * W * O * sizeof(float)) : pooled_dst;
     for (int n = 0; n < c->images; n++)
         for (int h = 0; h < H; h++)
             for (int w = 0; w < W; w++) {
@@ -66,12 +72,33 @@ static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const
                 }
             }
     free(mid);
+    if (!c->pool) return;
+    int PH = pooled_size(H, c->pad_top, c->pad_bottom), PW = pooled_size(W, c->pad_left, c->pad_right);
+    for (int n = 0; n < c->images; n++)
+        for (int i = 0; i < PH; i++)
+            for (int j = 0; j < PW; j++)
+                for (int o = 0; o < O; o++) {
+                    bool any = false;
+                    float m = 0.0f;
+                    for (int h = 2 * i - c->pad_top; h < 2 * i - c->pad_top + 3; h++)
+                        for (int w = 2 * j - c->pad_left; w < 2 * j - c->pad_left + 3; w++) {
+                            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                            float v = ((float *)dst)[(((size_t)n * H + h) * W + w) * O + o];
+                            if (!any || v > m) m = v;
+                            any = true;
+                        }
+                    ((float *)pooled_dst)[(((size_t)n * PH + i) * PW + j) * O + o] = m;
+                }
+    free(dst);
 }
 
 static void run_case(const sep_case *c, int threads, uint64_t seed) {
     int C = c->channels, O = c->outputs;
-    size_t pixels = (size_t)c->images * c->height * c->width, out_bytes = pixels * (size_t)O *
-                                                                           (c->output == CPU_SEPARABLE_F32 ? 4 : 1);
+    size_t pixels = (size_t)c->images * c->height * c->width;
+    int PH = c->pool ? pooled_size(c->height, c->pad_top, c->pad_bottom) : 0,
+        PW = c->pool ? pooled_size(c->width, c->pad_left, c->pad_right) : 0;
+    size_t out_pixels = c->pool ? (size_t)c->images * PH * PW : pixels,
+           out_bytes = out_pixels * (size_t)O * (c->output == CPU_SEPARABLE_F32 ? 4 : 1);
     uint8_t *x = malloc(pixels * (size_t)C);
     int8_t *dw = malloc((size_t)C * 9), *pw = malloc((size_t)O * C);
     float *dws = malloc((size_t)C * 4), *dwb = malloc((size_t)C * 4), *pws = malloc((size_t)O * 4), *pwb = malloc((size_t)O * 4);
@@ -92,13 +119,15 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
     cpu_separable_int8_desc d = {.channels = C, .outputs = O, .height = c->height, .width = c->width, .dw_weights = dw,
                                  .dw_scales = dws, .dw_bias = dwb, .pw_weights = pw, .pw_scales = pws, .pw_bias = pwb,
                                  .n_post = c->n_post, .output = c->output, .dw_n_post = c->dw_n_post,
-                                 .mid_unsigned = c->dw_n_post > 0};
+                                 .mid_unsigned = c->dw_n_post > 0, .pool_height = PH, .pool_width = PW,
+                                 .pool_pad_top = c->pad_top, .pool_pad_left = c->pad_left};
     memcpy(d.post, c->post, sizeof c->post);
     memcpy(d.dw_post, c->dw_post, sizeof c->dw_post);
     uint8_t *want = malloc(out_bytes), *got = malloc(out_bytes);
     for (size_t i = 0; i < out_bytes / 4 && c->output == CPU_SEPARABLE_F32; i++) /* the summand */
         ((float *)want)[i] = (float)((int)(ftl_splitmix64(&r) % 2001) - 1000) * 0.01f;
     memcpy(got, want, out_bytes);
+    if (c->pool) memset(got, 0xff, out_bytes); /* NaN: a pooled value the kernel leaves unwritten differs */
     cpu_separable_int8 *k = cpu_separable_int8_make(&d);
     if (!CHECK(k != NULL)) return;
     reference(c, &d, x, want);
@@ -112,9 +141,9 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
             if (want[i] != got[i] && differ++ == 0) first = i;
     }
     if (differ)
-        ftl_test_fail(__FILE__, __LINE__, "%d x %dx%d, %d -> %d channels, output %d, %d post-ops, %d threads: %zu of %zu "
-                      "values differ (first at %zu)", c->images, c->height, c->width, C, O, (int)c->output, c->n_post,
-                      threads, differ, out_bytes / (c->output == CPU_SEPARABLE_F32 ? 4 : 1), first);
+        ftl_test_fail(__FILE__, __LINE__, "%d x %dx%d, %d -> %d channels, output %d, %d post-ops, pool %d, %d threads: %zu "
+                      "of %zu values differ (first at %zu)", c->images, c->height, c->width, C, O, (int)c->output, c->n_post,
+                      (int)c->pool, threads, differ, out_bytes / (c->output == CPU_SEPARABLE_F32 ? 4 : 1), first);
     cpu_separable_int8_free(k);
     free(x), free(dw), free(pw), free(dws), free(dwb), free(pws), free(pwb), free(want), free(got);
 }
@@ -129,23 +158,31 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
                              sum = {.sum = true}, relu6 = {.lo = 0, .hi = 6.0f, .scale = 1.0f},
                              dw_relu6 = {.lo = 0, .hi = 1.0f, .scale = 255.0f}; /* clipped, times the u8 output scale */
     const sep_case cases[] = {
-        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}},
-        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}},
-        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}},
-        {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}}, /* u8 without an activation: negatives clamp to 0 */
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0},
+        {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0}, /* u8 without an activation: negatives clamp to 0 */
         /* activations the u8 fast path must leave to the general one: a negative scale, an upper bound below 0 */
-        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}},
-        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}},
-        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}},
-        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}},
-        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}},
-        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}}, /* Xception's middle flow */
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}, false, 0, 0, 0, 0},
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}, false, 0, 0, 0, 0},
+        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0},
+        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}, false, 0, 0, 0, 0},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}, false, 0, 0, 0, 0},
+        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0}, /* Xception's middle flow */
         /* MobileNet's: a ReLU6 depthwise (u8 between them), a linear 1x1, with and without a residual sum */
-        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}},
-        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}},
-        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}},
+        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0},
+        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0},
+        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}, false, 0, 0, 0, 0},
+        /* pooled: Xception's entry-flow end (padding 1, odd and even sizes); one image (its pooled rows in
+         * bands); rows of 37 (several per chunk); padding at the end only, at the start only (a window of one
+         * row), one pixel */
+        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1},
+        {1, 8, 19, 16, 20, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 0, 1, 0, 1},
+        {2, 12, 37, 64, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1},
+        {1, 15, 9, 24, 17, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 2, 0, 2, 0},
+        {3, 1, 1, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int threads = 1; threads <= 2; threads++) run_case(&cases[i], threads, 1000 + i);
@@ -169,4 +206,23 @@ TEST(nn_separable_int8_refuses_what_it_cannot_do) {
     d.n_post = 0;
     d.channels = 0;
     CHECK(cpu_separable_int8_make(&d) == NULL);
+    d.channels = 1;
+    d.height = d.width = 5;
+    d.pool_height = d.pool_width = 3;
+    d.pool_pad_top = d.pool_pad_left = 1;
+    cpu_separable_int8 *ok = cpu_separable_int8_make(&d);
+    CHECK(ok != NULL); /* 5x5 pooled to 3x3 with padding 1: the one it takes */
+    cpu_separable_int8_free(ok);
+    d.output = CPU_SEPARABLE_U8;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a pool of an integer output */
+    d.output = CPU_SEPARABLE_F32;
+    d.n_post = 1;
+    d.post[0] = sum;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a pool after a sum */
+    d.n_post = 0;
+    d.pool_height = 4;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (row 5) past the image */
+    d.pool_height = 3;
+    d.pool_pad_left = 3;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (columns -3 to -1) before it */
 }

@@ -67,7 +67,7 @@ static ftl_nn_int8_scales *scales_from_fp32(const char *path, const nn_npy *x) {
 }
 
 static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scales *s, bool fused, int *steps,
-                            int64_t *count) {
+                            int *pooled, int64_t *count) {
     setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
     ftl_model_options o;
     ftl_model_options_init(&o);
@@ -83,6 +83,7 @@ static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scale
         return NULL;
     }
     *steps = count_steps(m, "ftl:separable_int8");
+    *pooled = count_steps(m, "ftl:separable_int8+max_pool");
     *count = ftl_model_get_info(m)->feature_dim * x->shape[0];
     float *y = malloc((size_t)*count * sizeof *y);
     if (ftl_model_run(m, x->data, (int)x->shape[0], y) != FTL_OK) {
@@ -94,24 +95,27 @@ static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scale
     return y;
 }
 
-static void check_case(const char *name, int want_fused) {
+/* want_pooled: of the fused steps, those that take the MaxPool after them in too */
+static void check_case(const char *name, int want_fused, int want_pooled) {
     nn_model_ref r;
     if (!nn_op_case_read(name, &r)) return;
     ftl_nn_int8_scales *s = scales_from_fp32(r.onnx, &r.in);
-    int on_steps = 0, off_steps = 0;
+    int on_steps = 0, off_steps = 0, on_pooled = 0, off_pooled = 0;
     int64_t n1 = 0, n2 = 0;
-    float *fused = s ? int8_features(r.onnx, &r.in, s, true, &on_steps, &n1) : NULL;
-    float *apart = s ? int8_features(r.onnx, &r.in, s, false, &off_steps, &n2) : NULL;
+    float *fused = s ? int8_features(r.onnx, &r.in, s, true, &on_steps, &on_pooled, &n1) : NULL;
+    float *apart = s ? int8_features(r.onnx, &r.in, s, false, &off_steps, &off_pooled, &n2) : NULL;
     if (fused && apart && CHECK(n1 == n2) && CHECK(n1 == r.out.count)) {
         size_t differ = 0;
         for (int64_t i = 0; i < n1; i++) differ += memcmp(fused + i, apart + i, sizeof *fused) != 0;
         double cos = nn_cosine(fused, r.out.data, n1);
-        printf("  %-22s %d ftl:separable_int8 steps (%d with it off), %zu of %lld features differ from oneDNN's pair, "
-               "cosine to ONNX Runtime (fp32) %.5f\n", name, on_steps, off_steps, differ, (long long)n1, cos);
+        printf("  %-26s %d ftl:separable_int8 steps (%d with a MaxPool; %d with it off), %zu of %lld features differ from "
+               "oneDNN's pair, cosine to ONNX Runtime (fp32) %.5f\n", name, on_steps, on_pooled, off_steps, differ,
+               (long long)n1, cos);
         if (differ)
             ftl_test_fail(__FILE__, __LINE__, "%s: %zu of %lld int8 features differ between the fused pair and oneDNN's two "
                           "convolutions", name, differ, (long long)n1);
         CHECK_EQ_INT(on_steps, want_fused);
+        CHECK_EQ_INT(on_pooled, want_pooled);
         CHECK_EQ_INT(off_steps, 0);
         if (!(cos >= 0.99))
             ftl_test_fail(__FILE__, __LINE__, "%s: int8 features' cosine to ONNX Runtime's fp32 output %.5f < 0.99", name, cos);
@@ -132,10 +136,12 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
                       "this CPU lacks AVX-512 VBMI, which ftl's separable kernel needs (the pairs run as two convolutions)");
         return;
     }
-    check_case("separable_pairs", 2);
-    check_case("separable_residual", 1);
-    check_case("separable_inverted_residual", 1); /* a ReLU6 depthwise: u8 between */
-    check_case("separable_left_alone", 0); /* a signed depthwise input, then a stride-2 depthwise */
+    check_case("separable_pairs", 2, 0);
+    check_case("separable_residual", 1, 0);
+    check_case("separable_inverted_residual", 1, 0); /* a ReLU6 depthwise: u8 between */
+    check_case("separable_pool", 2, 1);               /* the second pair's f32 output pooled */
+    check_case("separable_pool_one_image", 1, 1);     /* one image: pooled rows in bands */
+    check_case("separable_left_alone", 0, 0); /* a signed depthwise input, then a stride-2 depthwise */
 }
 
 TEST(nn_separable_int8_xception_features_unchanged) {
@@ -162,7 +168,7 @@ TEST(nn_separable_int8_xception_features_unchanged) {
         ftl_test_fail(__FILE__, __LINE__, "calibrate %s: %s", path, ftl_last_error());
     } else {
         float *f[2] = {NULL, NULL};
-        int steps[2] = {0, 0};
+        int steps[2] = {0, 0}, pooled = 0;
         int64_t dim = 0;
         for (int fused = 0; fused < 2; fused++) {
             setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
@@ -177,6 +183,7 @@ TEST(nn_separable_int8_xception_features_unchanged) {
                 continue;
             }
             steps[fused] = count_steps(m, "ftl:separable_int8");
+            if (fused) pooled = count_steps(m, "ftl:separable_int8+max_pool");
             dim = ftl_model_get_info(m)->feature_dim;
             f[fused] = malloc((size_t)(N * dim) * sizeof(float));
             if (ftl_model_extract_features(m, &pp, img, N, SIZE, f[fused]) != FTL_OK)
@@ -188,9 +195,12 @@ TEST(nn_separable_int8_xception_features_unchanged) {
             for (int64_t i = 0; i < N * dim; i++) differ += memcmp(f[0] + i, f[1] + i, sizeof(float)) != 0;
             printf("  xception_random: %d ftl:separable_int8 steps (%d with it off), %zu of %lld features differ\n",
                    steps[1], steps[0], differ, (long long)(N * dim));
+            printf("  xception_random: %d of its 4 MaxPools taken into a separable step\n", pooled);
             CHECK(differ == 0);
             CHECK_EQ_INT(steps[1], 33);
             CHECK_EQ_INT(steps[0], 0);
+            /* the entry flow's pools, each where its pair and it run at one micro-batch (the planner's choice) */
+            CHECK(pooled >= 1 && pooled <= 4);
         }
         free(f[0]);
         free(f[1]);

@@ -314,6 +314,26 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
     return m;
 }
 
+/* The MaxPool that the step of a separable pair ending in 1x1 m takes in (kernels/separable_int8.h), or
+ * -1: a 3x3 stride-2 pool without dilation or post-ops, the sole reader of m's output, which is f32
+ * without a residual sum, nothing live between them, at the same micro-batch. */
+static int separable_pool_reader(const nn_plan *p, const nn_graph *g, int m, bool f32_out, int sum_t) {
+    if (!f32_out || sum_t >= 0 || !cpu_separable_pool_wanted()) return -1;
+    int slot, q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
+    if (q < 0 || slot != 0) return -1;
+    for (int k = m + 1; k < q; k++)
+        if (!g->nodes[k].dead) return -1;
+    const nn_node *pool = &g->nodes[q];
+    const nn_params *pp = &pool->p;
+    if (pool->op != NN_OP_MAXPOOL || pool->n_post || (pool->n_out > 1 && pool->out[1] >= 0) ||
+        cpu_attention_role(p, q) != -1 || shape_of(g, pool->out[0])->rank != 4 ||
+        (p->node_mb && p->node_mb[q] != p->node_mb[m]))
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (pp->kernel[i] != 3 || pp->stride[i] != 2 || pp->dilation[i] != 1) return -1;
+    return q;
+}
+
 /* Depthwise n and 1x1 m as one ftl:separable_int8 step (m absorbed). The same scales, biases and
  * post-ops the two oneDNN primitives would get, so the same bits. */
 static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n, int m) {
@@ -344,7 +364,21 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
         separable_post(&r->post[k], k == last ? qp.act_scale : 1.0f, &d.post[k]);
         if (r->post[k].kind == NN_POST_SUM) sum_t = r->post[k].sum_tensor;
     }
-    cpu_separable_int8 *kernel = cpu_separable_int8_make(&d);
+    int q = separable_pool_reader(p, g, m, out == CPU_SEPARABLE_F32, sum_t);
+    cpu_separable_int8 *kernel = NULL;
+    if (q >= 0) { /* refused (a window off the image): the pool stays a step of its own */
+        const nn_node *pool = &g->nodes[q];
+        const nn_shape *ps = shape_of(g, pool->out[0]);
+        cpu_separable_int8_desc dp = d;
+        dp.pool_height = (int)ps->d[2];
+        dp.pool_width = (int)ps->d[3];
+        dp.pool_pad_top = (int)pool->p.pad_begin[0];
+        dp.pool_pad_left = (int)pool->p.pad_begin[1];
+        kernel = cpu_separable_int8_make(&dp);
+        if (kernel) ys = ps;
+        else q = -1;
+    }
+    if (!kernel) kernel = cpu_separable_int8_make(&d);
     int8_conv_consts_free(&qd);
     int8_conv_consts_free(&qp);
     if (!kernel) return ftl_fail(FTL_E_INTERNAL, "node '%s': the separable kernel refused a pair it was chosen for", n->name);
@@ -357,15 +391,16 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
     int src_v, dst_v = -1;
     ftl_status st = cpu_ensure(p, n->in[0], &src_md, &src_v);
     if (st == FTL_OK && sum_t >= 0) st = cpu_rebatch(p, sum_t); /* compile rebatches m's summand, but m is skipped */
-    if (st == FTL_OK) st = conv_destination(p, m, r->out[0], sum_t, &dst_md, src_v, label, &dst_v);
+    if (st == FTL_OK) st = conv_destination(p, m, q >= 0 ? g->nodes[q].out[0] : r->out[0], sum_t, &dst_md, src_v, label, &dst_v);
     if (st != FTL_OK) {
         cpu_separable_int8_free(kernel);
         return st;
     }
-    cpu_step *step = cpu_host_step(p, CPU_STEP_SEPARABLE, src_v, dst_v, "ftl:separable_int8", label);
+    cpu_step *step = cpu_host_step(p, CPU_STEP_SEPARABLE, src_v, dst_v, q >= 0 ? "ftl:separable_int8+max_pool" : "ftl:separable_int8", label);
     step->separable = kernel;
     step->also_node = m;
     cpu_attention_mark_absorbed(p, m);
+    if (q >= 0) cpu_attention_mark_absorbed(p, q);
     return FTL_OK;
 }
 

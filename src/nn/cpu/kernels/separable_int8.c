@@ -46,6 +46,34 @@ static epilogue_kind epilogue_for(const cpu_separable_int8_desc *d) {
     return EPILOGUE_ANY;
 }
 
+/* A pool the kernel takes: an f32 output without a sum, every window holding a pixel of the image. */
+static bool pool_fits(const cpu_separable_int8_desc *d) {
+    if (d->output != CPU_SEPARABLE_F32 || d->pool_width < 1) return false;
+    for (int i = 0; i < d->n_post; i++)
+        if (d->post[i].sum) return false;
+    return d->pool_pad_top >= 0 && d->pool_pad_top <= 2 && d->pool_pad_left >= 0 && d->pool_pad_left <= 2 &&
+           2 * (d->pool_height - 1) - d->pool_pad_top <= d->height - 1 &&
+           2 * (d->pool_width - 1) - d->pool_pad_left <= d->width - 1;
+}
+
+/* Rows of the 1x1 per chunk of the pooled path, which keeps whole rows: enough pixels that the last
+ * 12-pixel block wastes little (Xception's 147, 74, 37 and 19-pixel rows would waste 6-23% one by one),
+ * the fewest that do. */
+static int pool_chunk_rows(int height, int width) {
+    int best = 1;
+    double best_waste = 1.0;
+    for (int r = 1; r <= height && (r == 1 || r * width <= 192); r++) {
+        int pixels = r * width, blocks = (pixels + PX - 1) / PX;
+        double waste = (double)(blocks * PX - pixels) / (blocks * PX);
+        if (pixels >= 96 && waste <= 1.0 / 24) return r;
+        if (waste < best_waste - 1e-9) {
+            best = r;
+            best_waste = waste;
+        }
+    }
+    return best;
+}
+
 struct cpu_separable_int8 {
     cpu_separable_int8_desc d;
     int cq, oq;              /* channels rounded up to 16, outputs to a slab */
@@ -55,11 +83,17 @@ struct cpu_separable_int8 {
     int32_t *pw_comp;        /* [oq]: 128 x the sum of the output's weights (an s8 input's +128), or 0 */
     float *pw_bias, *pw_scale;  /* [oq] */
     epilogue_kind epilogue;
+    int pool_rows;           /* the pooled path's rows of the 1x1 per chunk (pool_chunk_rows) */
 };
 
 bool cpu_separable_int8_wanted(void) {
     const char *e = getenv("FTL_NN_SEPARABLE_INT8");
     return !(e && strcmp(e, "0") == 0) && cpu_separable_int8_available();
+}
+
+bool cpu_separable_pool_wanted(void) {
+    const char *e = getenv("FTL_NN_SEPARABLE_POOL");
+    return !(e && strcmp(e, "0") == 0) && cpu_separable_int8_wanted();
 }
 
 bool cpu_separable_int8_available(void) {
@@ -93,6 +127,7 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
         if (d->post[i].sum && d->output != CPU_SEPARABLE_F32) return NULL;
     for (int i = 0; i < d->dw_n_post; i++)
         if (d->dw_post[i].sum) return NULL;
+    if (d->pool_height > 0 && !pool_fits(d)) return NULL;
     cpu_separable_int8 *k = ftl_xcalloc(1, sizeof *k);
     k->d = *d;
     int C = d->channels, O = d->outputs;
@@ -126,6 +161,7 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     memcpy(k->pw_bias, d->pw_bias, (size_t)O * sizeof(float));
     memcpy(k->pw_scale, d->pw_scales, (size_t)O * sizeof(float));
     k->epilogue = epilogue_for(d);
+    k->pool_rows = d->pool_height > 0 ? pool_chunk_rows(d->height, d->width) : 0;
     k->d.dw_weights = NULL; /* the caller's arrays: not kept */
     k->d.dw_scales = k->d.dw_bias = k->d.pw_scales = k->d.pw_bias = NULL;
     k->d.pw_weights = NULL;
@@ -351,10 +387,87 @@ SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src,
             pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
                             pixels - p < PX ? pixels - p : PX, dst, (size_t)(p0 + p));
 }
+
+/* Row r of the 1x1's output (row: width x outputs f32) into the pooled rows of [oh0, oh1) whose windows
+ * hold it: each pooled pixel's max over the window's columns, then over its rows (the window's first row
+ * stores, the others take the max with what is there). */
+SEP_TARGET static void pool_row(const cpu_separable_int8 *k, const float *row, int r, int oh0, int oh1, float *dst) {
+    const int O = k->d.outputs, W = k->d.width, PW = k->d.pool_width, pt = k->d.pool_pad_top, pl = k->d.pool_pad_left;
+    int lo = r + pt - 2, first = lo <= 0 ? 0 : (lo + 1) / 2, last = (r + pt) / 2;
+    if (first < oh0) first = oh0;
+    if (last > oh1 - 1) last = oh1 - 1;
+    if (first > last) return;
+    const size_t out_row = (size_t)PW * (size_t)O;
+    float *a = dst + (size_t)first * out_row, *b = last > first ? a + out_row : NULL;
+    int top_a = 2 * first - pt, top_b = top_a + 2;
+    const bool store_a = r == (top_a > 0 ? top_a : 0), store_b = r == (top_b > 0 ? top_b : 0);
+    for (int j = 0; j < PW; j++) {
+        int c0 = 2 * j - pl, ca = c0 > 0 ? c0 : 0, cb = c0 + 2 < W - 1 ? c0 + 2 : W - 1;
+        for (int o = 0; o < O; o += 16) {
+            __mmask16 live = O - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (O - o)) - 1);
+            __m512 m = _mm512_maskz_loadu_ps(live, row + (size_t)ca * (size_t)O + (size_t)o);
+            for (int c = ca + 1; c <= cb; c++) m = _mm512_max_ps(m, _mm512_maskz_loadu_ps(live, row + (size_t)c * (size_t)O + (size_t)o));
+            size_t at = (size_t)j * (size_t)O + (size_t)o;
+            _mm512_mask_storeu_ps(a + at, live, store_a ? m : _mm512_max_ps(_mm512_maskz_loadu_ps(live, a + at), m));
+            if (b) _mm512_mask_storeu_ps(b + at, live, store_b ? m : _mm512_max_ps(_mm512_maskz_loadu_ps(live, b + at), m));
+        }
+    }
+}
+
+/* The pooled path: per image and band of pooled rows [oh0, oh1), the 1x1's rows their windows cover, a
+ * chunk of whole rows at a time (depthwise, 1x1 into `rows`, then each row into the pooled rows). */
+SEP_TARGET static void run_pooled_band(const cpu_separable_int8 *k, const uint8_t *x, int oh0, int oh1, uint8_t *mid,
+                                       float *rows, float *dst) {
+    const int H = k->d.height, W = k->d.width, O = k->d.outputs, pt = k->d.pool_pad_top;
+    int ra = 2 * oh0 - pt, rb = 2 * (oh1 - 1) - pt + 3;
+    if (ra < 0) ra = 0;
+    if (rb > H) rb = H;
+    for (int r = ra; r < rb; r += k->pool_rows) {
+        int n = rb - r < k->pool_rows ? rb - r : k->pool_rows, pixels = n * W;
+        for (int i = 0; i < n; i++) depthwise_segment(k, x, r + i, 0, W, mid + (size_t)i * (size_t)W * (size_t)k->cq);
+        for (int p = 0; p < pixels; p += PX)
+            for (int o0 = 0; o0 < k->oq; o0 += SLAB)
+                pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
+                                pixels - p < PX ? pixels - p : PX, rows, (size_t)p);
+        for (int i = 0; i < n; i++) pool_row(k, rows + (size_t)i * (size_t)W * (size_t)O, r + i, oh0, oh1, dst);
+    }
+}
+
+static void run_pooled(const cpu_separable_int8 *k, const uint8_t *src, int images, float *dst, int threads) {
+    const int PH = k->d.pool_height;
+    /* bands enough for every thread to have two items; each band recomputes the row it shares with the
+     * band above */
+    int bands = images >= 2 * threads ? 1 : (2 * threads + images - 1) / images;
+    if (bands > PH) bands = PH;
+    int band = (PH + bands - 1) / bands;
+    bands = (PH + band - 1) / band;
+    long items = (long)images * bands;
+    int team = threads > 1 && items > 1 ? (items < threads ? (int)items : threads) : 1;
+    const size_t image_in = (size_t)k->d.height * (size_t)k->d.width * (size_t)k->d.channels,
+                 image_out = (size_t)PH * (size_t)k->d.pool_width * (size_t)k->d.outputs,
+                 chunk = (size_t)k->pool_rows * (size_t)k->d.width;
+#pragma omp parallel num_threads(team)
+    {
+        /* a chunk plus the last block's overrun (computed, not stored) */
+        uint8_t *mid = ftl_xcalloc((chunk + PX) * (size_t)k->cq, 1);
+        float *rows = ftl_xcalloc(chunk * (size_t)k->d.outputs, sizeof *rows);
+#pragma omp for schedule(static)
+        for (long t = 0; t < items; t++) {
+            int n = (int)(t / bands), oh0 = (int)(t % bands) * band, oh1 = oh0 + band < PH ? oh0 + band : PH;
+            run_pooled_band(k, src + (size_t)n * image_in, oh0, oh1, mid, rows, dst + (size_t)n * image_out);
+        }
+        free(mid);
+        free(rows);
+    }
+}
 #endif
 
 void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int images, void *dst, int threads) {
 #ifdef HAVE_SEPARABLE_INT8
+    if (k->d.pool_height > 0) {
+        run_pooled(k, src, images, dst, threads);
+        return;
+    }
     int per_tile = TILE_BYTES / k->cq / PX * PX;
     if (per_tile < PX) per_tile = PX;
     long total = (long)images * k->d.height * k->d.width, tiles = (total + per_tile - 1) / per_tile;

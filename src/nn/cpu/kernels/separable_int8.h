@@ -33,6 +33,12 @@ typedef struct cpu_separable_int8_desc {
     int n_post;
     cpu_separable_post post[CPU_SEPARABLE_MAX_POSTS];
     cpu_separable_output output;
+    /* pool_height > 0: a 3x3 stride-2 max pool of the 1x1's f32 output (no sum post-op), taken while its
+     * rows are in cache (Xception's entry-flow blocks end so; apart, the unpooled tensor, four times
+     * the pooled one, goes through memory and back). Pooled pixel (i, j) is the max over the rows
+     * 2i - pool_pad_top + {0, 1, 2} and the columns 2j - pool_pad_left + {0, 1, 2} inside the image; every
+     * window must hold one. dst is then [images][pool_height][pool_width][outputs]. */
+    int pool_height, pool_width, pool_pad_top, pool_pad_left;
 } cpu_separable_int8_desc;
 
 typedef struct cpu_separable_int8 cpu_separable_int8;
@@ -43,9 +49,12 @@ bool cpu_separable_int8_available(void);
  * compare against oneDNN's two primitives; Xception int8 at 2 threads runs 2-6% faster with it,
  * docs/BENCHMARKS.md, issue 52). */
 bool cpu_separable_int8_wanted(void);
+/* Whether int8 plans also take a following 3x3 stride-2 MaxPool into the step: yes where the step runs,
+ * unless FTL_NN_SEPARABLE_POOL=0 (docs/BENCHMARKS.md, issue 52). */
+bool cpu_separable_pool_wanted(void);
 /* The weights packed for the kernel (the desc's arrays are copied). NULL when the shape is out of its
  * reach (no channels, more than CPU_SEPARABLE_MAX_POSTS post-ops, a sum into an integer output or the
- * depthwise output). */
+ * depthwise output, a pool of an integer output or with a sum, a pool window outside the image). */
 cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d);
 void cpu_separable_int8_free(cpu_separable_int8 *k);
 /* src: u8 [images][height][width][channels]; dst: [images][height][width][outputs] of the output type
