@@ -401,17 +401,22 @@ SEP_TARGET static void pool_row(const cpu_separable_int8 *k, const float *row, i
     float *a = dst + (size_t)first * out_row, *b = last > first ? a + out_row : NULL;
     int top_a = 2 * first - pt, top_b = top_a + 2;
     const bool store_a = r == (top_a > 0 ? top_a : 0), store_b = r == (top_b > 0 ? top_b : 0);
+    const bool full = O % 16 == 0;
+#define LOAD(p) (full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(live, p))
+#define STORE(p, v) (full ? _mm512_storeu_ps(p, v) : _mm512_mask_storeu_ps(p, live, v))
     for (int j = 0; j < PW; j++) {
         int c0 = 2 * j - pl, ca = c0 > 0 ? c0 : 0, cb = c0 + 2 < W - 1 ? c0 + 2 : W - 1;
         for (int o = 0; o < O; o += 16) {
             __mmask16 live = O - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (O - o)) - 1);
-            __m512 m = _mm512_maskz_loadu_ps(live, row + (size_t)ca * (size_t)O + (size_t)o);
-            for (int c = ca + 1; c <= cb; c++) m = _mm512_max_ps(m, _mm512_maskz_loadu_ps(live, row + (size_t)c * (size_t)O + (size_t)o));
+            __m512 m = LOAD(row + (size_t)ca * (size_t)O + (size_t)o);
+            for (int c = ca + 1; c <= cb; c++) m = _mm512_max_ps(m, LOAD(row + (size_t)c * (size_t)O + (size_t)o));
             size_t at = (size_t)j * (size_t)O + (size_t)o;
-            _mm512_mask_storeu_ps(a + at, live, store_a ? m : _mm512_max_ps(_mm512_maskz_loadu_ps(live, a + at), m));
-            if (b) _mm512_mask_storeu_ps(b + at, live, store_b ? m : _mm512_max_ps(_mm512_maskz_loadu_ps(live, b + at), m));
+            STORE(a + at, store_a ? m : _mm512_max_ps(LOAD(a + at), m));
+            if (b) STORE(b + at, store_b ? m : _mm512_max_ps(LOAD(b + at), m));
         }
     }
+#undef LOAD
+#undef STORE
 }
 
 /* The pooled path: per image and band of pooled rows [oh0, oh1), the 1x1's rows their windows cover, a
