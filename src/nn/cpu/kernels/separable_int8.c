@@ -7,6 +7,8 @@
  *     weight vectors per 12 broadcasts, the 128 x sum-of-weights compensation taken off after.
  * bench/nn/dw_pw_int8.c measures it against oneDNN's two primitives on Xception's shapes: bit-exact,
  * about as fast alone; in the whole model it saves the depthwise output's round trip through memory.
+ * With a pool (desc.pool_height > 0) the tiles are whole rows instead: per image and band of pooled rows,
+ * chunks of 1x1 rows into a buffer that stays in L2, each row then max-pooled into its pooled rows.
  * Built with -fopenmp. */
 #include "nn/cpu/kernels/separable_int8.h"
 #include "util/alloc.h"
