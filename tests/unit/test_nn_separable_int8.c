@@ -127,7 +127,9 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
     for (size_t i = 0; i < out_bytes / 4 && c->output == CPU_SEPARABLE_F32; i++) /* the summand */
         ((float *)want)[i] = (float)((int)(ftl_splitmix64(&r) % 2001) - 1000) * 0.01f;
     memcpy(got, want, out_bytes);
-    if (c->pool) memset(got, 0xff, out_bytes); /* NaN: a pooled value the kernel leaves unwritten differs */
+    /* +inf: a pooled value the kernel leaves unwritten, or takes the max with instead of storing at its window's
+     * first row, stays +inf (a NaN would not do: the max passes the other operand) */
+    for (size_t i = 0; c->pool && i < out_bytes / 4; i++) ((float *)got)[i] = INFINITY;
     cpu_separable_int8 *k = cpu_separable_int8_make(&d);
     if (!CHECK(k != NULL)) return;
     reference(c, &d, x, want);
@@ -223,6 +225,12 @@ TEST(nn_separable_int8_refuses_what_it_cannot_do) {
     d.pool_height = 4;
     CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (row 5) past the image */
     d.pool_height = 3;
+    d.pool_width = 4;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (column 5) past the image */
+    d.pool_width = 3;
     d.pool_pad_left = 3;
     CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (columns -3 to -1) before it */
+    d.pool_pad_left = 1;
+    d.pool_pad_top = 3;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (rows -3 to -1) above it */
 }
