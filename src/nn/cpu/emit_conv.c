@@ -282,6 +282,13 @@ static bool separable_posts_ok(const nn_node *n, bool sums) {
     return true;
 }
 
+/* Whether every node after a and before b is dead (a step doing b's work where a's runs skips none). */
+static bool only_dead_between(const nn_graph *g, int a, int b) {
+    for (int k = a + 1; k < b; k++)
+        if (!g->nodes[k].dead) return false;
+    return true;
+}
+
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
  * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, ReLU / Clip post-ops) of u8
  * into a requantized tensor that only that 1x1 reads (stride 1, no padding, activations and sums, the
@@ -301,8 +308,7 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
         if (dp->pad_begin[i] != 1 || dp->pad_end[i] != 1) return -1;
     int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
     if (int8_type(p, n->in[0]) != dnnl_u8 || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
-    for (int k = (int)(n - g->nodes) + 1; k < m; k++) /* the fused step runs where n's would: nothing in between */
-        if (!g->nodes[k].dead) return -1;
+    if (!only_dead_between(g, (int)(n - g->nodes), m)) return -1; /* the fused step runs where n's would */
     const nn_node *r = &g->nodes[m];
     const nn_params *rp = &r->p;
     if (r->op != NN_OP_CONV || r->n_in < 2 || !nn_is_const(g, r->in[1]) || (r->n_in > 2 && r->in[2] >= 0 && !nn_is_const(g, r->in[2])) ||
@@ -320,9 +326,7 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
 static int separable_pool_reader(const nn_plan *p, const nn_graph *g, int m, bool f32_out, int sum_t) {
     if (!f32_out || sum_t >= 0 || !cpu_separable_pool_wanted()) return -1;
     int slot, q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
-    if (q < 0 || slot != 0) return -1;
-    for (int k = m + 1; k < q; k++)
-        if (!g->nodes[k].dead) return -1;
+    if (q < 0 || slot != 0 || !only_dead_between(g, m, q)) return -1;
     const nn_node *pool = &g->nodes[q];
     const nn_params *pp = &pool->p;
     if (pool->op != NN_OP_MAXPOOL || pool->n_post || (pool->n_out > 1 && pool->out[1] >= 0) ||
@@ -366,7 +370,7 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
     }
     int q = separable_pool_reader(p, g, m, out == CPU_SEPARABLE_F32, sum_t);
     cpu_separable_int8 *kernel = NULL;
-    if (q >= 0) { /* refused (a window off the image): the pool stays a step of its own */
+    if (q >= 0) { /* the kernel may refuse the pool (a window off the image): it then stays a step of its own */
         const nn_node *pool = &g->nodes[q];
         const nn_shape *ps = shape_of(g, pool->out[0]);
         cpu_separable_int8_desc dp = d;

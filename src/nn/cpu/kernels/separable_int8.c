@@ -368,6 +368,17 @@ SEP_TARGET static void pointwise_block(const cpu_separable_int8 *k, const uint8_
     }
 }
 
+/* The 1x1 over `pixels` pixels of mid into dst from pixel `first`: whole output rows per 12-pixel block
+ * (the weights from L2), each block's outputs written out whole, which measured faster in Xception than
+ * keeping one slab of weights in L1 over the tile. */
+SEP_TARGET static void pointwise_pixels(const cpu_separable_int8 *k, const uint8_t *mid, int pixels, void *dst,
+                                        size_t first) {
+    for (int p = 0; p < pixels; p += PX)
+        for (int o0 = 0; o0 < k->oq; o0 += SLAB)
+            pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
+                            pixels - p < PX ? pixels - p : PX, dst, first + (size_t)p);
+}
+
 /* Pixels [p0, p1) of the flattened images: their depthwise output into mid, then per 12-pixel block every
  * slab of the 1x1 over it. */
 SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src, long p0, long p1, uint8_t *mid,
@@ -381,13 +392,7 @@ SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src,
                           mid + (size_t)(p - p0) * (size_t)k->cq);
         p += len;
     }
-    int pixels = (int)(p1 - p0);
-    /* whole output rows at once (the weights from L2): each block's outputs are written out whole, which
-     * measured faster in Xception than keeping one slab of weights in L1 over the tile */
-    for (int p = 0; p < pixels; p += PX)
-        for (int o0 = 0; o0 < k->oq; o0 += SLAB)
-            pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
-                            pixels - p < PX ? pixels - p : PX, dst, (size_t)(p0 + p));
+    pointwise_pixels(k, mid, (int)(p1 - p0), dst, (size_t)p0);
 }
 
 /* Row r of the 1x1's output (row: width x outputs f32) into the pooled rows of [oh0, oh1) whose windows
@@ -432,10 +437,7 @@ SEP_TARGET static void run_pooled_band(const cpu_separable_int8 *k, const uint8_
     for (int r = ra; r < rb; r += k->pool_rows) {
         int n = rb - r < k->pool_rows ? rb - r : k->pool_rows, pixels = n * W;
         for (int i = 0; i < n; i++) depthwise_segment(k, x, r + i, 0, W, mid + (size_t)i * (size_t)W * (size_t)k->cq);
-        for (int p = 0; p < pixels; p += PX)
-            for (int o0 = 0; o0 < k->oq; o0 += SLAB)
-                pointwise_block(k, mid + (size_t)p * (size_t)k->cq, k->pw_w + (size_t)o0 * (size_t)k->cq, o0,
-                                pixels - p < PX ? pixels - p : PX, rows, (size_t)p);
+        pointwise_pixels(k, mid, pixels, rows, 0);
         for (int i = 0; i < n; i++) pool_row(k, rows + (size_t)i * (size_t)W * (size_t)O, r + i, oh0, oh1, dst);
     }
 }
