@@ -213,6 +213,33 @@ static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
     return ok;
 }
 
+/* The last node of a run that the CPU's int8 plan does in one step (nn/cpu/emit_conv.c's separable
+ * pairs: a 3x3 stride-1 depthwise conv, the 1x1 conv that alone reads it, and a 3x3 stride-2 MaxPool
+ * that alone reads that 1x1), or i when node i starts none. Such a step runs its nodes at one
+ * micro-batch, so the planner keeps them at one: apart, a 1x1 that narrows the channels fits more
+ * images than its depthwise and the boundary falls between them (MobileNetV2's projections, Xception's
+ * block4 pool on a CPU with a smaller L3). Structure only: the emitter makes the final choice. */
+static int fused_run_end(const nn_graph *g, int i) {
+    const nn_node *n = &g->nodes[i];
+    const nn_params *dp = &n->p;
+    if (n->op != NN_OP_CONV || n->dead || n->n_in < 1 || n->in[0] < 0 || g->tensors[n->in[0]].data ||
+        g->tensors[n->in[0]].shape.rank != 4 || dp->group < 2 || dp->group != g->tensors[n->in[0]].shape.d[1] ||
+        dp->kernel[0] != 3 || dp->kernel[1] != 3 || dp->stride[0] != 1 || dp->stride[1] != 1 ||
+        dp->dilation[0] != 1 || dp->dilation[1] != 1)
+        return i;
+    int slot, m = nn_graph_sole_reader(g, n->out[0], &slot);
+    if (m <= i || slot != 0) return i;
+    const nn_params *rp = &g->nodes[m].p;
+    if (g->nodes[m].op != NN_OP_CONV || rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 ||
+        rp->stride[0] != 1 || rp->stride[1] != 1)
+        return i;
+    int q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
+    if (q > m && slot == 0 && g->nodes[q].op == NN_OP_MAXPOOL && g->nodes[q].p.kernel[0] == 3 &&
+        g->nodes[q].p.kernel[1] == 3 && g->nodes[q].p.stride[0] == 2 && g->nodes[q].p.stride[1] == 2)
+        return q;
+    return m;
+}
+
 /* Micro-batches: the largest (power of two) number of images whose layer fits a third of the L3,
  * per node. Early layers (large activations) run 2 images at a time so they stay in cache from
  * layer to layer; late layers (7x7, 14x14) run 8-16 at once, where small chunks starve the kernels
@@ -238,6 +265,10 @@ static void choose_micro_batches(nn_graph *g, int batch, nn_precision prec, int 
         int m = fit_batch(layer_bytes(g, i, elem), budget, batch);
         nb[i] = next = m < next ? m : next;
     }
+    if (prec == NN_PREC_INT8) /* lowering the run's later nodes keeps the sizes non-decreasing */
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int k = i + 1, end = fused_run_end(g, i); k <= end; k++)
+                if (nb[k] > nb[i]) nb[k] = nb[i];
     bool ok = pin_micro_batches(g, rows, nb);
     free(rows);
     if (!ok) {

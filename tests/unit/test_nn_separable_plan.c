@@ -6,7 +6,8 @@
  * alone: a signed depthwise input, a stride-2 depthwise), with every tensor's scale from its fp32 range,
  * also within int8's error of ONNX Runtime's fp32 output; and on the shared Xception (random weights,
  * calibrated on synthetic images) where 33 of its 34 pairs fuse (block14's first reads the residual
- * stream without a ReLU: a signed input). */
+ * stream without a ReLU: a signed input) and all four entry-flow pools with them, and on the real
+ * MobileNetV2, all 12 stride-1 pairs: the planner keeps each pair (and its pool) at one micro-batch. */
 #include "nn/cpu/kernels/separable_int8.h"
 #include "nn/ir/quantize.h"
 #include "nn/model_parts.h"
@@ -144,27 +145,26 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
     check_case("separable_left_alone", 0, 0); /* a signed depthwise input, then a stride-2 depthwise */
 }
 
-TEST(nn_separable_int8_xception_features_unchanged) {
-    if (ftl_test_no_int8_reason() || !cpu_separable_int8_available()) {
-        ftl_test_skip("nn_separable_int8_xception_features_unchanged", "%s",
-                      ftl_test_no_int8_reason() ? ftl_test_no_int8_reason()
-                                                : "this CPU lacks AVX-512 VBMI, which ftl's separable kernel needs");
-        return;
-    }
-    char *path = ftl_format("%s/models/xception_random.onnx", ftl_test_shared_dir());
-    enum { N = 10, SIZE = 299 };
-    size_t bytes = (size_t)N * SIZE * SIZE * 3;
+/* A shared model's int8 features with its pairs fused against oneDNN's two primitives: byte-identical, the
+ * fused steps and pooled ones counted. The L3 the planner assumes is fixed (FTL_NN_CACHE_BYTES), so its
+ * micro-batches are the same on every machine: ones where, apart, a boundary would fall inside a pair or
+ * between a pair and its pool (the planner keeps such runs at one micro-batch). */
+static void check_model(const char *model, int size, int batch, int N, const char *cache_bytes, int want_steps,
+                        int want_pooled) {
+    char *path = ftl_format("%s/models/%s.onnx", ftl_test_shared_dir(), model);
+    size_t bytes = (size_t)N * (size_t)size * (size_t)size * 3;
     uint8_t *img = malloc(bytes);
     uint64_t st = 7;
     for (size_t i = 0; i < bytes; i++) img[i] = (uint8_t)(nn_test_value(&st) * 127.5f + 127.5f);
+    setenv("FTL_NN_CACHE_BYTES", cache_bytes, 1);
     ftl_model_options o;
     ftl_model_options_init(&o);
     o.device = FTL_DEVICE_CPU;
-    o.batch = 8; /* a full batch and a partial one (its own plan) */
+    o.batch = batch; /* N images: a full batch and a partial one (its own plan) */
     ftl_nn_preprocess pp;
     ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
     ftl_nn_int8_scales *s = NULL;
-    if (ftl_nn_calibrate(path, &o, &pp, img, N, SIZE, FTL_NN_CALIBRATION_PERCENTILE, &s) != FTL_OK) {
+    if (ftl_nn_calibrate(path, &o, &pp, img, N, size, FTL_NN_CALIBRATION_PERCENTILE, &s) != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "calibrate %s: %s", path, ftl_last_error());
     } else {
         float *f[2] = {NULL, NULL};
@@ -186,26 +186,53 @@ TEST(nn_separable_int8_xception_features_unchanged) {
             if (fused) pooled = count_steps(m, "ftl:separable_int8+max_pool");
             dim = ftl_model_get_info(m)->feature_dim;
             f[fused] = malloc((size_t)(N * dim) * sizeof(float));
-            if (ftl_model_extract_features(m, &pp, img, N, SIZE, f[fused]) != FTL_OK)
+            if (ftl_model_extract_features(m, &pp, img, N, size, f[fused]) != FTL_OK)
                 ftl_test_fail(__FILE__, __LINE__, "embed %s: %s", path, ftl_last_error());
             ftl_model_free(m);
         }
         if (f[0] && f[1]) {
             size_t differ = 0;
             for (int64_t i = 0; i < N * dim; i++) differ += memcmp(f[0] + i, f[1] + i, sizeof(float)) != 0;
-            printf("  xception_random: %d ftl:separable_int8 steps (%d with it off), %zu of %lld features differ\n",
-                   steps[1], steps[0], differ, (long long)(N * dim));
-            printf("  xception_random: %d of its 4 MaxPools taken into a separable step\n", pooled);
+            printf("  %s (batch %d, L3 taken as %s bytes): %d ftl:separable_int8 steps (%d with it off), %d of them "
+                   "pooled, %zu of %lld features differ\n", model, batch, cache_bytes, steps[1], steps[0], pooled, differ,
+                   (long long)(N * dim));
             CHECK(differ == 0);
-            CHECK_EQ_INT(steps[1], 33);
+            CHECK_EQ_INT(steps[1], want_steps);
             CHECK_EQ_INT(steps[0], 0);
-            /* the entry flow's pools, each where its pair and it run at one micro-batch (the planner's choice) */
-            CHECK(pooled >= 1 && pooled <= 4);
+            CHECK_EQ_INT(pooled, want_pooled);
         }
         free(f[0]);
         free(f[1]);
     }
+    unsetenv("FTL_NN_CACHE_BYTES");
     ftl_nn_int8_scales_free(s);
     free(img);
     free(path);
+}
+
+static const char *no_separable_reason(void) {
+    return ftl_test_no_int8_reason() ? ftl_test_no_int8_reason()
+           : !cpu_separable_int8_available() ? "this CPU lacks AVX-512 VBMI, which ftl's separable kernel needs"
+                                             : NULL;
+}
+
+/* 33 of 34 pairs, and all four entry-flow pools: with a 128 MiB L3, apart, blocks 3 and 4 would run their
+ * pools at 16 images and their pairs at 8 (before the planner kept them together: 2 of 4 pooled). */
+TEST(nn_separable_int8_xception_features_unchanged) {
+    if (no_separable_reason()) {
+        ftl_test_skip("nn_separable_int8_xception_features_unchanged", "%s", no_separable_reason());
+        return;
+    }
+    check_model("xception_random", 299, 8, 10, "134217728", 33, 4);
+}
+
+/* The real MobileNetV2: all 12 of its stride-1 pairs (the stride-2 ones and the fp32 first block are
+ * left to oneDNN). With a 32 MiB L3 at batch 16, apart, the narrowing projections of blocks 2 and 12 (and
+ * 16) would fit more images than their depthwise (before: 10 fused). */
+TEST(nn_separable_int8_mobilenet_v2_pairs_at_one_micro_batch) {
+    if (no_separable_reason()) {
+        ftl_test_skip("nn_separable_int8_mobilenet_v2_pairs_at_one_micro_batch", "%s", no_separable_reason());
+        return;
+    }
+    check_model("mobilenet_v2_1.0_224_features", 224, 16, 18, "33554432", 12, 0);
 }
