@@ -1,5 +1,5 @@
 /* ftl's int8 separable convolution (src/nn/cpu/kernels/separable_int8.c) against the two convolutions
- * written here from their definition, one value at a time: the depthwise 3x3 sum of u8 x s8 (zero
+ * written here from their definition, one value at a time: the depthwise 3x3 sum of u8 (or s8) x s8 (zero
  * padding), (sum + bias) x scale saturated to [-128, 127] and rounded to nearest even; the 1x1 sum of
  * those s8 x s8, (sum + bias) x scale, the post-ops in order (ReLU then x its scale; or + the previous
  * value), saturated and rounded for u8 / s8 outputs; with a ReLU6 depthwise its output is u8. Bit for bit, on odd shapes (one pixel, rows
@@ -24,6 +24,7 @@ typedef struct sep_case {
     cpu_separable_post dw_post[1];
     bool pool; /* a 3x3 stride-2 max pool of the output with these paddings */
     int pad_top, pad_bottom, pad_left, pad_right;
+    bool src_signed; /* the input is s8 (its bytes read as int8_t), else u8 */
 } sep_case;
 
 static int pooled_size(int size, int pad_begin, int pad_end) { return (size + pad_begin + pad_end - 3) / 2 + 1; }
@@ -50,7 +51,8 @@ static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const
                         for (int j = 0; j < 3; j++) {
                             int hh = h + i - 1, ww = w + j - 1;
                             if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
-                            acc += (int32_t)x[(((size_t)n * H + hh) * W + ww) * C + ch] * d->dw_weights[ch * 9 + i * 3 + j];
+                            uint8_t b = x[(((size_t)n * H + hh) * W + ww) * C + ch];
+                            acc += (c->src_signed ? (int32_t)(int8_t)b : (int32_t)b) * d->dw_weights[ch * 9 + i * 3 + j];
                         }
                     float v = ((float)acc + d->dw_bias[ch]) * d->dw_scales[ch];
                     for (int k = 0; k < c->dw_n_post; k++) v = act(&c->dw_post[k], v);
@@ -120,7 +122,7 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
                                  .dw_scales = dws, .dw_bias = dwb, .pw_weights = pw, .pw_scales = pws, .pw_bias = pwb,
                                  .n_post = c->n_post, .output = c->output, .dw_n_post = c->dw_n_post,
                                  .mid_unsigned = c->dw_n_post > 0, .pool_height = PH, .pool_width = PW,
-                                 .pool_pad_top = c->pad_top, .pool_pad_left = c->pad_left};
+                                 .pool_pad_top = c->pad_top, .pool_pad_left = c->pad_left, .src_signed = c->src_signed};
     memcpy(d.post, c->post, sizeof c->post);
     memcpy(d.dw_post, c->dw_post, sizeof c->dw_post);
     uint8_t *want = malloc(out_bytes), *got = malloc(out_bytes);
@@ -160,31 +162,40 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
                              sum = {.sum = true}, relu6 = {.lo = 0, .hi = 6.0f, .scale = 1.0f},
                              dw_relu6 = {.lo = 0, .hi = 1.0f, .scale = 255.0f}; /* clipped, times the u8 output scale */
     const sep_case cases[] = {
-        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0},
-        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0},
-        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0},
-        {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0}, /* u8 without an activation: negatives clamp to 0 */
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false}, /* u8 without an activation: negatives clamp to 0 */
         /* activations the u8 fast path must leave to the general one: a negative scale, an upper bound below 0 */
-        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}, false, 0, 0, 0, 0},
-        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}, false, 0, 0, 0, 0},
-        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0},
-        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0},
-        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}, false, 0, 0, 0, 0},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}, false, 0, 0, 0, 0},
-        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0}, /* Xception's middle flow */
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}, false, 0, 0, 0, 0, false},
+        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false}, /* Xception's middle flow */
         /* MobileNet's: a ReLU6 depthwise (u8 between them), a linear 1x1, with and without a residual sum */
-        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0},
-        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0},
-        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}, false, 0, 0, 0, 0},
+        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0, false},
+        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0, false},
+        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}, false, 0, 0, 0, 0, false},
         /* pooled: Xception's entry-flow end (padding 1, odd and even sizes); one image (its pooled rows in
          * bands); rows of 37 (several per chunk); padding at the end only, at the start only (a window of one
          * row), one pixel */
-        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1},
-        {1, 8, 19, 16, 20, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 0, 1, 0, 1},
-        {2, 12, 37, 64, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1},
-        {1, 15, 9, 24, 17, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 2, 0, 2, 0},
-        {3, 1, 1, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1},
+        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false},
+        {1, 8, 19, 16, 20, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 0, 1, 0, 1, false},
+        {2, 12, 37, 64, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false},
+        {1, 15, 9, 24, 17, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 2, 0, 2, 0, false},
+        {3, 1, 1, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false},
+        /* an s8 input (Xception's block14, and a residual stream read without a ReLU): every border of the
+         * image padded with its zero, odd channel counts, each output type, a ReLU6 depthwise, a pool */
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, true},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, true},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, true},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0, true},
+        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0, true},
+        {2, 10, 10, 1024, 48, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, true},
+        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int threads = 1; threads <= 2; threads++) run_case(&cases[i], threads, 1000 + i);

@@ -3,10 +3,10 @@
  * primitives (FTL_NN_SEPARABLE_INT8=0): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
  * channel counts, rows shorter than the kernel's pixel block, a residual sum, MobileNetV2's ReLU6
  * depthwise into a linear 1x1 plus the block's input, and pairs it must leave
- * alone: a signed depthwise input, a stride-2 depthwise), with every tensor's scale from its fp32 range,
+ * alone: a stride-2 depthwise after a pair with a signed input, which fuses), with every tensor's scale from its fp32 range,
  * also within int8's error of ONNX Runtime's fp32 output; and on the shared Xception (random weights,
- * calibrated on synthetic images) where 33 of its 34 pairs fuse (block14's first reads the residual
- * stream without a ReLU: a signed input) and all four entry-flow pools with them, and on the real
+ * calibrated on synthetic images) where all 34 pairs fuse (block14's first reads the residual stream
+ * without a ReLU: a signed input) and all four entry-flow pools with them, and on the real
  * MobileNetV2, all 12 stride-1 pairs: the planner keeps each pair (and its pool) at one micro-batch. */
 #include "nn/cpu/kernels/separable_int8.h"
 #include "nn/ir/quantize.h"
@@ -142,7 +142,7 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
     check_case("separable_inverted_residual", 1, 0); /* a ReLU6 depthwise: u8 between */
     check_case("separable_pool", 2, 1);               /* the second pair's f32 output pooled */
     check_case("separable_pool_one_image", 1, 1);     /* one image: pooled rows in bands */
-    check_case("separable_left_alone", 0, 0); /* a signed depthwise input, then a stride-2 depthwise */
+    check_case("separable_left_alone", 1, 0); /* a signed depthwise input (fused), then a stride-2 depthwise (apart) */
 }
 
 /* A shared model's int8 features with its pairs fused against oneDNN's two primitives: byte-identical, the
@@ -216,14 +216,14 @@ static const char *no_separable_reason(void) {
                                              : NULL;
 }
 
-/* 33 of 34 pairs, and all four entry-flow pools: with a 128 MiB L3, apart, blocks 3 and 4 would run their
+/* All 34 pairs (block14's first with its s8 input), and all four entry-flow pools: with a 128 MiB L3, apart, blocks 3 and 4 would run their
  * pools at 16 images and their pairs at 8 (before the planner kept them together: 2 of 4 pooled). */
 TEST(nn_separable_int8_xception_features_unchanged) {
     if (no_separable_reason()) {
         ftl_test_skip("nn_separable_int8_xception_features_unchanged", "%s", no_separable_reason());
         return;
     }
-    check_model("xception_random", 299, 8, 10, "134217728", 33, 4);
+    check_model("xception_random", 299, 8, 10, "134217728", 34, 4);
 }
 
 /* The real MobileNetV2: all 12 of its stride-1 pairs (the stride-2 ones and the fp32 first block are

@@ -290,7 +290,7 @@ static bool only_dead_between(const nn_graph *g, int a, int b) {
 }
 
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
- * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, ReLU / Clip post-ops) of u8
+ * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, ReLU / Clip post-ops) of u8 or s8
  * into a requantized tensor that only that 1x1 reads (stride 1, no padding, activations and sums, the
  * next live node), both at one micro-batch in the channels-last layout. */
 static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *n) {
@@ -307,7 +307,8 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
     for (int i = 0; i < 2; i++)
         if (dp->pad_begin[i] != 1 || dp->pad_end[i] != 1) return -1;
     int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
-    if (int8_type(p, n->in[0]) != dnnl_u8 || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
+    dnnl_data_type_t in_type = int8_type(p, n->in[0]);
+    if ((in_type != dnnl_u8 && in_type != dnnl_s8) || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
     if (!only_dead_between(g, (int)(n - g->nodes), m)) return -1; /* the fused step runs where n's would */
     const nn_node *r = &g->nodes[m];
     const nn_params *rp = &r->p;
@@ -352,7 +353,9 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
     cpu_separable_output out = !writes_int8(p, r)                   ? CPU_SEPARABLE_F32
                                : int8_type(p, r->out[0]) == dnnl_u8 ? CPU_SEPARABLE_U8
                                                                     : CPU_SEPARABLE_S8;
+    dnnl_data_type_t in_type = int8_type(p, n->in[0]);
     cpu_separable_int8_desc d = {.channels = (int)c, .outputs = (int)o, .height = (int)xs->d[2], .width = (int)xs->d[3],
+                                 .src_signed = in_type == dnnl_s8,
                                  .dw_weights = qd.weights, .dw_scales = qd.scales, .dw_bias = qd.bias,
                                  .dw_n_post = n->n_post, .mid_unsigned = int8_type(p, n->out[0]) == dnnl_u8,
                                  .pw_weights = qp.weights, .pw_scales = qp.scales, .pw_bias = qp.bias,
@@ -390,7 +393,7 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
     dims_of(xs, sd);
     dims_of(ys, dd);
     dnnl_memory_desc_t src_md, dst_md;
-    dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_u8, dnnl_acdb);
+    dnnl_memory_desc_init_by_tag(&src_md, 4, sd, in_type, dnnl_acdb);
     dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, out == CPU_SEPARABLE_F32 ? dnnl_f32 : int8_type(p, r->out[0]), dnnl_acdb);
     int src_v, dst_v = -1;
     ftl_status st = cpu_ensure(p, n->in[0], &src_md, &src_v);

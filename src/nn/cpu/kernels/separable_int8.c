@@ -80,6 +80,7 @@ struct cpu_separable_int8 {
     cpu_separable_int8_desc d;
     int cq, oq;              /* channels rounded up to 16, outputs to a slab */
     int8_t *dw_w;            /* [3 tap columns][cq][4]: the column's (top, middle, bottom, 0) */
+    int32_t *dw_comp;        /* [cq]: 128 x the sum of the channel's 9 weights (an s8 input's +128), or 0 */
     float *dw_bias, *dw_scale;  /* [cq], zeros past the channels */
     int8_t *pw_w;            /* [oq / SLAB][cq / 4][SLAB][4] */
     int32_t *pw_comp;        /* [oq]: 128 x the sum of the output's weights (an s8 input's +128), or 0 */
@@ -111,6 +112,7 @@ bool cpu_separable_int8_available(void) {
 void cpu_separable_int8_free(cpu_separable_int8 *k) {
     if (!k) return;
     free(k->dw_w);
+    free(k->dw_comp);
     free(k->dw_bias);
     free(k->dw_scale);
     free(k->pw_w);
@@ -139,6 +141,9 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     for (int j = 0; j < 3; j++)
         for (int c = 0; c < C; c++)
             for (int i = 0; i < 3; i++) k->dw_w[((size_t)j * (size_t)k->cq + (size_t)c) * 4 + (size_t)i] = d->dw_weights[c * 9 + i * 3 + j];
+    k->dw_comp = ftl_xcalloc((size_t)k->cq * sizeof(int32_t), 1);
+    for (int c = 0; c < C && d->src_signed; c++)
+        for (int i = 0; i < 9; i++) k->dw_comp[c] += 128 * d->dw_weights[c * 9 + i];
     k->dw_bias = ftl_xcalloc((size_t)k->cq * sizeof(float), 1);
     k->dw_scale = ftl_xcalloc((size_t)k->cq * sizeof(float), 1);
     memcpy(k->dw_bias, d->dw_bias, (size_t)C * sizeof(float));
@@ -193,9 +198,12 @@ SEP_TARGET static inline __m512 requantize(__m512i acc, __m512i comp, __m512 bia
     return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, comp)), bias), scale);
 }
 
-/* The depthwise output of image x's row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). */
-SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint8_t *x, int h, int w0, int n,
-                                         uint8_t *mid) {
+/* The depthwise output of image x's row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). An s8
+ * input (src_signed) is read as u8 = s8 + 128, the padding as 128 (its zero), and 128 x the weights' sum
+ * taken off: the same exact sums. Inlined twice, so the u8 path carries none of it. */
+SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_of(const cpu_separable_int8 *k,
+                                                                                 const uint8_t *x, int h, int w0, int n,
+                                                                                 uint8_t *mid, const bool src_signed) {
     const int C = k->d.channels, H = k->d.height, W = k->d.width, blocks = k->cq / 16;
     /* byte 4c + i of the permuted vector: chunk i's channel c (i < 3), chunk 3 (zeros) for i = 3 */
     static const uint8_t order[64] = {
@@ -203,6 +211,8 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
         8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
     const __m512i idx = _mm512_loadu_si512(order);
     const __m128i flip = _mm_set1_epi8(k->d.mid_unsigned ? 0 : (char)0x80);
+    const __m128i in_flip = _mm_set1_epi8((char)0x80);               /* s8 -> u8, and a padded row */
+    const __m512i pad = src_signed ? _mm512_set1_epi8((char)0x80) : _mm512_setzero_si512(); /* a padded column */
     const __m512 u8_lo = _mm512_setzero_ps(), s8_hi = _mm512_set1_ps(127.0f);
     const size_t row = (size_t)W * (size_t)C, cq = (size_t)k->cq;
     const int n_post = k->d.dw_n_post;
@@ -218,19 +228,21 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
                       t1 = _mm512_loadu_si512(k->dw_w + ((size_t)k->cq + (size_t)c0) * 4),
                       t2 = _mm512_loadu_si512(k->dw_w + ((size_t)2 * (size_t)k->cq + (size_t)c0) * 4);
         const __m512 bias = _mm512_loadu_ps(k->dw_bias + c0), scale = _mm512_loadu_ps(k->dw_scale + c0);
+        const __m512i start = src_signed ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(k->dw_comp + c0))
+                                         : _mm512_setzero_si512();
+#define LOAD_ROW(r, w) (src_signed ? ((r) ? _mm_xor_si128(_mm_maskz_loadu_epi8(live, (r) + (size_t)(w) * C + c0), in_flip) \
+                                          : in_flip)                                                                 \
+                                   : ((r) ? _mm_maskz_loadu_epi8(live, (r) + (size_t)(w) * C + c0) : _mm_setzero_si128()))
 #define COLUMN(w)                                                                                                     \
     _mm512_permutexvar_epi8(                                                                                          \
-        idx, _mm512_inserti32x4(                                                                                      \
-                 _mm512_inserti32x4(_mm512_castsi128_si512(up ? _mm_maskz_loadu_epi8(live, up + (size_t)(w) * C + c0)  \
-                                                              : _mm_setzero_si128()),                                 \
-                                    _mm_maskz_loadu_epi8(live, mi + (size_t)(w) * C + c0), 1),                        \
-                 dn ? _mm_maskz_loadu_epi8(live, dn + (size_t)(w) * C + c0) : _mm_setzero_si128(), 2))
-        __m512i left = _mm512_setzero_si512(), centre = COLUMN(w0);
+        idx, _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(LOAD_ROW(up, w)), LOAD_ROW(mi, w), 1),    \
+                                LOAD_ROW(dn, w), 2))
+        __m512i left = pad, centre = COLUMN(w0);
         if (w0 > 0) left = COLUMN(w0 - 1);
         for (int w = w0; w < w0 + n; w++) {
-            __m512i right = _mm512_setzero_si512();
+            __m512i right = pad;
             if (w + 1 < W) right = COLUMN(w + 1);
-            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), left, t0);
+            __m512i acc = _mm512_dpbusd_epi32(start, left, t0);
             acc = _mm512_dpbusd_epi32(acc, centre, t1);
             acc = _mm512_dpbusd_epi32(acc, right, t2);
             __m512 f = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acc), bias), scale);
@@ -246,7 +258,14 @@ SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint
             centre = right;
         }
 #undef COLUMN
+#undef LOAD_ROW
     }
+}
+
+SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint8_t *x, int h, int w0, int n,
+                                         uint8_t *mid) {
+    if (k->d.src_signed) depthwise_segment_of(k, x, h, w0, n, mid, true);
+    else depthwise_segment_of(k, x, h, w0, n, mid, false);
 }
 
 /* EPILOGUE_U8_ACTIVATED: the activation leaves no negative value, so the unsigned saturating

@@ -1,5 +1,5 @@
 /* ftl's int8 separable convolution (separable_int8.c): a 3x3 depthwise convolution (stride 1, padding 1,
- * u8 input) requantized to s8 or u8 and, without leaving cache, the 1x1 convolution that alone reads it,
+ * u8 or s8 input) requantized to s8 or u8 and, without leaving cache, the 1x1 convolution that alone reads it,
  * both channels-last. The arithmetic is oneDNN 2.6's for the same two primitives, so the results are the
  * same bit for bit: exact integer sums, then (sum + bias) x scale, the post-ops in order, rounding to
  * nearest even and saturation. Xception's blocks (and the MobileNets' separable pairs) are made of
@@ -23,6 +23,7 @@ enum { CPU_SEPARABLE_MAX_POSTS = 4 };
 
 typedef struct cpu_separable_int8_desc {
     int channels, outputs, height, width;
+    bool src_signed;                   /* the depthwise input is s8 (a residual stream without a ReLU), else u8 */
     const int8_t *dw_weights;          /* [channels][3][3] */
     const float *dw_scales, *dw_bias;  /* [channels]: (sum + bias) x scale, its activations, saturated, rounded */
     int dw_n_post;                     /* activations only */
@@ -57,7 +58,7 @@ bool cpu_separable_pool_wanted(void);
  * depthwise output, a pool of an integer output or with a sum, a pool window outside the image). */
 cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d);
 void cpu_separable_int8_free(cpu_separable_int8 *k);
-/* src: u8 [images][height][width][channels]; dst: [images][height][width][outputs] of the output type
+/* src: u8 (s8 with desc.src_signed) [images][height][width][channels]; dst: [images][height][width][outputs] of the output type
  * (with a sum post-op it holds the summand on entry). On up to `threads` threads. */
 void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int images, void *dst, int threads);
 
