@@ -114,9 +114,15 @@ def build_cases(d):
     g = G("separable_pool_one_image", [1, 16, 8, 19])
     p1 = g.conv(g.conv(g.op("Relu", ["x"]), 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 20, k=(1, 1))
     g.save(d, g.op("MaxPool", [p1], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1]))
-    g = G("separable_left_alone", [2, 16, 6, 6])
+    # a signed depthwise input (the graph's input: s8), then a stride-2 pair padded 1 all round on odd sizes
+    g = G("separable_signed_then_stride2", [2, 16, 7, 9])
     p1 = g.op("Relu", [g.conv(g.conv("x", 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 24, k=(1, 1))])
     g.save(d, g.conv(g.conv(p1, 24, 24, group=24, pads=[1, 1, 1, 1], strides=[2, 2], bias=False), 24, 8, k=(1, 1)))
+    # the MobileNets' downsampling pair: TF SAME padding (0 before, 1 after), a ReLU6 depthwise, a linear 1x1
+    g = G("separable_stride2_same", [2, 24, 10, 14])
+    dw = g.op("Clip", [g.conv(g.op("Relu", ["x"]), 24, 24, group=24, pads=[0, 0, 1, 1], strides=[2, 2], bias=False),
+                       g.const(np.array(0.0, np.float32)), g.const(np.array(6.0, np.float32))])
+    g.save(d, g.conv(dw, 24, 20, k=(1, 1)))
     # ---- BatchNormalization: folded into a conv, and alone (becomes a 1x1 depthwise conv)
     g = G("conv_bn_relu", [2, 6, 10, 11]); g.save(d, g.op("Relu", [g.bn(g.conv("x", 6, 12, bias=False, pads=[1, 1, 1, 1]), 12)]))
     g = G("conv_bias_bn", [2, 6, 7, 7]); g.save(d, g.bn(g.conv("x", 6, 12, k=(1, 1)), 12))

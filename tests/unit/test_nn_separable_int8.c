@@ -25,7 +25,14 @@ typedef struct sep_case {
     bool pool; /* a 3x3 stride-2 max pool of the output with these paddings */
     int pad_top, pad_bottom, pad_left, pad_right;
     bool src_signed; /* the input is s8 (its bytes read as int8_t), else u8 */
+    bool stride2;    /* a stride-2 depthwise padded by these (each 0 or 1), else stride 1 padded by 1 */
+    int dw_pad_top, dw_pad_bottom, dw_pad_left, dw_pad_right;
 } sep_case;
+
+/* The depthwise's output size. */
+static int dw_out(const sep_case *c, int size, int pad_begin, int pad_end) {
+    return c->stride2 ? (size + pad_begin + pad_end - 3) / 2 + 1 : size;
+}
 
 static int pooled_size(int size, int pad_begin, int pad_end) { return (size + pad_begin + pad_end - 3) / 2 + 1; }
 
@@ -39,7 +46,9 @@ static float saturate_round(float v, float lo, float hi) { return nearbyintf(fmi
 
 /* The reference: dst as the two convolutions make it (dst holds the summand on entry for a sum). */
 static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const uint8_t *x, void *pooled_dst) {
-    int C = c->channels, O = c->outputs, H = c->height, W = c->width;
+    int C = c->channels, O = c->outputs, IH = c->height, IW = c->width;
+    int H = dw_out(c, IH, c->dw_pad_top, c->dw_pad_bottom), W = dw_out(c, IW, c->dw_pad_left, c->dw_pad_right);
+    int s = c->stride2 ? 2 : 1, pt = c->stride2 ? c->dw_pad_top : 1, pl = c->stride2 ? c->dw_pad_left : 1;
     int32_t *mid = malloc((size_t)C * sizeof *mid);
     void *dst = c->pool ? malloc((size_t)c->images * H * W * O * sizeof(float)) : pooled_dst;
     for (int n = 0; n < c->images; n++)
@@ -49,9 +58,9 @@ static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const
                     int32_t acc = 0;
                     for (int i = 0; i < 3; i++)
                         for (int j = 0; j < 3; j++) {
-                            int hh = h + i - 1, ww = w + j - 1;
-                            if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
-                            uint8_t b = x[(((size_t)n * H + hh) * W + ww) * C + ch];
+                            int hh = s * h - pt + i, ww = s * w - pl + j;
+                            if (hh < 0 || hh >= IH || ww < 0 || ww >= IW) continue;
+                            uint8_t b = x[(((size_t)n * IH + hh) * IW + ww) * C + ch];
                             acc += (c->src_signed ? (int32_t)(int8_t)b : (int32_t)b) * d->dw_weights[ch * 9 + i * 3 + j];
                         }
                     float v = ((float)acc + d->dw_bias[ch]) * d->dw_scales[ch];
@@ -97,9 +106,10 @@ static void reference(const sep_case *c, const cpu_separable_int8_desc *d, const
 static void run_case(const sep_case *c, int threads, uint64_t seed) {
     int C = c->channels, O = c->outputs;
     size_t pixels = (size_t)c->images * c->height * c->width;
+    int OH = dw_out(c, c->height, c->dw_pad_top, c->dw_pad_bottom), OW = dw_out(c, c->width, c->dw_pad_left, c->dw_pad_right);
     int PH = c->pool ? pooled_size(c->height, c->pad_top, c->pad_bottom) : 0,
         PW = c->pool ? pooled_size(c->width, c->pad_left, c->pad_right) : 0;
-    size_t out_pixels = c->pool ? (size_t)c->images * PH * PW : pixels,
+    size_t out_pixels = c->pool ? (size_t)c->images * PH * PW : (size_t)c->images * OH * OW,
            out_bytes = out_pixels * (size_t)O * (c->output == CPU_SEPARABLE_F32 ? 4 : 1);
     uint8_t *x = malloc(pixels * (size_t)C);
     int8_t *dw = malloc((size_t)C * 9), *pw = malloc((size_t)O * C);
@@ -122,7 +132,9 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
                                  .dw_scales = dws, .dw_bias = dwb, .pw_weights = pw, .pw_scales = pws, .pw_bias = pwb,
                                  .n_post = c->n_post, .output = c->output, .dw_n_post = c->dw_n_post,
                                  .mid_unsigned = c->dw_n_post > 0, .pool_height = PH, .pool_width = PW,
-                                 .pool_pad_top = c->pad_top, .pool_pad_left = c->pad_left, .src_signed = c->src_signed};
+                                 .pool_pad_top = c->pad_top, .pool_pad_left = c->pad_left, .src_signed = c->src_signed,
+                                 .stride2 = c->stride2, .dw_pad_top = c->dw_pad_top, .dw_pad_left = c->dw_pad_left,
+                                 .out_height = OH, .out_width = OW};
     memcpy(d.post, c->post, sizeof c->post);
     memcpy(d.dw_post, c->dw_post, sizeof c->dw_post);
     uint8_t *want = malloc(out_bytes), *got = malloc(out_bytes);
@@ -145,9 +157,10 @@ static void run_case(const sep_case *c, int threads, uint64_t seed) {
             if (want[i] != got[i] && differ++ == 0) first = i;
     }
     if (differ)
-        ftl_test_fail(__FILE__, __LINE__, "%d x %dx%d, %d -> %d channels, output %d, %d post-ops, pool %d, %d threads: %zu "
-                      "of %zu values differ (first at %zu)", c->images, c->height, c->width, C, O, (int)c->output, c->n_post,
-                      (int)c->pool, threads, differ, out_bytes / (c->output == CPU_SEPARABLE_F32 ? 4 : 1), first);
+        ftl_test_fail(__FILE__, __LINE__, "%d x %dx%d, %d -> %d channels, output %d, %d post-ops, pool %d, signed %d, "
+                      "stride2 %d, %d threads: %zu of %zu values differ (first at %zu)", c->images, c->height, c->width, C, O,
+                      (int)c->output, c->n_post, (int)c->pool, (int)c->src_signed, (int)c->stride2, threads, differ,
+                      out_bytes / (c->output == CPU_SEPARABLE_F32 ? 4 : 1), first);
     cpu_separable_int8_free(k);
     free(x), free(dw), free(pw), free(dws), free(dwb), free(pws), free(pwb), free(want), free(got);
 }
@@ -162,40 +175,52 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
                              sum = {.sum = true}, relu6 = {.lo = 0, .hi = 6.0f, .scale = 1.0f},
                              dw_relu6 = {.lo = 0, .hi = 1.0f, .scale = 255.0f}; /* clipped, times the u8 output scale */
     const sep_case cases[] = {
-        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false}, /* u8 without an activation: negatives clamp to 0 */
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {2, 5, 9, 24, 40, CPU_SEPARABLE_U8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0}, /* u8 without an activation: negatives clamp to 0 */
         /* activations the u8 fast path must leave to the general one: a negative scale, an upper bound below 0 */
-        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}, false, 0, 0, 0, 0, false},
-        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false}, /* Xception's middle flow */
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.2f, .hi = 3.0f, .scale = -0.5f}}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {1, 4, 6, 20, 24, CPU_SEPARABLE_U8, 1, {{.lo = 0.0f, .hi = -1.0f, .scale = 1.0f}}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {1, 3, 40, 17, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {2, 9, 4, 64, 31, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {sum, relu}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {1, 7, 5, 33, 64, CPU_SEPARABLE_F32, 2, {relu, sum}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {4, 19, 19, 728, 728, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0}, /* Xception's middle flow */
         /* MobileNet's: a ReLU6 depthwise (u8 between them), a linear 1x1, with and without a residual sum */
-        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0, false},
-        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0, false},
-        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}, false, 0, 0, 0, 0, false},
+        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
+        {1, 5, 13, 40, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, false, 0, 0, 0, 0},
         /* pooled: Xception's entry-flow end (padding 1, odd and even sizes); one image (its pooled rows in
          * bands); rows of 37 (several per chunk); padding at the end only, at the start only (a window of one
          * row), one pixel */
-        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false},
-        {1, 8, 19, 16, 20, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 0, 1, 0, 1, false},
-        {2, 12, 37, 64, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false},
-        {1, 15, 9, 24, 17, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 2, 0, 2, 0, false},
-        {3, 1, 1, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false},
+        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false, false, 0, 0, 0, 0},
+        {1, 8, 19, 16, 20, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 0, 1, 0, 1, false, false, 0, 0, 0, 0},
+        {2, 12, 37, 64, 48, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false, false, 0, 0, 0, 0},
+        {1, 15, 9, 24, 17, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, true, 2, 0, 2, 0, false, false, 0, 0, 0, 0},
+        {3, 1, 1, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, false, false, 0, 0, 0, 0},
         /* an s8 input (Xception's block14, and a residual stream read without a ReLU): every border of the
          * image padded with its zero, odd channel counts, each output type, a ReLU6 depthwise, a pool */
-        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, true},
-        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, true},
-        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, true},
-        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0, true},
-        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0, true},
-        {2, 10, 10, 1024, 48, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, true},
-        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, true},
+        {1, 1, 1, 1, 1, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, true, false, 0, 0, 0, 0},
+        {2, 5, 7, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, true, false, 0, 0, 0, 0},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, true, false, 0, 0, 0, 0},
+        {2, 6, 6, 48, 40, CPU_SEPARABLE_F32, 1, {sum}, 0, {{0}}, false, 0, 0, 0, 0, true, false, 0, 0, 0, 0},
+        {2, 7, 9, 96, 24, CPU_SEPARABLE_F32, 1, {sum}, 1, {dw_relu6}, false, 0, 0, 0, 0, true, false, 0, 0, 0, 0},
+        {2, 10, 10, 1024, 48, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, true, false, 0, 0, 0, 0},
+        {2, 13, 10, 20, 33, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, true, 1, 1, 1, 1, true, false, 0, 0, 0, 0},
+        /* a stride-2 depthwise: the MobileNets' SAME padding (0 before, 1 after on even sizes), PyTorch's (1 all
+         * round) on odd and even sizes, none, each side alone; a ReLU6 depthwise into a linear 1x1, an s8 input,
+         * one pixel out, rows shorter than a block */
+        {2, 14, 14, 144, 24, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, true, 0, 1, 0, 1},
+        {2, 12, 10, 96, 40, CPU_SEPARABLE_U8, 1, {relu6}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, true, 0, 1, 0, 1},
+        {3, 11, 13, 100, 72, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false, true, 1, 1, 1, 1},
+        {2, 10, 8, 20, 33, CPU_SEPARABLE_U8, 1, {relu_scaled}, 0, {{0}}, false, 0, 0, 0, 0, false, true, 1, 1, 1, 1},
+        {1, 9, 11, 24, 17, CPU_SEPARABLE_F32, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false, true, 0, 0, 0, 0},
+        {2, 8, 7, 17, 31, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, true, true, 1, 0, 0, 1},
+        {1, 7, 8, 16, 20, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, true, true, 0, 1, 1, 0},
+        {2, 2, 2, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false, true, 0, 1, 0, 1},
+        {2, 28, 28, 192, 64, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, true, 0, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int threads = 1; threads <= 2; threads++) run_case(&cases[i], threads, 1000 + i);

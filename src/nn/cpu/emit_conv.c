@@ -290,7 +290,8 @@ static bool only_dead_between(const nn_graph *g, int a, int b) {
 }
 
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
- * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1, padding 1, ReLU / Clip post-ops) of u8 or s8
+ * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1 padded by 1, or stride 2 padded by 0 or 1 on
+ * each side; ReLU / Clip post-ops) of u8 or s8
  * into a requantized tensor that only that 1x1 reads (stride 1, no padding, activations and sums, the
  * next live node), both at one micro-batch in the channels-last layout. */
 static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *n) {
@@ -301,11 +302,14 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
         !cpu_separable_int8_wanted())
         return -1;
     int64_t c = shape_of(g, n->in[0])->d[1];
+    int stride = dp->stride[0];
     if (dp->group != c || shape_of(g, n->out[0])->d[1] != c || dp->kernel[0] != 3 || dp->kernel[1] != 3 ||
-        dp->stride[0] != 1 || dp->stride[1] != 1 || dp->dilation[0] != 1 || dp->dilation[1] != 1)
+        (stride != 1 && stride != 2) || dp->stride[1] != stride || dp->dilation[0] != 1 || dp->dilation[1] != 1)
         return -1;
-    for (int i = 0; i < 2; i++)
-        if (dp->pad_begin[i] != 1 || dp->pad_end[i] != 1) return -1;
+    for (int i = 0; i < 2; i++) /* stride 1: padded by 1 all round; stride 2: by 0 or 1 on each side */
+        if (stride == 1 ? dp->pad_begin[i] != 1 || dp->pad_end[i] != 1
+                        : dp->pad_begin[i] < 0 || dp->pad_begin[i] > 1 || dp->pad_end[i] < 0 || dp->pad_end[i] > 1)
+            return -1;
     int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
     dnnl_data_type_t in_type = int8_type(p, n->in[0]);
     if ((in_type != dnnl_u8 && in_type != dnnl_s8) || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
@@ -355,7 +359,9 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
                                                                     : CPU_SEPARABLE_S8;
     dnnl_data_type_t in_type = int8_type(p, n->in[0]);
     cpu_separable_int8_desc d = {.channels = (int)c, .outputs = (int)o, .height = (int)xs->d[2], .width = (int)xs->d[3],
-                                 .src_signed = in_type == dnnl_s8,
+                                 .src_signed = in_type == dnnl_s8, .stride2 = n->p.stride[0] == 2,
+                                 .dw_pad_top = n->p.pad_begin[0], .dw_pad_left = n->p.pad_begin[1],
+                                 .out_height = (int)ys->d[2], .out_width = (int)ys->d[3],
                                  .dw_weights = qd.weights, .dw_scales = qd.scales, .dw_bias = qd.bias,
                                  .dw_n_post = n->n_post, .mid_unsigned = int8_type(p, n->out[0]) == dnnl_u8,
                                  .pw_weights = qp.weights, .pw_scales = qp.scales, .pw_bias = qp.bias,

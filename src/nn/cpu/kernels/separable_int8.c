@@ -87,6 +87,7 @@ struct cpu_separable_int8 {
     float *pw_bias, *pw_scale;  /* [oq] */
     epilogue_kind epilogue;
     int pool_rows;           /* the pooled path's rows of the 1x1 per chunk (pool_chunk_rows) */
+    int stride, pad_top, pad_left, out_height, out_width; /* the depthwise's geometry, resolved */
 };
 
 bool cpu_separable_int8_wanted(void) {
@@ -131,7 +132,14 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
         if (d->post[i].sum && d->output != CPU_SEPARABLE_F32) return NULL;
     for (int i = 0; i < d->dw_n_post; i++)
         if (d->dw_post[i].sum) return NULL;
-    if (d->pool_height > 0 && !pool_fits(d)) return NULL;
+    if (d->pool_height > 0 && (d->stride2 || !pool_fits(d))) return NULL;
+    if (d->stride2) { /* every output's window starts inside the image and pads at most 1 past it */
+        int pad_bottom = 2 * (d->out_height - 1) + 3 - d->dw_pad_top - d->height,
+            pad_right = 2 * (d->out_width - 1) + 3 - d->dw_pad_left - d->width;
+        if (d->dw_pad_top < 0 || d->dw_pad_top > 1 || d->dw_pad_left < 0 || d->dw_pad_left > 1 || d->out_height < 1 ||
+            d->out_width < 1 || pad_bottom < 0 || pad_bottom > 1 || pad_right < 0 || pad_right > 1)
+            return NULL;
+    }
     cpu_separable_int8 *k = ftl_xcalloc(1, sizeof *k);
     k->d = *d;
     int C = d->channels, O = d->outputs;
@@ -169,6 +177,11 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     memcpy(k->pw_scale, d->pw_scales, (size_t)O * sizeof(float));
     k->epilogue = epilogue_for(d);
     k->pool_rows = d->pool_height > 0 ? pool_chunk_rows(d->height, d->width) : 0;
+    k->stride = d->stride2 ? 2 : 1;
+    k->pad_top = d->stride2 ? d->dw_pad_top : 1;
+    k->pad_left = d->stride2 ? d->dw_pad_left : 1;
+    k->out_height = d->stride2 ? d->out_height : d->height;
+    k->out_width = d->stride2 ? d->out_width : d->width;
     k->d.dw_weights = NULL; /* the caller's arrays: not kept */
     k->d.dw_scales = k->d.dw_bias = k->d.pw_scales = k->d.pw_bias = NULL;
     k->d.pw_weights = NULL;
@@ -198,12 +211,14 @@ SEP_TARGET static inline __m512 requantize(__m512i acc, __m512i comp, __m512 bia
     return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, comp)), bias), scale);
 }
 
-/* The depthwise output of image x's row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). An s8
- * input (src_signed) is read as u8 = s8 + 128, the padding as 128 (its zero), and 128 x the weights' sum
- * taken off: the same exact sums. Inlined twice, so the u8 path carries none of it. */
+/* The depthwise output of image x's output row h, pixels [w0, w0 + n), into mid (u8 = s8 + 128, cq each). An
+ * s8 input (src_signed) is read as u8 = s8 + 128, the padding as 128 (its zero), and 128 x the weights' sum
+ * taken off: the same exact sums. At stride 1 each output shares two input columns with the next, at
+ * stride 2 one. Inlined per case, so the common one carries none of the others. */
 SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_of(const cpu_separable_int8 *k,
                                                                                  const uint8_t *x, int h, int w0, int n,
-                                                                                 uint8_t *mid, const bool src_signed) {
+                                                                                 uint8_t *mid, const bool src_signed,
+                                                                                 const int stride) {
     const int C = k->d.channels, H = k->d.height, W = k->d.width, blocks = k->cq / 16;
     /* byte 4c + i of the permuted vector: chunk i's channel c (i < 3), chunk 3 (zeros) for i = 3 */
     static const uint8_t order[64] = {
@@ -219,8 +234,9 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
     const bool mid_unsigned = k->d.mid_unsigned;
     post_vectors post[CPU_SEPARABLE_MAX_POSTS];
     post_vectors_make(k->d.dw_post, n_post, post);
-    const uint8_t *up = h > 0 ? x + (size_t)(h - 1) * row : NULL, *mi = x + (size_t)h * row,
-                  *dn = h + 1 < H ? x + (size_t)(h + 1) * row : NULL;
+    const int top = stride * h - k->pad_top; /* the window's first input row, >= -1 */
+    const uint8_t *up = top >= 0 ? x + (size_t)top * row : NULL, *mi = top + 1 < H ? x + (size_t)(top + 1) * row : NULL,
+                  *dn = top + 2 < H ? x + (size_t)(top + 2) * row : NULL;
     for (int b = 0; b < blocks; b++) {
         int c0 = b * 16;
         __mmask16 live = C - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c0)) - 1);
@@ -237,11 +253,13 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
     _mm512_permutexvar_epi8(                                                                                          \
         idx, _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(LOAD_ROW(up, w)), LOAD_ROW(mi, w), 1),    \
                                 LOAD_ROW(dn, w), 2))
-        __m512i left = pad, centre = COLUMN(w0);
-        if (w0 > 0) left = COLUMN(w0 - 1);
-        for (int w = w0; w < w0 + n; w++) {
+        int col = stride * w0 - k->pad_left; /* the window's first input column, >= -1 */
+        __m512i left = pad, centre = pad;
+        if (col >= 0) left = COLUMN(col);
+        if (col + 1 < W) centre = COLUMN(col + 1);
+        for (int w = w0; w < w0 + n; w++, col += stride) {
             __m512i right = pad;
-            if (w + 1 < W) right = COLUMN(w + 1);
+            if (col + 2 < W) right = COLUMN(col + 2);
             __m512i acc = _mm512_dpbusd_epi32(start, left, t0);
             acc = _mm512_dpbusd_epi32(acc, centre, t1);
             acc = _mm512_dpbusd_epi32(acc, right, t2);
@@ -254,8 +272,14 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
             __m128i q = mid_unsigned ? _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_max_ps(f, u8_lo)))
                                      : _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(s8_hi, f)));
             _mm_storeu_si128((__m128i *)(mid + (size_t)(w - w0) * cq + (size_t)c0), _mm_xor_si128(q, flip));
-            left = centre;
-            centre = right;
+            if (stride == 1) {
+                left = centre;
+                centre = right;
+            } else {
+                left = right;
+                centre = pad;
+                if (w + 1 < w0 + n && col + 3 < W) centre = COLUMN(col + 3);
+            }
         }
 #undef COLUMN
 #undef LOAD_ROW
@@ -264,8 +288,9 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
 
 SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint8_t *x, int h, int w0, int n,
                                          uint8_t *mid) {
-    if (k->d.src_signed) depthwise_segment_of(k, x, h, w0, n, mid, true);
-    else depthwise_segment_of(k, x, h, w0, n, mid, false);
+    if (k->stride == 2) depthwise_segment_of(k, x, h, w0, n, mid, k->d.src_signed, 2);
+    else if (k->d.src_signed) depthwise_segment_of(k, x, h, w0, n, mid, true, 1);
+    else depthwise_segment_of(k, x, h, w0, n, mid, false, 1);
 }
 
 /* EPILOGUE_U8_ACTIVATED: the activation leaves no negative value, so the unsigned saturating
@@ -402,13 +427,13 @@ SEP_TARGET static void pointwise_pixels(const cpu_separable_int8 *k, const uint8
  * slab of the 1x1 over it. */
 SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src, long p0, long p1, uint8_t *mid,
                                 void *dst) {
-    const int H = k->d.height, W = k->d.width;
+    const int H = k->out_height, W = k->out_width;
     const long image = (long)H * W;
+    const size_t image_in = (size_t)k->d.height * (size_t)k->d.width * (size_t)k->d.channels;
     for (long p = p0; p < p1;) {
         int n = (int)(p / image), h = (int)(p / W % H), w = (int)(p % W);
         int len = (long)(W - w) < p1 - p ? W - w : (int)(p1 - p);
-        depthwise_segment(k, src + (size_t)n * (size_t)image * (size_t)k->d.channels, h, w, len,
-                          mid + (size_t)(p - p0) * (size_t)k->cq);
+        depthwise_segment(k, src + (size_t)n * image_in, h, w, len, mid + (size_t)(p - p0) * (size_t)k->cq);
         p += len;
     }
     pointwise_pixels(k, mid, (int)(p1 - p0), dst, (size_t)p0);
@@ -498,7 +523,7 @@ void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int
     }
     int per_tile = TILE_BYTES / k->cq / PX * PX;
     if (per_tile < PX) per_tile = PX;
-    long total = (long)images * k->d.height * k->d.width, tiles = (total + per_tile - 1) / per_tile;
+    long total = (long)images * k->out_height * k->out_width, tiles = (total + per_tile - 1) / per_tile;
     int team = threads > 1 && tiles > 1 ? (tiles < threads ? (int)tiles : threads) : 1;
 #pragma omp parallel num_threads(team)
     {

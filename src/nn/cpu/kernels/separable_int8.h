@@ -1,5 +1,5 @@
-/* ftl's int8 separable convolution (separable_int8.c): a 3x3 depthwise convolution (stride 1, padding 1,
- * u8 or s8 input) requantized to s8 or u8 and, without leaving cache, the 1x1 convolution that alone reads it,
+/* ftl's int8 separable convolution (separable_int8.c): a 3x3 depthwise convolution (stride 1 padded by 1, or
+ * stride 2; u8 or s8 input) requantized to s8 or u8 and, without leaving cache, the 1x1 convolution that alone reads it,
  * both channels-last. The arithmetic is oneDNN 2.6's for the same two primitives, so the results are the
  * same bit for bit: exact integer sums, then (sum + bias) x scale, the post-ops in order, rounding to
  * nearest even and saturation. Xception's blocks (and the MobileNets' separable pairs) are made of
@@ -40,6 +40,11 @@ typedef struct cpu_separable_int8_desc {
      * 2i - pool_pad_top + {0, 1, 2} and the columns 2j - pool_pad_left + {0, 1, 2} inside the image; every
      * window must hold one. dst is then [images][pool_height][pool_width][outputs]. */
     int pool_height, pool_width, pool_pad_top, pool_pad_left;
+    /* stride2: the depthwise runs at stride 2 (the MobileNets' downsampling blocks), padded by dw_pad_top
+     * and dw_pad_left (0 or 1) before and by what out_height / out_width leave (0 or 1) after; no pool.
+     * Else stride 1, padded by 1 all round, and the output is the input's size. */
+    bool stride2;
+    int dw_pad_top, dw_pad_left, out_height, out_width;
 } cpu_separable_int8_desc;
 
 typedef struct cpu_separable_int8 cpu_separable_int8;
@@ -55,10 +60,12 @@ bool cpu_separable_int8_wanted(void);
 bool cpu_separable_pool_wanted(void);
 /* The weights packed for the kernel (the desc's arrays are copied). NULL when the shape is out of its
  * reach (no channels, more than CPU_SEPARABLE_MAX_POSTS post-ops, a sum into an integer output or the
- * depthwise output, a pool of an integer output or with a sum, a pool window outside the image). */
+ * depthwise output, a pool of an integer output or with a sum, a pool window outside the image, a pool
+ * after a stride-2 depthwise, a stride-2 padding other than 0 or 1 on a side). */
 cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d);
 void cpu_separable_int8_free(cpu_separable_int8 *k);
-/* src: u8 (s8 with desc.src_signed) [images][height][width][channels]; dst: [images][height][width][outputs] of the output type
+/* src: u8 (s8 with desc.src_signed) [images][height][width][channels]; dst: [images][out_height][out_width][outputs]
+ * (the input's size at stride 1, the pool's with one) of the output type
  * (with a sum post-op it holds the summand on entry). On up to `threads` threads. */
 void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int images, void *dst, int threads);
 
