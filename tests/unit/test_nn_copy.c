@@ -1,12 +1,9 @@
 /* ftl's strided copies (transposes, slices, window shuffles in the CPU plan) and their f32 -> bf16
- * form against oneDNN's own reorder of the same layouts: the same bits; and the f32 -> two int8 forms
- * conversion against two single ones and the definition. */
+ * form against oneDNN's own reorder of the same layouts: the same bits. */
 #include "nn/cpu/cpu_plan.h"
-#include "nn/cpu/kernels/copy.h"
 #include "test.h"
 
 #include <dnnl.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,43 +86,4 @@ TEST(nn_strided_copy_matches_onednn_reorder) {
     const dnnl_dim_t win[4] = {3, 7, 5, 96}; /* odd sizes, a window-like permutation */
     const int perm[4] = {2, 0, 1, 3};
     check_copy("permute 3x7x5x96 (c, a, b, d), f32 -> bf16", 4, win, perm, win, 0, dnnl_bf16);
-}
-
-/* Two int8 forms of one f32 tensor from one read (the plan's ReLU u8 and the s8 a shortcut reads) give the
- * bytes two separate conversions give: u8 and s8, zero points, halves to round to even, values past
- * both ends, lengths that split into blocks and threads unevenly. */
-TEST(nn_convert_twice_equals_two_conversions) {
-    const size_t lengths[] = {1, 15, 4097, 70001};
-    for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
-        size_t n = lengths[li];
-        float *x = malloc(n * sizeof *x);
-        uint8_t *a = malloc(n), *b = malloc(n), *want_a = malloc(n), *want_b = malloc(n);
-        uint64_t st = 99 + li;
-        for (size_t i = 0; i < n; i++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
-            /* halves (ties) one time in four, else anything in [-300, 300) */
-            int k = (int)(st >> 40) % 1200 - 600;
-            x[i] = (st >> 20) % 4 == 0 ? (float)k * 0.5f : (float)((double)(st >> 11) / 9007199254740992.0 * 600.0 - 300.0);
-        }
-        for (int threads = 1; threads <= 2; threads++) {
-            memset(a, 0xaa, n), memset(b, 0xaa, n);
-            cpu_convert_two_run(x, a, true, 1.0f, 0, b, false, 0.5f, 3, n, threads);
-            cpu_convert_run(x, dnnl_f32, want_a, dnnl_u8, n, 1.0f, 0, threads);
-            cpu_convert_run(x, dnnl_f32, want_b, dnnl_s8, n, 0.5f, 3, threads);
-            size_t differ = 0;
-            for (size_t i = 0; i < n; i++) differ += (a[i] != want_a[i]) + (b[i] != want_b[i]);
-            if (differ)
-                ftl_test_fail(__FILE__, __LINE__, "%zu values, %d threads: %zu bytes differ from two conversions", n, threads,
-                              differ);
-        }
-        /* and against the definition: saturate(round half to even(x scale) + zero) */
-        size_t wrong = 0;
-        for (size_t i = 0; i < n; i++) {
-            float u = nearbyintf(fminf(fmaxf(x[i], 0.0f), 255.0f));
-            float s = nearbyintf(fminf(fmaxf(x[i] * 0.5f, -131.0f), 124.0f)) + 3.0f;
-            wrong += a[i] != (uint8_t)u || (int8_t)b[i] != (int8_t)s;
-        }
-        CHECK(wrong == 0);
-        free(x), free(a), free(b), free(want_a), free(want_b);
-    }
 }

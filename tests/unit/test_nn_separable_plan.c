@@ -1,7 +1,6 @@
 /* The int8 plan's separable pairs (a 3x3 depthwise and the 1x1 reading it as one ftl:separable_int8 step,
  * src/nn/cpu/emit_conv.c; the default) against the same plan with the pairs left to oneDNN's two
- * primitives (FTL_NN_SEPARABLE_INT8=0) and each int8 form of a tensor converted on its own
- * (FTL_NN_CONVERT_TWICE=0): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
+ * primitives (FTL_NN_SEPARABLE_INT8=0): byte-identical features. On the per-op cases of tests/ref/nn_cases.py (odd
  * channel counts, rows shorter than the kernel's pixel block, a residual sum, MobileNetV2's ReLU6
  * depthwise into a linear 1x1 plus the block's input, a signed depthwise input, stride-2 pairs with
  * PyTorch's and TensorFlow's padding), with every tensor's scale from its fp32 range,
@@ -68,20 +67,9 @@ static ftl_nn_int8_scales *scales_from_fp32(const char *path, const nn_npy *x) {
     return s;
 }
 
-/* Apart: the pairs as oneDNN's two primitives and each int8 form of a tensor converted on its own. */
-static void set_fused(bool fused) {
-    setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
-    setenv("FTL_NN_CONVERT_TWICE", fused ? "1" : "0", 1);
-}
-
-static void unset_fused(void) {
-    unsetenv("FTL_NN_SEPARABLE_INT8");
-    unsetenv("FTL_NN_CONVERT_TWICE");
-}
-
 static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scales *s, bool fused, int *steps,
-                            int *pooled, int *twice, int64_t *count) {
-    set_fused(fused);
+                            int *pooled, int64_t *count) {
+    setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
     ftl_model_options o;
     ftl_model_options_init(&o);
     o.device = FTL_DEVICE_CPU;
@@ -90,14 +78,13 @@ static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scale
     o.int8_scales = s;
     ftl_model *m = NULL;
     ftl_status st = ftl_model_load(path, &o, &m);
-    unset_fused();
+    unsetenv("FTL_NN_SEPARABLE_INT8");
     if (st != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "load %s in int8: %s", path, ftl_last_error());
         return NULL;
     }
     *steps = count_steps(m, "ftl:separable_int8");
     *pooled = count_steps(m, "ftl:separable_int8+max_pool");
-    *twice = count_steps(m, "ftl:int8_convert_twice");
     *count = ftl_model_get_info(m)->feature_dim * x->shape[0];
     float *y = malloc((size_t)*count * sizeof *y);
     if (ftl_model_run(m, x->data, (int)x->shape[0], y) != FTL_OK) {
@@ -109,31 +96,28 @@ static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scale
     return y;
 }
 
-/* want_pooled: of the fused steps, those that take the MaxPool after them in too; want_twice: conversions
- * that make two int8 forms of one tensor in one pass (none apart) */
-static void check_case(const char *name, int want_fused, int want_pooled, int want_twice) {
+/* want_pooled: of the fused steps, those that take the MaxPool after them in too */
+static void check_case(const char *name, int want_fused, int want_pooled) {
     nn_model_ref r;
     if (!nn_op_case_read(name, &r)) return;
     ftl_nn_int8_scales *s = scales_from_fp32(r.onnx, &r.in);
-    int on_steps = 0, off_steps = 0, on_pooled = 0, off_pooled = 0, on_twice = 0, off_twice = 0;
+    int on_steps = 0, off_steps = 0, on_pooled = 0, off_pooled = 0;
     int64_t n1 = 0, n2 = 0;
-    float *fused = s ? int8_features(r.onnx, &r.in, s, true, &on_steps, &on_pooled, &on_twice, &n1) : NULL;
-    float *apart = s ? int8_features(r.onnx, &r.in, s, false, &off_steps, &off_pooled, &off_twice, &n2) : NULL;
+    float *fused = s ? int8_features(r.onnx, &r.in, s, true, &on_steps, &on_pooled, &n1) : NULL;
+    float *apart = s ? int8_features(r.onnx, &r.in, s, false, &off_steps, &off_pooled, &n2) : NULL;
     if (fused && apart && CHECK(n1 == n2) && CHECK(n1 == r.out.count)) {
         size_t differ = 0;
         for (int64_t i = 0; i < n1; i++) differ += memcmp(fused + i, apart + i, sizeof *fused) != 0;
         double cos = nn_cosine(fused, r.out.data, n1);
-        printf("  %-26s %d ftl:separable_int8 steps (%d with a MaxPool; %d with it off), %d two-form conversions, %zu of "
-               "%lld features differ from oneDNN's pair, cosine to ONNX Runtime (fp32) %.5f\n", name, on_steps, on_pooled,
-               off_steps, on_twice, differ, (long long)n1, cos);
+        printf("  %-26s %d ftl:separable_int8 steps (%d with a MaxPool; %d with it off), %zu of %lld features differ from "
+               "oneDNN's pair, cosine to ONNX Runtime (fp32) %.5f\n", name, on_steps, on_pooled, off_steps, differ,
+               (long long)n1, cos);
         if (differ)
             ftl_test_fail(__FILE__, __LINE__, "%s: %zu of %lld int8 features differ between the fused pair and oneDNN's two "
                           "convolutions", name, differ, (long long)n1);
         CHECK_EQ_INT(on_steps, want_fused);
         CHECK_EQ_INT(on_pooled, want_pooled);
-        CHECK_EQ_INT(on_twice, want_twice);
         CHECK_EQ_INT(off_steps, 0);
-        CHECK_EQ_INT(off_twice, 0);
         if (!(cos >= 0.99))
             ftl_test_fail(__FILE__, __LINE__, "%s: int8 features' cosine to ONNX Runtime's fp32 output %.5f < 0.99", name, cos);
     }
@@ -153,14 +137,13 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
                       "this CPU lacks AVX-512 VBMI, which ftl's separable kernel needs (the pairs run as two convolutions)");
         return;
     }
-    check_case("separable_pairs", 2, 0, 0);
-    check_case("separable_residual", 1, 0, 0);
-    check_case("separable_inverted_residual", 1, 0, 0); /* a ReLU6 depthwise: u8 between */
-    check_case("separable_pool", 2, 1, 1);               /* the second pair's f32 output pooled; x as u8 and s8 */
-    check_case("separable_pool_one_image", 1, 1, 0);     /* one image: pooled rows in bands */
-    check_case("separable_signed_then_stride2", 2, 0, 0); /* an s8 depthwise input, then a stride-2 pair (padding 1) */
-    check_case("separable_stride2_same", 1, 0, 0);        /* the MobileNets' stride-2 pair: padding 0 before, 1 after */
-    check_case("separable_block_boundary", 1, 1, 1);      /* a ReLU's u8 and the shortcut's s8 from one pass */
+    check_case("separable_pairs", 2, 0);
+    check_case("separable_residual", 1, 0);
+    check_case("separable_inverted_residual", 1, 0); /* a ReLU6 depthwise: u8 between */
+    check_case("separable_pool", 2, 1);               /* the second pair's f32 output pooled */
+    check_case("separable_pool_one_image", 1, 1);     /* one image: pooled rows in bands */
+    check_case("separable_signed_then_stride2", 2, 0); /* an s8 depthwise input, then a stride-2 pair (padding 1) */
+    check_case("separable_stride2_same", 1, 0);        /* the MobileNets' stride-2 pair: padding 0 before, 1 after */
 }
 
 /* A shared model's int8 features with its pairs fused against oneDNN's two primitives: byte-identical, the
@@ -168,7 +151,7 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
  * micro-batches are the same on every machine: ones where, apart, a boundary would fall inside a pair or
  * between a pair and its pool (the planner keeps such runs at one micro-batch). */
 static void check_model(const char *model, int size, int batch, int N, const char *cache_bytes, int want_steps,
-                        int want_pooled, int want_twice) {
+                        int want_pooled) {
     char *path = ftl_format("%s/models/%s.onnx", ftl_test_shared_dir(), model);
     size_t bytes = (size_t)N * (size_t)size * (size_t)size * 3;
     uint8_t *img = malloc(bytes);
@@ -186,23 +169,22 @@ static void check_model(const char *model, int size, int batch, int N, const cha
         ftl_test_fail(__FILE__, __LINE__, "calibrate %s: %s", path, ftl_last_error());
     } else {
         float *f[2] = {NULL, NULL};
-        int steps[2] = {0, 0}, pooled = 0, twice[2] = {0, 0};
+        int steps[2] = {0, 0}, pooled = 0;
         int64_t dim = 0;
         for (int fused = 0; fused < 2; fused++) {
-            set_fused(fused);
+            setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
             ftl_model_options q = o;
             q.precision = FTL_NN_INT8;
             q.int8_scales = s;
             ftl_model *m = NULL;
             ftl_status ls = ftl_model_load(path, &q, &m);
-            unset_fused();
+            unsetenv("FTL_NN_SEPARABLE_INT8");
             if (ls != FTL_OK) {
                 ftl_test_fail(__FILE__, __LINE__, "load %s in int8: %s", path, ftl_last_error());
                 continue;
             }
             steps[fused] = count_steps(m, "ftl:separable_int8");
             if (fused) pooled = count_steps(m, "ftl:separable_int8+max_pool");
-            twice[fused] = count_steps(m, "ftl:int8_convert_twice");
             dim = ftl_model_get_info(m)->feature_dim;
             f[fused] = malloc((size_t)(N * dim) * sizeof(float));
             if (ftl_model_extract_features(m, &pp, img, N, size, f[fused]) != FTL_OK)
@@ -213,14 +195,12 @@ static void check_model(const char *model, int size, int batch, int N, const cha
             size_t differ = 0;
             for (int64_t i = 0; i < N * dim; i++) differ += memcmp(f[0] + i, f[1] + i, sizeof(float)) != 0;
             printf("  %s (batch %d, L3 taken as %s bytes): %d ftl:separable_int8 steps (%d with it off), %d of them "
-                   "pooled, %d two-form conversions, %zu of %lld features differ\n", model, batch, cache_bytes, steps[1],
-                   steps[0], pooled, twice[1], differ, (long long)(N * dim));
+                   "pooled, %zu of %lld features differ\n", model, batch, cache_bytes, steps[1], steps[0], pooled, differ,
+                   (long long)(N * dim));
             CHECK(differ == 0);
             CHECK_EQ_INT(steps[1], want_steps);
             CHECK_EQ_INT(steps[0], 0);
             CHECK_EQ_INT(pooled, want_pooled);
-            CHECK_EQ_INT(twice[1], want_twice);
-            CHECK_EQ_INT(twice[0], 0);
         }
         free(f[0]);
         free(f[1]);
@@ -244,7 +224,7 @@ TEST(nn_separable_int8_xception_features_unchanged) {
         ftl_test_skip("nn_separable_int8_xception_features_unchanged", "%s", no_separable_reason());
         return;
     }
-    check_model("xception_random", 299, 8, 10, "134217728", 34, 4, 1);
+    check_model("xception_random", 299, 8, 10, "134217728", 34, 4);
 }
 
 /* The real MobileNetV2: 16 of its 17 pairs, the four stride-2 ones too (its first block runs in fp32).
@@ -255,5 +235,5 @@ TEST(nn_separable_int8_mobilenet_v2_pairs_at_one_micro_batch) {
         ftl_test_skip("nn_separable_int8_mobilenet_v2_pairs_at_one_micro_batch", "%s", no_separable_reason());
         return;
     }
-    check_model("mobilenet_v2_1.0_224_features", 224, 16, 18, "33554432", 16, 0, 0);
+    check_model("mobilenet_v2_1.0_224_features", 224, 16, 18, "33554432", 16, 0);
 }

@@ -65,14 +65,6 @@ static void run_convert(nn_plan *p, const cpu_step *s) {
     dnnl_memory_get_data_handle(from->mem, &a);
     dnnl_memory_get_data_handle(to->mem, &b);
     size_t n = dnnl_memory_desc_get_size(&to->md) / dnnl_data_type_size(to->md.data_type);
-    if (s->nargs == 3) { /* f32 to two int8 forms (cpu_emit_quantize_twice) */
-        const cpu_value *to2 = &p->vals[s->arg_val[2]];
-        void *c = NULL;
-        dnnl_memory_get_data_handle(to2->mem, &c);
-        cpu_convert_two_run(a, b, to->md.data_type == dnnl_u8, s->convert_scale, s->convert_zero, c,
-                            to2->md.data_type == dnnl_u8, s->convert_scale2, s->convert_zero2, n, p->threads);
-        return;
-    }
     cpu_convert_run(a, from->md.data_type, b, to->md.data_type, n, s->convert_scale, s->convert_zero, p->threads);
 }
 

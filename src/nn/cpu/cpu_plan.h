@@ -81,8 +81,6 @@ typedef struct cpu_step {
     int tensor;               /* CPU_STEP_OBSERVE: the graph tensor arg 0 holds */
     float convert_scale;      /* CPU_STEP_CONVERT: arg 1 = arg 0 x this (rounded and saturated to int8) */
     int convert_zero;         /* CONVERT: the int8 side's zero point (q = round(x scale) + zero; x = (q - zero) scale) */
-    float convert_scale2;     /* CONVERT with 3 args: arg 2 = arg 0 x this, a second int8 form from the same read */
-    int convert_zero2;
     float fq_scale;           /* CPU_STEP_FAKEQUANT: the node's scale, zero point and integer range */
     int fq_zero, fq_lo, fq_hi;
     int attn;                 /* CPU_STEP_ATTENTION: which of the plan's fused attentions */
@@ -199,11 +197,6 @@ void cpu_emit_fake_quant(nn_plan *p, int src, int dst, float scale, int zero, in
 /* Appends the f32 -> u8/s8 conversion of value src into value dst (same layout) at `scale` (real =
  * scale x (q - zero)): the node's own work, e.g. a ReLU that only int8 convolutions read. */
 ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero, const char *label);
-/* cpu_emit_quantize, and from the same read graph tensor t's own int8 form (at t's scale; src holds t),
- * cached for cpu_ensure: a ReLU's u8 and the s8 that another int8 convolution reads (Xception's
- * shortcuts), one pass over the f32 instead of two. A plain cpu_emit_quantize when that form exists or
- * either is not an element-wise conversion. */
-ftl_status cpu_emit_quantize_twice(nn_plan *p, int src, int dst, float scale, int zero, int t, const char *label);
 /* Appends a step that sets every element of value v to `value` (Pad borders). */
 ftl_status cpu_emit_fill(nn_plan *p, int v, float value, const char *label);
 dnnl_data_type_t cpu_compute_type(const nn_plan *p);

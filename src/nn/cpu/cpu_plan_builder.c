@@ -242,39 +242,6 @@ ftl_status cpu_emit_quantize(nn_plan *p, int src, int dst, float scale, int zero
     return emit_reorder_scaled(p, src, dst, 1.0f / scale, zero, label);
 }
 
-/* Records value v as graph tensor t in v's layout and type, for cpu_ensure to find. */
-static void cache_conversion(nn_plan *p, int t, int v) {
-    if (p->n_conv == p->cap_conv) {
-        p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
-        p->conv = ftl_xrealloc(p->conv, (size_t)p->cap_conv * sizeof *p->conv);
-    }
-    p->conv[p->n_conv++] = (cpu_conv_cache){t, v};
-}
-
-ftl_status cpu_emit_quantize_twice(nn_plan *p, int src, int dst, float scale, int zero, int t, const char *label) {
-    dnnl_memory_desc_t own = p->vals[src].md;
-    own.data_type = p->int8->is_unsigned[t] ? dnnl_u8 : dnnl_s8;
-    float ts = p->int8->scale[t];
-    bool cached = false;
-    for (int i = 0; i < p->n_conv && !cached; i++)
-        cached = p->conv[i].tensor == t && dnnl_memory_desc_equal(&p->vals[p->conv[i].value].md, &own);
-    if (!(ts > 0) || cached || p->tval[t] != src || !cpu_convert_same_layout(&p->vals[src].md, &p->vals[dst].md) ||
-        !cpu_convert_same_layout(&p->vals[src].md, &own))
-        return cpu_emit_quantize(p, src, dst, scale, zero, label);
-    int nv = cpu_new_value(p, &own, cpu_new_buf(p, 0, p->last_node[t]));
-    cpu_step *st = host_conversion_step(p, CPU_STEP_CONVERT, src, dst, "ftl:int8_convert_twice", label);
-    st->convert_scale = 1.0f / scale;
-    st->convert_zero = zero;
-    st->nargs = 3;
-    st->arg_key[2] = DNNL_ARG_DST;
-    st->arg_val[2] = nv;
-    st->convert_scale2 = 1.0f / ts;
-    st->convert_zero2 = cpu_int8_zero(p->int8, t);
-    cpu_touch(p, nv, p->n_steps - 1);
-    cache_conversion(p, t, nv);
-    return FTL_OK;
-}
-
 ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val) {
     int v = p->tval[t];
     if (v < 0) return ftl_fail(FTL_E_INTERNAL, "tensor %d has no value", t);
@@ -303,7 +270,11 @@ ftl_status cpu_ensure(nn_plan *p, int t, const dnnl_memory_desc_t *md, int *val)
     }
     FTL_TRY(emit_reorder_scaled(p, v, nv, scale, zero, label));
     p->steps[p->n_steps - 1].reorder = true; /* a conversion the plan adds, not the node's own work */
-    cache_conversion(p, t, nv);
+    if (p->n_conv == p->cap_conv) {
+        p->cap_conv = p->cap_conv ? 2 * p->cap_conv : 64;
+        p->conv = ftl_xrealloc(p->conv, (size_t)p->cap_conv * sizeof *p->conv);
+    }
+    p->conv[p->n_conv++] = (cpu_conv_cache){t, nv};
     *val = nv;
     return FTL_OK;
 }

@@ -21,21 +21,8 @@ static ftl_status eltwise_step(nn_plan *p, const nn_node *n, int src, int dst, d
     return cpu_emit_prim(p, pd, keys, vals, 2, 1, label);
 }
 
-/* Whether an int8 convolution other than n reads tensor t (its own int8 form) at n's micro-batch, so one
- * pass makes both int8 forms; FTL_NN_CONVERT_TWICE=0 makes them apart (to time or compare). */
-static bool int8_conv_also_reads(const nn_plan *p, const nn_graph *g, const nn_node *n, int t) {
-    const char *e = getenv("FTL_NN_CONVERT_TWICE");
-    if (e && strcmp(e, "0") == 0) return false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nn_node *r = &g->nodes[i];
-        if (r != n && !r->dead && r->op == NN_OP_CONV && r->n_in > 0 && r->in[0] == t && cpu_node_int8(p, r) &&
-            (!p->node_mb || p->node_mb[i] == p->node_mb[p->cur_node]))
-            return true;
-    }
-    return false;
-}
-
 ftl_status cpu_emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
+    (void)g;
     const nn_act *a = &n->p.act;
     int src = p->tval[n->in[0]];
     int y = n->out[0];
@@ -47,8 +34,6 @@ ftl_status cpu_emit_activation(nn_plan *p, nn_graph *g, const nn_node *n) {
         char label[96];
         label_of(n, label, sizeof label);
         int dst = cpu_new_output(p, y, &md);
-        if (int8_conv_also_reads(p, g, n, n->in[0]))
-            return cpu_emit_quantize_twice(p, src, dst, p->int8->scale[y], cpu_int8_zero(p->int8, y), n->in[0], label);
         return cpu_emit_quantize(p, src, dst, p->int8->scale[y], cpu_int8_zero(p->int8, y), label);
     }
     int dst = cpu_inplace_output(p, n->out[0], src, &p->vals[src].md);

@@ -266,24 +266,6 @@ void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl
     }
 }
 
-void cpu_convert_two_run(const float *src, void *dst, bool dst_unsigned, float scale, int zero, void *dst2,
-                         bool dst2_unsigned, float scale2, int zero2, size_t n, int threads) {
-    enum { BLOCK = 4096 }; /* 16 KiB of floats: still in L1 for the second pass */
-    int64_t want = (int64_t)(n / 16384) + 1;
-    int team = want < threads ? (int)want : threads;
-    if (team < 1) team = 1;
-#pragma omp parallel num_threads(team)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t begin = n * (size_t)t / (size_t)nt, end = n * (size_t)(t + 1) / (size_t)nt;
-        for (size_t i = begin; i < end; i += BLOCK) {
-            size_t len = end - i < BLOCK ? end - i : BLOCK;
-            quantize(src + i, (uint8_t *)dst + i, dst_unsigned, len, scale, zero);
-            quantize(src + i, (uint8_t *)dst2 + i, dst2_unsigned, len, scale2, zero2);
-        }
-    }
-}
-
 void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads) {
     int64_t want = (int64_t)(n / 16384) + 1;
     int team = want < threads ? (int)want : threads;

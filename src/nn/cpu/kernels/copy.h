@@ -27,10 +27,6 @@ bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_de
  * (x - zero) * scale. */
 void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
                      float scale, int zero, int threads);
-/* n floats to two int8 forms at once (each as cpu_convert_run makes it), read once: block by block, so
- * the second conversion reads from cache. */
-void cpu_convert_two_run(const float *src, void *dst, bool dst_unsigned, float scale, int zero, void *dst2,
-                         bool dst2_unsigned, float scale2, int zero2, size_t n, int threads);
 /* n floats through a quantized model's FakeQuantize (nn_fake_quantize) on the OpenMP team. */
 void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads);
 
