@@ -123,6 +123,13 @@ def build_cases(d):
     dw = g.op("Clip", [g.conv(g.op("Relu", ["x"]), 24, 24, group=24, pads=[0, 0, 1, 1], strides=[2, 2], bias=False),
                        g.const(np.array(0.0, np.float32)), g.const(np.array(6.0, np.float32))])
     g.save(d, g.conv(dw, 24, 20, k=(1, 1)))
+    # Xception's block boundary: the residual stream (f32, signed) read by a ReLU into a pair (u8) and by the
+    # stride-2 shortcut (s8), which adds the pair's pooled output
+    g = G("separable_block_boundary", [2, 16, 9, 9])
+    t = g.op("Add", [g.conv("x", 16, 16, k=(1, 1)), "x"])
+    p1 = g.conv(g.conv(g.op("Relu", [t]), 16, 16, group=16, pads=[1, 1, 1, 1], bias=False), 16, 24, k=(1, 1))
+    pooled = g.op("MaxPool", [p1], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    g.save(d, g.op("Add", [pooled, g.conv(t, 16, 24, k=(1, 1), strides=[2, 2])]))
     # ---- BatchNormalization: folded into a conv, and alone (becomes a 1x1 depthwise conv)
     g = G("conv_bn_relu", [2, 6, 10, 11]); g.save(d, g.op("Relu", [g.bn(g.conv("x", 6, 12, bias=False, pads=[1, 1, 1, 1]), 12)]))
     g = G("conv_bias_bn", [2, 6, 7, 7]); g.save(d, g.bn(g.conv("x", 6, 12, k=(1, 1)), 12))

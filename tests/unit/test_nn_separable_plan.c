@@ -144,6 +144,7 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
     check_case("separable_pool_one_image", 1, 1);     /* one image: pooled rows in bands */
     check_case("separable_signed_then_stride2", 2, 0); /* an s8 depthwise input, then a stride-2 pair (padding 1) */
     check_case("separable_stride2_same", 1, 0);        /* the MobileNets' stride-2 pair: padding 0 before, 1 after */
+    check_case("separable_block_boundary", 1, 1);      /* Xception's: a ReLU'd pair pooled, an s8 shortcut added */
 }
 
 /* A shared model's int8 features with its pairs fused against oneDNN's two primitives: byte-identical, the
