@@ -214,7 +214,7 @@ static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
 }
 
 /* The last node of a run that the CPU's int8 plan does in one step (nn/cpu/emit_conv.c's separable
- * pairs: a 3x3 depthwise conv of stride 1 or 2, the 1x1 conv that alone reads it, and a 3x3 stride-2 MaxPool
+ * pairs: a 3x3 stride-1 depthwise conv, the 1x1 conv that alone reads it, and a 3x3 stride-2 MaxPool
  * that alone reads that 1x1), or i when node i starts none. Such a step runs its nodes at one
  * micro-batch, so the planner keeps them at one: apart, a 1x1 that narrows the channels fits more
  * images than its depthwise and the boundary falls between them (MobileNetV2's projections, Xception's
@@ -224,7 +224,7 @@ static int fused_run_end(const nn_graph *g, int i) {
     const nn_params *dp = &n->p;
     if (n->op != NN_OP_CONV || n->dead || n->n_in < 1 || n->in[0] < 0 || g->tensors[n->in[0]].data ||
         g->tensors[n->in[0]].shape.rank != 4 || dp->group < 2 || dp->group != g->tensors[n->in[0]].shape.d[1] ||
-        dp->kernel[0] != 3 || dp->kernel[1] != 3 || dp->stride[0] < 1 || dp->stride[0] > 2 || dp->stride[1] != dp->stride[0] ||
+        dp->kernel[0] != 3 || dp->kernel[1] != 3 || dp->stride[0] != 1 || dp->stride[1] != 1 ||
         dp->dilation[0] != 1 || dp->dilation[1] != 1)
         return i;
     int slot, m = nn_graph_sole_reader(g, n->out[0], &slot);

@@ -7,7 +7,7 @@
  * also within int8's error of ONNX Runtime's fp32 output; and on the shared Xception (random weights,
  * calibrated on synthetic images) where all 34 pairs fuse (block14's first reads the residual stream
  * without a ReLU: a signed input) and all four entry-flow pools with them, and on the real
- * MobileNetV2, 16 of its 17 pairs (the first runs in fp32): the planner keeps each pair (and its pool) at one micro-batch. */
+ * MobileNetV2, its 12 stride-1 pairs (and, opted in, stride-2 ones): the planner keeps each pair (and its pool) at one micro-batch. */
 #include "nn/cpu/kernels/separable_int8.h"
 #include "nn/ir/quantize.h"
 #include "nn/model_parts.h"
@@ -70,6 +70,7 @@ static ftl_nn_int8_scales *scales_from_fp32(const char *path, const nn_npy *x) {
 static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scales *s, bool fused, int *steps,
                             int *pooled, int64_t *count) {
     setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
+    setenv("FTL_NN_SEPARABLE_STRIDE2", fused ? "1" : "0", 1); /* the stride-2 pairs too (opt-in) */
     ftl_model_options o;
     ftl_model_options_init(&o);
     o.device = FTL_DEVICE_CPU;
@@ -79,6 +80,7 @@ static float *int8_features(const char *path, const nn_npy *x, ftl_nn_int8_scale
     ftl_model *m = NULL;
     ftl_status st = ftl_model_load(path, &o, &m);
     unsetenv("FTL_NN_SEPARABLE_INT8");
+    unsetenv("FTL_NN_SEPARABLE_STRIDE2");
     if (st != FTL_OK) {
         ftl_test_fail(__FILE__, __LINE__, "load %s in int8: %s", path, ftl_last_error());
         return NULL;
@@ -151,8 +153,8 @@ TEST(nn_separable_int8_pairs_equal_onednn_and_onnxruntime) {
  * fused steps and pooled ones counted. The L3 the planner assumes is fixed (FTL_NN_CACHE_BYTES), so its
  * micro-batches are the same on every machine: ones where, apart, a boundary would fall inside a pair or
  * between a pair and its pool (the planner keeps such runs at one micro-batch). */
-static void check_model(const char *model, int size, int batch, int N, const char *cache_bytes, int want_steps,
-                        int want_pooled) {
+static void check_model(const char *model, int size, int batch, int N, const char *cache_bytes, bool stride2,
+                        int want_steps, int want_pooled) {
     char *path = ftl_format("%s/models/%s.onnx", ftl_test_shared_dir(), model);
     size_t bytes = (size_t)N * (size_t)size * (size_t)size * 3;
     uint8_t *img = malloc(bytes);
@@ -174,12 +176,14 @@ static void check_model(const char *model, int size, int batch, int N, const cha
         int64_t dim = 0;
         for (int fused = 0; fused < 2; fused++) {
             setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
+            if (stride2) setenv("FTL_NN_SEPARABLE_STRIDE2", "1", 1);
             ftl_model_options q = o;
             q.precision = FTL_NN_INT8;
             q.int8_scales = s;
             ftl_model *m = NULL;
             ftl_status ls = ftl_model_load(path, &q, &m);
             unsetenv("FTL_NN_SEPARABLE_INT8");
+            unsetenv("FTL_NN_SEPARABLE_STRIDE2");
             if (ls != FTL_OK) {
                 ftl_test_fail(__FILE__, __LINE__, "load %s in int8: %s", path, ftl_last_error());
                 continue;
@@ -195,9 +199,9 @@ static void check_model(const char *model, int size, int batch, int N, const cha
         if (f[0] && f[1]) {
             size_t differ = 0;
             for (int64_t i = 0; i < N * dim; i++) differ += memcmp(f[0] + i, f[1] + i, sizeof(float)) != 0;
-            printf("  %s (batch %d, L3 taken as %s bytes): %d ftl:separable_int8 steps (%d with it off), %d of them "
-                   "pooled, %zu of %lld features differ\n", model, batch, cache_bytes, steps[1], steps[0], pooled, differ,
-                   (long long)(N * dim));
+            printf("  %s (batch %d, L3 taken as %s bytes%s): %d ftl:separable_int8 steps (%d with it off), %d of them "
+                   "pooled, %zu of %lld features differ\n", model, batch, cache_bytes,
+                   stride2 ? ", stride-2 pairs too" : "", steps[1], steps[0], pooled, differ, (long long)(N * dim));
             CHECK(differ == 0);
             CHECK_EQ_INT(steps[1], want_steps);
             CHECK_EQ_INT(steps[0], 0);
@@ -225,16 +229,18 @@ TEST(nn_separable_int8_xception_features_unchanged) {
         ftl_test_skip("nn_separable_int8_xception_features_unchanged", "%s", no_separable_reason());
         return;
     }
-    check_model("xception_random", 299, 8, 10, "134217728", 34, 4);
+    check_model("xception_random", 299, 8, 10, "134217728", false, 34, 4);
 }
 
-/* The real MobileNetV2: 16 of its 17 pairs, the four stride-2 ones too (its first block runs in fp32).
- * With a 32 MiB L3 at batch 16, apart, the narrowing projections of blocks 2, 12 and 16 would fit more
- * images than their depthwise (before the planner kept them together: 14 fused). */
+/* The real MobileNetV2: all 12 stride-1 pairs (its first block runs in fp32); with a 32 MiB L3 at batch 16,
+ * apart, the narrowing projections of blocks 2, 12 and 16 would fit more images than their depthwise
+ * (before the planner kept them together: 10 fused). With the stride-2 pairs opted in, those the planner
+ * runs at one micro-batch too. */
 TEST(nn_separable_int8_mobilenet_v2_pairs_at_one_micro_batch) {
     if (no_separable_reason()) {
         ftl_test_skip("nn_separable_int8_mobilenet_v2_pairs_at_one_micro_batch", "%s", no_separable_reason());
         return;
     }
-    check_model("mobilenet_v2_1.0_224_features", 224, 16, 18, "33554432", 16, 0);
+    check_model("mobilenet_v2_1.0_224_features", 224, 16, 18, "33554432", false, 12, 0);
+    check_model("mobilenet_v2_1.0_224_features", 224, 16, 18, "33554432", true, 15, 0); /* and 3 of its 4 stride-2 pairs */
 }

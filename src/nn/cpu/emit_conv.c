@@ -290,8 +290,8 @@ static bool only_dead_between(const nn_graph *g, int a, int b) {
 }
 
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
- * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1 padded by 1, or stride 2 padded by 0 or 1 on
- * each side and read by a 1x1 that does not widen; ReLU / Clip post-ops) of u8 or s8
+ * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1 padded by 1, or with FTL_NN_SEPARABLE_STRIDE2=1
+ * stride 2 padded by 0 or 1 on each side and read by a 1x1 that does not widen; ReLU / Clip post-ops) of u8 or s8
  * into a requantized tensor that only that 1x1 reads (stride 1, no padding, activations and sums, the
  * next live node), both at one micro-batch in the channels-last layout. */
 static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *n) {
@@ -322,9 +322,9 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
         !separable_posts_ok(r, !writes_int8(p, r)) || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
         (p->node_mb && p->node_mb[m] != p->node_mb[p->cur_node]))
         return -1;
-    /* at stride 2 the round trip saved is a quarter of the input's size; where the 1x1 widens a few
-     * channels (MobileNetV1's 64 -> 128, 128 -> 256) oneDNN's pair measured 4-8% faster (issue 52) */
-    if (stride == 2 && shape_of(g, r->out[0])->d[1] > c) return -1;
+    /* at stride 2 the round trip saved is a quarter of the input's size: opt-in (kernels/separable_int8.h),
+     * and never where the 1x1 widens (MobileNetV1's 64 -> 128, 128 -> 256: oneDNN's pair 4-8% faster) */
+    if (stride == 2 && (!cpu_separable_stride2_wanted() || shape_of(g, r->out[0])->d[1] > c)) return -1;
     return m;
 }
 

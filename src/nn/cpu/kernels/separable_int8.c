@@ -95,6 +95,11 @@ bool cpu_separable_int8_wanted(void) {
     return !(e && strcmp(e, "0") == 0) && cpu_separable_int8_available();
 }
 
+bool cpu_separable_stride2_wanted(void) {
+    const char *e = getenv("FTL_NN_SEPARABLE_STRIDE2");
+    return e && strcmp(e, "1") == 0 && cpu_separable_int8_wanted();
+}
+
 bool cpu_separable_pool_wanted(void) {
     const char *e = getenv("FTL_NN_SEPARABLE_POOL");
     return !(e && strcmp(e, "0") == 0) && cpu_separable_int8_wanted();

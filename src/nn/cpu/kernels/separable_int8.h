@@ -55,6 +55,11 @@ bool cpu_separable_int8_available(void);
  * compare against oneDNN's two primitives; Xception int8 at 2 threads runs 2-6% faster with it,
  * docs/BENCHMARKS.md, issue 52). */
 bool cpu_separable_int8_wanted(void);
+/* Whether int8 plans fuse stride-2 pairs too: only with FTL_NN_SEPARABLE_STRIDE2=1. Measured even with
+ * oneDNN's two primitives at best (MobileNetV2's projections), slower where the 1x1 widens few channels
+ * (MobileNetV1: 4-8% per pair) or the channels are few (MNASNet 0.5, MobileNetV3-small: 25-50%) at 2
+ * threads on a Zen 4 (docs/BENCHMARKS.md, issue 52): the round trip it saves is a quarter of the input. */
+bool cpu_separable_stride2_wanted(void);
 /* Whether int8 plans also take a following 3x3 stride-2 MaxPool into the step: yes where the step runs,
  * unless FTL_NN_SEPARABLE_POOL=0 (docs/BENCHMARKS.md, issue 52). */
 bool cpu_separable_pool_wanted(void);
