@@ -221,6 +221,11 @@ TEST(nn_separable_int8_equals_the_two_convolutions) {
         {1, 7, 8, 16, 20, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, true, true, 0, 1, 1, 0},
         {2, 2, 2, 16, 16, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, false, true, 0, 1, 0, 1},
         {2, 28, 28, 192, 64, CPU_SEPARABLE_F32, 0, {{0}}, 1, {dw_relu6}, false, 0, 0, 0, 0, false, true, 0, 1, 0, 1},
+        /* windows that end one short of the image (its last row and column unread): no padding on even sizes,
+         * padding before only on odd ones; and an s8 input padded after */
+        {2, 10, 12, 20, 33, CPU_SEPARABLE_U8, 1, {relu}, 0, {{0}}, false, 0, 0, 0, 0, false, true, 0, 0, 0, 0},
+        {1, 7, 9, 24, 17, CPU_SEPARABLE_F32, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, true, true, 1, 0, 1, 0},
+        {2, 8, 8, 17, 31, CPU_SEPARABLE_S8, 0, {{0}}, 0, {{0}}, false, 0, 0, 0, 0, true, true, 0, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int threads = 1; threads <= 2; threads++) run_case(&cases[i], threads, 1000 + i);
@@ -269,4 +274,24 @@ TEST(nn_separable_int8_refuses_what_it_cannot_do) {
     d.pool_pad_left = 1;
     d.pool_pad_top = 3;
     CHECK(cpu_separable_int8_make(&d) == NULL); /* a window (rows -3 to -1) above it */
+    /* stride 2 on the 5x5 image: 2x2 out with padding 0 or 1 before (then the last row and column go
+     * unread) is taken; a pool with it, padding 2 before, or an output past the padding after are not */
+    d.pool_height = d.pool_width = d.pool_pad_top = d.pool_pad_left = 0;
+    d.stride2 = true;
+    d.out_height = d.out_width = 2;
+    ok = cpu_separable_int8_make(&d);
+    CHECK(ok != NULL);
+    cpu_separable_int8_free(ok);
+    d.dw_pad_top = d.dw_pad_left = 1;
+    ok = cpu_separable_int8_make(&d);
+    CHECK(ok != NULL);
+    cpu_separable_int8_free(ok);
+    d.pool_height = d.pool_width = 2;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* a pool after a stride-2 depthwise */
+    d.pool_height = d.pool_width = 0;
+    d.dw_pad_top = 2;
+    CHECK(cpu_separable_int8_make(&d) == NULL);
+    d.dw_pad_top = 1;
+    d.out_height = 4;
+    CHECK(cpu_separable_int8_make(&d) == NULL); /* rows 5 to 7: two past the image */
 }

@@ -138,11 +138,12 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     for (int i = 0; i < d->dw_n_post; i++)
         if (d->dw_post[i].sum) return NULL;
     if (d->pool_height > 0 && (d->stride2 || !pool_fits(d))) return NULL;
-    if (d->stride2) { /* every output's window starts inside the image and pads at most 1 past it */
+    if (d->stride2) { /* windows pad at most 1 before and after the image; the last may also end one short of
+                       * it (-1: the last row or column unread, as floor sizes leave on even inputs) */
         int pad_bottom = 2 * (d->out_height - 1) + 3 - d->dw_pad_top - d->height,
             pad_right = 2 * (d->out_width - 1) + 3 - d->dw_pad_left - d->width;
         if (d->dw_pad_top < 0 || d->dw_pad_top > 1 || d->dw_pad_left < 0 || d->dw_pad_left > 1 || d->out_height < 1 ||
-            d->out_width < 1 || pad_bottom < 0 || pad_bottom > 1 || pad_right < 0 || pad_right > 1)
+            d->out_width < 1 || pad_bottom < -1 || pad_bottom > 1 || pad_right < -1 || pad_right > 1)
             return NULL;
     }
     cpu_separable_int8 *k = ftl_xcalloc(1, sizeof *k);
