@@ -346,9 +346,10 @@ static int separable_pool_reader(const nn_plan *p, const nn_graph *g, int m, boo
     return q;
 }
 
-/* Depthwise n and 1x1 m as one ftl:separable_int8 step (m absorbed). The same scales, biases and
- * post-ops the two oneDNN primitives would get, so the same bits. */
-static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n, int m) {
+/* Depthwise n and 1x1 m as one ftl:separable_int8 step (m absorbed; *done false, nothing emitted, when
+ * the kernel refuses the shape). The same scales, biases and post-ops the two oneDNN primitives would
+ * get, so the same bits. */
+static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n, int m, bool *done) {
     const nn_node *r = &g->nodes[m];
     char label[96];
     label_of(n, label, sizeof label);
@@ -397,7 +398,11 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
     if (!kernel) kernel = cpu_separable_int8_make(&d);
     int8_conv_consts_free(&qd);
     int8_conv_consts_free(&qp);
-    if (!kernel) return ftl_fail(FTL_E_INTERNAL, "node '%s': the separable kernel refused a pair it was chosen for", n->name);
+    *done = kernel != NULL;
+    if (!kernel) { /* a shape separable_reader let through: the two convolutions run apart */
+        ftl_log_debug("nn: node '%s': the separable kernel refused the pair; oneDNN runs it", n->name);
+        return FTL_OK;
+    }
     dnnl_dims_t sd, dd;
     dims_of(xs, sd);
     dims_of(ys, dd);
@@ -424,7 +429,11 @@ static ftl_status emit_separable_int8(nn_plan *p, nn_graph *g, const nn_node *n,
  * else in fp32 like the rest. */
 ftl_status cpu_emit_conv(nn_plan *p, nn_graph *g, const nn_node *n) {
     int pointwise = separable_reader(p, g, n);
-    if (pointwise >= 0) return emit_separable_int8(p, g, n, pointwise);
+    if (pointwise >= 0) {
+        bool done = false;
+        FTL_TRY(emit_separable_int8(p, g, n, pointwise, &done));
+        if (done) return FTL_OK;
+    }
     if (cpu_node_int8(p, n) && (!cpu_int8_has_zero(p->int8) || nn_qdq_int8_node(g, n))) { /* a quantized model: its own weights */
         bool none = false;
         ftl_status st = emit_conv_as(p, g, n, true, &none);
