@@ -228,14 +228,15 @@ static int fused_run_end(const nn_graph *g, int i) {
         dp->dilation[0] != 1 || dp->dilation[1] != 1)
         return i;
     int slot, m = nn_graph_sole_reader(g, n->out[0], &slot);
-    if (m <= i || slot != 0) return i;
+    if (m <= i || slot != 0 || !nn_graph_only_dead_between(g, i, m)) return i;
     const nn_params *rp = &g->nodes[m].p;
     if (g->nodes[m].op != NN_OP_CONV || rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 ||
         rp->stride[0] != 1 || rp->stride[1] != 1)
         return i;
     int q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
-    if (q > m && slot == 0 && g->nodes[q].op == NN_OP_MAXPOOL && g->nodes[q].p.kernel[0] == 3 &&
-        g->nodes[q].p.kernel[1] == 3 && g->nodes[q].p.stride[0] == 2 && g->nodes[q].p.stride[1] == 2)
+    const nn_params *qp = q > m ? &g->nodes[q].p : NULL;
+    if (qp && slot == 0 && nn_graph_only_dead_between(g, m, q) && g->nodes[q].op == NN_OP_MAXPOOL &&
+        qp->kernel[0] == 3 && qp->kernel[1] == 3 && qp->stride[0] == 2 && qp->stride[1] == 2)
         return q;
     return m;
 }

@@ -282,13 +282,6 @@ static bool separable_posts_ok(const nn_node *n, bool sums) {
     return true;
 }
 
-/* Whether every node after a and before b is dead (a step doing b's work where a's runs skips none). */
-static bool only_dead_between(const nn_graph *g, int a, int b) {
-    for (int k = a + 1; k < b; k++)
-        if (!g->nodes[k].dead) return false;
-    return true;
-}
-
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
  * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1 padded by 1, or with FTL_NN_SEPARABLE_STRIDE2=1
  * stride 2 padded by 0 or 1 on each side and read by a 1x1 that does not widen; ReLU / Clip post-ops) of u8 or s8
@@ -313,7 +306,7 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
     int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
     dnnl_data_type_t in_type = int8_type(p, n->in[0]);
     if ((in_type != dnnl_u8 && in_type != dnnl_s8) || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
-    if (!only_dead_between(g, (int)(n - g->nodes), m)) return -1; /* the fused step runs where n's would */
+    if (!nn_graph_only_dead_between(g, (int)(n - g->nodes), m)) return -1; /* the fused step runs where n's would */
     const nn_node *r = &g->nodes[m];
     const nn_params *rp = &r->p;
     if (r->op != NN_OP_CONV || r->n_in < 2 || !nn_is_const(g, r->in[1]) || (r->n_in > 2 && r->in[2] >= 0 && !nn_is_const(g, r->in[2])) ||
@@ -334,7 +327,7 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
 static int separable_pool_reader(const nn_plan *p, const nn_graph *g, int m, bool f32_out, int sum_t) {
     if (!f32_out || sum_t >= 0 || !cpu_separable_pool_wanted()) return -1;
     int slot, q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
-    if (q < 0 || slot != 0 || !only_dead_between(g, m, q)) return -1;
+    if (q < 0 || slot != 0 || !nn_graph_only_dead_between(g, m, q)) return -1;
     const nn_node *pool = &g->nodes[q];
     const nn_params *pp = &pool->p;
     if (pool->op != NN_OP_MAXPOOL || pool->n_post || (pool->n_out > 1 && pool->out[1] >= 0) ||

@@ -71,6 +71,12 @@ bool nn_graph_find_pointwise_depthwise(const nn_graph *g, int64_t min_expansion)
     return false;
 }
 
+bool nn_graph_only_dead_between(const nn_graph *g, int a, int b) {
+    for (int k = a + 1; k < b; k++)
+        if (!g->nodes[k].dead) return false;
+    return true;
+}
+
 int nn_graph_sole_reader(const nn_graph *g, int t, int *slot) {
     int found = -1, found_slot = -1;
     for (int i = 0; i < g->n_outputs; i++)

@@ -209,6 +209,8 @@ bool nn_graph_reads_channels_last(const nn_graph *g);
 /* The live node that alone reads tensor t, through one input slot (stored in *slot when not NULL); -1
  * when t is a graph output, is read by no node or by more than one, twice by one, or as a summand. */
 int nn_graph_sole_reader(const nn_graph *g, int t, int *slot);
+/* Whether every node after a and before b is dead (a step doing b's work where a's runs skips none). */
+bool nn_graph_only_dead_between(const nn_graph *g, int a, int b);
 nn_graph *nn_graph_new(void);
 void nn_graph_free(nn_graph *g);
 /* The tensor called `name`, or -1. */

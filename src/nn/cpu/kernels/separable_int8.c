@@ -87,7 +87,6 @@ struct cpu_separable_int8 {
     float *pw_bias, *pw_scale;  /* [oq] */
     epilogue_kind epilogue;
     int pool_rows;           /* the pooled path's rows of the 1x1 per chunk (pool_chunk_rows) */
-    int stride, pad_top, pad_left, out_height, out_width; /* the depthwise's geometry, resolved */
 };
 
 bool cpu_separable_int8_wanted(void) {
@@ -183,11 +182,11 @@ cpu_separable_int8 *cpu_separable_int8_make(const cpu_separable_int8_desc *d) {
     memcpy(k->pw_scale, d->pw_scales, (size_t)O * sizeof(float));
     k->epilogue = epilogue_for(d);
     k->pool_rows = d->pool_height > 0 ? pool_chunk_rows(d->height, d->width) : 0;
-    k->stride = d->stride2 ? 2 : 1;
-    k->pad_top = d->stride2 ? d->dw_pad_top : 1;
-    k->pad_left = d->stride2 ? d->dw_pad_left : 1;
-    k->out_height = d->stride2 ? d->out_height : d->height;
-    k->out_width = d->stride2 ? d->out_width : d->width;
+    if (!d->stride2) { /* the kept desc spells out stride 1's geometry too */
+        k->d.dw_pad_top = k->d.dw_pad_left = 1;
+        k->d.out_height = d->height;
+        k->d.out_width = d->width;
+    }
     k->d.dw_weights = NULL; /* the caller's arrays: not kept */
     k->d.dw_scales = k->d.dw_bias = k->d.pw_scales = k->d.pw_bias = NULL;
     k->d.pw_weights = NULL;
@@ -240,7 +239,7 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
     const bool mid_unsigned = k->d.mid_unsigned;
     post_vectors post[CPU_SEPARABLE_MAX_POSTS];
     post_vectors_make(k->d.dw_post, n_post, post);
-    const int top = stride * h - k->pad_top; /* the window's first input row, >= -1 */
+    const int top = stride * h - k->d.dw_pad_top; /* the window's first input row, >= -1 */
     const uint8_t *up = top >= 0 ? x + (size_t)top * row : NULL, *mi = top + 1 < H ? x + (size_t)(top + 1) * row : NULL,
                   *dn = top + 2 < H ? x + (size_t)(top + 2) * row : NULL;
     for (int b = 0; b < blocks; b++) {
@@ -259,7 +258,7 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
     _mm512_permutexvar_epi8(                                                                                          \
         idx, _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(LOAD_ROW(up, w)), LOAD_ROW(mi, w), 1),    \
                                 LOAD_ROW(dn, w), 2))
-        int col = stride * w0 - k->pad_left; /* the window's first input column, >= -1 */
+        int col = stride * w0 - k->d.dw_pad_left; /* the window's first input column, >= -1 */
         __m512i left = pad, centre = pad;
         if (col >= 0) left = COLUMN(col);
         if (col + 1 < W) centre = COLUMN(col + 1);
@@ -294,7 +293,7 @@ SEP_TARGET static inline __attribute__((always_inline)) void depthwise_segment_o
 
 SEP_TARGET static void depthwise_segment(const cpu_separable_int8 *k, const uint8_t *x, int h, int w0, int n,
                                          uint8_t *mid) {
-    if (k->stride == 2) depthwise_segment_of(k, x, h, w0, n, mid, k->d.src_signed, 2);
+    if (k->d.stride2) depthwise_segment_of(k, x, h, w0, n, mid, k->d.src_signed, 2);
     else if (k->d.src_signed) depthwise_segment_of(k, x, h, w0, n, mid, true, 1);
     else depthwise_segment_of(k, x, h, w0, n, mid, false, 1);
 }
@@ -433,7 +432,7 @@ SEP_TARGET static void pointwise_pixels(const cpu_separable_int8 *k, const uint8
  * slab of the 1x1 over it. */
 SEP_TARGET static void run_tile(const cpu_separable_int8 *k, const uint8_t *src, long p0, long p1, uint8_t *mid,
                                 void *dst) {
-    const int H = k->out_height, W = k->out_width;
+    const int H = k->d.out_height, W = k->d.out_width;
     const long image = (long)H * W;
     const size_t image_in = (size_t)k->d.height * (size_t)k->d.width * (size_t)k->d.channels;
     for (long p = p0; p < p1;) {
@@ -529,7 +528,7 @@ void cpu_separable_int8_run(const cpu_separable_int8 *k, const uint8_t *src, int
     }
     int per_tile = TILE_BYTES / k->cq / PX * PX;
     if (per_tile < PX) per_tile = PX;
-    long total = (long)images * k->out_height * k->out_width, tiles = (total + per_tile - 1) / per_tile;
+    long total = (long)images * k->d.out_height * k->d.out_width, tiles = (total + per_tile - 1) / per_tile;
     int team = threads > 1 && tiles > 1 ? (tiles < threads ? (int)tiles : threads) : 1;
 #pragma omp parallel num_threads(team)
     {
