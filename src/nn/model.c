@@ -9,6 +9,7 @@
 #include "nn/ir/trainable.h"
 #include "nn/preprocess.h"
 #include "nn/ir/quantize.h"
+#include "nn/ir/separable.h"
 #include "nn/ir/ops.h"
 #include "ftl/image.h"
 #include "nn/ir/shape.h"
@@ -213,32 +214,17 @@ static bool pin_micro_batches(const nn_graph *g, const int *rows, int *nb) {
     return ok;
 }
 
-/* The last node of a run that the CPU's int8 plan does in one step (nn/cpu/emit_conv.c's separable
- * pairs: a 3x3 stride-1 depthwise conv, the 1x1 conv that alone reads it, and a 3x3 stride-2 MaxPool
- * that alone reads that 1x1), or i when node i starts none. Such a step runs its nodes at one
- * micro-batch, so the planner keeps them at one: apart, a 1x1 that narrows the channels fits more
- * images than its depthwise and the boundary falls between them (MobileNetV2's projections, Xception's
- * block4 pool on a CPU with a smaller L3). Structure only: the emitter makes the final choice. */
+/* The last node of a run that the CPU's int8 plan does in one step (nn/ir/separable.h: a stride-1 3x3
+ * depthwise conv, the 1x1 that alone reads it and a 3x3 stride-2 MaxPool after that), or i when node i
+ * starts none. Such a step runs its nodes at one micro-batch, so the planner keeps them at one: apart, a
+ * 1x1 that narrows the channels fits more images than its depthwise and the boundary falls between them
+ * (MobileNetV2's projections, Xception's block4 pool on a CPU with a smaller L3). Stride-2 pairs are
+ * opt-in and rare: left to the sizes. The emitter makes the final choice. */
 static int fused_run_end(const nn_graph *g, int i) {
-    const nn_node *n = &g->nodes[i];
-    const nn_params *dp = &n->p;
-    if (n->op != NN_OP_CONV || n->dead || n->n_in < 1 || n->in[0] < 0 || g->tensors[n->in[0]].data ||
-        g->tensors[n->in[0]].shape.rank != 4 || dp->group < 2 || dp->group != g->tensors[n->in[0]].shape.d[1] ||
-        dp->kernel[0] != 3 || dp->kernel[1] != 3 || dp->stride[0] != 1 || dp->stride[1] != 1 ||
-        dp->dilation[0] != 1 || dp->dilation[1] != 1)
-        return i;
-    int slot, m = nn_graph_sole_reader(g, n->out[0], &slot);
-    if (m <= i || slot != 0 || !nn_graph_only_dead_between(g, i, m)) return i;
-    const nn_params *rp = &g->nodes[m].p;
-    if (g->nodes[m].op != NN_OP_CONV || rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 ||
-        rp->stride[0] != 1 || rp->stride[1] != 1)
-        return i;
-    int q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
-    const nn_params *qp = q > m ? &g->nodes[q].p : NULL;
-    if (qp && slot == 0 && nn_graph_only_dead_between(g, m, q) && g->nodes[q].op == NN_OP_MAXPOOL &&
-        qp->kernel[0] == 3 && qp->kernel[1] == 3 && qp->stride[0] == 2 && qp->stride[1] == 2)
-        return q;
-    return m;
+    int m = nn_separable_pointwise(g, i, false);
+    if (m < 0) return i;
+    int q = nn_separable_pool(g, m);
+    return q >= 0 ? q : m;
 }
 
 /* Micro-batches: the largest (power of two) number of images whose layer fits a third of the L3,

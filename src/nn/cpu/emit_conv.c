@@ -5,6 +5,7 @@
 #include "nn/cpu/emit_common.h"
 #include "nn/cpu/emitters.h"
 #include "nn/ir/quantize.h"
+#include "nn/ir/separable.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -283,59 +284,34 @@ static bool separable_posts_ok(const nn_node *n, bool sums) {
 }
 
 /* The 1x1 convolution that ftl's separable kernel (kernels/separable_int8.c) runs together with int8
- * depthwise convolution n, or -1: n a 3x3 depthwise (stride 1 padded by 1, or with FTL_NN_SEPARABLE_STRIDE2=1
- * stride 2 padded by 0 or 1 on each side and read by a 1x1 that does not widen; ReLU / Clip post-ops) of u8 or s8
- * into a requantized tensor that only that 1x1 reads (stride 1, no padding, activations and sums, the
- * next live node), both at one micro-batch in the channels-last layout. */
+ * depthwise convolution n, or -1: a separable pair by its structure (nn/ir/separable.h; stride 2 only with
+ * FTL_NN_SEPARABLE_STRIDE2=1, and never into a 1x1 that widens), n of u8 or s8 into a requantized tensor,
+ * ReLU / Clip post-ops on both (the 1x1 also sums), both int8, at one micro-batch, in the channels-last
+ * layout. */
 static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *n) {
-    const nn_params *dp = &n->p;
     if (!p->int8 || p->observer || cpu_int8_has_zero(p->int8) || !cpu_node_int8(p, n) || cpu_conv_layout(p) != dnnl_acdb ||
-        n->op != NN_OP_CONV || n->dead || !separable_posts_ok(n, false) || n->n_in < 2 || nn_is_const(g, n->in[0]) ||
-        !nn_is_const(g, n->in[1]) || (n->n_in > 2 && n->in[2] >= 0 && !nn_is_const(g, n->in[2])) ||
-        !cpu_separable_int8_wanted())
+        !separable_posts_ok(n, false) || !cpu_separable_int8_wanted())
         return -1;
-    int64_t c = shape_of(g, n->in[0])->d[1];
-    int stride = dp->stride[0];
-    if (dp->group != c || shape_of(g, n->out[0])->d[1] != c || dp->kernel[0] != 3 || dp->kernel[1] != 3 ||
-        (stride != 1 && stride != 2) || dp->stride[1] != stride || dp->dilation[0] != 1 || dp->dilation[1] != 1)
-        return -1;
-    for (int i = 0; i < 2; i++) /* stride 1: padded by 1 all round; stride 2: by 0 or 1 on each side */
-        if (stride == 1 ? dp->pad_begin[i] != 1 || dp->pad_end[i] != 1
-                        : dp->pad_begin[i] < 0 || dp->pad_begin[i] > 1 || dp->pad_end[i] < 0 || dp->pad_end[i] > 1)
-            return -1;
-    int t = n->out[0], slot, m = nn_graph_sole_reader(g, t, &slot);
-    dnnl_data_type_t in_type = int8_type(p, n->in[0]);
-    if ((in_type != dnnl_u8 && in_type != dnnl_s8) || !writes_int8(p, n) || m < 0 || slot != 0) return -1;
-    if (!nn_graph_only_dead_between(g, (int)(n - g->nodes), m)) return -1; /* the fused step runs where n's would */
+    int m = nn_separable_pointwise(g, (int)(n - g->nodes), cpu_separable_stride2_wanted());
+    dnnl_data_type_t in_type = m >= 0 ? int8_type(p, n->in[0]) : dnnl_data_type_undef;
+    if ((in_type != dnnl_u8 && in_type != dnnl_s8) || !writes_int8(p, n)) return -1;
     const nn_node *r = &g->nodes[m];
-    const nn_params *rp = &r->p;
-    if (r->op != NN_OP_CONV || r->n_in < 2 || !nn_is_const(g, r->in[1]) || (r->n_in > 2 && r->in[2] >= 0 && !nn_is_const(g, r->in[2])) ||
-        rp->group != 1 || rp->kernel[0] != 1 || rp->kernel[1] != 1 || rp->stride[0] != 1 ||
-        rp->stride[1] != 1 || rp->pad_begin[0] || rp->pad_begin[1] || rp->pad_end[0] || rp->pad_end[1] ||
-        !separable_posts_ok(r, !writes_int8(p, r)) || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
+    if (!separable_posts_ok(r, !writes_int8(p, r)) || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||
         (p->node_mb && p->node_mb[m] != p->node_mb[p->cur_node]))
         return -1;
     /* at stride 2 the round trip saved is a quarter of the input's size: opt-in (kernels/separable_int8.h),
      * and never where the 1x1 widens (MobileNetV1's 64 -> 128, 128 -> 256: oneDNN's pair 4-8% faster) */
-    if (stride == 2 && (!cpu_separable_stride2_wanted() || shape_of(g, r->out[0])->d[1] > c)) return -1;
+    if (n->p.stride[0] == 2 && shape_of(g, r->out[0])->d[1] > shape_of(g, n->in[0])->d[1]) return -1;
     return m;
 }
 
 /* The MaxPool that the step of a separable pair ending in 1x1 m takes in (kernels/separable_int8.h), or
- * -1: a 3x3 stride-2 pool without dilation or post-ops, the sole reader of m's output, which is f32
- * without a residual sum, nothing live between them, at the same micro-batch. */
+ * -1: the run's pool by its structure (nn/ir/separable.h), m's output f32 without a residual sum, at the
+ * same micro-batch. */
 static int separable_pool_reader(const nn_plan *p, const nn_graph *g, int m, bool f32_out, int sum_t) {
     if (!f32_out || sum_t >= 0 || !cpu_separable_pool_wanted()) return -1;
-    int slot, q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
-    if (q < 0 || slot != 0 || !nn_graph_only_dead_between(g, m, q)) return -1;
-    const nn_node *pool = &g->nodes[q];
-    const nn_params *pp = &pool->p;
-    if (pool->op != NN_OP_MAXPOOL || pool->n_post || (pool->n_out > 1 && pool->out[1] >= 0) ||
-        cpu_attention_role(p, q) != -1 || shape_of(g, pool->out[0])->rank != 4 ||
-        (p->node_mb && p->node_mb[q] != p->node_mb[m]))
-        return -1;
-    for (int i = 0; i < 2; i++)
-        if (pp->kernel[i] != 3 || pp->stride[i] != 2 || pp->dilation[i] != 1) return -1;
+    int q = nn_separable_pool(g, m);
+    if (q < 0 || cpu_attention_role(p, q) != -1 || (p->node_mb && p->node_mb[q] != p->node_mb[m])) return -1;
     return q;
 }
 
