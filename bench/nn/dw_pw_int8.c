@@ -7,7 +7,7 @@
  * session 31): see docs/BENCHMARKS.md, issue 52.
  *
  * build: cc -O2 -std=c17 -Iinclude -Isrc -fopenmp bench/nn/dw_pw_int8.c build/libftl.a -ldnnl -lm
- * usage: dw_pw_int8 [--threads T] [--reps R] [--peak GOP/s] */
+ * usage: dw_pw_int8 [--threads T] [--reps R] [--peak GOP/s] [--only NAME-PART] */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <math.h>
@@ -164,7 +164,10 @@ static void run_onednn_pw(void *p) {
     CHECK_DNNL(dnnl_stream_wait(d->stream));
 }
 
+static const char *only; /* --only: the shapes whose name holds it */
+
 static void one_shape(const char *name, int N, int H, int W, int C, int O, int threads, int reps, double peak) {
+    if (only && !strstr(name, only)) return;
     size_t xs = (size_t)N * H * W * C, ys = (size_t)N * H * W * O;
     uint8_t *x = xalloc(xs), *y_fused = xalloc(ys + 64);
     int8_t *w = xalloc((size_t)C * 9), *v = xalloc((size_t)C * O);
@@ -243,6 +246,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--peak")) peak = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--only")) only = argv[i + 1];
     }
     if (peak <= 0) peak = 1800; /* GOP/s; pass the profiler's reading with --peak */
     omp_set_num_threads(threads);
