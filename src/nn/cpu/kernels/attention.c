@@ -4,6 +4,7 @@
  * tile, bias added and each row's softmax taken in place, then out = S V by the same tile and divided
  * by the row's sum. Built with -fopenmp. */
 #include "nn/cpu/kernels/attention.h"
+#include "nn/cpu/kernels/target_region.h"
 #include "nn/cpu/kernels/attention_kernels.h"
 #include "util/alloc.h"
 
@@ -50,8 +51,7 @@ static int64_t lead_offset(const nn_attention *a, const nn_attn_operand *o, int6
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+FTL_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 
 /* e^x for x <= 0 (scores minus their row maximum): 2^n e^r with |r| <= ln2 / 2 and e^r as
  * 1 + r + r^2 p(r), p of degree 5 (Cephes' expf coefficients; about 1 ulp); 0 below the cutoff. */
@@ -403,7 +403,7 @@ static void write_bf16_rows(uint16_t *out, int64_t row_stride, const float *obuf
         }
 }
 
-#pragma GCC pop_options
+FTL_TARGET_END
 
 static const nn_attn_kernels *kernels_avx512(void) {
     static const nn_attn_kernels k = {"avx512", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows,
@@ -461,8 +461,7 @@ static bool bf16_dot_products(const nn_attention *a) {
     return native && a->q.bf16 && a->kt.bf16 && a->v.bf16 && !(e && strcmp(e, "0") == 0);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+FTL_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512bf16")
 
 static inline uint32_t pair_at(const uint16_t *row, int64_t i) {
     uint32_t w;
@@ -636,7 +635,7 @@ static void run_item_bf16(const nn_attention *a, workspace *w, int64_t l, int64_
     }
 }
 
-#pragma GCC pop_options
+FTL_TARGET_END
 
 static void run_item(const nn_attn_kernels *K, const nn_attention *a, workspace *w, int64_t l, int64_t r0, int64_t nrows, const float *k,
                      int64_t ks, const float *v, int64_t vs) {

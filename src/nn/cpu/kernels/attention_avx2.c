@@ -3,14 +3,14 @@
  * accumulators, two K (or V) vectors and the broadcast fit the 16 ymm registers. bf16 operands are
  * widened when packed (these CPUs have no bf16 plans; the tests still hand them over). */
 #include "nn/cpu/kernels/attention_kernels.h"
+#include "nn/cpu/kernels/target_region.h"
 
 #include <immintrin.h>
 #include <string.h>
 
 enum { MR = NN_ATTN_MR, LANES = 8, MAX_NV = 2 };
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+FTL_TARGET_BEGIN("avx2,fma")
 
 /* Lanes below `remaining` (all 8 from 8 on), as the mask maskload/maskstore take. */
 static inline __m256i tail_mask(int64_t remaining) {
@@ -240,7 +240,7 @@ static void write_bf16_rows(uint16_t *out, int64_t row_stride, const float *obuf
         for (int64_t c = 0; c < cols; c++) out[i * row_stride + c] = nn_attn_f32_to_bf16(obuf[i * op + c]);
 }
 
-#pragma GCC pop_options
+FTL_TARGET_END
 
 const nn_attn_kernels *nn_attn_kernels_avx2(void) {
     static const nn_attn_kernels k = {"avx2", qk_row_tile, pv_row_tile, softmax_rows, pack, write_bf16_rows, NULL, NULL};

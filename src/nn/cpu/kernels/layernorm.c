@@ -3,6 +3,7 @@
  * (16 partial sums, lane i taking columns i, i + 16, ..., then added pairwise), so a CPU's result
  * does not depend on which path ran. Built with -fopenmp. */
 #include "nn/cpu/kernels/layernorm.h"
+#include "nn/cpu/kernels/target_region.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -55,8 +56,7 @@ static void row_plain(const nn_layernorm *l, int64_t r) {
     }
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+FTL_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 
 static inline __mmask16 tail_mask(int64_t left) {
     return left >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
@@ -168,7 +168,7 @@ static block_fn block_avx512(const nn_layernorm *l) {
     return l->x_bf16 ? block_bf16_bf16 : block_f32_bf16;
 }
 
-#pragma GCC pop_options
+FTL_TARGET_END
 
 /* AVX-512 where the CPU has it; FTL_NN_LAYERNORM_ISA=plain takes the plain path (tests compare them). */
 static bool use_avx512(void) {

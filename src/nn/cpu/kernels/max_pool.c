@@ -5,6 +5,7 @@
  * and without AVX-512, where it was measured (FTL_NN_FTL_MAXPOOL=1 / 0 forces it either way). Built
  * with -fopenmp. */
 #include "nn/cpu/kernels/max_pool.h"
+#include "nn/cpu/kernels/target_region.h"
 #include "util/alloc.h"
 
 #include <float.h>
@@ -71,8 +72,7 @@ bool cpu_pool_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t 
 
 void cpu_pool_plan_free(cpu_pool_plan *p) { free(p); }
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+FTL_TARGET_BEGIN("avx2")
 
 #include <immintrin.h>
 
@@ -111,7 +111,7 @@ static void pool_row(const cpu_pool_plan *p, const float *in, float *out, int64_
     }
 }
 
-#pragma GCC pop_options
+FTL_TARGET_END
 
 void cpu_pool_run(const cpu_pool_plan *p, const float *src, float *dst, int threads) {
     int64_t rows = p->outer * p->oh;
