@@ -290,6 +290,12 @@ static double step_peak(const ftl_profile *p, const ftl_profile_step *s) {
     return strcmp(s->precision, "bf16") == 0 && p->peak.bf16_gflops > 0 ? p->peak.bf16_gflops : p->peak.fp32_gflops;
 }
 
+/* Widens *w to fit text, up to cap. */
+static void fit_column(int *w, const char *text, int cap) {
+    int len = text ? (int)strlen(text) : 0;
+    if (len > *w) *w = len < cap ? len : cap;
+}
+
 static int by_step_seconds_desc(const void *a, const void *b) {
     double x = (*(const ftl_profile_step *const *)a)->seconds, y = (*(const ftl_profile_step *const *)b)->seconds;
     return x > y ? -1 : x < y;
@@ -342,12 +348,20 @@ static void print_text(const ftl_profile *p, FILE *out) {
     for (int i = 0; i < p->n_steps; i++) order[i] = &p->steps[i];
     qsort(order, (size_t)p->n_steps, sizeof *order, by_step_seconds_desc);
     int top = p->top < p->n_steps ? p->top : p->n_steps;
-    fprintf(out, "\nslowest     %4s %-40s %-12s %-22s %-4s %4s %9s %6s %9s %7s%s\n", "step", "label", "kind", "kernel", "type",
-            "runs", "ms", "share", "GFLOP/s", "% peak", p->has_ceiling ? "  alone ms" : "");
+    /* columns as wide as the longest entry shown (capped), so names are not cut where they differ */
+    int wl = 5, wk = 4, wi = 6;
+    for (int j = 0; j < top; j++) {
+        fit_column(&wl, order[j]->label, 72);
+        fit_column(&wk, order[j]->kind, 24);
+        fit_column(&wi, order[j]->impl, 40);
+    }
+    fprintf(out, "\nslowest     %4s %-*s %-*s %-*s %-4s %4s %9s %6s %9s %7s%s\n", "step", wl, "label", wk, "kind", wi, "kernel",
+            "type", "runs", "ms", "share", "GFLOP/s", "% peak", p->has_ceiling ? "  alone ms" : "");
     for (int j = 0; j < top; j++) {
         const ftl_profile_step *s = order[j];
-        fprintf(out, "            %4d %-40.40s %-12.12s %-22.22s %-4s %4d %9.3f %5.1f%%", s->index, s->label, s->kind, s->impl,
-                s->precision, s->executions, 1e3 * s->seconds, p->steps_seconds > 0 ? 100.0 * s->seconds / p->steps_seconds : 0);
+        fprintf(out, "            %4d %-*.*s %-*.*s %-*.*s %-4s %4d %9.3f %5.1f%%", s->index, wl, wl, s->label, wk, wk, s->kind,
+                wi, wi, s->impl, s->precision, s->executions, 1e3 * s->seconds,
+                p->steps_seconds > 0 ? 100.0 * s->seconds / p->steps_seconds : 0);
         if (s->flops > 0)
             fprintf(out, " %9.1f %6.1f%%", gflops(s->flops, s->seconds), 100.0 * gflops(s->flops, s->seconds) / step_peak(p, s));
         else fprintf(out, " %9s %7s", "-", "-");
