@@ -72,7 +72,7 @@ static ftl_nn_int8_scales *scales_from_fp32(const char *path, const nn_npy *x) {
 static ftl_model *load_int8(const char *path, const ftl_model_options *base, ftl_nn_int8_scales *s, bool fused,
                             bool stride2, int *steps, int *pooled) {
     setenv("FTL_NN_SEPARABLE_INT8", fused ? "1" : "0", 1);
-    if (stride2) setenv("FTL_NN_SEPARABLE_STRIDE2", "1", 1);
+    setenv("FTL_NN_SEPARABLE_STRIDE2", stride2 ? "1" : "0", 1);
     ftl_model_options o = *base;
     o.precision = FTL_NN_INT8;
     o.int8_scales = s;
@@ -203,6 +203,7 @@ static void check_model(const char *model, int size, int batch, int N, const cha
             CHECK_EQ_INT(steps[1], want_steps);
             CHECK_EQ_INT(steps[0], 0);
             CHECK_EQ_INT(pooled[1], want_pooled);
+            CHECK_EQ_INT(pooled[0], 0);
         }
         free(f[0]);
         free(f[1]);

@@ -1,6 +1,11 @@
 /* Depthwise-separable runs in the graph IR (see separable.h). */
 #include "nn/ir/separable.h"
 
+/* Output slot 0 of node n names a tensor of the graph. */
+static bool has_output(const nn_graph *g, const nn_node *n) {
+    return n->n_out >= 1 && n->out[0] >= 0 && n->out[0] < g->n_tensors;
+}
+
 static bool const_or_absent(const nn_graph *g, const nn_node *n, int slot) {
     return n->n_in <= slot || n->in[slot] < 0 || nn_is_const(g, n->in[slot]);
 }
@@ -12,7 +17,7 @@ static bool conv_with_const_weights(const nn_graph *g, const nn_node *r) {
 
 static bool depthwise_3x3(const nn_graph *g, const nn_node *n, bool allow_stride2) {
     if (!conv_with_const_weights(g, n) || n->n_in < 1 || n->in[0] < 0 || n->in[0] >= g->n_tensors ||
-        nn_is_const(g, n->in[0]) || n->n_out < 1 || n->out[0] < 0)
+        nn_is_const(g, n->in[0]) || !has_output(g, n))
         return false;
     const nn_shape *x = &g->tensors[n->in[0]].shape, *y = &g->tensors[n->out[0]].shape;
     const nn_params *p = &n->p;
@@ -42,12 +47,12 @@ int nn_separable_pointwise(const nn_graph *g, int n, bool allow_stride2) {
 }
 
 int nn_separable_pool(const nn_graph *g, int m) {
-    if (m < 0 || m >= g->n_nodes || g->nodes[m].n_out < 1) return -1;
+    if (m < 0 || m >= g->n_nodes || !has_output(g, &g->nodes[m])) return -1;
     int slot, q = nn_graph_sole_reader(g, g->nodes[m].out[0], &slot);
     if (q <= m || slot != 0 || !nn_graph_only_dead_between(g, m, q)) return -1;
     const nn_node *pool = &g->nodes[q];
     const nn_params *pp = &pool->p;
-    if (pool->op != NN_OP_MAXPOOL || pool->n_post || (pool->n_out > 1 && pool->out[1] >= 0) ||
+    if (pool->op != NN_OP_MAXPOOL || pool->n_post || !has_output(g, pool) || (pool->n_out > 1 && pool->out[1] >= 0) ||
         g->tensors[pool->out[0]].shape.rank != 4)
         return -1;
     for (int i = 0; i < 2; i++)

@@ -9,6 +9,7 @@
 #include "util/alloc.h"
 
 #include <float.h>
+#include <immintrin.h> /* outside the avx2 region: its declarations keep their own targets */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,6 @@ bool cpu_pool_plan_make(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t 
 void cpu_pool_plan_free(cpu_pool_plan *p) { free(p); }
 
 FTL_TARGET_BEGIN("avx2")
-
-#include <immintrin.h>
 
 /* One output row: every pixel the max over its window's rows and columns inside the image (dilated),
  * 8 channels at a time in a register, the channels past the last multiple of 8 one by one. */
