@@ -30,7 +30,10 @@
 #  3. per precision, ftl eval on val, as a user runs it after training: it reuses val's cached
 #     features (--eval-from-images: through the backbone again, from an empty cache).
 # Prints the table (each part per precision, prep + train + eval end to end, the article's figures
-# and article / ftl), the CPU model and the peaks of ftl inspect --profile; writes
+# and article / ftl), the CPU model and the peaks of ftl inspect --profile, and the feature pass's
+# hardware bound: the backbone's operations per image (from the same profile) x the images over each
+# precision's peak, with the measured pass as a share of it (a target below the bound is out of reach on
+# this CPU at any efficiency); writes
 # BUILD/bench-article/results-NxK.json. Everything it writes is under BUILD.
 # bf16 is skipped where the CPU lacks AVX-512 (ftl refuses it), int8 where it has no int8 dot products
 # (VNNI or AMX; ftl refuses it): the script says so.
@@ -209,7 +212,13 @@ prep = {"wall_s": wall("prep"), "peak_rss_mib": rss_mib("prep"),
         "val_images": int(num(r"^prep: \d+ images \(\d+ train, (\d+) val", log, 0)),
         "in_command_s": num(r"^prep: \d+ images .* in ([0-9.]+) s", log),
         "skipped_files": int(num(r"skipped (\d+) files", log, 0))}
-peak = next((l.strip() for l in open(os.path.join(run, "profile.txt"), errors="replace") if l.startswith("peak")), None)
+profile = open(os.path.join(run, "profile.txt"), errors="replace").read()
+peak = next((l.strip() for l in profile.splitlines() if l.startswith("peak")), None)
+# the hardware's bound on the feature pass: the backbone's operations per image (the profile ran a batch of
+# 32) over each precision's peak as the profiler measured it, beside the measured pass
+ops_per_image = num(r"^total .* ([0-9.]+) GFLOP per run", profile)
+ops_per_image = ops_per_image / 32 if ops_per_image else None
+peaks = {p: num(rf"\b{p} ([0-9.]+) G(?:FL)?OP/s", peak or "") for p in ("fp32", "bf16", "int8")}
 runs = []
 for p in precisions:
     log = text(f"train-{p}")
@@ -227,11 +236,15 @@ for p in precisions:
     r.update(eval_s=wall(f"eval-{p}"), eval_peak_rss_mib=rss_mib(f"eval-{p}"), eval_reused_cache="only the head runs" in elog,
              val_acc=ev.get("top1"), val_top5=ev.get("top5"))
     r["end_to_end_s"] = prep["wall_s"] + r["train_s"] + r["eval_s"]
+    images = prep["train_images"] + prep["val_images"]
+    r["features_at_peak_s"] = (images * ops_per_image / peaks[p]) if ops_per_image and peaks.get(p) else None
+    feature_s = r["features_train_s"] + r["features_val_s"]
+    r["features_share_of_peak"] = r["features_at_peak_s"] / feature_s if r["features_at_peak_s"] and feature_s else None
     r["article_over_ftl"] = {name: round(minutes * 60 / r["end_to_end_s"], 2) for name, minutes in ARTICLE}
     runs.append(r)
 
 doc = {"bench": "bench/article/article_scale.sh", "cpu": cpu, "cores": os.cpu_count(), "threads": int(threads),
-       "peak": peak, "model": model, "images": int(n), "classes": int(k), "size": int(size),
+       "peak": peak, "gop_per_image": ops_per_image, "model": model, "images": int(n), "classes": int(k), "size": int(size),
        "recipe": "--batch 16 --lr 0.004 --optimizer nadam --dropout 0.5 --epochs 30 "
                  "--early-stopping monitor=val_acc,patience=3,min_delta=0.001",
        "prep_split": "--val-fraction 0.1 --seed 42 --no-stratify", "eval_from_images": eval_images == "1",
@@ -264,6 +277,8 @@ rows = [("prep (once)", lambda r: sec(prep["wall_s"])),
         ("train (wall)", lambda r: sec(r["train_s"])),
         ("eval on val (wall)" + ("" if eval_images == "1" else ", cached"), lambda r: sec(r["eval_s"])),
         ("END TO END (prep + train + eval)", lambda r: sec(r["end_to_end_s"])),
+        ("features at the full peak (bound)", lambda r: sec(r["features_at_peak_s"])),
+        ("features: share of the peak", lambda r: f"{100 * r['features_share_of_peak']:.1f}%" if r["features_share_of_peak"] else "-"),
         ("features, train: images/s", lambda r: f"{r['features_train_images_per_s']:.1f}" if r["features_train_images_per_s"] else "-"),
         ("epochs (best)", lambda r: f"{r['epochs']} ({r['best_epoch']})"),
         ("peak RSS, train", lambda r: f"{r['train_peak_rss_mib']:.0f} MiB" if r["train_peak_rss_mib"] else "-"),
