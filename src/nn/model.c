@@ -470,7 +470,8 @@ ftl_status ftl_model_load(const char *path, const ftl_model_options *options, ft
 
 ftl_status nn_model_load_watching(const char *path, const ftl_model_options *o, nn_observe_fn observe_fn, void *ctx,
                                   ftl_model **model) {
-    if (o->precision != FTL_NN_FP32) return ftl_fail(FTL_E_INTERNAL, "calibration runs the fp32 model");
+    if (o->precision != FTL_NN_FP32 && o->precision != FTL_NN_BF16)
+        return ftl_fail(FTL_E_INTERNAL, "calibration runs the fp32 or the bf16 model");
     return model_load(path, o, observe_fn, ctx, model);
 }
 

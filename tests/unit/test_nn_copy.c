@@ -87,3 +87,26 @@ TEST(nn_strided_copy_matches_onednn_reorder) {
     const int perm[4] = {2, 0, 1, 3};
     check_copy("permute 3x7x5x96 (c, a, b, d), f32 -> bf16", 4, win, perm, win, 0, dnnl_bf16);
 }
+
+/* bf16 -> f32 widening (calibration in bf16 hands its values over this way): every one of the 65,536 bf16
+ * bit patterns, at every offset of an 8-value vector, against the definition (the pattern as the top half). */
+TEST(nn_widen_bf16_is_exact) {
+    size_t n = 65536 + 7;
+    uint16_t *src = malloc(n * sizeof *src);
+    float *dst = malloc((n + 1) * sizeof *dst);
+    for (size_t i = 0; i < n; i++) src[i] = (uint16_t)(i * 40503u); /* a permutation of all patterns, then 7 more */
+    size_t wrong = 0;
+    for (size_t start = 0; start < 8; start++) {
+        dst[n - start] = 12345.0f; /* past the end: untouched */
+        cpu_widen_bf16(src + start, dst, n - start, 1 + (int)(start % 3)); /* one thread, and shares of two and three */
+        for (size_t i = 0; i < n - start; i++) {
+            uint32_t want = (uint32_t)src[start + i] << 16, got;
+            memcpy(&got, &dst[i], sizeof got);
+            wrong += got != want;
+        }
+        CHECK(dst[n - start] == 12345.0f);
+    }
+    CHECK(wrong == 0);
+    free(src);
+    free(dst);
+}

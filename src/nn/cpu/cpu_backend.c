@@ -4,7 +4,9 @@
 #include "nn/cpu/cpu_compile.h"
 #include "nn/cpu/cpu_observer.h"
 #include "nn/cpu/emit_conv.h"
+#include "nn/cpu/kernels/copy.h"
 #include "nn/cpu/kernels/layernorm.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/timing.h"
 
@@ -89,11 +91,26 @@ static void run_layernorm(nn_plan *p, const cpu_step *s) {
     nn_layernorm_run(&l, p->threads);
 }
 
+/* Hands a watched tensor's values to calibration's observer as f32; a bf16 plan's (calibration computed in
+ * bf16) widened a chunk at a time, exactly (a bf16 is the top half of an f32). */
 static void observe(nn_plan *p, const cpu_step *s) {
     const cpu_value *v = &p->vals[s->arg_val[0]];
+    cpu_observer *o = p->observer;
     void *h = NULL;
     dnnl_memory_get_data_handle(v->mem, &h);
-    p->observer->fn(p->observer->ctx, s->tensor, h, dnnl_memory_desc_get_size(&v->md) / sizeof(float));
+    size_t bytes = dnnl_memory_desc_get_size(&v->md);
+    if (v->md.data_type != dnnl_bf16) {
+        o->fn(o->ctx, s->tensor, h, bytes / sizeof(float));
+        return;
+    }
+    if (!o->widened) o->widened = ftl_xmalloc(CPU_OBSERVE_CHUNK * sizeof *o->widened);
+    const uint16_t *b = h;
+    size_t n = bytes / sizeof *b;
+    for (size_t i = 0; i < n; i += CPU_OBSERVE_CHUNK) {
+        size_t m = n - i < CPU_OBSERVE_CHUNK ? n - i : CPU_OBSERVE_CHUNK;
+        cpu_widen_bf16(b + i, o->widened, m, p->threads);
+        o->fn(o->ctx, s->tensor, o->widened, m);
+    }
 }
 
 /* Points the step's full-buffer arguments at images [chunk * mb, (chunk + 1) * mb). */

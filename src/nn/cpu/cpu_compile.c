@@ -241,6 +241,7 @@ void cpu_plan_free(nn_plan *p) {
     free(p->arena);
     free(p->scratch);
     int8_tables_free(p->int8);
+    if (p->observer) free(p->observer->widened);
     free(p->observer);
     free(p->conv_choice);
     cpu_attention_free(p);
@@ -282,8 +283,9 @@ static ftl_status compile_nodes(nn_plan *p, nn_graph *g, const bool *observe) {
         for (int k = 0; observe && k < n->n_out; k++) {
             int t = n->out[k];
             if (t < 0 || !observe[t] || p->tval[t] < 0) continue;
-            if (p->vals[p->tval[t]].md.data_type != dnnl_f32)
-                return ftl_fail(FTL_E_INTERNAL, "node '%s': a watched tensor that is not float", n->name);
+            dnnl_data_type_t type = p->vals[p->tval[t]].md.data_type;
+            if (type != dnnl_f32 && type != dnnl_bf16)
+                return ftl_fail(FTL_E_INTERNAL, "node '%s': a watched tensor that is neither f32 nor bf16", n->name);
             cpu_step *st = cpu_new_step(p, "observe");
             st->kind = CPU_STEP_OBSERVE;
             st->nargs = 1;
@@ -325,7 +327,7 @@ ftl_status cpu_compile(nn_graph *g, const nn_compile_opts *o, nn_plan **out) {
         p->int8 = int8_tables_of(o, (size_t)g->n_tensors + 1);
     if (o->observe_fn) {
         p->observer = ftl_xmalloc(sizeof *p->observer);
-        *p->observer = (cpu_observer){o->observe_fn, o->observe_ctx};
+        *p->observer = (cpu_observer){o->observe_fn, o->observe_ctx, NULL};
     }
     cpu_conv_choose(p, g, o->winograd);
     p->tval = ftl_xmalloc(((size_t)g->n_tensors + 1) * sizeof *p->tval);

@@ -10,6 +10,11 @@
 typedef struct cpu_observer {
     nn_observe_fn fn;
     void *ctx;                /* fn's first argument */
+    float *widened;           /* a bf16 plan's values widened to f32, CPU_OBSERVE_CHUNK at a time (lazy) */
 } cpu_observer;
+
+/* Values handed over per call from a bf16 tensor: 1 MiB of f32, which stays in L2 between the widening
+ * and the statistics, and is large enough for the statistics to split among threads. */
+enum { CPU_OBSERVE_CHUNK = 1 << 18 };
 
 #endif

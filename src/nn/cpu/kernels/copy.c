@@ -8,6 +8,9 @@
 #include "util/error.h"
 
 #include <omp.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,5 +278,36 @@ void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         size_t begin = n * (size_t)t / (size_t)nt, end = n * (size_t)(t + 1) / (size_t)nt;
         nn_fake_quantize(src + begin, dst + begin, end - begin, scale, zero, lo, hi);
+    }
+}
+
+static void widen_bf16(const uint16_t *src, float *dst, size_t n) {
+    size_t i = 0;
+#if defined(__x86_64__) /* SSE2, every x86-64: zeros interleaved below each value make it the top half */
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(src + i));
+        _mm_storeu_si128((__m128i *)(dst + i), _mm_unpacklo_epi16(zero, v));
+        _mm_storeu_si128((__m128i *)(dst + i + 4), _mm_unpackhi_epi16(zero, v));
+    }
+#endif
+    for (; i < n; i++) {
+        uint32_t bits = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &bits, sizeof bits);
+    }
+}
+
+void cpu_widen_bf16(const uint16_t *src, float *dst, size_t n, int threads) {
+    int team = n >= ((size_t)1 << 16) && threads > 1 ? threads : 1;
+    if (team == 1) {
+        widen_bf16(src, dst, n);
+        return;
+    }
+#pragma omp parallel num_threads(team)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t lines = (n + 15) / 16, begin = lines * (size_t)t / (size_t)nt * 16, end = lines * (size_t)(t + 1) / (size_t)nt * 16;
+        if (end > n) end = n;
+        if (begin < end) widen_bf16(src + begin, dst + begin, end - begin);
     }
 }
