@@ -42,18 +42,13 @@ static void observe(void *ctx, int tensor, const float *values, size_t count) {
 }
 
 /* The most values tensor t can show in `runs` plan runs of `rows` images each (0 when its size per image
- * is not known: then it takes the two-pass way). A plan may hold an image tensor in a blocked layout
- * (oneDNN's nChw16c, bf16's usual), whose channels are padded to a multiple of 16 and the padding's zeros
- * handed over too: sized for fewer, Xception's 728-channel tensors ran past their tails and took the
- * second pass, doubling a bf16 calibration. */
+ * is not known: then it takes the two-pass way). */
 static uint64_t most_values(const nn_tensor *t, int runs, int rows) {
     if (t->shape.rank < 1) return 0;
     uint64_t per_image = 1;
     for (int d = 1; d < t->shape.rank; d++) {
         if (t->shape.d[d] <= 0) return 0;
-        uint64_t extent = (uint64_t)t->shape.d[d];
-        if (d == 1 && t->shape.rank >= 4) extent = (extent + 15) / 16 * 16;
-        per_image *= extent;
+        per_image *= (uint64_t)t->shape.d[d];
     }
     return per_image * (uint64_t)runs * (uint64_t)rows;
 }
@@ -160,12 +155,14 @@ static ftl_status calibration_precision(const ftl_model_options *o, ftl_nn_preci
     }
     if (e && *e && strcmp(e, "auto") != 0)
         return ftl_fail(FTL_E_INVALID_ARG, "FTL_NN_CALIBRATION_PRECISION='%s': expected fp32, bf16 or auto", e);
-    if (o->device == FTL_DEVICE_CUDA) return FTL_OK;
+    if (!ftl_nn_cpu_bf16_available()) return FTL_OK; /* no peaks to measure */
     char why[160];
     FTL_TRY(ftl_nn_precision_auto(FTL_DEVICE_CPU, o->threads, out, why, sizeof why));
-    if (*out != FTL_NN_BF16) *out = FTL_NN_FP32;
     if (*out == FTL_NN_BF16) ftl_log_info("int8: calibration computes in %s", why);
-    else ftl_log_debug("int8: calibration computes in %s", why);
+    else {
+        *out = FTL_NN_FP32;
+        ftl_log_debug("int8: calibration computes in %s", why);
+    }
     return FTL_OK;
 }
 
@@ -182,6 +179,7 @@ ftl_status ftl_nn_calibrate_cached(const char *path, const ftl_model_options *o,
     if (reused_from) *reused_from = NULL;
     if (count < 1) return ftl_fail(FTL_E_INVALID_ARG, "%s: calibration needs at least one image", path);
     ftl_model_options fo = *o;
+    fo.device = FTL_DEVICE_CPU; /* int8 runs on the CPU, and only its plans hand values to an observer */
     FTL_TRY(calibration_precision(o, &fo.precision));
     fo.int8_scales = NULL;
     calibration_run c = {0};

@@ -565,8 +565,8 @@ TEST(nn_int8_calibration_in_bf16_matches_fp32) {
     int second_passes[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         setenv("FTL_NN_CALIBRATION_PRECISION", names[i], 1);
-        /* one pass in either: a bf16 plan holds the 24-channel tensors padded to 32 (nChw16c), whose zeros
-         * are handed over too; tails sized for fewer sent them to the second pass */
+        /* one pass in either, each value seen once: a bf16 plan in its usual nChw16c would hand over the
+         * 24-channel tensors' padding to 32 too (the tails then run short: a second pass) */
         ftl_log_set_level(FTL_LOG_DEBUG);
         ftl_log_set_sink(count_second_passes, &second_passes[i], false);
         if (ftl_nn_calibrate(path, &o, &pp, cal, n_cal, 224, FTL_NN_CALIBRATION_PERCENTILE, &s[i]) != FTL_OK)
@@ -602,7 +602,7 @@ TEST(nn_int8_calibration_in_bf16_matches_fp32) {
                s[0]->count, 100 * median, 100 * worst);
         CHECK(differ > 0);
         CHECK(median <= 0.01);
-        CHECK(worst <= 0.05);
+        CHECK(worst <= 0.03);
         free(rel);
         long long dim = 0, dim8 = 0;
         float *f32 = features_of(path, &o, &pp, val, n_val, 224, &dim, NULL), *f8[2] = {NULL, NULL};

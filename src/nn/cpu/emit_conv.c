@@ -22,7 +22,9 @@ dnnl_format_tag_t cpu_conv_layout(const nn_plan *p) {
     if (e && strcmp(e, "any") == 0) return dnnl_format_tag_any;
     if (e && strcmp(e, "nhwc") == 0) return dnnl_acdb;
     if (e && strcmp(e, "blocked") == 0) return cpu_blocked_tag();
-    if (p->precision == NN_PREC_BF16) return dnnl_aBcd16b;
+    /* bf16: blocked, but not for calibration's observer, which takes each value once: a blocked layout
+     * would hand it the channels' padding too (fp32's plans for it are never blocked either) */
+    if (p->precision == NN_PREC_BF16) return p->observer ? dnnl_acdb : dnnl_aBcd16b;
     return p->conv_choice->blocked_layout ? cpu_blocked_tag() : dnnl_acdb;
 }
 
