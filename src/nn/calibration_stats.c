@@ -3,6 +3,7 @@
  * (range, then a histogram in doubles), 10x the int8 pass it serves. */
 #include "nn/calibration_stats.h"
 #include "util/alloc.h"
+#include "util/line_shares.h"
 
 #include <math.h>
 #include <omp.h>
@@ -194,10 +195,9 @@ static void scan_shared(const float *x, size_t n, float threshold, int team, con
     }
 #pragma omp parallel num_threads(team)
     {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t lines = (n + 15) / 16, begin = lines * (size_t)t / (size_t)nt * 16,
-               end = lines * (size_t)(t + 1) / (size_t)nt * 16;
-        if (end > n) end = n;
+        int t = omp_get_thread_num();
+        size_t begin, end;
+        ftl_line_share(n, t, omp_get_num_threads(), &begin, &end);
         if (begin < end) scan(x + begin, end - begin, threshold, &part[t]);
     }
 }
@@ -214,9 +214,8 @@ static void merge_parts(nn_calibration_stats *s, scan_result *part, int team) {
 
 void nn_calibration_stats_add(nn_calibration_stats *s, const float *x, size_t n, int threads) {
     s->count += n;
-    int team = n >= ((size_t)1 << 16) && threads > 1 ? threads : 1;
-    scan_result part[64];
-    if (team > 64) team = 64;
+    int team = ftl_line_shares_team(n, threads);
+    scan_result part[FTL_SHARES_MAX_TEAM];
     /* The first values of a large tensor: only those above a sampled floor enter, when at least tail_cap
      * do (everything left out is then below the tail_cap largest); else the way below. */
     float floor;

@@ -56,6 +56,15 @@ static uint8_t *hymenoptera_images(const char *split, int size, int limit, int *
     return all;
 }
 
+/* Model options on the CPU at `batch` images a run. */
+static ftl_model_options cpu_options(int batch) {
+    ftl_model_options o;
+    ftl_model_options_init(&o);
+    o.device = FTL_DEVICE_CPU;
+    o.batch = batch;
+    return o;
+}
+
 static float *features_of(const char *path, ftl_model_options *o, const ftl_nn_preprocess *pp, const uint8_t *images,
                           int count, int size, long long *dim, int *int8_convs) {
     ftl_model *m = NULL;
@@ -506,10 +515,7 @@ TEST(nn_int8_one_pass_calibration_equals_two_passes) {
     char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
     int n = 0;
     uint8_t *images = hymenoptera_images("train", 224, 20, &n);
-    ftl_model_options o;
-    ftl_model_options_init(&o);
-    o.device = FTL_DEVICE_CPU;
-    o.batch = 8;
+    ftl_model_options o = cpu_options(8);
     ftl_nn_preprocess pp;
     ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
     ftl_nn_int8_scales *one = NULL, *two = NULL;
@@ -553,10 +559,7 @@ TEST(nn_int8_calibration_in_bf16_matches_fp32) {
     char *path = ftl_format("%s/models/mobilenet_v2_1.0_224_features.onnx", ftl_test_shared_dir());
     int n_cal = 0, n_val = 0;
     uint8_t *cal = hymenoptera_images("train", 224, 24, &n_cal), *val = hymenoptera_images("val", 224, 16, &n_val);
-    ftl_model_options o;
-    ftl_model_options_init(&o);
-    o.device = FTL_DEVICE_CPU;
-    o.batch = 8;
+    ftl_model_options o = cpu_options(8);
     ftl_nn_preprocess pp;
     ftl_nn_preprocess_init(&pp, FTL_NN_SCALE_TF);
     ftl_nn_int8_scales *s[2] = {NULL, NULL};

@@ -295,7 +295,8 @@ static int separable_reader(const nn_plan *p, const nn_graph *g, const nn_node *
         !separable_posts_ok(n, false) || !cpu_separable_int8_wanted())
         return -1;
     int m = nn_separable_pointwise(g, (int)(n - g->nodes), cpu_separable_stride2_wanted());
-    dnnl_data_type_t in_type = m >= 0 ? int8_type(p, n->in[0]) : dnnl_data_type_undef;
+    if (m < 0) return -1;
+    dnnl_data_type_t in_type = int8_type(p, n->in[0]);
     if ((in_type != dnnl_u8 && in_type != dnnl_s8) || !writes_int8(p, n)) return -1;
     const nn_node *r = &g->nodes[m];
     if (!separable_posts_ok(r, !writes_int8(p, r)) || cpu_attention_role(p, m) != -1 || !cpu_node_int8(p, r) ||

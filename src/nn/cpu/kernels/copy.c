@@ -6,6 +6,7 @@
 #include "nn/ir/qdq.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/line_shares.h"
 
 #include <omp.h>
 #if defined(__x86_64__)
@@ -298,16 +299,15 @@ static void widen_bf16(const uint16_t *src, float *dst, size_t n) {
 }
 
 void cpu_widen_bf16(const uint16_t *src, float *dst, size_t n, int threads) {
-    int team = n >= ((size_t)1 << 16) && threads > 1 ? threads : 1;
+    int team = ftl_line_shares_team(n, threads);
     if (team == 1) {
         widen_bf16(src, dst, n);
         return;
     }
 #pragma omp parallel num_threads(team)
     {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t lines = (n + 15) / 16, begin = lines * (size_t)t / (size_t)nt * 16, end = lines * (size_t)(t + 1) / (size_t)nt * 16;
-        if (end > n) end = n;
+        size_t begin, end;
+        ftl_line_share(n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
         if (begin < end) widen_bf16(src + begin, dst + begin, end - begin);
     }
 }

@@ -27,9 +27,8 @@ bool cpu_convert_same_layout(const dnnl_memory_desc_t *src, const dnnl_memory_de
  * (x - zero) * scale. */
 void cpu_convert_run(const void *src, dnnl_data_type_t src_type, void *dst, dnnl_data_type_t dst_type, size_t n,
                      float scale, int zero, int threads);
-/* n bf16 values to f32: exact, a bf16 being an f32's top half. From 2^16 values on `threads` threads, each
- * a share of whole 64-byte lines of f32 in order: the shares calibration's statistics then scan (each
- * thread reads what it widened, from its own cache). */
+/* n bf16 values to f32: exact, a bf16 being an f32's top half. On threads in util/line_shares.h's
+ * shares, the ones calibration's statistics then scan. */
 void cpu_widen_bf16(const uint16_t *src, float *dst, size_t n, int threads);
 /* n floats through a quantized model's FakeQuantize (nn_fake_quantize) on the OpenMP team. */
 void cpu_fake_quant_run(const float *src, float *dst, size_t n, float scale, int zero, int lo, int hi, int threads);
